@@ -1,0 +1,95 @@
+/**
+ * The development time card: a P-256 key with an X.509 certificate issued by a development manufacturer CA
+ * (protocol/devca.ts), reading the host clock at ns resolution (hostClock.ts). It has no oscillator error
+ * estimate of its own: `measuredErrorNs()` is whatever was simulated (0 by default). `simulateTamper` and
+ * `simulateMeasuredError` exist for tests and demos.
+ */
+import type { KeyObject } from "node:crypto";
+import { UnavailableError } from "../../protocol/errors";
+import { p256PublicKeyToUncompressed } from "../../protocol/keys";
+import { cardIdOf, signHardware } from "../../protocol/sign";
+import type { Hex } from "../../protocol/types";
+import { createAnchoredClock } from "./hostClock";
+import type { TamperState, TimeCard } from "./types";
+
+export interface DevTimeCardOptions {
+  /** The card's P-256 private key. */
+  cardKey: KeyObject;
+  /** Leaf first, then the dev manufacturer CA. */
+  certificateChainPem: readonly string[];
+  /** Defaults to the host clock anchored to the wall clock once, at construction. */
+  clockNs?: () => bigint;
+  /** Initial simulated measured error, ns (default 0). */
+  measuredErrorNs?: number;
+}
+
+export class DevTimeCard implements TimeCard {
+  readonly cardId: Hex;
+  readonly publicKey: Hex;
+  readonly certificateChainPem: readonly string[];
+  readonly #cardKey: KeyObject;
+  readonly #clockNs: () => bigint;
+  readonly #tamperListeners = new Set<(reason: string) => void>();
+  #lastReadNs = 0n;
+  #tamperReason: string | null = null;
+  #measuredErrorNs: number;
+
+  constructor(options: DevTimeCardOptions) {
+    if (options.cardKey.type !== "private") {
+      throw new UnavailableError("the dev card needs a private P-256 key", { keyType: options.cardKey.type });
+    }
+    this.#cardKey = options.cardKey;
+    this.cardId = cardIdOf(options.cardKey);
+    this.publicKey = p256PublicKeyToUncompressed(options.cardKey);
+    this.certificateChainPem = Object.freeze([...options.certificateChainPem]);
+    this.#clockNs = options.clockNs ?? createAnchoredClock();
+    this.#measuredErrorNs = options.measuredErrorNs ?? 0;
+  }
+
+  readTimeNs(): bigint {
+    // The anchored clock is monotonic already; the max() also guards an injected clock that is not.
+    const nowNs = this.#clockNs();
+    if (nowNs > this.#lastReadNs) this.#lastReadNs = nowNs;
+    return this.#lastReadNs;
+  }
+
+  signHardware(nanoMoment: bigint): Hex {
+    if (this.#tamperReason !== null) {
+      throw new UnavailableError(`time card tampered: ${this.#tamperReason}`, { cardId: this.cardId });
+    }
+    return signHardware(this.#cardKey, nanoMoment);
+  }
+
+  tamperState(): TamperState {
+    return { tampered: this.#tamperReason !== null, reason: this.#tamperReason };
+  }
+
+  onTamper(listener: (reason: string) => void): () => void {
+    this.#tamperListeners.add(listener);
+    return () => this.#tamperListeners.delete(listener);
+  }
+
+  measuredErrorNs(): number {
+    return this.#measuredErrorNs;
+  }
+
+  /** Latches the card into the tampered state (irreversible, like a real card) and notifies listeners once. */
+  simulateTamper(reason: string): void {
+    if (this.#tamperReason !== null) return;
+    this.#tamperReason = reason;
+    for (const listener of [...this.#tamperListeners]) listener(reason);
+  }
+
+  /** Sets the measured error the card reports, ns. */
+  simulateMeasuredError(errorNs: number): void {
+    this.#measuredErrorNs = errorNs;
+  }
+
+  close(): void {
+    this.#tamperListeners.clear();
+  }
+
+  toJSON(): { cardId: Hex } {
+    return { cardId: this.cardId };
+  }
+}

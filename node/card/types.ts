@@ -1,0 +1,38 @@
+/**
+ * The time card driver interface: the only thing the node knows about the hardware that reads and signs time.
+ * The development card (dev.ts) implements it over the host clock; real drivers (PCIe time cards, PTP grandmaster
+ * modules with an HSM) implement the same interface.
+ */
+import type { Hex } from "../../protocol/types";
+
+export interface TamperState {
+  tampered: boolean;
+  /** Why the card considers itself tampered (enclosure opened, key zeroised, ...); null when not tampered. */
+  reason: string | null;
+}
+
+export interface TimeCard {
+  /** SHA-256 of the card's uncompressed P-256 public key (32 bytes, lowercase hex). */
+  readonly cardId: Hex;
+  /** The card's uncompressed P-256 public key (0x04 ‖ X ‖ Y). */
+  readonly publicKey: Hex;
+  /** X.509 chain, leaf (the card certificate) first, then the manufacturer CA; PEM. */
+  readonly certificateChainPem: readonly string[];
+  /** The card's clock: ns since the Unix epoch. Monotonic non-decreasing. */
+  readTimeNs(): bigint;
+  /**
+   * Signs the hardware message for `nanoMoment` (PROTOCOL.md §3): cardId ‖ r ‖ s, 96 bytes, low-S.
+   * Throws UnavailableError when the card is tampered (a real card zeroises its key).
+   */
+  signHardware(nanoMoment: bigint): Hex;
+  tamperState(): TamperState;
+  /** Called once when the card becomes tampered; returns unsubscribe. */
+  onTamper(listener: (reason: string) => void): () => void;
+  /**
+   * The card's current estimate of its own clock error against its reference (GPS, PTP), ns. The node refuses
+   * to sign while this exceeds the accuracy it advertises.
+   */
+  measuredErrorNs(): number;
+  /** Releases driver resources. */
+  close(): void;
+}

@@ -1,0 +1,842 @@
+/**
+ * The node's settings: ONE declared table (name, environment variable, description, type, default, bounds,
+ * secret flag), loaded from a JSON file and the environment (the environment wins), validated once at start.
+ * Every error names the setting, where the value came from, and the bound it broke.
+ *
+ * File format: a JSON object whose keys are the setting names below (unknown keys are rejected, to catch typos).
+ * Nanosecond settings are decimal strings ("1000000") or safe JSON integers; lists are JSON arrays; maps are JSON
+ * objects. In the environment, lists are comma-separated and maps are JSON. Relative paths in the file resolve
+ * against the file's folder; relative paths from the environment resolve against the working directory.
+ */
+import { createHash, timingSafeEqual } from "node:crypto";
+import { existsSync, readFileSync } from "node:fs";
+import { dirname, isAbsolute, resolve } from "node:path";
+import { ValidationError } from "../protocol/errors";
+import {
+  DEFAULT_MAX_ACCEPTABLE_DRIFT_NS,
+  DEFAULT_MAX_ATTESTATION_AGE_NS,
+  DEFAULT_MAX_FUTURE_DRIFT_NS,
+  DEFAULT_NODE_QUORUM,
+  DEV_CARD_ACCURACY_NS,
+  NS_PER_MILLISECOND,
+  NS_PER_SECOND,
+  UINT32_MAX,
+} from "../protocol/constants";
+
+/** pino levels. */
+export const LOG_LEVELS = ["fatal", "error", "warn", "info", "debug", "trace", "silent"] as const;
+export type LogLevel = (typeof LOG_LEVELS)[number];
+
+/** SHA-256 of an API key. The node never keeps the key itself in memory after loading. */
+export type ApiKeyHash = Buffer;
+
+/** Parsed value of each setting kind. */
+interface SettingKinds {
+  /** Free text (bounded length). */
+  string: string;
+  /** A filesystem path, resolved to an absolute path when loaded. */
+  path: string;
+  /** A safe integer (ports, counts, bytes, ms). */
+  integer: number;
+  /** A nanosecond value, uint128-safe. */
+  ns: bigint;
+  boolean: boolean;
+  /** One of `choices`. */
+  choice: string;
+  /** A list of non-empty strings. */
+  list: readonly string[];
+  /** PEM certificates: each entry is PEM text or a path to a PEM file; loaded as PEM text. */
+  pemList: readonly string[];
+  /** API keys: each entry is the key itself or "sha256:<64 hex>"; loaded as SHA-256 hashes. */
+  apiKeyList: readonly ApiKeyHash[];
+  /** A map of non-empty names to non-empty strings. */
+  map: Readonly<Record<string, string>>;
+}
+type SettingKind = keyof SettingKinds;
+
+interface SettingDefinition<K extends SettingKind> {
+  kind: K;
+  /** Environment variable that overrides the file. */
+  env: string;
+  description: string;
+  default: SettingKinds[K];
+  /** Inclusive bounds for integer/ns settings; for lists, the maximum number of entries is `max`. */
+  min?: K extends "ns" ? bigint : number;
+  max?: K extends "ns" ? bigint : number;
+  /** For `choice`. */
+  choices?: readonly string[];
+  /** For `string`/`list` entries. */
+  pattern?: RegExp;
+  patternHint?: string;
+  /** Hidden by `redactedConfig()` and never echoed in error messages. */
+  secret: boolean;
+}
+
+function setting<K extends SettingKind>(definition: SettingDefinition<K>): SettingDefinition<K> {
+  return definition;
+}
+
+const NS_PER_DAY = 86_400n * NS_PER_SECOND;
+const MAX_PORT = 65_535;
+const ADDRESS_PATTERN = /^0x[0-9a-fA-F]{40}$/;
+const BYTES32_PATTERN = /^0x[0-9a-fA-F]{64}$/;
+
+/** The settings table. Order is the order of `describeSettings()` and of the redacted log line. */
+export const SETTINGS = {
+  host: setting({
+    kind: "string",
+    env: "ATS_HOST",
+    description: "Interface every server binds to. Loopback by default; set 0.0.0.0 to expose the node.",
+    default: "127.0.0.1",
+    pattern: /^[0-9A-Za-z.:\-[\]]{1,255}$/,
+    patternHint: "a host name or IP address",
+    secret: false,
+  }),
+  restPort: setting({
+    kind: "integer",
+    env: "ATS_REST_PORT",
+    description: "REST + WebSocket + /metrics port. 0 picks a free port (printed at start).",
+    default: 8080,
+    min: 0,
+    max: MAX_PORT,
+    secret: false,
+  }),
+  grpcEnabled: setting({
+    kind: "boolean",
+    env: "ATS_GRPC_ENABLED",
+    description: "Serve gRPC TimeRPC and the gRPC health service.",
+    default: true,
+    secret: false,
+  }),
+  grpcPort: setting({
+    kind: "integer",
+    env: "ATS_GRPC_PORT",
+    description: "gRPC port. 0 picks a free port (printed at start).",
+    default: 50051,
+    min: 0,
+    max: MAX_PORT,
+    secret: false,
+  }),
+  keyDir: setting({
+    kind: "path",
+    env: "ATS_KEY_DIR",
+    description: "Key directory written by `ats-node keys init` (card key + chain, node keystore).",
+    default: "./keys",
+    secret: false,
+  }),
+  keystorePassword: setting({
+    kind: "string",
+    env: "ATS_KEYSTORE_PASSWORD",
+    description: "Password of the node keystore (keyDir/node.json) when it is encrypted; empty = plain dev keystore.",
+    default: "",
+    secret: true,
+  }),
+  dataDir: setting({
+    kind: "path",
+    env: "ATS_DATA_DIR",
+    description: "Folder of the node's SQLite files (schedules, proof archive). Created when missing.",
+    default: "./data",
+    secret: false,
+  }),
+  cardDriver: setting({
+    kind: "choice",
+    env: "ATS_CARD_DRIVER",
+    description: "Time card driver. 'dev': P-256 key from keyDir, host clock (process.hrtime anchored to the wall clock).",
+    default: "dev",
+    choices: ["dev"],
+    secret: false,
+  }),
+  tickIntervalNs: setting({
+    kind: "ns",
+    env: "ATS_TICK_INTERVAL_NS",
+    description: "Interval between attestations (card + node signature). Each costs ~0.3 ms of CPU on this class of machine.",
+    default: NS_PER_MILLISECOND,
+    min: 100_000n,
+    max: 60n * NS_PER_SECOND,
+    secret: false,
+  }),
+  accuracyNs: setting({
+    kind: "integer",
+    env: "ATS_ACCURACY_NS",
+    description: "Accuracy the node advertises and signs into every proof (uint32 ns).",
+    default: DEV_CARD_ACCURACY_NS,
+    min: 1,
+    max: UINT32_MAX,
+    secret: false,
+  }),
+  maxMeasuredErrorNs: setting({
+    kind: "integer",
+    env: "ATS_MAX_MEASURED_ERROR_NS",
+    description:
+      "The node refuses to sign while the card's measured error exceeds this. 0 means 'equal to accuracyNs'; a non-zero value must not exceed accuracyNs (the node never signs an accuracy it does not meet).",
+    default: 0,
+    min: 0,
+    max: UINT32_MAX,
+    secret: false,
+  }),
+  apiKeys: setting({
+    kind: "apiKeyList",
+    env: "ATS_API_KEYS",
+    description:
+      "API keys accepted on the attested-time API (empty = no key required). Entries are keys or 'sha256:<hex>'; only SHA-256 hashes are kept in memory and compared in constant time.",
+    default: [],
+    max: 10_000,
+    secret: true,
+  }),
+  clientPublicKeys: setting({
+    kind: "map",
+    env: "ATS_CLIENT_PUBLIC_KEYS",
+    description:
+      "Registered clients for gRPC client_signature: clientId -> secp256k1 Ethereum address of the client's key (signed bytes documented in node/api/auth.ts). JSON object in the environment.",
+    default: {},
+    max: 10_000,
+    pattern: ADDRESS_PATTERN,
+    patternHint: "a 20-byte 0x address",
+    secret: false,
+  }),
+  maxRequestsPerSecond: setting({
+    kind: "integer",
+    env: "MAX_REQUESTS_PER_SECOND",
+    description: "Per-client request budget per second on every transport (0 = unlimited).",
+    default: 100,
+    min: 0,
+    max: 10_000_000,
+    secret: false,
+  }),
+  wsMinIntervalNs: setting({
+    kind: "ns",
+    env: "ATS_WS_MIN_INTERVAL_NS",
+    description: "Smallest subscription interval a WebSocket client may ask for.",
+    default: NS_PER_MILLISECOND,
+    min: 100_000n,
+    max: 3_600n * NS_PER_SECOND,
+    secret: false,
+  }),
+  wsMaxIntervalNs: setting({
+    kind: "ns",
+    env: "ATS_WS_MAX_INTERVAL_NS",
+    description: "Largest subscription interval a WebSocket client may ask for.",
+    default: 3_600n * NS_PER_SECOND,
+    min: 100_000n,
+    max: NS_PER_DAY,
+    secret: false,
+  }),
+  wsMaxConnections: setting({
+    kind: "integer",
+    env: "ATS_WS_MAX_CONNECTIONS",
+    description: "Concurrent WebSocket connections; more are refused.",
+    default: 1_000,
+    min: 1,
+    max: 1_000_000,
+    secret: false,
+  }),
+  wsMaxSubscriptionsPerConnection: setting({
+    kind: "integer",
+    env: "ATS_WS_MAX_SUBSCRIPTIONS_PER_CONNECTION",
+    description: "Active subscriptions per WebSocket connection.",
+    default: 8,
+    min: 1,
+    max: 1_000,
+    secret: false,
+  }),
+  wsMaxMessageBytes: setting({
+    kind: "integer",
+    env: "ATS_WS_MAX_MESSAGE_BYTES",
+    description: "Largest WebSocket frame a client may send.",
+    default: 4_096,
+    min: 128,
+    max: 1_048_576,
+    secret: false,
+  }),
+  grpcMaxMessageBytes: setting({
+    kind: "integer",
+    env: "ATS_GRPC_MAX_MESSAGE_BYTES",
+    description: "Largest gRPC message received.",
+    default: 65_536,
+    min: 1_024,
+    max: 16_777_216,
+    secret: false,
+  }),
+  requestTimeoutMs: setting({
+    kind: "integer",
+    env: "ATS_REQUEST_TIMEOUT_MS",
+    description: "Per-request timeout of the servers.",
+    default: 10_000,
+    min: 100,
+    max: 600_000,
+    secret: false,
+  }),
+  bodyLimitBytes: setting({
+    kind: "integer",
+    env: "ATS_BODY_LIMIT_BYTES",
+    description: "Largest REST request body.",
+    default: 65_536,
+    min: 1_024,
+    max: 16_777_216,
+    secret: false,
+  }),
+  shutdownGraceMs: setting({
+    kind: "integer",
+    env: "ATS_SHUTDOWN_GRACE_MS",
+    description: "On SIGINT/SIGTERM, how long in-flight requests get before connections are cut.",
+    default: 10_000,
+    min: 0,
+    max: 600_000,
+    secret: false,
+  }),
+  trustedRootsPem: setting({
+    kind: "pemList",
+    env: "ATS_TRUSTED_ROOTS",
+    description:
+      "Manufacturer root certificates that POST /time/verify accepts card chains from: PEM text or PEM file paths (comma-separated in the environment).",
+    default: [],
+    max: 1_000,
+    secret: false,
+  }),
+  trustedNodeAddresses: setting({
+    kind: "list",
+    env: "ATS_TRUSTED_NODE_ADDRESSES",
+    description: "Other nodes whose signatures verify() accepts (this node's own address is always accepted).",
+    default: [],
+    max: 10_000,
+    pattern: ADDRESS_PATTERN,
+    patternHint: "a 20-byte 0x address",
+    secret: false,
+  }),
+  revokedCardIds: setting({
+    kind: "list",
+    env: "ATS_REVOKED_CARD_IDS",
+    description: "Card ids verify() rejects as revoked.",
+    default: [],
+    max: 10_000,
+    pattern: BYTES32_PATTERN,
+    patternHint: "a 32-byte 0x card id",
+    secret: false,
+  }),
+  maxAttestationAgeNs: setting({
+    kind: "ns",
+    env: "ATS_MAX_ATTESTATION_AGE_NS",
+    description: "verify(): oldest acceptable proof (same rule as on-chain); current() also refuses to serve an older cached proof.",
+    default: DEFAULT_MAX_ATTESTATION_AGE_NS,
+    min: NS_PER_MILLISECOND,
+    max: NS_PER_DAY,
+    secret: false,
+  }),
+  maxFutureDriftNs: setting({
+    kind: "ns",
+    env: "ATS_MAX_FUTURE_DRIFT_NS",
+    description: "verify(): how far ahead of the node clock a proof may be.",
+    default: DEFAULT_MAX_FUTURE_DRIFT_NS,
+    min: 0n,
+    max: NS_PER_DAY,
+    secret: false,
+  }),
+  maxAcceptableDriftNs: setting({
+    kind: "ns",
+    env: "ATS_MAX_ACCEPTABLE_DRIFT_NS",
+    description: "verify(): largest acceptable proof accuracy.",
+    default: DEFAULT_MAX_ACCEPTABLE_DRIFT_NS,
+    min: 0n,
+    max: BigInt(UINT32_MAX),
+    secret: false,
+  }),
+  nodeQuorum: setting({
+    kind: "integer",
+    env: "ATS_NODE_QUORUM",
+    description: "verify(): distinct node signatures required.",
+    default: DEFAULT_NODE_QUORUM,
+    min: 1,
+    max: 1_000,
+    secret: false,
+  }),
+  scheduleMaxAttempts: setting({
+    kind: "integer",
+    env: "ATS_SCHEDULE_MAX_ATTEMPTS",
+    description: "Callback delivery attempts before a schedule is marked failed.",
+    default: 8,
+    min: 1,
+    max: 100,
+    secret: false,
+  }),
+  scheduleBaseBackoffMs: setting({
+    kind: "integer",
+    env: "ATS_SCHEDULE_BASE_BACKOFF_MS",
+    description: "First retry delay; doubles per attempt, with full jitter.",
+    default: 500,
+    min: 1,
+    max: 3_600_000,
+    secret: false,
+  }),
+  scheduleMaxBackoffMs: setting({
+    kind: "integer",
+    env: "ATS_SCHEDULE_MAX_BACKOFF_MS",
+    description: "Cap of the retry delay.",
+    default: 60_000,
+    min: 1,
+    max: 86_400_000,
+    secret: false,
+  }),
+  scheduleDeliveryTimeoutMs: setting({
+    kind: "integer",
+    env: "ATS_SCHEDULE_DELIVERY_TIMEOUT_MS",
+    description: "Timeout of one callback POST.",
+    default: 5_000,
+    min: 10,
+    max: 300_000,
+    secret: false,
+  }),
+  scheduleMaxHorizonNs: setting({
+    kind: "ns",
+    env: "ATS_SCHEDULE_MAX_HORIZON_NS",
+    description: "How far in the future executeAt may be.",
+    default: 366n * NS_PER_DAY,
+    min: NS_PER_SECOND,
+    max: 36_600n * NS_PER_DAY,
+    secret: false,
+  }),
+  scheduleMaxPastNs: setting({
+    kind: "ns",
+    env: "ATS_SCHEDULE_MAX_PAST_NS",
+    description: "How far in the past executeAt may be (then it is delivered at once).",
+    default: 60n * NS_PER_SECOND,
+    min: 0n,
+    max: NS_PER_DAY,
+    secret: false,
+  }),
+  scheduleMaxPending: setting({
+    kind: "integer",
+    env: "ATS_SCHEDULE_MAX_PENDING",
+    description: "Schedules not yet delivered or failed; more are refused (bounds disk and memory).",
+    default: 100_000,
+    min: 1,
+    max: 10_000_000,
+    secret: false,
+  }),
+  scheduleAllowedCallbackHosts: setting({
+    kind: "list",
+    env: "ATS_SCHEDULE_ALLOWED_CALLBACK_HOSTS",
+    description:
+      "SSRF guard: callback hosts allowed besides loopback (localhost, 127.0.0.0/8, ::1). '*' allows every host; empty (default) allows loopback only.",
+    default: [],
+    max: 1_000,
+    pattern: /^[0-9A-Za-z.:\-*[\]]{1,255}$/,
+    patternHint: "a host name, an IP address or '*'",
+    secret: false,
+  }),
+  archiveIntervalNs: setting({
+    kind: "ns",
+    env: "ATS_ARCHIVE_INTERVAL_NS",
+    description: "One proof is archived per this interval (not every tick) for HISTORICAL_PROOF.",
+    default: 100n * NS_PER_MILLISECOND,
+    min: NS_PER_MILLISECOND,
+    max: NS_PER_DAY,
+    secret: false,
+  }),
+  archiveCapacity: setting({
+    kind: "integer",
+    env: "ATS_ARCHIVE_CAPACITY",
+    description: "Proofs kept in the archive; the oldest are evicted beyond this.",
+    default: 864_000,
+    min: 1,
+    max: 100_000_000,
+    secret: false,
+  }),
+  logLevel: setting({
+    kind: "choice",
+    env: "ATS_LOG_LEVEL",
+    description: "pino log level.",
+    default: "info",
+    choices: LOG_LEVELS,
+    secret: false,
+  }),
+} as const;
+
+export type SettingName = keyof typeof SETTINGS;
+
+type KindOf<N extends SettingName> = (typeof SETTINGS)[N]["kind"];
+
+/** The validated configuration. `logLevel` is narrowed to the pino levels. */
+export type NodeConfig = {
+  readonly [N in SettingName]: N extends "logLevel" ? LogLevel : SettingKinds[KindOf<N>];
+};
+
+/** A plain description of one setting, for `ats-node settings` and the README. */
+export interface SettingDescription {
+  name: SettingName;
+  env: string;
+  kind: SettingKind;
+  description: string;
+  default: string;
+  bounds: string | null;
+  secret: boolean;
+}
+
+type AnySetting = SettingDefinition<SettingKind>;
+
+function definitionOf(name: SettingName): AnySetting {
+  return SETTINGS[name] as AnySetting;
+}
+
+export const SETTING_NAMES = Object.keys(SETTINGS) as SettingName[];
+
+function boundsText(definition: AnySetting): string | null {
+  const { min, max, choices, pattern } = definition;
+  if (choices !== undefined) return `one of ${choices.join(", ")}`;
+  const isList = ["list", "pemList", "apiKeyList", "map"].includes(definition.kind);
+  if (isList) return max === undefined ? null : `at most ${max.toString()} entries`;
+  if (min !== undefined && max !== undefined) return `${min.toString()}..${max.toString()}`;
+  if (pattern !== undefined) return definition.patternHint ?? pattern.source;
+  return null;
+}
+
+export function describeSettings(): SettingDescription[] {
+  return SETTING_NAMES.map((name) => {
+    const definition = definitionOf(name);
+    return {
+      name,
+      env: definition.env,
+      kind: definition.kind,
+      description: definition.description,
+      default: displayValue(definition, definition.default as SettingKinds[SettingKind]),
+      bounds: boundsText(definition),
+      secret: definition.secret,
+    };
+  });
+}
+
+function displayValue(definition: AnySetting, value: SettingKinds[SettingKind]): string {
+  if (definition.secret) return Array.isArray(value) ? `[redacted: ${value.length} entries]` : value === "" ? '""' : "[redacted]";
+  if (typeof value === "bigint") return value.toString();
+  return JSON.stringify(value);
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Parsing
+
+/** Where a raw value came from, for error messages. */
+type Source = { kind: "default" } | { kind: "file"; file: string } | { kind: "env"; variable: string } | { kind: "override" };
+
+function sourceText(source: Source): string {
+  switch (source.kind) {
+    case "default":
+      return "the default";
+    case "file":
+      return `config file ${source.file}`;
+    case "env":
+      return `environment variable ${source.variable}`;
+    case "override":
+      return "the caller";
+  }
+}
+
+function fail(name: SettingName, source: Source, message: string, value?: unknown): never {
+  const definition = definitionOf(name);
+  const shown = definition.secret || value === undefined ? "" : ` (got ${preview(value)})`;
+  const envHint = source.kind === "env" ? "" : ` [env ${definition.env}]`;
+  throw new ValidationError(`config.${name}`, `${message}${shown}, from ${sourceText(source)}${envHint}`, {
+    setting: name,
+    env: definition.env,
+    source: sourceText(source),
+  });
+}
+
+function preview(value: unknown): string {
+  const text = typeof value === "string" ? JSON.stringify(value) : typeof value === "bigint" ? value.toString() : JSON.stringify(value);
+  const safe = text ?? String(value);
+  return safe.length > 80 ? `${safe.slice(0, 80)}…` : safe;
+}
+
+const DECIMAL_PATTERN = /^(0|[1-9][0-9]*)$/;
+const INTEGER_PATTERN = /^-?(0|[1-9][0-9]*)$/;
+
+function parseInteger(name: SettingName, raw: unknown, source: Source): number {
+  const definition = definitionOf(name);
+  let value: number;
+  if (typeof raw === "number") value = raw;
+  else if (typeof raw === "string" && INTEGER_PATTERN.test(raw.trim())) value = Number(raw.trim());
+  else return fail(name, source, "must be an integer", raw);
+  if (!Number.isSafeInteger(value)) fail(name, source, "must be a safe integer", raw);
+  const min = definition.min as number;
+  const max = definition.max as number;
+  if (value < min || value > max) fail(name, source, `must be between ${min} and ${max}`, raw);
+  return value;
+}
+
+function parseNs(name: SettingName, raw: unknown, source: Source): bigint {
+  const definition = definitionOf(name);
+  let value: bigint;
+  if (typeof raw === "bigint") value = raw;
+  else if (typeof raw === "number" && Number.isSafeInteger(raw)) value = BigInt(raw);
+  else if (typeof raw === "string" && DECIMAL_PATTERN.test(raw.trim())) value = BigInt(raw.trim());
+  else return fail(name, source, "must be a non-negative decimal integer of nanoseconds (a string above 2^53)", raw);
+  const min = definition.min as bigint;
+  const max = definition.max as bigint;
+  if (value < min || value > max) fail(name, source, `must be between ${min} and ${max} ns`, raw);
+  return value;
+}
+
+function parseBoolean(name: SettingName, raw: unknown, source: Source): boolean {
+  if (typeof raw === "boolean") return raw;
+  if (typeof raw === "string") {
+    const lowered = raw.trim().toLowerCase();
+    if (["true", "1", "yes", "on"].includes(lowered)) return true;
+    if (["false", "0", "no", "off"].includes(lowered)) return false;
+  }
+  return fail(name, source, "must be true or false", raw);
+}
+
+function parseString(name: SettingName, raw: unknown, source: Source): string {
+  const definition = definitionOf(name);
+  if (typeof raw !== "string" || raw.length === 0) return fail(name, source, "must be a non-empty string", raw);
+  if (definition.pattern !== undefined && !definition.pattern.test(raw)) {
+    fail(name, source, `must be ${definition.patternHint ?? definition.pattern.source}`, raw);
+  }
+  if (definition.choices !== undefined && !definition.choices.includes(raw)) {
+    fail(name, source, `must be one of ${definition.choices.join(", ")}`, raw);
+  }
+  return raw;
+}
+
+function parseStringArray(name: SettingName, raw: unknown, source: Source): string[] {
+  const definition = definitionOf(name);
+  let items: unknown[];
+  if (Array.isArray(raw)) items = raw;
+  else if (typeof raw === "string") items = raw.trim() === "" ? [] : raw.split(",").map((item) => item.trim());
+  else return fail(name, source, "must be a list (JSON array, or comma-separated in the environment)", raw);
+  const max = definition.max as number | undefined;
+  if (max !== undefined && items.length > max) fail(name, source, `must have at most ${max} entries`);
+  return items.map((item, index) => {
+    if (typeof item !== "string" || item.length === 0) {
+      return fail(name, source, `entry ${index} must be a non-empty string`, definition.secret ? undefined : item);
+    }
+    if (definition.pattern !== undefined && !definition.pattern.test(item)) {
+      fail(name, source, `entry ${index} must be ${definition.patternHint ?? definition.pattern.source}`, item);
+    }
+    return item;
+  });
+}
+
+const SHA256_PREFIX = "sha256:";
+
+/** SHA-256 of an API key as presented by a client. */
+export function hashApiKey(apiKey: string): ApiKeyHash {
+  return createHash("sha256").update(apiKey, "utf8").digest();
+}
+
+/**
+ * Whether `presented` is one of the configured keys. Hashing first makes every comparison 32 bytes long, so
+ * `timingSafeEqual` leaks neither the key nor its length; every configured hash is compared (no early exit).
+ */
+export function apiKeyMatches(hashes: readonly ApiKeyHash[], presented: string): boolean {
+  const candidate = hashApiKey(presented);
+  let matched = false;
+  for (const hash of hashes) {
+    if (timingSafeEqual(hash, candidate)) matched = true;
+  }
+  return matched;
+}
+
+function parseApiKeys(name: SettingName, raw: unknown, source: Source): ApiKeyHash[] {
+  return parseStringArray(name, raw, source).map((entry, index) => {
+    if (entry.startsWith(SHA256_PREFIX)) {
+      const hex = entry.slice(SHA256_PREFIX.length);
+      if (!/^[0-9a-fA-F]{64}$/.test(hex)) fail(name, source, `entry ${index} must be 'sha256:' followed by 64 hex digits`);
+      return Buffer.from(hex, "hex");
+    }
+    if (entry.length < 16) fail(name, source, `entry ${index} must be at least 16 characters long`);
+    return hashApiKey(entry);
+  });
+}
+
+function parsePemList(name: SettingName, raw: unknown, source: Source, baseDir: string): string[] {
+  // Comma-splitting PEM text in the environment would break it: there, entries are file paths.
+  return parseStringArray(name, raw, source).map((entry, index) => {
+    const pem = entry.includes("-----BEGIN") ? entry : readPemFile(name, source, resolvePath(baseDir, entry), index);
+    if (!/-----BEGIN CERTIFICATE-----[\s\S]+-----END CERTIFICATE-----/.test(pem)) {
+      fail(name, source, `entry ${index} is not a PEM certificate`);
+    }
+    return pem;
+  });
+}
+
+function readPemFile(name: SettingName, source: Source, path: string, index: number): string {
+  try {
+    return readFileSync(path, "utf8");
+  } catch {
+    return fail(name, source, `entry ${index}: cannot read PEM file ${path}`);
+  }
+}
+
+function parseMap(name: SettingName, raw: unknown, source: Source): Record<string, string> {
+  const definition = definitionOf(name);
+  let value = raw;
+  if (typeof raw === "string") {
+    try {
+      value = raw.trim() === "" ? {} : (JSON.parse(raw) as unknown);
+    } catch {
+      return fail(name, source, "must be a JSON object");
+    }
+  }
+  if (typeof value !== "object" || value === null || Array.isArray(value)) return fail(name, source, "must be a JSON object", raw);
+  const entries = Object.entries(value as Record<string, unknown>);
+  const max = definition.max as number | undefined;
+  if (max !== undefined && entries.length > max) fail(name, source, `must have at most ${max} entries`);
+  const result: Record<string, string> = Object.create(null) as Record<string, string>;
+  for (const [key, entry] of entries) {
+    if (key.length === 0 || key.length > 256) fail(name, source, "keys must be 1..256 characters");
+    if (typeof entry !== "string" || entry.length === 0) fail(name, source, `entry ${JSON.stringify(key)} must be a non-empty string`);
+    if (definition.pattern !== undefined && !definition.pattern.test(entry)) {
+      fail(name, source, `entry ${JSON.stringify(key)} must be ${definition.patternHint ?? definition.pattern.source}`, entry);
+    }
+    result[key] = entry;
+  }
+  return result;
+}
+
+function resolvePath(baseDir: string, path: string): string {
+  return isAbsolute(path) ? path : resolve(baseDir, path);
+}
+
+function parseSetting(name: SettingName, raw: unknown, source: Source, baseDir: string): SettingKinds[SettingKind] {
+  const definition = definitionOf(name);
+  switch (definition.kind) {
+    case "string":
+    case "choice":
+      return parseString(name, raw, source);
+    case "path":
+      return resolvePath(baseDir, parseString(name, raw, source));
+    case "integer":
+      return parseInteger(name, raw, source);
+    case "ns":
+      return parseNs(name, raw, source);
+    case "boolean":
+      return parseBoolean(name, raw, source);
+    case "list":
+      return parseStringArray(name, raw, source);
+    case "pemList":
+      return parsePemList(name, raw, source, baseDir);
+    case "apiKeyList":
+      return parseApiKeys(name, raw, source);
+    case "map":
+      return parseMap(name, raw, source);
+  }
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Loading
+
+export interface LoadConfigOptions {
+  /** JSON config file; optional (defaults + env only when absent). */
+  file?: string;
+  /** Defaults to process.env. Only the variables named in the table are read. */
+  env?: NodeJS.ProcessEnv;
+  /** Applied after file and env (tests, `ats-node dev`). Values take the file's JSON shapes or parsed values. */
+  overrides?: Partial<Record<SettingName, unknown>>;
+  /** Base of relative paths from env/overrides/defaults; defaults to process.cwd(). */
+  cwd?: string;
+}
+
+function readConfigFile(file: string): Record<string, unknown> {
+  if (!existsSync(file)) {
+    throw new ValidationError("config.file", `config file ${file} does not exist`, { file });
+  }
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(readFileSync(file, "utf8")) as unknown;
+  } catch (cause) {
+    throw new ValidationError("config.file", `config file ${file} is not valid JSON`, { file }, { cause });
+  }
+  if (typeof parsed !== "object" || parsed === null || Array.isArray(parsed)) {
+    throw new ValidationError("config.file", `config file ${file} must hold a JSON object`, { file });
+  }
+  const object = parsed as Record<string, unknown>;
+  const unknownKeys = Object.keys(object).filter((key) => !(key in SETTINGS) && key !== "$schema" && key !== "//");
+  if (unknownKeys.length > 0) {
+    throw new ValidationError("config.file", `config file ${file} has unknown settings: ${unknownKeys.join(", ")}`, {
+      file,
+      unknownKeys,
+    });
+  }
+  return object;
+}
+
+/**
+ * Loads and validates the configuration: defaults, then the file, then the environment, then `overrides`.
+ * Throws ValidationError (field `config.<name>`) naming the setting, its source, its env variable and the bound.
+ */
+export function loadConfig(options: LoadConfigOptions = {}): NodeConfig {
+  const env = options.env ?? process.env;
+  const cwd = options.cwd ?? process.cwd();
+  const fileValues = options.file === undefined ? {} : readConfigFile(options.file);
+  const fileDir = options.file === undefined ? cwd : dirname(resolve(cwd, options.file));
+  const result: Record<string, SettingKinds[SettingKind]> = {};
+
+  for (const name of SETTING_NAMES) {
+    const definition = definitionOf(name);
+    const override = options.overrides?.[name];
+    const envValue = env[definition.env];
+    let value: SettingKinds[SettingKind];
+    if (override !== undefined) {
+      value = parseSetting(name, override, { kind: "override" }, cwd);
+    } else if (envValue !== undefined && envValue !== "") {
+      value = parseSetting(name, envValue, { kind: "env", variable: definition.env }, cwd);
+    } else if (name in fileValues) {
+      value = parseSetting(name, fileValues[name], { kind: "file", file: options.file ?? "" }, fileDir);
+    } else {
+      value = definition.kind === "path" ? resolvePath(cwd, definition.default as string) : definition.default;
+    }
+    result[name] = value;
+  }
+  const config = result as unknown as NodeConfig;
+  checkCrossFieldRules(config);
+  return Object.freeze(config);
+}
+
+/** Rules that involve two settings. */
+function checkCrossFieldRules(config: NodeConfig): void {
+  const source: Source = { kind: "override" };
+  if (config.maxMeasuredErrorNs > config.accuracyNs) {
+    throw new ValidationError(
+      "config.maxMeasuredErrorNs",
+      `must not exceed accuracyNs (${config.accuracyNs}); got ${config.maxMeasuredErrorNs} [env ${SETTINGS.maxMeasuredErrorNs.env}]`,
+      { setting: "maxMeasuredErrorNs" },
+    );
+  }
+  if (config.wsMinIntervalNs > config.wsMaxIntervalNs) {
+    fail("wsMinIntervalNs", source, `must not exceed wsMaxIntervalNs (${config.wsMaxIntervalNs})`, config.wsMinIntervalNs);
+  }
+  if (config.scheduleBaseBackoffMs > config.scheduleMaxBackoffMs) {
+    fail("scheduleBaseBackoffMs", source, `must not exceed scheduleMaxBackoffMs (${config.scheduleMaxBackoffMs})`, config.scheduleBaseBackoffMs);
+  }
+  if (config.grpcEnabled && config.restPort !== 0 && config.restPort === config.grpcPort) {
+    fail("grpcPort", source, "must differ from restPort", config.grpcPort);
+  }
+  if (BigInt(config.accuracyNs) > config.maxAcceptableDriftNs) {
+    // Not fatal for the node itself, but then its own proofs fail its own verify(): refuse the mistake early.
+    fail("accuracyNs", source, `must not exceed maxAcceptableDriftNs (${config.maxAcceptableDriftNs}), or the node's own proofs fail verification`, config.accuracyNs);
+  }
+}
+
+/** The threshold above which the attestor refuses to sign (maxMeasuredErrorNs, or accuracyNs when 0). */
+export function signingErrorBoundNs(config: NodeConfig): number {
+  return config.maxMeasuredErrorNs === 0 ? config.accuracyNs : config.maxMeasuredErrorNs;
+}
+
+/** A JSON-safe view of the configuration for logs: secrets hidden, ns as decimal strings, PEMs counted. */
+export function redactedConfig(config: NodeConfig): Record<string, unknown> {
+  const view: Record<string, unknown> = {};
+  for (const name of SETTING_NAMES) {
+    const definition = definitionOf(name);
+    const value = config[name] as SettingKinds[SettingKind];
+    if (definition.secret) {
+      view[name] = Array.isArray(value) ? `[redacted: ${value.length} entries]` : value === "" ? "" : "[redacted]";
+    } else if (typeof value === "bigint") {
+      view[name] = value.toString();
+    } else if (definition.kind === "pemList") {
+      view[name] = `[${(value as readonly string[]).length} PEM certificates]`;
+    } else {
+      view[name] = value;
+    }
+  }
+  return view;
+}

@@ -1,0 +1,419 @@
+/**
+ * Scheduled attested deliveries (`POST /time/schedule`, gRPC FUTURE_SCHEDULE): at `executeAt` the node POSTs a
+ * proof taken at or after that moment to a callback URL.
+ *
+ * Persistence: SQLite (`schedules.sqlite` in dataDir, WAL, synchronous=FULL). `schedule()` commits the row
+ * before it returns the id, so an accepted schedule survives a crash or restart; on start the worker reloads
+ * every row still `scheduled` or `delivering` and resumes.
+ *
+ * Delivery semantics: at most one delivery per successful POST, at least once overall. A row is marked
+ * `delivering` (attempts + 1, the proof it carries) BEFORE the POST and `delivered` after a 2xx answer. If the
+ * node crashes between the receiver's 2xx and that mark, the schedule is delivered again after restart:
+ * receivers must dedupe by `id` (also sent as the `Idempotency-Key` header). Each attempt carries a fresh proof
+ * (still taken at or after executeAt), so a late retry still carries a proof young enough for on-chain use.
+ * Failed attempts (non-2xx, timeout, network error, redirect) are retried with exponential backoff and jitter
+ * up to `maxAttempts`, then the schedule is `failed`.
+ *
+ * SSRF guard: callback URLs must be http(s) without credentials, and by default only loopback hosts are
+ * allowed (localhost, 127.0.0.0/8, [::1]); `allowedCallbackHosts` lists further host names or IPs exactly, or
+ * "*" for any host. Redirects are not followed (a 3xx is a failed attempt), so an allowed host cannot bounce
+ * the node to a forbidden one. An allowed DNS name is trusted to resolve where the operator expects.
+ *
+ * The worker never busy-waits: one timer is armed for the next due row (capped at 60 s, then re-armed).
+ */
+import { randomUUID } from "node:crypto";
+import type { Logger } from "pino";
+import { UINT128_MAX } from "../../protocol/constants";
+import { NotFoundError, ValidationError } from "../../protocol/errors";
+import type { ProofJson } from "../../protocol/types";
+import { blobToNs, nsToBlob, openDatabase, type SqliteDatabase, type SqliteStatement } from "./sqlite";
+import type { ScheduleRecord, ScheduleStatus, SignedTime } from "./types";
+
+// ---------------------------------------------------------------------------------------------------------------
+// Pure validation and backoff
+
+const DECIMAL_NS = /^(0|[1-9][0-9]{0,38})$/;
+const MAX_CALLBACK_URL_LENGTH = 2_048;
+const LOOPBACK_IPV4 = /^127\.(\d{1,3})\.(\d{1,3})\.(\d{1,3})$/;
+
+/** Parses an untrusted executeAt: a decimal string of ns (or a bigint), uint128. Throws ValidationError. */
+export function parseExecuteAt(value: unknown, field = "executeAt"): bigint {
+  let parsed: bigint;
+  if (typeof value === "bigint") parsed = value;
+  else if (typeof value === "string" && DECIMAL_NS.test(value)) parsed = BigInt(value);
+  else throw new ValidationError(field, "must be a decimal string of nanoseconds since the Unix epoch", { type: typeof value });
+  if (parsed < 0n || parsed > UINT128_MAX) throw new ValidationError(field, "must be a uint128 of nanoseconds", {});
+  return parsed;
+}
+
+export function isLoopbackHost(hostname: string): boolean {
+  return hostname === "localhost" || hostname === "[::1]" || LOOPBACK_IPV4.test(hostname);
+}
+
+/**
+ * Validates a callback URL against the SSRF guard and returns it normalised (WHATWG URL serialisation).
+ * Throws ValidationError naming the problem.
+ */
+export function validateCallbackUrl(value: unknown, allowedHosts: readonly string[], field = "callback"): string {
+  if (typeof value !== "string" || value.length === 0) throw new ValidationError(field, "must be a URL string", {});
+  if (value.length > MAX_CALLBACK_URL_LENGTH) {
+    throw new ValidationError(field, `must be at most ${MAX_CALLBACK_URL_LENGTH} characters`, { length: value.length });
+  }
+  let url: URL;
+  try {
+    url = new URL(value);
+  } catch {
+    throw new ValidationError(field, "is not a valid absolute URL", {});
+  }
+  if (url.protocol !== "http:" && url.protocol !== "https:") {
+    throw new ValidationError(field, "must use http or https", { protocol: url.protocol });
+  }
+  if (url.username !== "" || url.password !== "") throw new ValidationError(field, "must not carry credentials", {});
+  const host = url.hostname.toLowerCase();
+  const allowed = isLoopbackHost(host) || allowedHosts.includes("*") || allowedHosts.some((entry) => entry.toLowerCase() === host);
+  if (!allowed) {
+    throw new ValidationError(field, `host ${host} is not allowed (loopback only unless scheduleAllowedCallbackHosts lists it)`, { host });
+  }
+  return url.toString();
+}
+
+export interface ScheduleWindow {
+  nowNs: bigint;
+  /** How far ahead executeAt may be, ns. */
+  maxHorizonNs: bigint;
+  /** How far behind now executeAt may be, ns. */
+  maxPastNs: bigint;
+}
+
+/** Checks executeAt against the window; throws ValidationError. */
+export function validateExecuteAt(executeAtNs: unknown, window: ScheduleWindow, field = "executeAt"): bigint {
+  const value = parseExecuteAt(executeAtNs, field);
+  if (value + window.maxPastNs < window.nowNs) {
+    throw new ValidationError(field, `is more than ${window.maxPastNs} ns in the past`, { nowNs: window.nowNs.toString() });
+  }
+  if (value > window.nowNs + window.maxHorizonNs) {
+    throw new ValidationError(field, `is more than ${window.maxHorizonNs} ns in the future`, { nowNs: window.nowNs.toString() });
+  }
+  return value;
+}
+
+/**
+ * Delay before retry number `attempt` (1 = the retry after the first failure): exponential
+ * base·2^(attempt−1) capped at max, with "equal jitter" (half fixed, half random) so retries of many schedules
+ * spread out yet never collapse to zero. `random` returns [0, 1).
+ */
+export function retryDelayMs(attempt: number, baseMs: number, maxMs: number, random: () => number): number {
+  const exponent = Math.min(Math.max(attempt - 1, 0), 30);
+  const capped = Math.min(maxMs, baseMs * 2 ** exponent);
+  return Math.round(capped / 2 + random() * (capped / 2));
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Store + delivery worker
+
+export interface ScheduleServiceOptions {
+  dataDir: string;
+  maxAttempts: number;
+  baseBackoffMs: number;
+  maxBackoffMs: number;
+  deliveryTimeoutMs: number;
+  maxHorizonNs: bigint;
+  maxPastNs: bigint;
+  maxPending: number;
+  allowedCallbackHosts: readonly string[];
+  /** Node clock, ns since the Unix epoch. */
+  nowNs: () => bigint;
+  /** A proof whose nanoMoment is ≥ executeAtNs (waits or signs as needed). */
+  proofAtOrAfter: (executeAtNs: bigint) => Promise<SignedTime>;
+  logger: Logger;
+  /** Defaults to globalThis.fetch. */
+  fetch?: typeof fetch;
+  /** Defaults to Math.random (jitter only; not security relevant). */
+  random?: () => number;
+  /** Concurrent deliveries (default 16). */
+  maxConcurrentDeliveries?: number;
+}
+
+/** What the callback receives (JSON). */
+export interface ScheduleDeliveryBody {
+  id: string;
+  /** Decimal ns. */
+  executeAt: string;
+  /** Decimal ns: the proof's nanoMoment (≥ executeAt). */
+  nanoMoment: string;
+  /** PROTOCOL.md §9 proof object. */
+  proof: ProofJson["proof"];
+}
+
+interface ScheduleRow {
+  id: string;
+  execute_at_ns: Buffer;
+  callback_url: string;
+  status: ScheduleStatus;
+  attempts: number;
+  last_error: string | null;
+  created_at_ns: Buffer;
+  delivered_at_ns: Buffer | null;
+  proof_json: string | null;
+  next_attempt_at_ns: Buffer | null;
+}
+
+const MAX_TIMER_MS = 60_000;
+/** Time a claimed row gets for taking its proof and the POST, on top of the POST timeout. */
+const CLAIM_SLACK_MS = 10_000;
+const NS_PER_MS = 1_000_000n;
+const MAX_ERROR_CHARS = 500;
+
+function rowToRecord(row: ScheduleRow): ScheduleRecord {
+  return {
+    id: row.id,
+    executeAtNs: blobToNs(row.execute_at_ns),
+    callbackUrl: row.callback_url,
+    status: row.status,
+    attempts: row.attempts,
+    lastError: row.last_error,
+    createdAtNs: blobToNs(row.created_at_ns),
+    deliveredAtNs: row.delivered_at_ns === null ? null : blobToNs(row.delivered_at_ns),
+    proof: row.proof_json === null ? null : (JSON.parse(row.proof_json) as ProofJson),
+    nextAttemptAtNs: row.next_attempt_at_ns === null ? null : blobToNs(row.next_attempt_at_ns),
+  };
+}
+
+function errorText(error: unknown): string {
+  const text = error instanceof Error ? `${error.name}: ${error.message}` : String(error);
+  return text.length > MAX_ERROR_CHARS ? `${text.slice(0, MAX_ERROR_CHARS)}…` : text;
+}
+
+export interface ScheduleStats {
+  deliveredTotal: number;
+  failedTotal: number;
+  attemptsTotal: number;
+}
+
+export class ScheduleService {
+  readonly #options: ScheduleServiceOptions;
+  readonly #logger: Logger;
+  readonly #db: SqliteDatabase;
+  readonly #fetch: typeof fetch;
+  readonly #random: () => number;
+  readonly #maxConcurrent: number;
+  readonly #statements: Record<
+    "insert" | "get" | "nextDue" | "due" | "pending" | "claim" | "markDelivering" | "markDelivered" | "markRetry" | "markFailed" | "resumeInFlight",
+    SqliteStatement
+  >;
+  readonly #inFlight = new Map<string, { controller: AbortController; done: Promise<void> }>();
+  readonly #stats: ScheduleStats = { deliveredTotal: 0, failedTotal: 0, attemptsTotal: 0 };
+  #timer: NodeJS.Timeout | null = null;
+  #running = false;
+
+  constructor(options: ScheduleServiceOptions) {
+    this.#options = options;
+    this.#logger = options.logger.child({ component: "schedules" });
+    this.#fetch = options.fetch ?? globalThis.fetch;
+    this.#random = options.random ?? Math.random;
+    this.#maxConcurrent = options.maxConcurrentDeliveries ?? 16;
+    this.#db = openDatabase({ dataDir: options.dataDir, fileName: "schedules.sqlite", synchronous: "FULL" });
+    this.#db.exec(`
+      CREATE TABLE IF NOT EXISTS schedules (
+        id TEXT PRIMARY KEY,
+        execute_at_ns BLOB NOT NULL,
+        callback_url TEXT NOT NULL,
+        status TEXT NOT NULL CHECK (status IN ('scheduled', 'delivering', 'delivered', 'failed')),
+        attempts INTEGER NOT NULL DEFAULT 0,
+        last_error TEXT,
+        created_at_ns BLOB NOT NULL,
+        delivered_at_ns BLOB,
+        proof_json TEXT,
+        next_attempt_at_ns BLOB,
+        CHECK ((status IN ('scheduled', 'delivering')) = (next_attempt_at_ns IS NOT NULL))
+      );
+      CREATE INDEX IF NOT EXISTS schedules_due ON schedules (next_attempt_at_ns) WHERE next_attempt_at_ns IS NOT NULL;
+    `);
+    const columns =
+      "id, execute_at_ns, callback_url, status, attempts, last_error, created_at_ns, delivered_at_ns, proof_json, next_attempt_at_ns";
+    this.#statements = {
+      insert: this.#db.prepare(
+        "INSERT INTO schedules (id, execute_at_ns, callback_url, status, attempts, created_at_ns, next_attempt_at_ns) VALUES (?, ?, ?, 'scheduled', 0, ?, ?)",
+      ),
+      get: this.#db.prepare(`SELECT ${columns} FROM schedules WHERE id = ?`),
+      nextDue: this.#db.prepare(
+        "SELECT next_attempt_at_ns FROM schedules WHERE next_attempt_at_ns IS NOT NULL ORDER BY next_attempt_at_ns LIMIT 1",
+      ),
+      due: this.#db.prepare(
+        `SELECT ${columns} FROM schedules WHERE next_attempt_at_ns IS NOT NULL AND next_attempt_at_ns <= ? ORDER BY next_attempt_at_ns LIMIT ?`,
+      ),
+      pending: this.#db.prepare("SELECT COUNT(*) AS n FROM schedules WHERE next_attempt_at_ns IS NOT NULL"),
+      claim: this.#db.prepare("UPDATE schedules SET next_attempt_at_ns = ? WHERE id = ? AND next_attempt_at_ns IS NOT NULL"),
+      markDelivering: this.#db.prepare(
+        "UPDATE schedules SET status = 'delivering', attempts = attempts + 1, proof_json = ?, next_attempt_at_ns = ? WHERE id = ? AND status IN ('scheduled', 'delivering')",
+      ),
+      markDelivered: this.#db.prepare(
+        "UPDATE schedules SET status = 'delivered', delivered_at_ns = ?, last_error = NULL, next_attempt_at_ns = NULL WHERE id = ? AND status = 'delivering'",
+      ),
+      markRetry: this.#db.prepare(
+        "UPDATE schedules SET status = 'scheduled', last_error = ?, next_attempt_at_ns = ? WHERE id = ? AND status IN ('scheduled', 'delivering')",
+      ),
+      markFailed: this.#db.prepare(
+        "UPDATE schedules SET status = 'failed', last_error = ?, next_attempt_at_ns = NULL WHERE id = ? AND status IN ('scheduled', 'delivering')",
+      ),
+      // After a restart nothing is in flight: rows left `delivering` (crash mid-POST) are due again at once.
+      resumeInFlight: this.#db.prepare("UPDATE schedules SET next_attempt_at_ns = ? WHERE status = 'delivering'"),
+    };
+  }
+
+  /** Resumes every pending row and arms the worker. */
+  start(): void {
+    if (this.#running) return;
+    this.#running = true;
+    const resumed = this.#statements.resumeInFlight.run(nsToBlob(this.#options.nowNs())).changes;
+    const pending = (this.#statements.pending.get() as { n: number }).n;
+    this.#logger.info({ pending, resumedInFlight: resumed }, "schedule worker started");
+    this.#arm();
+  }
+
+  /** Stops the worker, aborts in-flight POSTs (those rows stay `delivering` and resume at the next start), closes the database. */
+  async stop(): Promise<void> {
+    this.#running = false;
+    if (this.#timer !== null) clearTimeout(this.#timer);
+    this.#timer = null;
+    const pending = [...this.#inFlight.values()];
+    for (const { controller } of pending) controller.abort(new Error("node shutting down"));
+    await Promise.allSettled(pending.map(({ done }) => done));
+    if (this.#db.open) this.#db.close();
+  }
+
+  stats(): ScheduleStats {
+    return { ...this.#stats };
+  }
+
+  /** Validates and commits a schedule; the row is on disk when this returns. Throws ValidationError. */
+  schedule(executeAtNs: bigint, callbackUrl: string): ScheduleRecord {
+    const nowNs = this.#options.nowNs();
+    const executeAt = validateExecuteAt(executeAtNs, {
+      nowNs,
+      maxHorizonNs: this.#options.maxHorizonNs,
+      maxPastNs: this.#options.maxPastNs,
+    });
+    const url = validateCallbackUrl(callbackUrl, this.#options.allowedCallbackHosts);
+    const pending = (this.#statements.pending.get() as { n: number }).n;
+    if (pending >= this.#options.maxPending) {
+      throw new ValidationError("executeAt", `too many pending schedules (${pending}, limit ${this.#options.maxPending})`, {});
+    }
+    const id = randomUUID();
+    this.#statements.insert.run(id, nsToBlob(executeAt), url, nsToBlob(nowNs), nsToBlob(executeAt));
+    this.#logger.info({ id, executeAtNs: executeAt.toString(), callbackHost: new URL(url).host }, "schedule accepted");
+    this.#arm();
+    return this.get(id);
+  }
+
+  /** Throws NotFoundError. */
+  get(id: string): ScheduleRecord {
+    const row = typeof id === "string" ? (this.#statements.get.get(id) as ScheduleRow | undefined) : undefined;
+    if (row === undefined) throw new NotFoundError(`schedule ${String(id)} not found`, { id: String(id) });
+    return rowToRecord(row);
+  }
+
+  /** Arms one timer for the earliest due row (or a 60 s re-check). */
+  #arm(): void {
+    if (!this.#running) return;
+    if (this.#timer !== null) clearTimeout(this.#timer);
+    this.#timer = null;
+    if (this.#inFlight.size >= this.#maxConcurrent) return; // a finishing delivery re-arms
+    const next = this.#statements.nextDue.get() as { next_attempt_at_ns: Buffer } | undefined;
+    if (next === undefined) return;
+    const dueNs = blobToNs(next.next_attempt_at_ns);
+    const nowNs = this.#options.nowNs();
+    const waitNs = dueNs > nowNs ? dueNs - nowNs : 0n;
+    // Round up so the timer never fires before the row is due (and never spins at 0 ms on a sub-ms remainder).
+    const delayMs = Math.min(MAX_TIMER_MS, Number((waitNs + NS_PER_MS - 1n) / NS_PER_MS));
+    this.#timer = setTimeout(() => this.#dispatchDue(), delayMs);
+    this.#timer.unref();
+  }
+
+  #dispatchDue(): void {
+    this.#timer = null;
+    if (!this.#running) return;
+    const room = this.#maxConcurrent - this.#inFlight.size;
+    if (room > 0) {
+      const nowNs = this.#options.nowNs();
+      const rows = this.#statements.due.all(nsToBlob(nowNs), room) as ScheduleRow[];
+      // Claimed rows are not due again until the claim expires (a crash mid-delivery resumes them then).
+      const claimUntilNs = nowNs + BigInt(this.#options.deliveryTimeoutMs + CLAIM_SLACK_MS) * NS_PER_MS;
+      for (const row of rows) {
+        if (this.#inFlight.has(row.id)) continue;
+        this.#statements.claim.run(nsToBlob(claimUntilNs), row.id);
+        const controller = new AbortController();
+        const done = this.#deliver(row, controller.signal).finally(() => {
+          this.#inFlight.delete(row.id);
+          this.#arm();
+        });
+        this.#inFlight.set(row.id, { controller, done });
+      }
+    }
+    this.#arm();
+  }
+
+  async #deliver(row: ScheduleRow, shutdown: AbortSignal): Promise<void> {
+    const id = row.id;
+    const executeAtNs = blobToNs(row.execute_at_ns);
+    const attempt = row.attempts + 1;
+    const log = this.#logger.child({ scheduleId: id, attempt });
+    let signed: SignedTime;
+    try {
+      signed = await this.#options.proofAtOrAfter(executeAtNs);
+    } catch (error) {
+      if (!this.#db.open) return;
+      // No proof means no POST: still an attempt, so a tampered node gives up after maxAttempts.
+      this.#statements.markDelivering.run(null, nsToBlob(this.#options.nowNs()), id);
+      this.#failAttempt(id, attempt, `no proof: ${errorText(error)}`, log);
+      return;
+    }
+    if (!this.#db.open || shutdown.aborted) return;
+    const body: ScheduleDeliveryBody = {
+      id,
+      executeAt: executeAtNs.toString(),
+      nanoMoment: signed.json.nanoMoment,
+      proof: signed.json.proof,
+    };
+    // In flight until the POST times out (+1 s): a crash leaves the row due again soon after restart.
+    const inFlightUntilNs = this.#options.nowNs() + BigInt(this.#options.deliveryTimeoutMs + 1_000) * NS_PER_MS;
+    this.#statements.markDelivering.run(signed.body, nsToBlob(inFlightUntilNs), id);
+    this.#stats.attemptsTotal += 1;
+    let failure: string | null = null;
+    try {
+      const response = await this.#fetch(row.callback_url, {
+        method: "POST",
+        headers: { "content-type": "application/json", "idempotency-key": id, "user-agent": "ats-node" },
+        body: JSON.stringify(body),
+        redirect: "manual",
+        signal: AbortSignal.any([AbortSignal.timeout(this.#options.deliveryTimeoutMs), shutdown]),
+      });
+      await response.body?.cancel().catch(() => undefined);
+      if (response.status < 200 || response.status > 299) failure = `callback answered HTTP ${response.status}`;
+    } catch (error) {
+      failure = errorText(error);
+    }
+    if (!this.#db.open) return;
+    if (shutdown.aborted && failure !== null) return; // stays `delivering`; resumed at the next start
+    if (failure === null) {
+      this.#statements.markDelivered.run(nsToBlob(this.#options.nowNs()), id);
+      this.#stats.deliveredTotal += 1;
+      log.info({ nanoMoment: body.nanoMoment }, "schedule delivered");
+      return;
+    }
+    this.#failAttempt(id, attempt, failure, log);
+  }
+
+  #failAttempt(id: string, attempt: number, failure: string, log: Logger): void {
+    if (attempt >= this.#options.maxAttempts) {
+      this.#statements.markFailed.run(failure, id);
+      this.#stats.failedTotal += 1;
+      log.warn({ error: failure }, "schedule failed: no attempts left");
+      return;
+    }
+    const delayMs = retryDelayMs(attempt, this.#options.baseBackoffMs, this.#options.maxBackoffMs, this.#random);
+    const nextNs = this.#options.nowNs() + BigInt(delayMs) * NS_PER_MS;
+    this.#statements.markRetry.run(failure, nsToBlob(nextNs), id);
+    log.warn({ error: failure, retryInMs: delayMs }, "schedule delivery failed; will retry");
+  }
+}

@@ -1,0 +1,16 @@
+/**
+ * Building a SignedTime: the proof, its PROTOCOL.md §9 JSON (protocol/json.ts) and the pre-serialised body,
+ * made ONCE per attestation so transports only copy bytes.
+ */
+import { proofToJson } from "../../protocol/json";
+import type { TimeProof } from "../../protocol/types";
+import type { SignedTime } from "./types";
+
+/** Freezes the proof and builds its JSON and body once. */
+export function buildSignedTime(proof: TimeProof, producedAtNs: bigint): SignedTime {
+  const frozenProof = Object.freeze({ ...proof });
+  const json = proofToJson(frozenProof);
+  Object.freeze(json.proof);
+  Object.freeze(json);
+  return Object.freeze({ proof: frozenProof, json, body: JSON.stringify(json), producedAtNs });
+}

@@ -1,0 +1,40 @@
+/**
+ * Shared SQLite helpers (better-sqlite3): opening a database in WAL mode, and nanosecond values as 16-byte
+ * big-endian BLOBs. SQLite INTEGER is a signed 64-bit value (ns overflow it in 2262 and uint128 values at
+ * once); fixed-width big-endian BLOBs hold any uint128 exactly and sort in numeric order under memcmp.
+ */
+import { mkdirSync } from "node:fs";
+import { join } from "node:path";
+import Database from "better-sqlite3";
+
+export type SqliteDatabase = Database.Database;
+export type SqliteStatement = Database.Statement<unknown[]>;
+
+export interface OpenDatabaseOptions {
+  /** Folder of the file; created when missing. */
+  dataDir: string;
+  fileName: string;
+  /** FULL: every commit reaches the disk before returning (schedules). NORMAL: may lose the last commits on power loss, never corrupts (archive). */
+  synchronous: "FULL" | "NORMAL";
+}
+
+export function openDatabase(options: OpenDatabaseOptions): SqliteDatabase {
+  mkdirSync(options.dataDir, { recursive: true, mode: 0o700 });
+  const db = new Database(join(options.dataDir, options.fileName));
+  db.pragma("journal_mode = WAL");
+  db.pragma(`synchronous = ${options.synchronous}`);
+  db.pragma("busy_timeout = 5000");
+  return db;
+}
+
+const UINT128_BYTES = 16;
+
+export function nsToBlob(valueNs: bigint): Buffer {
+  if (valueNs < 0n || valueNs >> 128n !== 0n) throw new RangeError(`not a uint128: ${valueNs}`);
+  return Buffer.from(valueNs.toString(16).padStart(UINT128_BYTES * 2, "0"), "hex");
+}
+
+export function blobToNs(blob: Buffer): bigint {
+  if (blob.length !== UINT128_BYTES) throw new RangeError(`expected ${UINT128_BYTES} bytes, got ${blob.length}`);
+  return BigInt(`0x${blob.toString("hex")}`);
+}

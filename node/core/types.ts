@@ -1,0 +1,158 @@
+/**
+ * The seam between the node's core (attestor, archive, schedules, verification) and its transports
+ * (REST, WebSocket, gRPC, JSON-RPC). Transports are thin readers of one `TimeService`: they never sign, never
+ * touch the card and never open the database. Shape fixed in PLAN.md ("the seam"); fields may be added, never
+ * renamed.
+ */
+import type { Address, Hex, ProofJson, TimeProof } from "../../protocol/types";
+
+/** One attestation: produced once by the attestor, served many times by every transport. */
+export interface SignedTime {
+  /** The on-chain struct, unchanged across transports. */
+  readonly proof: TimeProof;
+  /** PROTOCOL.md §9 body, built once at production time. */
+  readonly json: ProofJson;
+  /** `JSON.stringify(json)`, pre-serialised for the hot REST path. */
+  readonly body: string;
+  /** Node clock (ns since the Unix epoch) when the node signed. */
+  readonly producedAtNs: bigint;
+}
+
+/** What clients need to know about this node (`GET /node/info`). */
+export interface NodeInfo {
+  /** EIP-55 address of the node's secp256k1 key. */
+  nodeId: Address;
+  /** SHA-256 of the card's uncompressed P-256 public key (32 bytes, lowercase hex). */
+  cardId: Hex;
+  /** The card's certificate chain, leaf first, PEM. */
+  certificateChainPem: string[];
+  /** Package version. */
+  version: string;
+  /** Protocol version tag, "ATS/1". */
+  protocol: "ATS/1";
+  /** Accuracy the node advertises and signs into every proof, ns. */
+  accuracyNs: number;
+  /** Interval between attestations, ns. */
+  tickIntervalNs: bigint;
+  /** Verification bounds the node applies in `verify()` (same meaning as on-chain), ns. */
+  maxAttestationAgeNs: bigint;
+  maxFutureDriftNs: bigint;
+  maxAcceptableDriftNs: bigint;
+  nodeQuorum: number;
+  /** One proof is archived per this interval for HISTORICAL_PROOF lookups, ns. */
+  archiveIntervalNs: bigint;
+  /** How many proofs the archive keeps at most. */
+  archiveCapacity: number;
+}
+
+export type VerifyOutcome =
+  | { valid: true; reason: null }
+  | {
+      valid: false;
+      /**
+       * A protocol `VerifyFailureReason` (PROTOCOL.md §6 order), or one of the node's own reasons:
+       * "malformed-proof" (fields that are not a TimeProof at all), "certificate-chain-invalid" (a chain was
+       * given and does not lead to a trusted root or does not match the cardId).
+       */
+      reason: string;
+      detail: string;
+    };
+
+export type ScheduleStatus = "scheduled" | "delivering" | "delivered" | "failed";
+
+export interface ScheduleRecord {
+  /** Random UUID (v4). */
+  id: string;
+  /** When to deliver, ns since the Unix epoch. */
+  executeAtNs: bigint;
+  /** http(s) URL the node POSTs `{ id, executeAt, nanoMoment, proof }` to. */
+  callbackUrl: string;
+  status: ScheduleStatus;
+  /** Delivery attempts made so far. */
+  attempts: number;
+  /** Last delivery error (status code or network error), or null. */
+  lastError: string | null;
+  /** Node clock when the schedule was accepted, ns. */
+  createdAtNs: bigint;
+  /** Node clock when the callback acknowledged (2xx), ns; null until delivered. */
+  deliveredAtNs: bigint | null;
+  /** The proof delivered (or being delivered), PROTOCOL.md §9; null before the first attempt. */
+  proof: ProofJson | null;
+  /** Node clock of the next attempt, ns; null when delivered or failed. */
+  nextAttemptAtNs: bigint | null;
+}
+
+/**
+ * "ok": fresh proofs are being produced. "starting": no proof yet (start() not finished, or stopped).
+ * "degraded": the card's measured error exceeds the advertised accuracy, so the node refuses to sign and the
+ * cached proof ages (current() still serves it while it is within maxAttestationAgeNs). "tampered": the card
+ * reported tampering; the node no longer attests.
+ */
+export type HealthStatus = "ok" | "tampered" | "starting" | "degraded";
+
+export interface HealthReport {
+  status: HealthStatus;
+  /** The tamper reason when status is "tampered", the accuracy refusal when "degraded", else null. */
+  reason: string | null;
+  /** Node clock minus the freshest proof's nanoMoment, ns; null when there is no proof. */
+  lastProofAgeNs: bigint | null;
+  /** The card's current measured error, ns. */
+  measuredErrorNs: number;
+}
+
+/** Raised by the core; the mesh issue broadcasts these to peers. */
+export interface NodeAlert {
+  kind: "tamper" | "accuracy";
+  nodeId: Address;
+  cardId: Hex;
+  reason: string;
+  /** Node clock when raised, ns. */
+  atNs: bigint;
+}
+
+/** Counters and gauges of the core, for node/api/metrics.ts. Monotonic counters only grow. */
+export interface ServiceStats {
+  attestationsTotal: number;
+  /** Ticks or on-demand requests refused because measured error > advertised accuracy. */
+  accuracyRefusalsTotal: number;
+  tamperEventsTotal: number;
+  /** The card's latest measured error, ns (the `timerpc_node_drift_ns` gauge). */
+  measuredErrorNs: number;
+  /** Duration of the last card+node signing, ns; null before the first attestation. */
+  lastSignDurationNs: bigint | null;
+  archivedProofs: number;
+  schedulesDeliveredTotal: number;
+  schedulesFailedTotal: number;
+  scheduleDeliveryAttemptsTotal: number;
+}
+
+export interface VerifyOptions {
+  /** Card certificate chain (leaf first, PEM): checked against the configured trusted roots. */
+  certificateChainPem?: string[];
+}
+
+export interface TimeService {
+  /** Freshest cached proof; throws UnavailableError if tampered / not started / too stale to serve. */
+  current(): SignedTime;
+  /** On-demand fresh attestation; throws UnavailableError when tampered or the accuracy bound is exceeded. */
+  attestNow(): Promise<SignedTime>;
+  /** Full off-chain checks (PROTOCOL.md §6 plus card chain); never throws on a malformed proof. */
+  verify(proof: TimeProof, opts?: VerifyOptions): VerifyOutcome;
+  /** Validates (ValidationError) and persists before returning. */
+  schedule(executeAtNs: bigint, callbackUrl: string): ScheduleRecord;
+  /** Throws NotFoundError. */
+  getSchedule(id: string): ScheduleRecord;
+  /** Nearest stored proof at or before atNs; throws NotFoundError. */
+  historical(atNs: bigint): SignedTime;
+  info(): NodeInfo;
+  health(): HealthReport;
+  stats(): ServiceStats;
+  /** Each new proof; returns unsubscribe. Listeners must be cheap (they run on the tick). */
+  onProof(listener: (signed: SignedTime) => void): () => void;
+  /** Transports close streams with the reason. */
+  onTamper(listener: (reason: string) => void): () => void;
+  /** Alerts for peers (tamper, accuracy refusals). */
+  onAlert(listener: (alert: NodeAlert) => void): () => void;
+  start(): Promise<void>;
+  stop(): Promise<void>;
+}

@@ -1,0 +1,110 @@
+/** Shared fixtures of the node core tests: dev identities, silent loggers, temp folders, a callback server. */
+import { mkdtempSync, rmSync } from "node:fs";
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
+import type { AddressInfo } from "node:net";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import pino, { type Logger } from "pino";
+import { createDevIdentity, type DevIdentity } from "../../../protocol/devca";
+import { DevTimeCard } from "../../../node/card/dev";
+import { loadConfig, type NodeConfig, type SettingName } from "../../../node/config";
+import { createTimeService, type CoreTimeService, type CreateTimeServiceParameters } from "../../../node/core/service";
+
+export function silentLogger(): Logger {
+  return pino({ level: "silent" });
+}
+
+export function tempDir(prefix: string): { path: string; remove(): void } {
+  const path = mkdtempSync(join(tmpdir(), `ats-${prefix}-`));
+  return { path, remove: () => rmSync(path, { recursive: true, force: true }) };
+}
+
+export function testConfig(dataDir: string, overrides: Partial<Record<SettingName, unknown>> = {}): NodeConfig {
+  return loadConfig({ env: {}, overrides: { dataDir, restPort: 0, grpcPort: 0, ...overrides } });
+}
+
+let sharedIdentity: Promise<DevIdentity> | undefined;
+/** One dev identity (CA + card + node key) per test run: certificate generation is slow-ish. */
+export function devIdentity(): Promise<DevIdentity> {
+  sharedIdentity ??= createDevIdentity();
+  return sharedIdentity;
+}
+
+export interface TestNode {
+  service: CoreTimeService;
+  card: DevTimeCard;
+  identity: DevIdentity;
+}
+
+export async function buildService(
+  config: NodeConfig,
+  extra: Partial<Omit<CreateTimeServiceParameters, "config" | "card" | "nodeKey" | "logger">> = {},
+): Promise<TestNode> {
+  const identity = await devIdentity();
+  const card = new DevTimeCard({ cardKey: identity.cardKey, certificateChainPem: identity.certificateChainPem });
+  const service = createTimeService({ config, card, nodeKey: identity.nodeKey, logger: silentLogger(), ...extra });
+  return { service, card, identity };
+}
+
+/** Polls `predicate` every 10 ms; rejects after `timeoutMs` (a safety net, not a speed assertion). */
+export async function waitFor(predicate: () => boolean, timeoutMs = 20_000, what = "condition"): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!predicate()) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((resolve) => setTimeout(resolve, 10));
+  }
+}
+
+export interface CallbackServer {
+  url: string;
+  received: { body: unknown; headers: IncomingMessage["headers"] }[];
+  /** Status codes to answer, in order; 200 once exhausted. */
+  statuses: number[];
+  close(): Promise<void>;
+}
+
+/** A local HTTP server on 127.0.0.1:0 that records JSON POST bodies. */
+export async function startCallbackServer(statuses: number[] = []): Promise<CallbackServer> {
+  const received: CallbackServer["received"] = [];
+  const queue = [...statuses];
+  const server: Server = createServer((request: IncomingMessage, response: ServerResponse) => {
+    const chunks: Buffer[] = [];
+    request.on("data", (chunk: Buffer) => chunks.push(chunk));
+    request.on("end", () => {
+      received.push({ body: JSON.parse(Buffer.concat(chunks).toString("utf8")) as unknown, headers: request.headers });
+      response.statusCode = queue.shift() ?? 200;
+      response.end("ok");
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  const { port } = server.address() as AddressInfo;
+  return {
+    url: `http://127.0.0.1:${port}/callback`,
+    received,
+    statuses: queue,
+    close: () =>
+      new Promise<void>((resolve) => {
+        server.closeAllConnections();
+        server.close(() => resolve());
+      }),
+  };
+}
+
+/** Awaits `promise` and checks that it rejects with an instance of `type` (optionally containing `message`). */
+export async function expectRejects(
+  promise: Promise<unknown>,
+  type: abstract new (...args: never[]) => Error,
+  message?: string,
+): Promise<Error> {
+  let caught: unknown;
+  try {
+    await promise;
+  } catch (error) {
+    caught = error;
+  }
+  if (!(caught instanceof type)) throw new Error(`expected a rejection with ${type.name}, got ${String(caught)}`);
+  if (message !== undefined && !caught.message.includes(message)) {
+    throw new Error(`expected "${caught.message}" to contain "${message}"`);
+  }
+  return caught;
+}

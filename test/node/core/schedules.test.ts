@@ -1,0 +1,230 @@
+import { expect } from "chai";
+import Database from "better-sqlite3";
+import { readFileSync } from "node:fs";
+import { join } from "node:path";
+import { NotFoundError, ValidationError } from "../../../protocol/errors";
+import { proofFromJson } from "../../../protocol/json";
+import {
+  parseExecuteAt,
+  retryDelayMs,
+  validateCallbackUrl,
+  validateExecuteAt,
+  type ScheduleDeliveryBody,
+} from "../../../node/core/schedules";
+import { nsToBlob } from "../../../node/core/sqlite";
+import { buildService, startCallbackServer, tempDir, testConfig, waitFor, type CallbackServer } from "./helpers";
+
+const MS = 1_000_000n;
+
+function nowNs(): bigint {
+  return BigInt(Date.now()) * MS;
+}
+
+describe("schedule validation (pure)", () => {
+  it("parses executeAt only as a decimal string of ns", () => {
+    expect(parseExecuteAt("1732268493123456789")).to.equal(1_732_268_493_123_456_789n);
+    expect(parseExecuteAt("0")).to.equal(0n);
+    for (const bad of ["-1", "1e18", "0x10", "01", " 1", "1.5", "", 12, null, undefined, "9".repeat(40)]) {
+      expect(() => parseExecuteAt(bad), String(bad)).to.throw(ValidationError, "executeAt");
+    }
+    expect(() => parseExecuteAt(-1n)).to.throw(ValidationError);
+  });
+
+  it("bounds executeAt between now − maxPast and now + horizon", () => {
+    const window = { nowNs: 1_000_000n * MS, maxHorizonNs: 10n * MS, maxPastNs: 5n * MS };
+    expect(validateExecuteAt(window.nowNs + 10n * MS, window)).to.equal(window.nowNs + 10n * MS);
+    expect(validateExecuteAt(window.nowNs - 5n * MS, window)).to.equal(window.nowNs - 5n * MS);
+    expect(() => validateExecuteAt(window.nowNs + 10n * MS + 1n, window)).to.throw(ValidationError, "in the future");
+    expect(() => validateExecuteAt(window.nowNs - 5n * MS - 1n, window)).to.throw(ValidationError, "in the past");
+  });
+
+  it("allows only http(s) callbacks to loopback unless a host is allowed (SSRF guard)", () => {
+    expect(validateCallbackUrl("http://127.0.0.1:8080/cb", [])).to.equal("http://127.0.0.1:8080/cb");
+    expect(validateCallbackUrl("https://localhost/cb", [])).to.equal("https://localhost/cb");
+    expect(validateCallbackUrl("http://[::1]:1/", [])).to.equal("http://[::1]:1/");
+    expect(validateCallbackUrl("http://127.1/", [])).to.equal("http://127.0.0.1/"); // normalised, still loopback
+    expect(() => validateCallbackUrl("http://169.254.169.254/latest/meta-data", [])).to.throw(ValidationError, "not allowed");
+    expect(() => validateCallbackUrl("http://example.com/cb", [])).to.throw(ValidationError, "not allowed");
+    expect(validateCallbackUrl("http://example.com/cb", ["example.com"])).to.equal("http://example.com/cb");
+    expect(validateCallbackUrl("https://dapp.example/cb", ["*"])).to.equal("https://dapp.example/cb");
+    expect(() => validateCallbackUrl("ftp://127.0.0.1/x", ["*"])).to.throw(ValidationError, "http or https");
+    expect(() => validateCallbackUrl("file:///etc/passwd", ["*"])).to.throw(ValidationError, "http or https");
+    expect(() => validateCallbackUrl("http://user:pw@127.0.0.1/", [])).to.throw(ValidationError, "credentials");
+    expect(() => validateCallbackUrl("not a url", [])).to.throw(ValidationError, "valid absolute URL");
+    expect(() => validateCallbackUrl(`http://127.0.0.1/${"a".repeat(3_000)}`, [])).to.throw(ValidationError, "at most");
+    expect(() => validateCallbackUrl(42, [])).to.throw(ValidationError, "callback");
+  });
+
+  it("backs off exponentially with bounded jitter", () => {
+    expect(retryDelayMs(1, 100, 10_000, () => 0)).to.equal(50);
+    expect(retryDelayMs(1, 100, 10_000, () => 0.999999)).to.equal(100);
+    expect(retryDelayMs(4, 100, 10_000, () => 0)).to.equal(400);
+    expect(retryDelayMs(20, 100, 10_000, () => 0.5)).to.equal(7_500);
+    for (let attempt = 1; attempt < 60; attempt += 1) {
+      const delay = retryDelayMs(attempt, 100, 10_000, Math.random);
+      expect(delay).to.be.within(50, 10_000);
+    }
+  });
+});
+
+describe("scheduled deliveries", function () {
+  this.timeout(60_000);
+  const dirs: { remove(): void }[] = [];
+  const servers: CallbackServer[] = [];
+  const stops: (() => Promise<void>)[] = [];
+  afterEach(async () => {
+    for (const stop of stops.splice(0)) await stop();
+    for (const server of servers.splice(0)) await server.close();
+    for (const dir of dirs.splice(0)) dir.remove();
+  });
+
+  async function node(dataDir: string, overrides: Parameters<typeof testConfig>[1] = {}) {
+    const built = await buildService(testConfig(dataDir, { scheduleBaseBackoffMs: 20, scheduleMaxBackoffMs: 80, ...overrides }));
+    await built.service.start();
+    stops.push(() => built.service.stop());
+    return built;
+  }
+
+  async function callbackServer(statuses: number[] = []) {
+    const server = await startCallbackServer(statuses);
+    servers.push(server);
+    return server;
+  }
+
+  function data(): string {
+    const dir = tempDir("schedules");
+    dirs.push(dir);
+    return dir.path;
+  }
+
+  it("delivers { id, executeAt, nanoMoment, proof } with a proof taken at or after executeAt", async () => {
+    const server = await callbackServer();
+    const { service } = await node(data());
+    const executeAtNs = nowNs() + 150n * MS;
+    const record = service.schedule(executeAtNs, server.url);
+    expect(record).to.include({ status: "scheduled", attempts: 0, callbackUrl: server.url });
+    expect(record.id).to.match(/^[0-9a-f-]{36}$/);
+    await waitFor(() => service.getSchedule(record.id).status === "delivered", 20_000, "delivery");
+    expect(server.received).to.have.length(1);
+    const body = server.received[0]!.body as ScheduleDeliveryBody;
+    expect(server.received[0]!.headers["idempotency-key"]).to.equal(record.id);
+    expect(body.id).to.equal(record.id);
+    expect(body.executeAt).to.equal(executeAtNs.toString());
+    const { proof } = proofFromJson({ nanoMoment: body.nanoMoment, proof: body.proof });
+    expect(proof.nanoMoment >= executeAtNs).to.equal(true);
+    expect(service.verify(proof)).to.deep.equal({ valid: true, reason: null });
+    const delivered = service.getSchedule(record.id);
+    expect(delivered.attempts).to.equal(1);
+    expect(delivered.deliveredAtNs).to.not.equal(null);
+    expect(delivered.proof?.nanoMoment).to.equal(body.nanoMoment);
+    expect(service.stats().schedulesDeliveredTotal).to.equal(1);
+  });
+
+  it("survives a restart: a schedule accepted before stop is delivered once after reopening the same dataDir", async () => {
+    const server = await callbackServer();
+    const dataDir = data();
+    const first = await buildService(testConfig(dataDir));
+    await first.service.start();
+    const record = first.service.schedule(nowNs() + 300n * MS, server.url);
+    await first.service.stop(); // before executeAt
+
+    const second = await node(dataDir);
+    expect(second.service.getSchedule(record.id).status).to.equal("scheduled");
+    await waitFor(() => second.service.getSchedule(record.id).status === "delivered", 20_000, "delivery after restart");
+    expect(server.received).to.have.length(1);
+    await second.service.stop();
+    stops.pop();
+
+    // A third start finds nothing pending: no redelivery.
+    const third = await node(dataDir);
+    expect(third.service.getSchedule(record.id).status).to.equal("delivered");
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    expect(server.received).to.have.length(1);
+  });
+
+  it("resumes a row left 'delivering' by a crash (at-least-once: receivers dedupe by id)", async () => {
+    const server = await callbackServer();
+    const dataDir = data();
+    const first = await buildService(testConfig(dataDir));
+    await first.service.start();
+    const record = first.service.schedule(nowNs() + 60_000n * MS, server.url);
+    await first.service.stop();
+    // What a crash between "mark delivering" and the answer leaves behind: status delivering, a claim far ahead.
+    const db = new Database(join(dataDir, "schedules.sqlite"));
+    db.prepare("UPDATE schedules SET status = 'delivering', attempts = 1, execute_at_ns = ?, next_attempt_at_ns = ? WHERE id = ?").run(
+      nsToBlob(nowNs()),
+      nsToBlob(nowNs() + 3_600_000n * MS),
+      record.id,
+    );
+    db.close();
+    const second = await node(dataDir);
+    await waitFor(() => second.service.getSchedule(record.id).status === "delivered", 20_000, "redelivery");
+    expect(second.service.getSchedule(record.id).attempts).to.equal(2);
+    expect(server.received).to.have.length(1);
+  });
+
+  it("retries a failing callback with backoff, then succeeds", async () => {
+    const server = await callbackServer([500, 503]);
+    const { service } = await node(data());
+    const record = service.schedule(nowNs(), server.url);
+    await waitFor(() => service.getSchedule(record.id).status === "delivered", 20_000, "delivery after retries");
+    const delivered = service.getSchedule(record.id);
+    expect(delivered.attempts).to.equal(3);
+    expect(delivered.lastError).to.equal(null);
+    expect(server.received).to.have.length(3);
+    expect(new Set(server.received.map((entry) => (entry.body as ScheduleDeliveryBody).id))).to.deep.equal(new Set([record.id]));
+    expect(service.stats().scheduleDeliveryAttemptsTotal).to.equal(3);
+  });
+
+  it("marks a schedule failed after maxAttempts, with the last error", async () => {
+    const server = await callbackServer([500, 500, 500, 500]);
+    const { service } = await node(data(), { scheduleMaxAttempts: 2 });
+    const record = service.schedule(nowNs(), server.url);
+    await waitFor(() => service.getSchedule(record.id).status === "failed", 20_000, "failure");
+    const failed = service.getSchedule(record.id);
+    expect(failed.attempts).to.equal(2);
+    expect(failed.lastError).to.contain("HTTP 500");
+    expect(failed.nextAttemptAtNs).to.equal(null);
+    expect(server.received).to.have.length(2);
+  });
+
+  it("does not follow redirects (an allowed host cannot bounce the node elsewhere)", async () => {
+    const server = await callbackServer([302]);
+    const { service } = await node(data(), { scheduleMaxAttempts: 1 });
+    const record = service.schedule(nowNs(), server.url);
+    await waitFor(() => service.getSchedule(record.id).status === "failed", 20_000, "failure");
+    expect(service.getSchedule(record.id).lastError).to.contain("HTTP 302");
+  });
+
+  it("rejects bad input with ValidationError and persists nothing", async () => {
+    const server = await callbackServer();
+    const dataDir = data();
+    const { service } = await node(dataDir);
+    const good = service.schedule(nowNs() + 60_000n * MS, server.url);
+    const bad: [unknown, unknown, string][] = [
+      [-1n, server.url, "executeAt"],
+      ["1e18", server.url, "decimal string"], // JS callers that bypass the types still get a ValidationError
+      [nowNs() + 400n * 86_400_000n * MS, server.url, "in the future"],
+      [nowNs() - 3_600_000n * MS, server.url, "in the past"],
+      [nowNs(), "ftp://127.0.0.1/x", "http or https"],
+      [nowNs(), "http://10.0.0.1/internal", "not allowed"],
+      [nowNs(), "::::", "valid absolute URL"],
+    ];
+    for (const [executeAt, url, message] of bad) {
+      expect(() => service.schedule(executeAt as bigint, url as string), message).to.throw(ValidationError, message);
+    }
+    expect(() => service.getSchedule("00000000-0000-4000-8000-000000000000")).to.throw(NotFoundError);
+    expect(() => service.getSchedule("'; DROP TABLE schedules; --")).to.throw(NotFoundError);
+    expect(service.getSchedule(good.id).status).to.equal("scheduled");
+    // The database holds exactly the one good row and is intact.
+    expect(readFileSync(join(dataDir, "schedules.sqlite")).subarray(0, 15).toString()).to.equal("SQLite format 3");
+  });
+
+  it("refuses new schedules beyond scheduleMaxPending", async () => {
+    const server = await callbackServer();
+    const { service } = await node(data(), { scheduleMaxPending: 2 });
+    service.schedule(nowNs() + 60_000n * MS, server.url);
+    service.schedule(nowNs() + 60_000n * MS, server.url);
+    expect(() => service.schedule(nowNs() + 60_000n * MS, server.url)).to.throw(ValidationError, "too many pending");
+  });
+});

@@ -1,0 +1,164 @@
+import { expect } from "chai";
+import { createDevIdentity } from "../../../protocol/devca";
+import { NotFoundError, UnavailableError, ValidationError } from "../../../protocol/errors";
+import { attest } from "../../../protocol/sign";
+import type { Hex } from "../../../protocol/types";
+import { createTimeServiceFromConfig } from "../../../node/core";
+import { saveKeyDir } from "../../../protocol/keystore";
+import { buildService, devIdentity, expectRejects, silentLogger, tempDir, testConfig, waitFor } from "./helpers";
+
+const MS = 1_000_000n;
+
+describe("TimeService", function () {
+  this.timeout(60_000);
+  const cleanups: (() => Promise<void> | void)[] = [];
+  afterEach(async () => {
+    for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
+  });
+
+  async function started(overrides: Parameters<typeof testConfig>[1] = {}) {
+    const dir = tempDir("service");
+    cleanups.push(() => dir.remove());
+    const built = await buildService(testConfig(dir.path, overrides));
+    await built.service.start();
+    cleanups.push(() => built.service.stop());
+    return built;
+  }
+
+  it("serves the freshest proof, which its own verify() accepts", async () => {
+    const { service, identity } = await started();
+    await waitFor(() => service.health().status === "ok", 20_000, "ok");
+    const signed = service.current();
+    expect(service.verify(signed.proof)).to.deep.equal({ valid: true, reason: null });
+    const fresh = await service.attestNow();
+    expect(fresh.proof.nanoMoment > signed.proof.nanoMoment).to.equal(true);
+    const info = service.info();
+    expect(info).to.include({ nodeId: identity.nodeAddress, cardId: identity.cardId, accuracyNs: 50, protocol: "ATS/1" });
+    expect(info.certificateChainPem).to.deep.equal(identity.certificateChainPem);
+    expect(info.tickIntervalNs).to.equal(1_000_000n);
+  });
+
+  it("verify() reports why a proof fails: bad signature, unknown node, too old, too far ahead, accuracy", async () => {
+    const { service, identity, card } = await started();
+    const { proof } = service.current();
+    const flipped: Hex = `0x${proof.hardwareSignature.slice(2, -2)}${proof.hardwareSignature.endsWith("00") ? "01" : "00"}`;
+    expect(service.verify({ ...proof, hardwareSignature: flipped }).reason).to.be.oneOf(["bad-hardware-signature", "high-s"]);
+    expect(service.verify({ ...proof, nodeSignature: "0x1234" }).reason).to.equal("node-signature-length");
+    expect(service.verify({ ...proof, hardwareSignature: "0x" }).reason).to.equal("hardware-signature-length");
+
+    const stranger = await createDevIdentity({ ca: identity.ca });
+    const nowNs = card.readTimeNs();
+    const byStranger = attest({ card: identity.cardKey, nodes: [stranger.nodeKey], nanoMoment: nowNs, accuracy: 50, nodeTimestampNs: nowNs });
+    expect(service.verify(byStranger).reason).to.equal("unknown-node");
+    const unknownCard = attest({ card: stranger.cardKey, nodes: [identity.nodeKey], nanoMoment: nowNs, accuracy: 50, nodeTimestampNs: nowNs });
+    expect(service.verify(unknownCard).reason).to.equal("unknown-card");
+
+    const old = nowNs - 61_000n * MS;
+    expect(service.verify(attest({ card: identity.cardKey, nodes: [identity.nodeKey], nanoMoment: old, accuracy: 50, nodeTimestampNs: old })).reason).to.equal("too-old");
+    const ahead = nowNs + 16_000n * MS;
+    expect(service.verify(attest({ card: identity.cardKey, nodes: [identity.nodeKey], nanoMoment: ahead, accuracy: 50, nodeTimestampNs: ahead })).reason).to.equal("too-far-in-future");
+    expect(service.verify(attest({ card: identity.cardKey, nodes: [identity.nodeKey], nanoMoment: nowNs, accuracy: 1_001, nodeTimestampNs: nowNs })).reason).to.equal("accuracy-too-low");
+    // Malformed input is an answer, not an exception.
+    expect(service.verify({ nanoMoment: -1n, hardwareSignature: "0x", nodeSignature: "0x", accuracy: 0 }).reason).to.equal("malformed-proof");
+  });
+
+  it("accepts co-signing nodes from trustedNodeAddresses and rejects revoked cards", async () => {
+    const identity = await devIdentity();
+    const peer = await createDevIdentity({ ca: identity.ca });
+    const { service, card } = await started({ trustedNodeAddresses: [peer.nodeAddress] });
+    const nowNs = card.readTimeNs();
+    const cosigned = attest({ card: identity.cardKey, nodes: [identity.nodeKey, peer.nodeKey], nanoMoment: nowNs, accuracy: 50, nodeTimestampNs: nowNs });
+    expect(service.verify(cosigned).valid).to.equal(true);
+
+    const revoked = await started({ revokedCardIds: [identity.cardId] });
+    expect(revoked.service.verify(revoked.service.current().proof).reason).to.equal("revoked-card");
+  });
+
+  it("checks certificate chains of other cards against the trusted roots", async () => {
+    const identity = await devIdentity();
+    const otherCard = await createDevIdentity({ ca: identity.ca });
+    const rogueCa = await createDevIdentity();
+    const { service, card } = await started({ trustedRootsPem: [identity.ca.certificatePem] });
+    const nowNs = card.readTimeNs();
+    const proof = attest({ card: otherCard.cardKey, nodes: [identity.nodeKey], nanoMoment: nowNs, accuracy: 50, nodeTimestampNs: nowNs });
+    expect(service.verify(proof).reason).to.equal("unknown-card");
+    expect(service.verify(proof, { certificateChainPem: otherCard.certificateChainPem }).reason).to.equal("certificate-chain-unchecked");
+    expect(await service.verifyWithCertificateChain(proof, otherCard.certificateChainPem)).to.deep.equal({ valid: true, reason: null });
+    expect(service.verify(proof).valid).to.equal(true); // the card is now known
+
+    const rogue = attest({ card: rogueCa.cardKey, nodes: [identity.nodeKey], nanoMoment: nowNs, accuracy: 50, nodeTimestampNs: nowNs });
+    const outcome = await service.verifyWithCertificateChain(rogue, rogueCa.certificateChainPem);
+    expect(outcome.valid).to.equal(false);
+    if (!outcome.valid) {
+      expect(outcome.reason).to.equal("certificate-chain-invalid");
+      expect(outcome.detail).to.contain("untrusted-root");
+    }
+    // A valid chain for a different card than the proof's.
+    const mismatch = await service.verifyWithCertificateChain(rogue, otherCard.certificateChainPem);
+    expect(mismatch.reason).to.equal("certificate-chain-invalid");
+  });
+
+  it("answers HISTORICAL lookups from the archive", async () => {
+    const { service } = await started({ archiveIntervalNs: "1000000" });
+    await waitFor(() => service.stats().archivedProofs >= 3, 20_000, "archived proofs");
+    const latest = service.current();
+    const found = service.historical(latest.proof.nanoMoment);
+    expect(found.proof.nanoMoment <= latest.proof.nanoMoment).to.equal(true);
+    expect(service.verify(found.proof).valid).to.equal(true);
+    expect(() => service.historical(1n)).to.throw(NotFoundError, "no archived proof");
+    expect(() => service.historical(-1n)).to.throw(ValidationError);
+  });
+
+  it("on tamper: current() throws UnavailableError, health says tampered, listeners get the reason", async () => {
+    const { service, card } = await started();
+    const reasons: string[] = [];
+    service.onTamper((reason) => reasons.push(reason));
+    service.current();
+    card.simulateTamper("case opened");
+    expect(() => service.current()).to.throw(UnavailableError, "case opened");
+    await expectRejects(service.attestNow(), UnavailableError, "case opened");
+    expect(reasons).to.deep.equal(["case opened"]);
+    expect(service.health()).to.include({ status: "tampered", reason: "case opened" });
+    expect(service.stats().tamperEventsTotal).to.equal(1);
+  });
+
+  it("reports degraded while refusing to sign, and starting before start()", async () => {
+    const dir = tempDir("service-idle");
+    cleanups.push(() => dir.remove());
+    const idle = await buildService(testConfig(dir.path));
+    expect(idle.service.health().status).to.equal("starting");
+    expect(() => idle.service.current()).to.throw(UnavailableError);
+    expect(() => idle.service.schedule(1n, "http://127.0.0.1/")).to.throw(UnavailableError, "not started");
+
+    const { service, card } = await started();
+    card.simulateMeasuredError(1_000);
+    await waitFor(() => service.health().status === "degraded", 20_000, "degraded");
+    expect(service.health().reason).to.contain("1000 ns");
+    expect(service.stats().accuracyRefusalsTotal).to.be.greaterThan(0);
+    expect(service.current().proof.accuracy).to.equal(50); // the last honest proof is still served while fresh
+    card.simulateMeasuredError(0);
+    await waitFor(() => service.health().status === "ok", 20_000, "ok again");
+  });
+
+  it("builds from a key directory (createTimeServiceFromConfig)", async () => {
+    const dir = tempDir("service-keys");
+    cleanups.push(() => dir.remove());
+    const identity = await devIdentity();
+    await saveKeyDir(`${dir.path}/keys`, identity);
+    const service = await createTimeServiceFromConfig(testConfig(`${dir.path}/data`, { keyDir: `${dir.path}/keys` }), { logger: silentLogger() });
+    await service.start();
+    cleanups.push(() => service.stop());
+    await waitFor(() => service.health().status === "ok", 20_000, "ok");
+    expect(service.info().nodeId).to.equal(identity.nodeAddress);
+    expect(service.verify(service.current().proof).valid).to.equal(true);
+  });
+
+  it("can be stopped and started again", async () => {
+    const { service } = await started();
+    await service.stop();
+    expect(() => service.current()).to.throw(UnavailableError);
+    await service.start();
+    await waitFor(() => service.health().status === "ok", 20_000, "ok");
+    expect(service.verify(service.current().proof).valid).to.equal(true);
+  });
+});
