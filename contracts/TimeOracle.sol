@@ -1,0 +1,658 @@
+// SPDX-License-Identifier: MIT
+pragma solidity 0.8.30;
+
+import {AccessControl} from "@openzeppelin/contracts/access/AccessControl.sol";
+import {P256} from "@openzeppelin/contracts/utils/cryptography/P256.sol";
+import {ITimeOracle, TimeProof} from "./interfaces/ITimeOracle.sol";
+import {TimeProofLib} from "./libraries/TimeProofLib.sol";
+import {TimeScheduler} from "./TimeScheduler.sol";
+
+/**
+ * @title TimeOracle
+ * @notice Registry of time cards and attesting nodes, verifier of time proofs (PROTOCOL.md §6), store of the
+ * latest verified proof, and (through {TimeScheduler}) a scheduler of calls for attested moments.
+ *
+ * Design: the authoritative registry lives in ordinary storage (mappings plus lists of the active entries, read
+ * through {getCard}, {getNode}, {nodes}, {cards}). What verification needs — the settings, the active nodes sorted
+ * by address with their validity windows, and the active cards with their keys and windows — is copied into an
+ * immutable *snapshot*: a data contract whose code is `0x00 ‖ data` (the SSTORE2 pattern; the leading STOP byte
+ * makes it uncallable). Every registry or settings change writes a new snapshot, and one storage slot holds its
+ * address and size. A verification therefore reads one cold slot and one cold account instead of a slot per node
+ * and three per card, and looks nodes up in memory. Sizes are bounded ({MAX_NODES}, {MAX_CARDS}), so the
+ * snapshot, the loops over it and the rewrite cost are bounded too.
+ *
+ * Snapshot data layout (big-endian, packed):
+ *   header (32):         maxAttestationAgeNs u64 ‖ maxFutureDriftNs u64 ‖ maxAcceptableDriftNs u64 ‖
+ *                        nodeQuorum u8 ‖ nodeCount u8 ‖ cardCount u8 ‖ 5 zero bytes
+ *   nodeCount × 36:      address (20) ‖ validFromNs u64 ‖ validUntilNs u64, strictly ascending by address
+ *   cardCount × 112:     cardId (32) ‖ publicKeyX (32) ‖ publicKeyY (32) ‖ validFromNs u64 ‖ validUntilNs u64
+ */
+contract TimeOracle is ITimeOracle, TimeScheduler, AccessControl {
+    /// @notice May register cards and nodes (and revoke / deactivate them).
+    bytes32 public constant REGISTRAR_ROLE = keccak256("REGISTRAR_ROLE");
+    /// @notice May only revoke cards and deactivate nodes: the emergency brake.
+    bytes32 public constant GUARDIAN_ROLE = keccak256("GUARDIAN_ROLE");
+
+    /// @notice Most active nodes (bounds the snapshot and the verification loop).
+    uint256 public constant MAX_NODES = 32;
+    /// @notice Most active cards (bounds the snapshot and the card lookup).
+    uint256 public constant MAX_CARDS = 32;
+    /// @notice Most node entries a proof may carry: more cannot be distinct active nodes.
+    uint256 public constant MAX_NODE_ENTRIES = MAX_NODES;
+
+    /// @notice Upper bound of `maxAttestationAge` and `maxFutureDrift`: one day, in ns.
+    uint64 public constant MAX_TIME_BOUND_NS = 86_400 * 1e9;
+
+    /// @notice Default settings (PLAN.md): 60 s, 15 s, 1,000 ns, quorum 1.
+    uint64 public constant DEFAULT_MAX_ATTESTATION_AGE_NS = 60 * 1e9;
+    uint64 public constant DEFAULT_MAX_FUTURE_DRIFT_NS = 15 * 1e9;
+    uint64 public constant DEFAULT_MAX_ACCEPTABLE_DRIFT_NS = 1_000;
+    uint64 public constant DEFAULT_NODE_QUORUM = 1;
+
+    uint256 private constant _HEADER_LENGTH = 32;
+    uint256 private constant _NODE_RECORD_LENGTH = 36;
+    uint256 private constant _CARD_RECORD_LENGTH = 112;
+    /// @dev Creation code that returns the rest of itself as runtime code (SSTORE2, as in Solady):
+    /// PUSH2 len, DUP1, PUSH1 0x0a, RETURNDATASIZE, CODECOPY, RETURNDATASIZE, RETURN — 10 bytes, `len` at bytes 1–2.
+    uint256 private constant _INIT_CODE_LENGTH = 10;
+
+    /// @dev Outcomes of {_verifyFast}.
+    uint256 private constant _INVALID = 0;
+    uint256 private constant _VALID = 1;
+    uint256 private constant _UNCONFIRMED = 2;
+    /// @dev TimeProofLib.TIME_ATTESTATION_TYPEHASH and DOMAIN_SEPARATOR as literals, for the assembly hot path (the
+    /// golden vectors only verify if they are right).
+    bytes32 private constant _TIME_ATTESTATION_TYPEHASH =
+        0x030352a3afa93a98e94bda9577f77735d5b631dd7b9db0db84b850c251368983;
+    bytes32 private constant _DOMAIN_SEPARATOR = 0x550927e2d732602b9254069392a8cdeeb0a7a13a05389eb7d43bcb9660038f42;
+
+    /// @dev Curve constants for the assembly hot path (the same values as in TimeProofLib).
+    uint256 private constant _P256_N = 0xFFFFFFFF00000000FFFFFFFFFFFFFFFFBCE6FAADA7179E84F3B9CAC2FC632551;
+    uint256 private constant _P256_HALF_N = 0x7FFFFFFF800000007FFFFFFFFFFFFFFFDE737D56D38BCF4279DCE5617E3192A8;
+    uint256 private constant _SECP256K1_HALF_N = 0x7FFFFFFFFFFFFFFFFFFFFFFFFFFFFFFF5D576E7357A4501DDFE92F46681B20A0;
+    uint256 private constant _S_MASK = (1 << 255) - 1;
+
+    /// @dev One slot each: packed settings, and the snapshot reference.
+    struct Settings {
+        uint64 maxAttestationAgeNs;
+        uint64 maxFutureDriftNs;
+        uint64 maxAcceptableDriftNs;
+        uint64 nodeQuorum;
+    }
+
+    struct SnapshotRef {
+        address pointer;
+        uint32 size; // bytes of data, without the leading STOP byte
+    }
+
+    /// @dev `listIndex` is the 1-based position in the active list, 0 when not listed.
+    struct CardRecord {
+        bytes32 publicKeyX;
+        bytes32 publicKeyY;
+        uint64 validFromNs;
+        uint64 validUntilNs;
+        CardStatus status;
+        uint32 listIndex;
+    }
+
+    struct NodeRecord {
+        uint64 validFromNs;
+        uint64 validUntilNs;
+        NodeStatus status;
+        uint32 listIndex;
+    }
+
+    Settings private _settings;
+    SnapshotRef private _snapshot;
+
+    mapping(bytes32 cardId => CardRecord) private _cards;
+    mapping(address node => NodeRecord) private _nodes;
+    bytes32[] private _cardList;
+    address[] private _nodeList;
+
+    // The latest submitted proof: nanoMoment and accuracy share a slot.
+    uint128 private _latestNanoMoment;
+    uint32 private _latestAccuracy;
+    bytes private _latestHardwareSignature;
+    bytes private _latestNodeSignature;
+
+    /**
+     * @param admin receives `DEFAULT_ADMIN_ROLE` (grants the other roles, changes settings)
+     */
+    constructor(address admin) {
+        _grantRole(DEFAULT_ADMIN_ROLE, admin);
+        _settings = Settings({
+            maxAttestationAgeNs: DEFAULT_MAX_ATTESTATION_AGE_NS,
+            maxFutureDriftNs: DEFAULT_MAX_FUTURE_DRIFT_NS,
+            maxAcceptableDriftNs: DEFAULT_MAX_ACCEPTABLE_DRIFT_NS,
+            nodeQuorum: DEFAULT_NODE_QUORUM
+        });
+        _writeSnapshot();
+    }
+
+    // ================================================================================================ registry
+
+    /// @inheritdoc ITimeOracle
+    function registerCard(
+        bytes32 publicKeyX,
+        bytes32 publicKeyY,
+        uint64 validFromNs,
+        uint64 validUntilNs
+    ) external onlyRole(REGISTRAR_ROLE) returns (bytes32 cardId) {
+        if (!P256.isValidPublicKey(publicKeyX, publicKeyY)) revert TimeOracleInvalidPublicKey(publicKeyX, publicKeyY);
+        if (validFromNs > validUntilNs) revert TimeOracleInvalidValidityWindow(validFromNs, validUntilNs);
+        cardId = sha256(abi.encodePacked(bytes1(0x04), publicKeyX, publicKeyY));
+        CardRecord storage card = _cards[cardId];
+        if (card.status == CardStatus.Revoked) revert TimeOracleCardRevoked(cardId);
+        if (card.status == CardStatus.None) {
+            if (_cardList.length >= MAX_CARDS) revert TimeOracleTooManyCards(MAX_CARDS);
+            _cardList.push(cardId);
+            card.publicKeyX = publicKeyX;
+            card.publicKeyY = publicKeyY;
+            card.status = CardStatus.Active;
+            card.listIndex = uint32(_cardList.length); // ≤ MAX_CARDS
+        }
+        card.validFromNs = validFromNs;
+        card.validUntilNs = validUntilNs;
+        emit CardRegistered(cardId, publicKeyX, publicKeyY, validFromNs, validUntilNs);
+        _writeSnapshot();
+    }
+
+    /// @inheritdoc ITimeOracle
+    function revokeCard(bytes32 cardId) external {
+        _checkRegistrarOrGuardian();
+        CardRecord storage card = _cards[cardId];
+        if (card.status == CardStatus.None) revert TimeOracleUnknownCard(cardId);
+        if (card.status == CardStatus.Revoked) revert TimeOracleCardRevoked(cardId);
+        card.status = CardStatus.Revoked;
+        _removeCardFromList(card);
+        emit CardRevoked(cardId, msg.sender);
+        _writeSnapshot();
+    }
+
+    /// @inheritdoc ITimeOracle
+    function registerNode(address node, uint64 validFromNs, uint64 validUntilNs) external onlyRole(REGISTRAR_ROLE) {
+        if (node == address(0)) revert TimeOracleInvalidNode(node);
+        if (validFromNs > validUntilNs) revert TimeOracleInvalidValidityWindow(validFromNs, validUntilNs);
+        NodeRecord storage record = _nodes[node];
+        if (record.status != NodeStatus.Active) {
+            if (_nodeList.length >= MAX_NODES) revert TimeOracleTooManyNodes(MAX_NODES);
+            _nodeList.push(node);
+            record.status = NodeStatus.Active;
+            record.listIndex = uint32(_nodeList.length); // ≤ MAX_NODES
+        }
+        record.validFromNs = validFromNs;
+        record.validUntilNs = validUntilNs;
+        emit NodeRegistered(node, validFromNs, validUntilNs);
+        _writeSnapshot();
+    }
+
+    /// @inheritdoc ITimeOracle
+    function deactivateNode(address node) external {
+        _checkRegistrarOrGuardian();
+        NodeRecord storage record = _nodes[node];
+        if (record.status != NodeStatus.Active) revert TimeOracleNodeNotActive(node);
+        record.status = NodeStatus.Inactive;
+        _removeNodeFromList(record);
+        emit NodeDeactivated(node, msg.sender);
+        _writeSnapshot();
+    }
+
+    // ================================================================================================ settings
+
+    /// @inheritdoc ITimeOracle
+    function setMaxAttestationAge(uint64 maxAttestationAgeNs) external onlyRole(DEFAULT_ADMIN_ROLE) {
+        _checkRange(Setting.MaxAttestationAge, maxAttestationAgeNs, 1, MAX_TIME_BOUND_NS);
+        emit SettingChanged(Setting.MaxAttestationAge, _settings.maxAttestationAgeNs, maxAttestationAgeNs);
+        _settings.maxAttestationAgeNs = maxAttestationAgeNs;
+        _writeSnapshot();
+    }
+
+    /// @inheritdoc ITimeOracle
+    function setMaxFutureDrift(uint64 maxFutureDriftNs) external onlyRole(DEFAULT_ADMIN_ROLE) {
+        _checkRange(Setting.MaxFutureDrift, maxFutureDriftNs, 0, MAX_TIME_BOUND_NS);
+        emit SettingChanged(Setting.MaxFutureDrift, _settings.maxFutureDriftNs, maxFutureDriftNs);
+        _settings.maxFutureDriftNs = maxFutureDriftNs;
+        _writeSnapshot();
+    }
+
+    /// @inheritdoc ITimeOracle
+    function setMaxAcceptableDrift(uint64 maxAcceptableDriftNs) external onlyRole(DEFAULT_ADMIN_ROLE) {
+        // `accuracy` is a uint32: a larger bound would mean "no bound" and is refused as a likely mistake.
+        _checkRange(Setting.MaxAcceptableDrift, maxAcceptableDriftNs, 0, type(uint32).max);
+        emit SettingChanged(Setting.MaxAcceptableDrift, _settings.maxAcceptableDriftNs, maxAcceptableDriftNs);
+        _settings.maxAcceptableDriftNs = maxAcceptableDriftNs;
+        _writeSnapshot();
+    }
+
+    /// @inheritdoc ITimeOracle
+    function setNodeQuorum(uint64 quorum) external onlyRole(DEFAULT_ADMIN_ROLE) {
+        _checkRange(Setting.NodeQuorum, quorum, 1, MAX_NODES);
+        emit SettingChanged(Setting.NodeQuorum, _settings.nodeQuorum, quorum);
+        _settings.nodeQuorum = quorum;
+        _writeSnapshot();
+    }
+
+    // ================================================================================================ time
+
+    /// @inheritdoc ITimeOracle
+    function verifyTimeProof(TimeProof calldata proof) external view returns (bool valid) {
+        return _isValidTimeProof(proof);
+    }
+
+    /// @inheritdoc ITimeOracle
+    function submitTimeProof(TimeProof calldata proof) external {
+        uint128 nanoMoment = proof.nanoMoment;
+        uint128 latest = _latestNanoMoment;
+        // Cheap check first; 0 means "nothing stored", and a valid proof is never at moment 0 (too old).
+        if (nanoMoment <= latest) revert TimeOracleTimeProofNotNewer(nanoMoment, latest);
+        if (!_isValidTimeProof(proof)) revert TimeOracleInvalidTimeProof(nanoMoment);
+        _latestNanoMoment = nanoMoment;
+        _latestAccuracy = proof.accuracy;
+        _latestHardwareSignature = proof.hardwareSignature;
+        _latestNodeSignature = proof.nodeSignature;
+        emit TimeProofSubmitted(nanoMoment, bytes32(proof.hardwareSignature[:32]), proof.accuracy, msg.sender);
+    }
+
+    /// @inheritdoc ITimeOracle
+    function getCurrentTime() public view returns (TimeProof memory proof) {
+        if (_latestNanoMoment == 0) revert TimeOracleNoTime();
+        return TimeProof({
+            nanoMoment: _latestNanoMoment,
+            hardwareSignature: _latestHardwareSignature,
+            nodeSignature: _latestNodeSignature,
+            accuracy: _latestAccuracy
+        });
+    }
+
+    /// @inheritdoc ITimeOracle
+    function getTimeNoOlderThan(uint128 maxAgeNs) external view returns (TimeProof memory proof) {
+        proof = getCurrentTime();
+        uint256 nowNs = _now() * TimeProofLib.NS_PER_SECOND;
+        // A proof ahead of the chain clock (within maxFutureDrift when it was submitted) has age 0.
+        if (uint256(proof.nanoMoment) + maxAgeNs < nowNs) {
+            revert TimeOracleTimeTooOld(proof.nanoMoment, maxAgeNs, nowNs);
+        }
+    }
+
+    // ================================================================================================ views
+
+    /// @inheritdoc ITimeOracle
+    function getCard(bytes32 cardId) external view returns (Card memory card) {
+        CardRecord storage record = _cards[cardId];
+        return Card({
+            publicKeyX: record.publicKeyX,
+            publicKeyY: record.publicKeyY,
+            validFromNs: record.validFromNs,
+            validUntilNs: record.validUntilNs,
+            status: record.status
+        });
+    }
+
+    /// @inheritdoc ITimeOracle
+    function getNode(address node) external view returns (Node memory info) {
+        NodeRecord storage record = _nodes[node];
+        return Node({validFromNs: record.validFromNs, validUntilNs: record.validUntilNs, status: record.status});
+    }
+
+    /// @inheritdoc ITimeOracle
+    function nodes() external view returns (address[] memory) {
+        return _nodeList;
+    }
+
+    /// @inheritdoc ITimeOracle
+    function cards() external view returns (bytes32[] memory) {
+        return _cardList;
+    }
+
+    /// @inheritdoc ITimeOracle
+    function maxAttestationAge() external view returns (uint64) {
+        return _settings.maxAttestationAgeNs;
+    }
+
+    /// @inheritdoc ITimeOracle
+    function maxFutureDrift() external view returns (uint64) {
+        return _settings.maxFutureDriftNs;
+    }
+
+    /// @inheritdoc ITimeOracle
+    function maxAcceptableDrift() external view returns (uint64) {
+        return _settings.maxAcceptableDriftNs;
+    }
+
+    /// @inheritdoc ITimeOracle
+    function nodeQuorum() external view returns (uint64) {
+        return _settings.nodeQuorum;
+    }
+
+    /// @inheritdoc ITimeOracle
+    function snapshot() external view returns (address) {
+        return _snapshot.pointer;
+    }
+
+    // ================================================================================================ verification
+
+    /**
+     * @dev PROTOCOL.md §6; never reverts on malformed proof bytes. The hot path {_verifyFast} is written in assembly
+     * to meet the gas goals (scripts/bench-gas.ts); it computes exactly what {TimeProofLib}'s readable functions
+     * compute (hwDigest, hardwareSignatureHash, timeAttestationDigest, recoverNode), and the tests check both
+     * against the same golden vectors. The result does not depend on the order of the checks, so the cheap ones
+     * run first and the P-256 precompile last.
+     */
+    function _isValidTimeProof(TimeProof calldata proof) internal view override returns (bool) {
+        uint256 nowNs = _now() * TimeProofLib.NS_PER_SECOND;
+        (uint256 outcome, uint256 p256Input) = _verifyFast(proof, nowNs);
+        // Every rule held but the precompile did not confirm the card signature: either it is invalid or the
+        // precompile is absent. The library tells the two apart and falls back to OpenZeppelin's Solidity verifier.
+        if (outcome == _UNCONFIRMED) return _verifyP256At(p256Input);
+        return outcome == _VALID;
+    }
+
+    /// @dev The chain clock, seconds. The one overridable clock of the oracle (and its scheduler).
+    function _now() internal view virtual override returns (uint256) {
+        return block.timestamp;
+    }
+
+    /**
+     * @dev All of PROTOCOL.md §6 in one pass over calldata and the snapshot.
+     * @return outcome _INVALID, _VALID, or _UNCONFIRMED (all rules hold except that the P-256 precompile did not
+     * answer "valid")
+     * @return p256Input memory address of the precompile input h ‖ r ‖ s ‖ x ‖ y (5 words), when _UNCONFIRMED
+     */
+    function _verifyFast(
+        TimeProof calldata proof,
+        uint256 nowNs
+    ) private view returns (uint256 outcome, uint256 p256Input) {
+        uint256 refSlot;
+        assembly ("memory-safe") {
+            refSlot := _snapshot.slot
+        }
+        assembly ("memory-safe") {
+            /**
+             * Rule 2 for each entry of nodeSignature (calldata [entry, entriesEnd), whole 80-byte entries): it
+             * recovers (low-S) to an active node valid at `nowNs`, addresses strictly ascending. The node records
+             * [cursor, nodesEnd) of the snapshot are sorted too, so one merge-style pass finds every node. `m`
+             * points at scratch memory holding abi.encode(TIME_ATTESTATION_TYPEHASH, cardId, nanoMoment, accuracy,
+             * hardwareSignatureHash, ·) at m and 0x1901 ‖ DOMAIN_SEPARATOR at m + 0xc0; m + 0x120 holds the
+             * ecrecover input. Returns the first entry that failed, or entriesEnd when all passed.
+             */
+            function checkEntries(m, entry, entriesEnd, cursor, nodesEnd, now) -> reached {
+                let previous := 0
+                for {} lt(entry, entriesEnd) { entry := add(entry, 80) } {
+                    // entry = nodeTimestamp (16) ‖ r (32) ‖ yParityAndS (32)
+                    mstore(add(m, 0xa0), shr(128, calldataload(entry)))
+                    mstore(add(m, 0xe2), keccak256(m, 0xc0)) // structHash
+                    mstore(add(m, 0x120), keccak256(add(m, 0xc0), 0x42)) // EIP-712 digest
+                    let yParityAndS := calldataload(add(entry, 0x30))
+                    let s := and(yParityAndS, _S_MASK)
+                    if gt(s, _SECP256K1_HALF_N) { break } // high-S (EIP-2)
+                    mstore(add(m, 0x140), add(27, shr(255, yParityAndS))) // v
+                    mstore(add(m, 0x160), calldataload(add(entry, 0x10))) // r
+                    mstore(add(m, 0x180), s)
+                    // ecrecover returns nothing for an invalid signature: the zeroed word then reads as address 0,
+                    // which the ascending check rejects. The call itself only fails out of gas.
+                    mstore(0x00, 0)
+                    if iszero(staticcall(gas(), 0x01, add(m, 0x120), 0x80, 0x00, 0x20)) { revert(0, 0) }
+                    let signer := mload(0x00)
+                    if iszero(gt(signer, previous)) { break } // strictly ascending (and not address 0)
+                    previous := signer
+                    // Advance to the first record with an address ≥ signer; reads stay below nodesEnd.
+                    for {} lt(cursor, nodesEnd) { cursor := add(cursor, 36) } {
+                        if iszero(lt(shr(96, mload(cursor)), signer)) { break }
+                    }
+                    if iszero(lt(cursor, nodesEnd)) { break } // past the last record: unknown
+                    if iszero(eq(shr(96, mload(cursor)), signer)) { break } // unknown or inactive
+                    let window := and(mload(add(cursor, 4)), 0xffffffffffffffffffffffffffffffff) // from ‖ until
+                    if or(lt(now, shr(64, window)), gt(now, and(window, 0xffffffffffffffff))) { break }
+                    cursor := add(cursor, 36)
+                }
+                reached := entry
+            }
+
+            // One pass; every `break` leaves outcome = _INVALID (0).
+            for {} 1 {} {
+                // ---- The proof's shape, read straight from calldata (cheaper than Solidity's accessors, and
+                // never reverting). Tuple at `proof`: nanoMoment, offset of hardwareSignature, offset of
+                // nodeSignature, accuracy; offsets are relative to `proof` and point at a length word followed by
+                // the bytes. Offsets and lengths are bounded before any addition (nothing wraps) and every byte
+                // string must end inside the calldata, so a proof that passes reads exactly what Solidity's
+                // accessors would. A dirty uint128/uint32 word is malformed input: false.
+                let nanoMoment := calldataload(proof)
+                let accuracy := calldataload(add(proof, 0x60))
+                if or(gt(nanoMoment, 0xffffffffffffffffffffffffffffffff), gt(accuracy, 0xffffffff)) { break }
+                let hw := calldataload(add(proof, 0x20))
+                let entry := calldataload(add(proof, 0x40))
+                if or(gt(hw, 0xffffffff), gt(entry, 0xffffffff)) { break }
+                hw := add(proof, hw)
+                entry := add(proof, entry)
+                // Rule 1: exactly HARDWARE_SIGNATURE_LENGTH (96) bytes.
+                if iszero(eq(calldataload(hw), 96)) { break }
+                hw := add(hw, 0x20)
+                // Rule 2: a non-empty whole number of NODE_ENTRY_LENGTH (80) byte entries, at most
+                // MAX_NODE_ENTRIES (32 × 80 = 2,560 bytes), so the loops are bounded.
+                let entriesEnd := calldataload(entry)
+                if or(or(iszero(entriesEnd), gt(entriesEnd, 2560)), mod(entriesEnd, 80)) { break }
+                let entryCount := div(entriesEnd, 80)
+                entry := add(entry, 0x20)
+                entriesEnd := add(entry, entriesEnd)
+                if or(gt(add(hw, 96), calldatasize()), gt(entriesEnd, calldatasize())) { break }
+
+                // ---- The snapshot: allocate (advance the free memory pointer past) its copy and the 5-word
+                // precompile input. SnapshotRef packs the address in the low 160 bits and the uint32 size above;
+                // the size is what _writeSnapshot stored (≤ 4,768 bytes).
+                let cursor := mload(0x40) // the snapshot copy; then the next node record to compare
+                let header
+                {
+                    let ref := sload(refSlot)
+                    let size := and(shr(160, ref), 0xffffffff)
+                    p256Input := add(cursor, and(add(size, 0x1f), not(0x1f)))
+                    mstore(0x40, add(p256Input, 0xa0))
+                    extcodecopy(and(ref, 0xffffffffffffffffffffffffffffffffffffffff), cursor, 1, size)
+                    header := mload(cursor)
+                }
+                // header = maxAttestationAgeNs u64 ‖ maxFutureDriftNs u64 ‖ maxAcceptableDriftNs u64 ‖ quorum u8 ‖
+                // nodeCount u8 ‖ cardCount u8. Sums of a u128 and a u64 cannot overflow 256 bits.
+                // Rule 3: two separate bounds, never abs().
+                if lt(add(nanoMoment, shr(192, header)), nowNs) { break } // more than maxAttestationAge old
+                if gt(nanoMoment, add(nowNs, and(shr(128, header), 0xffffffffffffffff))) { break } // too far ahead
+                // Rule 4.
+                if gt(accuracy, and(shr(64, header), 0xffffffffffffffff)) { break } // above maxAcceptableDrift
+                // Rule 2: at least nodeQuorum entries (they must be distinct nodes, checked below).
+                if lt(entryCount, and(shr(56, header), 0xff)) { break }
+
+                // ---- Rule 1: the card is among the snapshot's card records (so registered and not revoked) and
+                // valid now. Reads stay inside the copy: cardCount records of 112 bytes after the node records.
+                cursor := add(cursor, 32)
+                let nodesEnd := add(cursor, mul(and(shr(48, header), 0xff), 36))
+                let card := nodesEnd
+                {
+                    let cardsEnd := add(card, mul(and(shr(40, header), 0xff), 112))
+                    let cardId := calldataload(hw)
+                    for {} lt(card, cardsEnd) { card := add(card, 112) } {
+                        if eq(mload(card), cardId) { break }
+                    }
+                    if eq(card, cardsEnd) { break } // unknown or revoked
+                    let window := shr(128, mload(add(card, 96))) // validFromNs u64 ‖ validUntilNs u64
+                    if or(lt(nowNs, shr(64, window)), gt(nowNs, and(window, 0xffffffffffffffff))) { break }
+                }
+                // r and s in range, s low (the precompile would accept a high s).
+                {
+                    let r := calldataload(add(hw, 32))
+                    let s := calldataload(add(hw, 64))
+                    if or(or(iszero(r), iszero(lt(r, _P256_N))), or(iszero(s), gt(s, _P256_HALF_N))) { break }
+                }
+
+                // ---- Rule 2: the node entries, with scratch memory after the allocation (not advanced).
+                {
+                    let m := mload(0x40)
+                    calldatacopy(m, add(hw, 32), 64) // the card's r ‖ s
+                    mstore(add(m, 0x80), keccak256(m, 64)) // hardwareSignatureHash
+                    mstore(m, _TIME_ATTESTATION_TYPEHASH)
+                    mstore(add(m, 0x20), calldataload(hw)) // cardId
+                    mstore(add(m, 0x40), nanoMoment) // clean uint128 (checked above)
+                    mstore(add(m, 0x60), accuracy) // clean uint32 (checked above)
+                    mstore(add(m, 0xc0), hex"1901")
+                    mstore(add(m, 0xc2), _DOMAIN_SEPARATOR)
+                    if lt(checkEntries(m, entry, entriesEnd, cursor, nodesEnd, nowNs), entriesEnd) { break }
+                }
+
+                // ---- Rule 1: the P-256 signature, last. h = sha256("ATS/1 HW" ‖ cardId ‖ nanoMoment) is written
+                // over the first word of the input (the 56 message bytes fit in the 160 allocated; the precompile
+                // reads its input before writing its output).
+                mstore(p256Input, shl(192, 0x4154532f31204857))
+                mstore(add(p256Input, 8), calldataload(hw))
+                mstore(add(p256Input, 40), shl(128, nanoMoment))
+                if iszero(staticcall(gas(), 0x02, p256Input, 56, p256Input, 0x20)) { revert(0, 0) } // out of gas only
+                calldatacopy(add(p256Input, 0x20), add(hw, 32), 64) // r ‖ s
+                mstore(add(p256Input, 0x60), mload(add(card, 32))) // public key x (validated at registration)
+                mstore(add(p256Input, 0x80), mload(add(card, 64))) // public key y
+                // P256VERIFY answers the word 1 for a valid signature and nothing otherwise (or when absent).
+                // Yul evaluates arguments right to left, so the call is its own statement before the read.
+                mstore(0x00, 0)
+                let success := staticcall(gas(), 0x100, p256Input, 0xa0, 0x00, 0x20)
+                outcome := _UNCONFIRMED
+                if and(success, eq(mload(0x00), 1)) { outcome := _VALID }
+                break
+            }
+        }
+    }
+
+    /// @dev {TimeProofLib.verifyP256} on the precompile input prepared by {_verifyFast}.
+    function _verifyP256At(uint256 p256Input) private view returns (bool) {
+        bytes32 h;
+        bytes32 r;
+        bytes32 s;
+        bytes32 qx;
+        bytes32 qy;
+        assembly ("memory-safe") {
+            // Reads the 5 words allocated and written by _verifyFast.
+            h := mload(p256Input)
+            r := mload(add(p256Input, 0x20))
+            s := mload(add(p256Input, 0x40))
+            qx := mload(add(p256Input, 0x60))
+            qy := mload(add(p256Input, 0x80))
+        }
+        return TimeProofLib.verifyP256(h, r, s, qx, qy);
+    }
+
+    // ================================================================================================ snapshot
+
+    /**
+     * @dev Writes a new snapshot of the settings and the active nodes and cards (layout in the contract doc).
+     * Bounded: at most 32 + 32·36 + 32·112 = 4,768 bytes.
+     */
+    function _writeSnapshot() private {
+        Settings memory settings = _settings;
+        address[] memory nodeList = _sortedNodes();
+        bytes32[] memory cardList = _cardList;
+        uint256 size = _HEADER_LENGTH +
+            nodeList.length *
+            _NODE_RECORD_LENGTH +
+            cardList.length *
+            _CARD_RECORD_LENGTH;
+
+        // init code ‖ 0x00 ‖ data, plus 32 bytes of slack because the packed writes below store whole words.
+        bytes memory code = new bytes(_INIT_CODE_LENGTH + 1 + size + 32);
+        uint256 header = (uint256(settings.maxAttestationAgeNs) << 192) |
+            (uint256(settings.maxFutureDriftNs) << 128) |
+            (uint256(settings.maxAcceptableDriftNs) << 64) |
+            (uint256(settings.nodeQuorum) << 56) | // ≤ MAX_NODES, fits a byte
+            (nodeList.length << 48) | // ≤ MAX_NODES
+            (cardList.length << 40); // ≤ MAX_CARDS
+        uint256 p;
+        assembly ("memory-safe") {
+            // Writes inside `code` only: every mstore below starts before the end of the data and the buffer has
+            // 32 bytes of slack after it. Words are written in ascending order, each overwriting only the zero tail
+            // of the previous one.
+            let start := add(code, 0x20)
+            // PUSH2 (1 + size) DUP1 PUSH1 0x0a RETURNDATASIZE CODECOPY RETURNDATASIZE RETURN
+            mstore(start, or(shl(248, 0x61), or(shl(232, add(size, 1)), shl(176, 0x80600a3d393df3))))
+            // Byte 10 stays 0x00: the STOP that makes the data contract uncallable.
+            p := add(start, 11)
+            mstore(p, header)
+            p := add(p, 32)
+        }
+        for (uint256 i = 0; i < nodeList.length; ++i) {
+            NodeRecord storage record = _nodes[nodeList[i]];
+            address node = nodeList[i];
+            uint256 window = (uint256(record.validFromNs) << 64) | record.validUntilNs;
+            assembly ("memory-safe") {
+                // See above: within `code`, ascending, each write only overwrites the previous zero tail.
+                mstore(p, shl(96, node))
+                mstore(add(p, 20), shl(128, window))
+                p := add(p, 36)
+            }
+        }
+        for (uint256 i = 0; i < cardList.length; ++i) {
+            CardRecord storage record = _cards[cardList[i]];
+            bytes32 cardId = cardList[i];
+            bytes32 qx = record.publicKeyX;
+            bytes32 qy = record.publicKeyY;
+            uint256 window = (uint256(record.validFromNs) << 64) | record.validUntilNs;
+            assembly ("memory-safe") {
+                // See above: within `code`, ascending, each write only overwrites the previous zero tail.
+                mstore(p, cardId)
+                mstore(add(p, 32), qx)
+                mstore(add(p, 64), qy)
+                mstore(add(p, 96), shl(128, window))
+                p := add(p, 112)
+            }
+        }
+        address pointer;
+        assembly ("memory-safe") {
+            // Drop the slack from the length, then deploy: the init code returns `0x00 ‖ data` as the runtime code.
+            let length := add(add(_INIT_CODE_LENGTH, 1), size)
+            mstore(code, length)
+            pointer := create(0, add(code, 0x20), length)
+        }
+        if (pointer == address(0)) revert TimeOracleSnapshotWriteFailed();
+        _snapshot = SnapshotRef({pointer: pointer, size: uint32(size)}); // size ≤ 4,768
+        emit SnapshotWritten(pointer, nodeList.length, cardList.length);
+    }
+
+    /// @dev The active nodes sorted ascending (insertion sort: at most MAX_NODES elements).
+    function _sortedNodes() private view returns (address[] memory sorted) {
+        sorted = _nodeList;
+        for (uint256 i = 1; i < sorted.length; ++i) {
+            address key = sorted[i];
+            uint256 j = i;
+            while (j > 0 && sorted[j - 1] > key) {
+                sorted[j] = sorted[j - 1];
+                --j;
+            }
+            sorted[j] = key;
+        }
+    }
+
+    // ================================================================================================ helpers
+
+    function _checkRegistrarOrGuardian() private view {
+        if (!hasRole(GUARDIAN_ROLE, msg.sender) && !hasRole(REGISTRAR_ROLE, msg.sender)) {
+            revert AccessControlUnauthorizedAccount(msg.sender, GUARDIAN_ROLE);
+        }
+    }
+
+    function _checkRange(Setting setting, uint256 value, uint256 min, uint256 max) private pure {
+        if (value < min || value > max) revert TimeOracleSettingOutOfRange(setting, value, min, max);
+    }
+
+    /// @dev Swap-and-pop removal from the active card list.
+    function _removeCardFromList(CardRecord storage card) private {
+        uint256 index = card.listIndex - 1; // listed: listIndex ≥ 1
+        bytes32 last = _cardList[_cardList.length - 1];
+        _cardList[index] = last;
+        _cards[last].listIndex = uint32(index + 1);
+        _cardList.pop();
+        card.listIndex = 0;
+    }
+
+    /// @dev Swap-and-pop removal from the active node list.
+    function _removeNodeFromList(NodeRecord storage record) private {
+        uint256 index = record.listIndex - 1; // listed: listIndex ≥ 1
+        address last = _nodeList[_nodeList.length - 1];
+        _nodeList[index] = last;
+        _nodes[last].listIndex = uint32(index + 1);
+        _nodeList.pop();
+        record.listIndex = 0;
+    }
+}

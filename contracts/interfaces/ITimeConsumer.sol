@@ -1,0 +1,38 @@
+// SPDX-License-Identifier: MIT
+pragma solidity 0.8.30;
+
+import {ITimeOracle} from "./ITimeOracle.sol";
+
+/**
+ * @title ITimeConsumer
+ * @notice What a contract built on {TimeConsumer} exposes: its oracle, the last attested moment it acted on, and
+ * the accuracy it demands. Time values are nanoseconds since the Unix epoch.
+ *
+ * Besides the custom errors below, a consumer reverts with the two strings PROTOCOL.md §6 fixes:
+ * `Invalid time proof` (the oracle rejects the proof) and `Insufficient accuracy` (`accuracy` above the bound).
+ */
+interface ITimeConsumer {
+    /// @notice The consumer acted on the proof of `nanoMoment` (ns, with `accuracy` ns); older proofs are now refused.
+    event TimeConsumed(uint128 indexed nanoMoment, uint32 accuracy);
+
+    /// @notice The oracle address given to the constructor is the zero address.
+    error TimeConsumerZeroOracle();
+
+    /// @notice The proof is not newer than the last one this consumer acted on (replay of an older proof).
+    error TimeConsumerProofNotNewer(uint128 nanoMoment, uint128 lastConsumedNanoMoment);
+
+    /// @notice The proof's moment is before `notBefore` (the action is allowed at or after it).
+    error TimeConsumerTooEarly(uint128 nanoMoment, uint128 notBefore);
+
+    /// @notice The proof's moment is at or after `deadline` (the action is allowed strictly before it).
+    error TimeConsumerTooLate(uint128 nanoMoment, uint128 deadline);
+
+    /// @notice The oracle this consumer verifies proofs with.
+    function timeOracle() external view returns (ITimeOracle);
+
+    /// @notice The moment (ns) of the last proof this consumer acted on; 0 before the first.
+    function lastConsumedNanoMoment() external view returns (uint128);
+
+    /// @notice The largest `accuracy` (ns) this consumer accepts.
+    function maxAccuracyNs() external view returns (uint32);
+}

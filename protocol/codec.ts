@@ -1,0 +1,312 @@
+/**
+ * The one TypeScript codec of the wire format (PROTOCOL.md §3–§5, §10). Pure functions: bytes in, bytes out.
+ * Mirrors `contracts/libraries/TimeProofLib.sol`; both are checked against `test/vectors/*.json`.
+ * Encoders validate their inputs and decoders are strict (exact lengths, canonical ABI); both throw
+ * ProtocolError with the field and the observed length/value as evidence.
+ */
+import { createHash } from "node:crypto";
+import {
+  decodeAbiParameters,
+  domainSeparator,
+  encodeAbiParameters,
+  hashStruct,
+  hashTypedData,
+  keccak256,
+  type TypedDataDefinition,
+} from "viem";
+import {
+  CARD_ID_LENGTH,
+  EIP712_DOMAIN,
+  HARDWARE_SIGNATURE_LENGTH,
+  HW_MESSAGE_LENGTH,
+  HW_MESSAGE_TAG,
+  NODE_ENTRY_LENGTH,
+  TIME_ATTESTATION_TYPE,
+  TIME_ATTESTATION_TYPES,
+  UINT128_LENGTH,
+} from "./constants";
+import { ProtocolError } from "./errors";
+import {
+  assertUint128,
+  assertUint32,
+  bigintToFixedHex,
+  bytesToHexString,
+  concatHexStrings,
+  hexByteLength,
+  hexToBigint,
+  hexToByteArray,
+  preview,
+  sliceHexBytes,
+  toFixedHex,
+  toHexStrict,
+} from "./bytes";
+import { p256PublicKeyToUncompressed, type P256PublicKeyInput } from "./keys";
+import type { CrossChainTime, HardwareSignature, Hex, NodeEntry, TimeAttestation, TimeProof } from "./types";
+
+// ---------------------------------------------------------------- identities and the hardware message (§2, §3)
+
+/** cardId = SHA-256(0x04 ‖ X ‖ Y) of the card's P-256 public key (PROTOCOL.md §2). */
+export function cardIdFromPublicKey(publicKey: P256PublicKeyInput): Hex {
+  const uncompressed = p256PublicKeyToUncompressed(publicKey);
+  return bytesToHexString(createHash("sha256").update(hexToByteArray(uncompressed)).digest());
+}
+
+/** "ATS/1 HW" (8) ‖ cardId (32) ‖ nanoMoment (16, big-endian): the 56 bytes the card signs. */
+export function hwMessage(cardId: Hex, nanoMoment: bigint): Uint8Array {
+  const id = toFixedHex(cardId, CARD_ID_LENGTH, "cardId");
+  const moment = assertUint128(nanoMoment, "nanoMoment");
+  const message = hexToByteArray(concatHexStrings([HW_MESSAGE_TAG, id, bigintToFixedHex(moment, UINT128_LENGTH)]));
+  if (message.length !== HW_MESSAGE_LENGTH) {
+    // Unreachable by construction; kept so a change of a length constant cannot go unnoticed.
+    throw new ProtocolError("hwMessage length mismatch", { expected: HW_MESSAGE_LENGTH, actual: message.length });
+  }
+  return message;
+}
+
+/** sha256(hwMessage): what the P-256 precompile checks on-chain. */
+export function hwDigest(cardId: Hex, nanoMoment: bigint): Hex {
+  return bytesToHexString(createHash("sha256").update(hwMessage(cardId, nanoMoment)).digest());
+}
+
+// ---------------------------------------------------------------- hardware signature (§5)
+
+export function encodeHardwareSignature(signature: HardwareSignature): Hex {
+  return concatHexStrings([
+    toFixedHex(signature.cardId, 32, "hardwareSignature.cardId"),
+    toFixedHex(signature.r, 32, "hardwareSignature.r"),
+    toFixedHex(signature.s, 32, "hardwareSignature.s"),
+  ]);
+}
+
+/** Strict: exactly 96 bytes. */
+export function decodeHardwareSignature(encoded: Hex): HardwareSignature {
+  const hex = toFixedHex(encoded, HARDWARE_SIGNATURE_LENGTH, "hardwareSignature");
+  return { cardId: sliceHexBytes(hex, 0, 32), r: sliceHexBytes(hex, 32, 64), s: sliceHexBytes(hex, 64, 96) };
+}
+
+/** keccak256(r ‖ s) of the card's signature: the field the node signs (PROTOCOL.md §4). */
+export function hardwareSignatureHash(r: Hex, s: Hex): Hex {
+  return keccak256(concatHexStrings([toFixedHex(r, 32, "r"), toFixedHex(s, 32, "s")]));
+}
+
+// ---------------------------------------------------------------- node entries (§5)
+
+export function encodeNodeEntry(entry: NodeEntry): Hex {
+  return concatHexStrings([
+    bigintToFixedHex(assertUint128(entry.nodeTimestampNs, "nodeEntry.nodeTimestampNs"), UINT128_LENGTH),
+    toFixedHex(entry.r, 32, "nodeEntry.r"),
+    toFixedHex(entry.yParityAndS, 32, "nodeEntry.yParityAndS"),
+  ]);
+}
+
+/** Concatenates entries in the given order (sorting is `assembleProof`'s job, it needs the addresses). */
+export function encodeNodeEntries(entries: readonly NodeEntry[]): Hex {
+  if (entries.length === 0) throw new ProtocolError("nodeSignature needs at least one entry", { entries: 0 });
+  return concatHexStrings(entries.map(encodeNodeEntry));
+}
+
+/** Strict: one entry of exactly 80 bytes. */
+export function decodeNodeEntry(encoded: Hex): NodeEntry {
+  const hex = toFixedHex(encoded, NODE_ENTRY_LENGTH, "nodeEntry");
+  return {
+    nodeTimestampNs: hexToBigint(sliceHexBytes(hex, 0, 16)),
+    r: sliceHexBytes(hex, 16, 48),
+    yParityAndS: sliceHexBytes(hex, 48, 80),
+  };
+}
+
+/** Strict: a non-empty multiple of 80 bytes. */
+export function decodeNodeEntries(encoded: Hex): NodeEntry[] {
+  const hex = toHexStrict(encoded, "nodeSignature");
+  const length = hexByteLength(hex);
+  if (length === 0 || length % NODE_ENTRY_LENGTH !== 0) {
+    throw new ProtocolError(`nodeSignature must be a non-empty multiple of ${NODE_ENTRY_LENGTH} bytes, got ${length}`, {
+      field: "nodeSignature",
+      actualBytes: length,
+      entryBytes: NODE_ENTRY_LENGTH,
+    });
+  }
+  const entries: NodeEntry[] = [];
+  for (let offset = 0; offset < length; offset += NODE_ENTRY_LENGTH) {
+    entries.push(decodeNodeEntry(sliceHexBytes(hex, offset, offset + NODE_ENTRY_LENGTH)));
+  }
+  return entries;
+}
+
+// ---------------------------------------------------------------- EIP-712 attestation (§4)
+
+export type TimeAttestationTypedData = TypedDataDefinition<typeof TIME_ATTESTATION_TYPES, "TimeAttestation">;
+
+function checkedAttestation(att: TimeAttestation): TimeAttestation {
+  return {
+    cardId: toFixedHex(att.cardId, 32, "attestation.cardId"),
+    nanoMoment: assertUint128(att.nanoMoment, "attestation.nanoMoment"),
+    accuracy: assertUint32(att.accuracy, "attestation.accuracy"),
+    hardwareSignatureHash: toFixedHex(att.hardwareSignatureHash, 32, "attestation.hardwareSignatureHash"),
+    nodeTimestamp: assertUint128(att.nodeTimestamp, "attestation.nodeTimestamp"),
+  };
+}
+
+/** The viem typed-data definition (domain without chainId/verifyingContract, PROTOCOL.md §4). */
+export function timeAttestationTypedData(att: TimeAttestation): TimeAttestationTypedData {
+  const checked = checkedAttestation(att);
+  return {
+    domain: EIP712_DOMAIN,
+    types: TIME_ATTESTATION_TYPES,
+    primaryType: "TimeAttestation",
+    message: { ...checked },
+  };
+}
+
+/** The EIP-712 digest each node signs: keccak256(0x1901 ‖ domainSeparator ‖ structHash). */
+export function timeAttestationDigest(att: TimeAttestation): Hex {
+  return hashTypedData(timeAttestationTypedData(att));
+}
+
+/** hashStruct(TimeAttestation), the part the Solidity library computes with abi.encode. */
+export function timeAttestationStructHash(att: TimeAttestation): Hex {
+  const typed = timeAttestationTypedData(att);
+  return hashStruct({ data: typed.message, primaryType: "TimeAttestation", types: TIME_ATTESTATION_TYPES });
+}
+
+/** keccak256 of the domain `EIP712Domain(string name,string version)` with name "AttestedTime", version "1". */
+export function timeAttestationDomainSeparator(): Hex {
+  return domainSeparator({ domain: EIP712_DOMAIN });
+}
+
+/** keccak256 of the type string: the Solidity `TIME_ATTESTATION_TYPEHASH`. */
+export function timeAttestationTypeHash(): Hex {
+  return keccak256(`0x${Buffer.from(TIME_ATTESTATION_TYPE, "ascii").toString("hex")}`);
+}
+
+/** The attestation a node entry of `proof` signs: the proof's fields plus that entry's own timestamp. */
+export function timeAttestationForProof(
+  proof: Pick<TimeProof, "nanoMoment" | "hardwareSignature" | "accuracy">,
+  nodeTimestampNs: bigint,
+): TimeAttestation {
+  const hardware = decodeHardwareSignature(proof.hardwareSignature);
+  return {
+    cardId: hardware.cardId,
+    nanoMoment: proof.nanoMoment,
+    accuracy: proof.accuracy,
+    hardwareSignatureHash: hardwareSignatureHash(hardware.r, hardware.s),
+    nodeTimestamp: nodeTimestampNs,
+  };
+}
+
+// ---------------------------------------------------------------- ABI encodings (§5, §10)
+
+/** ABI parameter of the Solidity `TimeProof` struct. */
+export const TIME_PROOF_ABI_PARAMETER = {
+  type: "tuple",
+  name: "proof",
+  components: [
+    { name: "nanoMoment", type: "uint128" },
+    { name: "hardwareSignature", type: "bytes" },
+    { name: "nodeSignature", type: "bytes" },
+    { name: "accuracy", type: "uint32" },
+  ],
+} as const;
+
+/** ABI parameter of the Solidity `CrossChainTime` struct. */
+export const CROSS_CHAIN_TIME_ABI_PARAMETER = {
+  type: "tuple",
+  name: "message",
+  components: [
+    { name: "networkTime", type: "uint128" },
+    { name: "targetChain", type: "uint256" },
+    { name: "proof", type: "bytes" },
+    { name: "targetBlock", type: "uint256" },
+  ],
+} as const;
+
+/** abi.encode(TimeProof). Does not check the inner byte lengths: verification rejects those, not the codec. */
+export function encodeTimeProof(proof: TimeProof): Hex {
+  return encodeAbiParameters(
+    [TIME_PROOF_ABI_PARAMETER],
+    [
+      {
+        nanoMoment: assertUint128(proof.nanoMoment, "proof.nanoMoment"),
+        hardwareSignature: toHexStrict(proof.hardwareSignature, "proof.hardwareSignature"),
+        nodeSignature: toHexStrict(proof.nodeSignature, "proof.nodeSignature"),
+        accuracy: assertUint32(proof.accuracy, "proof.accuracy"),
+      },
+    ],
+  );
+}
+
+/**
+ * Decodes abi.encode(X) and insists that re-encoding gives the same bytes, so padding garbage, trailing bytes
+ * and non-canonical offsets are rejected (one proof has one encoding).
+ */
+function decodeCanonical<T>(encoded: Hex, what: string, decode: (hex: Hex) => T, encode: (value: T) => Hex): T {
+  const hex = toHexStrict(encoded, what);
+  let value: T;
+  try {
+    value = decode(hex);
+  } catch (cause) {
+    throw new ProtocolError(`${what} is not valid ABI`, { field: what, bytes: hexByteLength(hex), value: preview(hex) }, { cause });
+  }
+  if (encode(value) !== hex) {
+    throw new ProtocolError(`${what} is not canonically ABI-encoded`, { field: what, bytes: hexByteLength(hex) });
+  }
+  return value;
+}
+
+export function decodeTimeProof(encoded: Hex): TimeProof {
+  return decodeCanonical(
+    encoded,
+    "timeProof",
+    (hex) => {
+      const [decoded] = decodeAbiParameters([TIME_PROOF_ABI_PARAMETER], hex);
+      return {
+        nanoMoment: decoded.nanoMoment,
+        hardwareSignature: decoded.hardwareSignature,
+        nodeSignature: decoded.nodeSignature,
+        accuracy: decoded.accuracy,
+      };
+    },
+    encodeTimeProof,
+  );
+}
+
+export function encodeCrossChainTime(message: CrossChainTime): Hex {
+  return encodeAbiParameters(
+    [CROSS_CHAIN_TIME_ABI_PARAMETER],
+    [
+      {
+        networkTime: assertUint128(message.networkTime, "crossChainTime.networkTime"),
+        targetChain: message.targetChain,
+        proof: toHexStrict(message.proof, "crossChainTime.proof"),
+        targetBlock: message.targetBlock,
+      },
+    ],
+  );
+}
+
+export function decodeCrossChainTime(encoded: Hex): CrossChainTime {
+  return decodeCanonical(
+    encoded,
+    "crossChainTime",
+    (hex) => {
+      const [decoded] = decodeAbiParameters([CROSS_CHAIN_TIME_ABI_PARAMETER], hex);
+      return {
+        networkTime: decoded.networkTime,
+        targetChain: decoded.targetChain,
+        proof: decoded.proof,
+        targetBlock: decoded.targetBlock,
+      };
+    },
+    encodeCrossChainTime,
+  );
+}
+
+/** Builds the message `sendTime` emits for `proof` (networkTime = nanoMoment, targetBlock = 0, PROTOCOL.md §10). */
+export function crossChainTimeForProof(proof: TimeProof, targetChain: bigint): CrossChainTime {
+  return { networkTime: proof.nanoMoment, targetChain, proof: encodeTimeProof(proof), targetBlock: 0n };
+}
+
+/** Concatenates already-encoded 80-byte entries in the given order (tests and vectors build bad orders). */
+export function concatEntries(entries: readonly Hex[]): Hex {
+  return concatHexStrings(entries.map((entry) => toFixedHex(entry, NODE_ENTRY_LENGTH, "nodeEntry")));
+}

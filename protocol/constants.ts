@@ -1,0 +1,69 @@
+/**
+ * Constants of the Attested Time wire format, version 1 (PROTOCOL.md).
+ * The names match the constants of `contracts/libraries/TimeProofLib.sol` one to one, so a reader can check
+ * both sides against each other and against the golden vectors in `test/vectors/`.
+ */
+import type { Hex } from "./types";
+
+/** ASCII "ATS/1 HW": the 8-byte domain tag in front of every hardware message (PROTOCOL.md §3). */
+export const HW_MESSAGE_TAG = "0x4154532f31204857" as const satisfies Hex;
+/** The same tag as text, for documentation and error messages. */
+export const HW_MESSAGE_TAG_ASCII = "ATS/1 HW";
+/** tag (8) ‖ cardId (32) ‖ nanoMoment (16, big-endian). */
+export const HW_MESSAGE_LENGTH = 56;
+/** cardId (32) ‖ r (32) ‖ s (32). */
+export const HARDWARE_SIGNATURE_LENGTH = 96;
+/** nodeTimestamp (16, big-endian) ‖ r (32) ‖ yParityAndS (32). */
+export const NODE_ENTRY_LENGTH = 80;
+/** Bytes of a card identifier: SHA-256 of the uncompressed P-256 public key. */
+export const CARD_ID_LENGTH = 32;
+/** Bytes of an uncompressed SEC1 public key: 0x04 ‖ X (32) ‖ Y (32). */
+export const UNCOMPRESSED_PUBLIC_KEY_LENGTH = 65;
+/** Bytes of a uint128 in the packed encodings above. */
+export const UINT128_LENGTH = 16;
+
+/**
+ * EIP-712 domain of node attestations. No chainId and no verifyingContract on purpose: an attestation is a fact
+ * about time, portable to every chain (PROTOCOL.md §4).
+ */
+export const EIP712_DOMAIN = { name: "AttestedTime", version: "1" } as const;
+
+/** viem typed-data types of the node attestation (PROTOCOL.md §4). */
+export const TIME_ATTESTATION_TYPES = {
+  TimeAttestation: [
+    { name: "cardId", type: "bytes32" },
+    { name: "nanoMoment", type: "uint128" },
+    { name: "accuracy", type: "uint32" },
+    { name: "hardwareSignatureHash", type: "bytes32" },
+    { name: "nodeTimestamp", type: "uint128" },
+  ],
+} as const;
+
+/** The EIP-712 type string whose keccak256 is the Solidity `TIME_ATTESTATION_TYPEHASH`. */
+export const TIME_ATTESTATION_TYPE =
+  "TimeAttestation(bytes32 cardId,uint128 nanoMoment,uint32 accuracy,bytes32 hardwareSignatureHash,uint128 nodeTimestamp)";
+
+/** Order of the P-256 (secp256r1) group. */
+export const P256_N = 0xffffffff00000000ffffffffffffffffbce6faada7179e84f3b9cac2fc632551n;
+/** floor(n / 2): a card signature is valid only with s ≤ P256_HALF_N (low-S, PROTOCOL.md §3). */
+export const P256_HALF_N = P256_N >> 1n;
+/** Order of the secp256k1 group. */
+export const SECP256K1_N = 0xfffffffffffffffffffffffffffffffebaaedce6af48a03bbfd25e8cd0364141n;
+/** floor(n / 2): node signatures are low-S as well (EIP-2 / EIP-2098). */
+export const SECP256K1_HALF_N = SECP256K1_N >> 1n;
+
+export const UINT128_MAX = (1n << 128n) - 1n;
+export const UINT32_MAX = 0xffff_ffff;
+export const NS_PER_SECOND = 1_000_000_000n;
+export const NS_PER_MILLISECOND = 1_000_000n;
+
+/**
+ * On-chain defaults (PLAN.md, shared decisions). The chain clock is `block.timestamp * 1e9`, so with 12-second
+ * blocks a fresh proof can look up to one block "in the future" or several blocks old.
+ */
+export const DEFAULT_MAX_ATTESTATION_AGE_NS = 60n * NS_PER_SECOND;
+export const DEFAULT_MAX_FUTURE_DRIFT_NS = 15n * NS_PER_SECOND;
+export const DEFAULT_MAX_ACCEPTABLE_DRIFT_NS = 1_000n;
+export const DEFAULT_NODE_QUORUM = 1;
+/** Accuracy the development card advertises (the example consumer requires accuracy ≤ 100 ns). */
+export const DEV_CARD_ACCURACY_NS = 50;

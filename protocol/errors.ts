@@ -1,0 +1,113 @@
+/**
+ * The one error hierarchy of the package. Every error carries a stable `code` and structured `details`
+ * (the evidence: field names, lengths, values). The transports (node/) translate `code` to an HTTP status,
+ * a JSON-RPC code or a gRPC status at their edge; nothing inside the package matches on message text.
+ */
+
+export type AtsErrorCode =
+  | "PROTOCOL"
+  | "VALIDATION"
+  | "NOT_FOUND"
+  | "AUTH"
+  | "RATE_LIMIT"
+  | "UNAVAILABLE"
+  | "CONSENSUS"
+  | "INTERNAL";
+
+/** Evidence attached to an error. Values must be safe to log: never put key material here. */
+export type AtsErrorDetails = Readonly<Record<string, unknown>>;
+
+export interface AtsErrorOptions {
+  cause?: unknown;
+}
+
+export class AtsError extends Error {
+  override name = "AtsError";
+  readonly code: AtsErrorCode;
+  readonly details: AtsErrorDetails;
+
+  constructor(code: AtsErrorCode, message: string, details: AtsErrorDetails = {}, options: AtsErrorOptions = {}) {
+    super(message, options.cause === undefined ? undefined : { cause: options.cause });
+    this.code = code;
+    this.details = details;
+  }
+
+  /**
+   * Walks the `cause` chain (as viem's `BaseError.walk`): returns the first error for which `predicate` holds,
+   * or, without a predicate, the deepest cause. Returns `undefined` when the predicate matches nothing.
+   */
+  walk(predicate?: (error: unknown) => boolean): unknown {
+    let current: unknown = this;
+    let deepest: unknown = this;
+    const seen = new Set<unknown>();
+    while (current !== undefined && current !== null && !seen.has(current)) {
+      seen.add(current);
+      if (predicate?.(current)) return current;
+      deepest = current;
+      current = current instanceof Error ? current.cause : undefined;
+    }
+    return predicate ? undefined : deepest;
+  }
+}
+
+/** Malformed bytes or values of the wire format (wrong length, out of range, bad encoding). */
+export class ProtocolError extends AtsError {
+  override name = "ProtocolError";
+  constructor(message: string, details: AtsErrorDetails = {}, options: AtsErrorOptions = {}) {
+    super("PROTOCOL", message, details, options);
+  }
+}
+
+/** Untrusted input (JSON, request parameters, configuration) that does not match its schema. */
+export class ValidationError extends AtsError {
+  override name = "ValidationError";
+  /** The offending field as a dotted path, e.g. `proof.accuracyNs`. */
+  readonly field: string;
+  constructor(field: string, message: string, details: AtsErrorDetails = {}, options: AtsErrorOptions = {}) {
+    super("VALIDATION", `${field}: ${message}`, { field, ...details }, options);
+    this.field = field;
+  }
+}
+
+export class NotFoundError extends AtsError {
+  override name = "NotFoundError";
+  constructor(message: string, details: AtsErrorDetails = {}, options: AtsErrorOptions = {}) {
+    super("NOT_FOUND", message, details, options);
+  }
+}
+
+export class AuthError extends AtsError {
+  override name = "AuthError";
+  constructor(message: string, details: AtsErrorDetails = {}, options: AtsErrorOptions = {}) {
+    super("AUTH", message, details, options);
+  }
+}
+
+/** The message is fixed by PROTOCOL.md §9 (JSON-RPC rate limiting). */
+export class RateLimitError extends AtsError {
+  override name = "RateLimitError";
+  static readonly MESSAGE = "Rate limit exceeded";
+  constructor(details: AtsErrorDetails = {}, options: AtsErrorOptions = {}) {
+    super("RATE_LIMIT", RateLimitError.MESSAGE, details, options);
+  }
+}
+
+/** The service cannot answer truthfully right now (e.g. the time card reports tampering). */
+export class UnavailableError extends AtsError {
+  override name = "UnavailableError";
+  constructor(message: string, details: AtsErrorDetails = {}, options: AtsErrorOptions = {}) {
+    super("UNAVAILABLE", message, details, options);
+  }
+}
+
+/** Messages fixed by PROTOCOL.md §7. */
+export type ConsensusErrorMessage = "Insufficient node responses" | "Time divergence too high";
+
+export class ConsensusError extends AtsError {
+  override name = "ConsensusError";
+  static readonly INSUFFICIENT_RESPONSES: ConsensusErrorMessage = "Insufficient node responses";
+  static readonly DIVERGENCE_TOO_HIGH: ConsensusErrorMessage = "Time divergence too high";
+  constructor(message: ConsensusErrorMessage, details: AtsErrorDetails = {}, options: AtsErrorOptions = {}) {
+    super("CONSENSUS", message, details, options);
+  }
+}

@@ -1,0 +1,175 @@
+/**
+ * Key conversions between node:crypto KeyObjects, raw scalars and SEC1 public keys. Curve arithmetic comes
+ * from @noble/curves (audited) or node:crypto (OpenSSL); nothing here hand-rolls curve math.
+ */
+import { createPrivateKey, createPublicKey, type KeyObject } from "node:crypto";
+import { p256 } from "@noble/curves/nist.js";
+import { secp256k1 } from "@noble/curves/secp256k1.js";
+import { getAddress, keccak256 } from "viem";
+import { ProtocolError } from "./errors";
+import { UNCOMPRESSED_PUBLIC_KEY_LENGTH } from "./constants";
+import { bigintToFixedHex, bytesToHexString, hexToByteArray, toFixedHex, toHexStrict, sliceHexBytes } from "./bytes";
+import type { Address, Hex } from "./types";
+
+/** Affine coordinates of a P-256 public key. */
+export interface P256Coordinates {
+  x: Hex | bigint;
+  y: Hex | bigint;
+}
+
+/** Anything that names a P-256 public key. */
+export type P256PublicKeyInput = Hex | Uint8Array | P256Coordinates | KeyObject;
+
+function coordinateToHex(value: Hex | bigint, field: string): Hex {
+  return typeof value === "bigint" ? bigintToFixedHex(value, 32) : toFixedHex(value, 32, field);
+}
+
+function isKeyObject(value: unknown): value is KeyObject {
+  return typeof value === "object" && value !== null && "asymmetricKeyType" in value && "export" in value;
+}
+
+/**
+ * Returns the uncompressed SEC1 encoding (0x04 ‖ X ‖ Y, 65 bytes, lowercase hex) of a P-256 public key after
+ * checking that the point lies on the curve. Accepts a private KeyObject too (its public half is used).
+ */
+export function p256PublicKeyToUncompressed(input: P256PublicKeyInput): Hex {
+  let candidate: Hex;
+  if (isKeyObject(input)) {
+    const publicKey = input.type === "public" ? input : createPublicKey(input);
+    const jwk = publicKey.export({ format: "jwk" });
+    if (jwk.crv !== "P-256" || jwk.x === undefined || jwk.y === undefined) {
+      throw new ProtocolError("key is not a P-256 key", { curve: String(jwk.crv) });
+    }
+    candidate = `0x04${Buffer.from(jwk.x, "base64url").toString("hex")}${Buffer.from(jwk.y, "base64url").toString("hex")}`;
+  } else if (input instanceof Uint8Array) {
+    candidate = bytesToHexString(input);
+  } else if (typeof input === "string") {
+    candidate = toHexStrict(input, "publicKey");
+  } else {
+    candidate = `0x04${coordinateToHex(input.x, "publicKey.x").slice(2)}${coordinateToHex(input.y, "publicKey.y").slice(2)}`;
+  }
+  const uncompressed = toFixedHex(candidate, UNCOMPRESSED_PUBLIC_KEY_LENGTH, "publicKey");
+  try {
+    p256.Point.fromBytes(hexToByteArray(uncompressed)).assertValidity();
+  } catch (cause) {
+    throw new ProtocolError("publicKey is not an uncompressed point on P-256", { publicKey: uncompressed }, { cause });
+  }
+  return uncompressed;
+}
+
+/** Splits a validated uncompressed key into its 32-byte coordinates (the form the P256 precompile takes). */
+export function p256PublicKeyCoordinates(input: P256PublicKeyInput): { x: Hex; y: Hex } {
+  const key = p256PublicKeyToUncompressed(input);
+  return { x: sliceHexBytes(key, 1, 33), y: sliceHexBytes(key, 33, 65) };
+}
+
+/** A node:crypto public KeyObject for an uncompressed P-256 key. */
+export function p256PublicKeyObject(input: P256PublicKeyInput): KeyObject {
+  const { x, y } = p256PublicKeyCoordinates(input);
+  return createPublicKey({
+    key: {
+      kty: "EC",
+      crv: "P-256",
+      x: Buffer.from(x.slice(2), "hex").toString("base64url"),
+      y: Buffer.from(y.slice(2), "hex").toString("base64url"),
+    },
+    format: "jwk",
+  });
+}
+
+/** A node:crypto private KeyObject from a raw 32-byte P-256 scalar (used for fixed dev/vector keys). */
+export function p256PrivateKeyObject(privateKey: Hex): KeyObject {
+  const scalar = toFixedHex(privateKey, 32, "privateKey");
+  const publicKey = bytesToHexString(p256.getPublicKey(hexToByteArray(scalar), false));
+  const { x, y } = p256PublicKeyCoordinates(publicKey);
+  return createPrivateKey({
+    key: {
+      kty: "EC",
+      crv: "P-256",
+      d: Buffer.from(scalar.slice(2), "hex").toString("base64url"),
+      x: Buffer.from(x.slice(2), "hex").toString("base64url"),
+      y: Buffer.from(y.slice(2), "hex").toString("base64url"),
+    },
+    format: "jwk",
+  });
+}
+
+/** The raw 32-byte scalar of a P-256 private KeyObject. Handle with care: this is key material. */
+export function p256PrivateScalar(key: KeyObject): Hex {
+  if (key.type !== "private") throw new ProtocolError("expected a private key", { keyType: key.type });
+  const jwk = key.export({ format: "jwk" });
+  if (jwk.crv !== "P-256" || jwk.d === undefined) {
+    throw new ProtocolError("key is not a P-256 private key", { curve: String(jwk.crv) });
+  }
+  return `0x${Buffer.from(jwk.d, "base64url").toString("hex").padStart(64, "0")}`;
+}
+
+/** Uncompressed secp256k1 public key → EIP-55 Ethereum address. */
+export function secp256k1PublicKeyToAddress(publicKey: Uint8Array): Address {
+  const point = secp256k1.Point.fromBytes(publicKey);
+  const uncompressed = bytesToHexString(point.toBytes(false));
+  return getAddress(`0x${keccak256(`0x${uncompressed.slice(4)}`).slice(26)}`);
+}
+
+/** The Ethereum address of a node private key (32-byte hex). */
+export function nodeAddressFromPrivateKey(privateKey: Hex): Address {
+  const scalar = toFixedHex(privateKey, 32, "nodePrivateKey");
+  try {
+    return secp256k1PublicKeyToAddress(secp256k1.getPublicKey(hexToByteArray(scalar), false));
+  } catch (cause) {
+    // The scalar itself is secret: the error names the problem only.
+    throw new ProtocolError("nodePrivateKey is not a valid secp256k1 scalar", {}, { cause });
+  }
+}
+
+const NODE_KEY_SCALAR = new WeakMap<NodeKey, Hex>();
+
+/**
+ * A node's secp256k1 private key that does not leak: JSON.stringify, util.inspect and template strings show
+ * only the address. The scalar lives in a WeakMap, not on the object, so even a deep dump of the object
+ * (structuredClone, Object.entries, a logger's serializer) cannot reach it.
+ */
+export class NodeKey {
+  readonly address: Address;
+
+  private constructor(privateKey: Hex) {
+    this.address = nodeAddressFromPrivateKey(privateKey);
+    NODE_KEY_SCALAR.set(this, toFixedHex(privateKey, 32, "nodePrivateKey"));
+  }
+
+  /** Wraps a 32-byte hex scalar (validated on secp256k1). */
+  static fromPrivateKey(privateKey: Hex): NodeKey {
+    return new NodeKey(privateKey);
+  }
+
+  /** A fresh random key from the OS CSPRNG (via noble's randomSecretKey). */
+  static generate(): NodeKey {
+    return new NodeKey(bytesToHexString(secp256k1.utils.randomSecretKey()));
+  }
+
+  /** The raw scalar. Only for writing a keystore or signing; never log the result. */
+  exportPrivateKey(): Hex {
+    const scalar = NODE_KEY_SCALAR.get(this);
+    if (scalar === undefined) throw new ProtocolError("NodeKey has no key material", { address: this.address });
+    return scalar;
+  }
+
+  toJSON(): { address: Address } {
+    return { address: this.address };
+  }
+
+  toString(): string {
+    return `NodeKey(${this.address})`;
+  }
+
+  [Symbol.for("nodejs.util.inspect.custom")](): string {
+    return this.toString();
+  }
+}
+
+/** A node key given either as raw hex or as a NodeKey. */
+export type NodeKeyInput = Hex | NodeKey;
+
+export function nodePrivateKeyHex(key: NodeKeyInput): Hex {
+  return typeof key === "string" ? toFixedHex(key, 32, "nodePrivateKey") : key.exportPrivateKey();
+}

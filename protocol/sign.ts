@@ -1,0 +1,196 @@
+/**
+ * Signing (card: P-256, node: secp256k1 over EIP-712) and node-address recovery (PROTOCOL.md §3–§5).
+ * Every signature this module produces is low-S: a high-S signature is invalid everywhere (§3), and the
+ * compact EIP-2098 form cannot carry one unambiguously anyway.
+ */
+import { sign as cryptoSign, type KeyObject } from "node:crypto";
+import { p256 } from "@noble/curves/nist.js";
+import { secp256k1 } from "@noble/curves/secp256k1.js";
+import { P256_HALF_N, P256_N, SECP256K1_HALF_N, SECP256K1_N } from "./constants";
+import { ProtocolError } from "./errors";
+import { bigintToFixedHex, bytesToHexString, concatHexStrings, hexToBigint, hexToByteArray, toFixedHex } from "./bytes";
+import {
+  cardIdFromPublicKey,
+  decodeNodeEntry,
+  encodeHardwareSignature,
+  encodeNodeEntry,
+  hwMessage,
+  timeAttestationDigest,
+  timeAttestationForProof,
+} from "./codec";
+import { nodePrivateKeyHex, p256PublicKeyToUncompressed, secp256k1PublicKeyToAddress, type NodeKeyInput } from "./keys";
+import type { Address, Hex, NodeEntry, TimeAttestation, TimeProof } from "./types";
+
+/**
+ * A card signing key: a node:crypto P-256 private KeyObject (production: randomized k from OpenSSL), or a raw
+ * 32-byte scalar (deterministic RFC 6979 k through @noble/curves, so golden vectors are reproducible).
+ */
+export type CardSigningKey = KeyObject | Hex;
+
+/** s → n − s when s > n/2, for P-256. */
+export function normalizeP256S(s: bigint): bigint {
+  return s > P256_HALF_N ? P256_N - s : s;
+}
+
+/** A 64-byte P-256 r ‖ s with s normalised to the low half (PROTOCOL.md §3). */
+export function toLowSP256Signature(signature: Uint8Array): { r: Hex; s: Hex } {
+  if (signature.length !== 64) {
+    throw new ProtocolError("P-256 signature must be 64 bytes (IEEE P1363)", { actualBytes: signature.length });
+  }
+  const hex = bytesToHexString(signature);
+  const s = normalizeP256S(hexToBigint(`0x${hex.slice(66)}`));
+  return { r: `0x${hex.slice(2, 66)}`, s: bigintToFixedHex(s, 32) };
+}
+
+function cardPublicKeyOf(cardKey: CardSigningKey): Hex {
+  if (typeof cardKey === "string") {
+    return bytesToHexString(p256.getPublicKey(hexToByteArray(toFixedHex(cardKey, 32, "cardPrivateKey")), false));
+  }
+  return p256PublicKeyToUncompressed(cardKey);
+}
+
+function rawP256Sign(cardKey: CardSigningKey, message: Uint8Array): Uint8Array {
+  if (typeof cardKey === "string") {
+    // prehash: sha256(message), the same digest node:crypto computes; lowS normalises inside noble.
+    return p256.sign(message, hexToByteArray(cardKey), { prehash: true, lowS: true, format: "compact" });
+  }
+  return cryptoSign("sha256", message, { key: cardKey, dsaEncoding: "ieee-p1363" });
+}
+
+/** The card's cardId (SHA-256 of its uncompressed public key). */
+export function cardIdOf(cardKey: CardSigningKey): Hex {
+  return cardIdFromPublicKey(cardPublicKeyOf(cardKey));
+}
+
+/** Signs hwMessage(cardId, nanoMoment) with the card key: returns the 96-byte cardId ‖ r ‖ s, always low-S. */
+export function signHardware(cardKey: CardSigningKey, nanoMoment: bigint): Hex {
+  const cardId = cardIdOf(cardKey);
+  const { r, s } = toLowSP256Signature(rawP256Sign(cardKey, hwMessage(cardId, nanoMoment)));
+  return encodeHardwareSignature({ cardId, r, s });
+}
+
+/**
+ * Signs the EIP-712 digest of `att` with the node's secp256k1 key and returns the 80-byte entry
+ * nodeTimestamp ‖ r ‖ yParityAndS (EIP-2098; noble's RFC 6979 signing is deterministic and low-S).
+ */
+export function signNodeEntry(nodePrivateKey: NodeKeyInput, att: TimeAttestation): Hex {
+  const key = hexToByteArray(nodePrivateKeyHex(nodePrivateKey));
+  const digest = hexToByteArray(timeAttestationDigest(att));
+  const recovered = secp256k1.sign(digest, key, { prehash: false, lowS: true, format: "recovered" });
+  const signature = secp256k1.Signature.fromBytes(recovered, "recovered");
+  if (signature.recovery !== 0 && signature.recovery !== 1) {
+    // Recovery ids 2/3 (r ≥ n − p) have probability ~2^-128 and EIP-2098 cannot express them.
+    throw new ProtocolError("node signature has an unrepresentable recovery id", { recovery: signature.recovery });
+  }
+  const yParityAndS = signature.s | (BigInt(signature.recovery) << 255n);
+  return encodeNodeEntry({
+    nodeTimestampNs: att.nodeTimestamp,
+    r: bigintToFixedHex(signature.r, 32),
+    yParityAndS: bigintToFixedHex(yParityAndS, 32),
+  });
+}
+
+/** Splits EIP-2098 yParityAndS into the y parity (bit 255) and s (low 255 bits). */
+export function splitYParityAndS(yParityAndS: Hex): { yParity: 0 | 1; s: bigint } {
+  const value = hexToBigint(toFixedHex(yParityAndS, 32, "yParityAndS"));
+  return { yParity: value >> 255n === 1n ? 1 : 0, s: value & ((1n << 255n) - 1n) };
+}
+
+/**
+ * Recovers the node address that signed `att` in `entry`. Throws ProtocolError for what ecrecover would refuse
+ * or OpenZeppelin's ECDSA rejects: r or s zero or ≥ n, high s, a point that does not recover.
+ */
+export function recoverNodeAddress(att: TimeAttestation, entry: NodeEntry | Hex): Address {
+  const decoded = typeof entry === "string" ? decodeNodeEntry(entry) : entry;
+  const r = hexToBigint(toFixedHex(decoded.r, 32, "nodeEntry.r"));
+  const { yParity, s } = splitYParityAndS(decoded.yParityAndS);
+  if (r === 0n || r >= SECP256K1_N || s === 0n) {
+    throw new ProtocolError("node signature r or s out of range", { r: decoded.r, s: bigintToFixedHex(s, 32) });
+  }
+  if (s > SECP256K1_HALF_N) {
+    throw new ProtocolError("node signature is high-S", { s: bigintToFixedHex(s, 32) });
+  }
+  try {
+    const signature = new secp256k1.Signature(r, s, yParity);
+    const digest = hexToByteArray(timeAttestationDigest(att));
+    return secp256k1PublicKeyToAddress(signature.recoverPublicKey(digest).toBytes(false));
+  } catch (cause) {
+    throw new ProtocolError("node signature does not recover to a public key", { r: decoded.r }, { cause });
+  }
+}
+
+export interface AssembleProofParameters {
+  /** ns. */
+  nanoMoment: bigint;
+  /** 96 bytes from signHardware. */
+  hardwareSignature: Hex;
+  /** 80-byte entries (or decoded entries) in any order. */
+  entries: readonly (Hex | NodeEntry)[];
+  /** ns; the value every entry signed. */
+  accuracy: number;
+}
+
+export type AssembleProofReturnType = TimeProof;
+
+/**
+ * Builds a TimeProof with the entries sorted by recovered node address ascending (the order verification
+ * demands, PROTOCOL.md §5). Throws ProtocolError when an entry does not recover or two entries share a node,
+ * because such a proof could never verify.
+ */
+export function assembleProof(parameters: AssembleProofParameters): AssembleProofReturnType {
+  const base = {
+    nanoMoment: parameters.nanoMoment,
+    hardwareSignature: toFixedHex(parameters.hardwareSignature, 96, "hardwareSignature"),
+    accuracy: parameters.accuracy,
+  };
+  if (parameters.entries.length === 0) throw new ProtocolError("a proof needs at least one node entry", { entries: 0 });
+  const recovered = parameters.entries.map((raw, index) => {
+    const entry = typeof raw === "string" ? decodeNodeEntry(raw) : raw;
+    const address = recoverNodeAddress(timeAttestationForProof(base, entry.nodeTimestampNs), entry);
+    return { index, entry, address, order: BigInt(address) };
+  });
+  recovered.sort((a, b) => (a.order < b.order ? -1 : a.order > b.order ? 1 : 0));
+  for (let i = 1; i < recovered.length; i += 1) {
+    if (recovered[i]!.order === recovered[i - 1]!.order) {
+      throw new ProtocolError("two node entries come from the same node", {
+        node: recovered[i]!.address,
+        entryIndexes: [recovered[i - 1]!.index, recovered[i]!.index],
+      });
+    }
+  }
+  return { ...base, nodeSignature: concatHexStrings(recovered.map(({ entry }) => encodeNodeEntry(entry))) };
+}
+
+export interface AttestParameters {
+  /** The card's signing key. */
+  card: CardSigningKey;
+  /** Node private keys (32-byte hex or NodeKey), one entry each. */
+  nodes: readonly NodeKeyInput[];
+  /** The card's timestamp, ns. */
+  nanoMoment: bigint;
+  /** ns, signed by every node. */
+  accuracy: number;
+  /** Each node's own reading, ns: one value for all nodes, or one per node (same order as `nodes`). */
+  nodeTimestampNs: bigint | readonly bigint[];
+}
+
+/**
+ * Signs a complete proof: the card signs nanoMoment, every node signs the attestation, entries are sorted.
+ * What a single attesting node with co-signers does; also the one-liner tests use.
+ */
+export function attest(parameters: AttestParameters): TimeProof {
+  const { nodes, nodeTimestampNs } = parameters;
+  if (typeof nodeTimestampNs !== "bigint" && nodeTimestampNs.length !== nodes.length) {
+    throw new ProtocolError("nodeTimestampNs needs one value per node", {
+      nodes: nodes.length,
+      timestamps: nodeTimestampNs.length,
+    });
+  }
+  const hardwareSignature = signHardware(parameters.card, parameters.nanoMoment);
+  const base = { nanoMoment: parameters.nanoMoment, hardwareSignature, accuracy: parameters.accuracy };
+  const entries = nodes.map((nodeKey, index) => {
+    const timestampNs = typeof nodeTimestampNs === "bigint" ? nodeTimestampNs : nodeTimestampNs[index]!;
+    return signNodeEntry(nodeKey, timeAttestationForProof(base, timestampNs));
+  });
+  return assembleProof({ ...base, entries });
+}

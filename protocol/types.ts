@@ -1,0 +1,98 @@
+/**
+ * Types of every record of the wire format (PROTOCOL.md). Time values are nanoseconds since the Unix epoch as
+ * `bigint` (uint128); field names that come from the on-chain structs keep their Solidity names and state the
+ * unit in their doc comment.
+ */
+
+/** A `0x`-prefixed hex string. Values produced by this package are always lowercase. */
+export type Hex = `0x${string}`;
+
+/** An Ethereum address (20 bytes), EIP-55 checksummed when produced by this package. */
+export type Address = `0x${string}`;
+
+/** The proof as contracts see it: exactly the Solidity `TimeProof` struct (PROTOCOL.md §5). */
+export interface TimeProof {
+  /** The card's timestamp, ns since the Unix epoch (uint128). */
+  nanoMoment: bigint;
+  /** cardId (32) ‖ r (32) ‖ s (32): exactly 96 bytes. */
+  hardwareSignature: Hex;
+  /** k ≥ 1 entries of 80 bytes: nodeTimestamp (16) ‖ r (32) ‖ yParityAndS (32), ascending by node address. */
+  nodeSignature: Hex;
+  /** ns: the largest deviation among the nodes that agreed (uint32). */
+  accuracy: number;
+}
+
+/** The decoded 96-byte hardware signature. */
+export interface HardwareSignature {
+  /** SHA-256 of the card's uncompressed P-256 public key (32 bytes). */
+  cardId: Hex;
+  /** 32 bytes. */
+  r: Hex;
+  /** 32 bytes, ≤ P256_HALF_N in a valid signature. */
+  s: Hex;
+}
+
+/** One decoded 80-byte node entry. */
+export interface NodeEntry {
+  /** The node's own reading, ns since the Unix epoch (uint128). */
+  nodeTimestampNs: bigint;
+  /** 32 bytes. */
+  r: Hex;
+  /** EIP-2098: bit 255 is the y parity, the low 255 bits are s (32 bytes). */
+  yParityAndS: Hex;
+}
+
+/** The EIP-712 message every node entry signs (PROTOCOL.md §4). */
+export interface TimeAttestation {
+  /** 32 bytes. */
+  cardId: Hex;
+  /** The card's timestamp, ns (uint128). */
+  nanoMoment: bigint;
+  /** ns (uint32). */
+  accuracy: number;
+  /** keccak256(r ‖ s) of the card's signature (32 bytes). */
+  hardwareSignatureHash: Hex;
+  /** The signing node's own reading, ns (uint128). */
+  nodeTimestamp: bigint;
+}
+
+/** The REST body of `GET /time/current` (PROTOCOL.md §9). */
+export interface ProofJson {
+  /** Decimal string, ns. */
+  nanoMoment: string;
+  proof: {
+    /** Lowercase hex, 96 bytes. */
+    hardwareSignature: Hex;
+    /** Lowercase hex, 80·k bytes. */
+    nodeSignature: Hex;
+    /** ns, JSON integer (fits in 32 bits). */
+    accuracyNs: number;
+    /** Lowercase hex cardId (32 bytes): the first 32 bytes of hardwareSignature. */
+    hardwareId: Hex;
+    /** Reserved for GPS evidence; `null` means "none". */
+    gps: null;
+  };
+}
+
+/** The cross-chain message (PROTOCOL.md §10): exactly the Solidity struct. */
+export interface CrossChainTime {
+  /** Equals the proof's nanoMoment, ns (uint128). */
+  networkTime: bigint;
+  /** Chain id of the receiving chain. */
+  targetChain: bigint;
+  /** abi.encode(TimeProof). */
+  proof: Hex;
+  /** 0 when sent; the receiver's block.number once delivered. */
+  targetBlock: bigint;
+}
+
+/** What a verifier knows about a registered card. */
+export interface CardRecord {
+  /** Uncompressed SEC1 public key, 65 bytes (0x04 ‖ X ‖ Y). */
+  publicKey: Hex;
+  revoked: boolean;
+  /** ns; the card is not valid before this moment (inclusive bound). */
+  validFromNs?: bigint;
+  /** ns; the card is not valid after this moment (inclusive bound). */
+  validUntilNs?: bigint;
+}

@@ -1,0 +1,293 @@
+/**
+ * Off-chain verification of a TimeProof with exactly the rules of PROTOCOL.md §6, in the same order as the
+ * contract, so a proof fails here for the same reason it fails on-chain. `verifyTimeProof` never throws on
+ * malformed proof input: every failure is a `{ valid: false, reason, detail }` value.
+ */
+import { p256 } from "@noble/curves/nist.js";
+import { getAddress } from "viem";
+import {
+  DEFAULT_MAX_ACCEPTABLE_DRIFT_NS,
+  DEFAULT_MAX_ATTESTATION_AGE_NS,
+  DEFAULT_MAX_FUTURE_DRIFT_NS,
+  DEFAULT_NODE_QUORUM,
+  HARDWARE_SIGNATURE_LENGTH,
+  NODE_ENTRY_LENGTH,
+  P256_HALF_N,
+  P256_N,
+  UINT128_MAX,
+} from "./constants";
+import { AtsError, ProtocolError } from "./errors";
+import { hexByteLength, hexToBigint, hexToByteArray, concatHexStrings } from "./bytes";
+import { decodeHardwareSignature, decodeNodeEntries, hwDigest, timeAttestationForProof } from "./codec";
+import { p256PublicKeyToUncompressed } from "./keys";
+import { recoverNodeAddress } from "./sign";
+import type { Address, CardRecord, Hex, TimeProof } from "./types";
+
+// ---------------------------------------------------------------- P-256 (card signatures)
+
+const HEX_32_BYTES = /^0x[0-9a-fA-F]{64}$/;
+
+/** What a P-256 signature covers: the message (hashed here with SHA-256) or its SHA-256 digest. */
+export type P256SignedInput = { message: Uint8Array | Hex } | { digest: Hex };
+
+/**
+ * ECDSA P-256 verification with the protocol's rule set: r and s in [1, n), s ≤ n/2 (low-S mandatory),
+ * public key an uncompressed point on the curve. Returns false (never throws) for anything malformed.
+ */
+export function verifyP256Signature(input: P256SignedInput, r: Hex, s: Hex, publicKey: Hex | Uint8Array): boolean {
+  try {
+    if (!HEX_32_BYTES.test(r) || !HEX_32_BYTES.test(s)) return false;
+    const rValue = hexToBigint(r);
+    const sValue = hexToBigint(s);
+    if (rValue === 0n || rValue >= P256_N || sValue === 0n || sValue > P256_HALF_N) return false;
+    const key = hexToByteArray(p256PublicKeyToUncompressed(publicKey));
+    const signature = hexToByteArray(concatHexStrings([r, s]));
+    if ("digest" in input) {
+      if (!HEX_32_BYTES.test(input.digest)) return false;
+      return p256.verify(signature, hexToByteArray(input.digest), key, { prehash: false, lowS: true, format: "compact" });
+    }
+    const message = typeof input.message === "string" ? hexToByteArray(input.message) : input.message;
+    return p256.verify(signature, message, key, { prehash: true, lowS: true, format: "compact" });
+  } catch {
+    return false;
+  }
+}
+
+/** verifyP256Signature over a SHA-256 digest: the check the P-256 precompile makes (plus low-S). */
+export function verifyP256(digest: Hex, r: Hex, s: Hex, publicKey: Hex | Uint8Array): boolean {
+  return verifyP256Signature({ digest }, r, s, publicKey);
+}
+
+// ---------------------------------------------------------------- TimeProof
+
+/** Why a proof was refused, in the order of PROTOCOL.md §6 (first failing rule wins). */
+export type VerifyFailureReason =
+  | "malformed-proof" // not a TimeProof shape at all (off-chain only: the ABI guarantees the shape on-chain)
+  | "hardware-signature-length"
+  | "unknown-card"
+  | "revoked-card"
+  | "card-not-valid-now"
+  | "high-s"
+  | "bad-hardware-signature"
+  | "node-signature-length"
+  | "bad-node-signature" // an entry that does not recover (r/s out of range, high-S); on-chain: ecrecover fails
+  | "unknown-node"
+  | "nodes-not-ascending"
+  | "quorum-not-met"
+  | "too-old"
+  | "too-far-in-future"
+  | "accuracy-too-low";
+
+export const VERIFY_FAILURE_REASONS: readonly VerifyFailureReason[] = [
+  "malformed-proof",
+  "hardware-signature-length",
+  "unknown-card",
+  "revoked-card",
+  "card-not-valid-now",
+  "high-s",
+  "bad-hardware-signature",
+  "node-signature-length",
+  "bad-node-signature",
+  "unknown-node",
+  "nodes-not-ascending",
+  "quorum-not-met",
+  "too-old",
+  "too-far-in-future",
+  "accuracy-too-low",
+];
+
+export interface VerifyTimeProofContext {
+  /** The registered card for `cardId`, or undefined when unknown. */
+  resolveCard(cardId: Hex): CardRecord | undefined;
+  /** Whether `address` is a registered node active at `nowNs`. */
+  isActiveNode(address: Address, nowNs: bigint): boolean;
+  /** Minimum number of distinct nodes (≥ 1). */
+  nodeQuorum: number;
+  /** The verifier's clock, ns (on-chain: block.timestamp * 1e9). */
+  nowNs: bigint;
+  /** A proof older than this (nowNs − nanoMoment) is refused, ns. */
+  maxAttestationAgeNs: bigint;
+  /** A proof further ahead than this (nanoMoment − nowNs) is refused, ns. A separate bound: never abs(). */
+  maxFutureDriftNs: bigint;
+  /** A proof with accuracy above this is refused, ns. */
+  maxAcceptableDriftNs: bigint;
+}
+
+export type VerifyTimeProofReturnType =
+  | { valid: true; cardId: Hex; nodes: Address[] }
+  | { valid: false; reason: VerifyFailureReason; detail: string };
+
+type Failure = Extract<VerifyTimeProofReturnType, { valid: false }>;
+
+function fail(reason: VerifyFailureReason, detail: string): Failure {
+  return { valid: false, reason, detail };
+}
+
+function isHexString(value: unknown): value is Hex {
+  return typeof value === "string" && /^0x(?:[0-9a-fA-F]{2})*$/.test(value);
+}
+
+function shapeProblem(proof: unknown): string | undefined {
+  if (typeof proof !== "object" || proof === null) return "proof is not an object";
+  const candidate = proof as Record<string, unknown>;
+  const { nanoMoment, accuracy, hardwareSignature, nodeSignature } = candidate;
+  if (typeof nanoMoment !== "bigint" || nanoMoment < 0n || nanoMoment > UINT128_MAX) return "nanoMoment is not a uint128";
+  if (typeof accuracy !== "number" || !Number.isInteger(accuracy) || accuracy < 0 || accuracy > 0xffff_ffff) {
+    return "accuracy is not a uint32";
+  }
+  if (!isHexString(hardwareSignature)) return "hardwareSignature is not hex";
+  if (!isHexString(nodeSignature)) return "nodeSignature is not hex";
+  return undefined;
+}
+
+function errorText(error: unknown): string {
+  return error instanceof AtsError ? `${error.message} ${JSON.stringify(error.details)}` : String(error);
+}
+
+/** Rule 1: the card and its P-256 signature. */
+function checkHardware(proof: TimeProof, nowNs: bigint, ctx: VerifyTimeProofContext): Failure | Hex {
+  const length = hexByteLength(proof.hardwareSignature);
+  if (length !== HARDWARE_SIGNATURE_LENGTH) {
+    return fail("hardware-signature-length", `hardwareSignature is ${length} bytes, expected ${HARDWARE_SIGNATURE_LENGTH}`);
+  }
+  const { cardId, r, s } = decodeHardwareSignature(proof.hardwareSignature);
+  const card = ctx.resolveCard(cardId);
+  if (card === undefined) return fail("unknown-card", `card ${cardId} is not registered`);
+  if (card.revoked) return fail("revoked-card", `card ${cardId} is revoked`);
+  if (card.validFromNs !== undefined && nowNs < card.validFromNs) {
+    return fail("card-not-valid-now", `card ${cardId} is valid from ${card.validFromNs} ns, now is ${nowNs} ns`);
+  }
+  if (card.validUntilNs !== undefined && nowNs > card.validUntilNs) {
+    return fail("card-not-valid-now", `card ${cardId} was valid until ${card.validUntilNs} ns, now is ${nowNs} ns`);
+  }
+  if (hexToBigint(s) > P256_HALF_N) return fail("high-s", `hardware signature s ${s} is above n/2`);
+  if (!verifyP256(hwDigest(cardId, proof.nanoMoment), r, s, card.publicKey)) {
+    return fail("bad-hardware-signature", `P-256 signature does not verify for card ${cardId} at ${proof.nanoMoment} ns`);
+  }
+  return cardId;
+}
+
+/** Rule 2: node entries recover to active nodes, strictly ascending, at least nodeQuorum of them. */
+function checkNodes(proof: TimeProof, ctx: VerifyTimeProofContext): Failure | Address[] {
+  const length = hexByteLength(proof.nodeSignature);
+  if (length === 0 || length % NODE_ENTRY_LENGTH !== 0) {
+    return fail("node-signature-length", `nodeSignature is ${length} bytes, expected a non-empty multiple of ${NODE_ENTRY_LENGTH}`);
+  }
+  const addresses: Address[] = [];
+  let previous = -1n;
+  for (const [index, entry] of decodeNodeEntries(proof.nodeSignature).entries()) {
+    let address: Address;
+    try {
+      address = recoverNodeAddress(timeAttestationForProof(proof, entry.nodeTimestampNs), entry);
+    } catch (error) {
+      return fail("bad-node-signature", `entry ${index}: ${errorText(error)}`);
+    }
+    if (!ctx.isActiveNode(address, ctx.nowNs)) return fail("unknown-node", `entry ${index}: ${address} is not an active node`);
+    const order = BigInt(address);
+    if (order <= previous) {
+      return fail("nodes-not-ascending", `entry ${index}: ${address} is not above ${getAddress(addresses[index - 1]!)}`);
+    }
+    previous = order;
+    addresses.push(address);
+  }
+  if (addresses.length < ctx.nodeQuorum) {
+    return fail("quorum-not-met", `${addresses.length} distinct nodes signed, quorum is ${ctx.nodeQuorum}`);
+  }
+  return addresses;
+}
+
+/** Rules 3 and 4: two separate freshness bounds (never abs()), then accuracy. */
+function checkFreshnessAndAccuracy(proof: TimeProof, ctx: VerifyTimeProofContext): Failure | undefined {
+  const { nanoMoment } = proof;
+  if (ctx.nowNs > nanoMoment && ctx.nowNs - nanoMoment > ctx.maxAttestationAgeNs) {
+    return fail("too-old", `proof is ${ctx.nowNs - nanoMoment} ns old, max ${ctx.maxAttestationAgeNs} ns`);
+  }
+  if (nanoMoment > ctx.nowNs && nanoMoment - ctx.nowNs > ctx.maxFutureDriftNs) {
+    return fail("too-far-in-future", `proof is ${nanoMoment - ctx.nowNs} ns ahead, max ${ctx.maxFutureDriftNs} ns`);
+  }
+  if (BigInt(proof.accuracy) > ctx.maxAcceptableDriftNs) {
+    return fail("accuracy-too-low", `accuracy ${proof.accuracy} ns is above ${ctx.maxAcceptableDriftNs} ns`);
+  }
+  return undefined;
+}
+
+/**
+ * Verifies a proof per PROTOCOL.md §6. Malformed input yields `{ valid: false }`; exceptions thrown by the
+ * context callbacks (a broken registry) are not proof problems and propagate.
+ */
+export function verifyTimeProof(proof: TimeProof, ctx: VerifyTimeProofContext): VerifyTimeProofReturnType {
+  const problem = shapeProblem(proof);
+  if (problem !== undefined) return fail("malformed-proof", problem);
+  try {
+    return checkProof(proof, ctx);
+  } catch (error) {
+    // The shape check above makes the decoders total; this is the safety net that keeps the "never throws on
+    // malformed input" promise if a decoder ever becomes stricter. Only codec errors are absorbed.
+    if (error instanceof ProtocolError) return fail("malformed-proof", errorText(error));
+    throw error;
+  }
+}
+
+function checkProof(proof: TimeProof, ctx: VerifyTimeProofContext): VerifyTimeProofReturnType {
+  const cardId = checkHardware(proof, ctx.nowNs, ctx);
+  if (typeof cardId !== "string") return cardId;
+  const nodes = checkNodes(proof, ctx);
+  if (!Array.isArray(nodes)) return nodes;
+  const late = checkFreshnessAndAccuracy(proof, ctx);
+  if (late !== undefined) return late;
+  return { valid: true, cardId, nodes };
+}
+
+/** The recovered node address of every entry, in proof order. Throws ProtocolError on malformed entries. */
+export function recoverNodeAddresses(proof: TimeProof): Address[] {
+  return decodeNodeEntries(proof.nodeSignature).map((entry) =>
+    recoverNodeAddress(timeAttestationForProof(proof, entry.nodeTimestampNs), entry),
+  );
+}
+
+export interface StaticRegistryNode {
+  address: Address;
+  /** ns, inclusive. */
+  validFromNs?: bigint;
+  /** ns, inclusive. */
+  validUntilNs?: bigint;
+  active?: boolean;
+}
+
+export interface CreateVerifyContextParameters {
+  /** Registered cards by cardId (any hex case). */
+  cards: ReadonlyMap<Hex, CardRecord> | Readonly<Record<Hex, CardRecord>>;
+  /** Registered nodes. */
+  nodes: readonly (Address | StaticRegistryNode)[];
+  nowNs: bigint;
+  nodeQuorum?: number;
+  maxAttestationAgeNs?: bigint;
+  maxFutureDriftNs?: bigint;
+  maxAcceptableDriftNs?: bigint;
+}
+
+/** A context over in-memory registries, with the on-chain defaults for omitted settings. */
+export function createVerifyContext(parameters: CreateVerifyContextParameters): VerifyTimeProofContext {
+  const cards = new Map<string, CardRecord>();
+  const entries = parameters.cards instanceof Map ? [...parameters.cards] : Object.entries(parameters.cards);
+  for (const [cardId, record] of entries) cards.set(cardId.toLowerCase(), record);
+  const nodes = new Map<string, StaticRegistryNode>();
+  for (const node of parameters.nodes) {
+    const record = typeof node === "string" ? { address: node } : node;
+    nodes.set(record.address.toLowerCase(), record);
+  }
+  return {
+    resolveCard: (cardId) => cards.get(cardId.toLowerCase()),
+    isActiveNode: (address, nowNs) => {
+      const node = nodes.get(address.toLowerCase());
+      if (node === undefined || node.active === false) return false;
+      if (node.validFromNs !== undefined && nowNs < node.validFromNs) return false;
+      return node.validUntilNs === undefined || nowNs <= node.validUntilNs;
+    },
+    nowNs: parameters.nowNs,
+    nodeQuorum: parameters.nodeQuorum ?? DEFAULT_NODE_QUORUM,
+    maxAttestationAgeNs: parameters.maxAttestationAgeNs ?? DEFAULT_MAX_ATTESTATION_AGE_NS,
+    maxFutureDriftNs: parameters.maxFutureDriftNs ?? DEFAULT_MAX_FUTURE_DRIFT_NS,
+    maxAcceptableDriftNs: parameters.maxAcceptableDriftNs ?? DEFAULT_MAX_ACCEPTABLE_DRIFT_NS,
+  };
+}

@@ -1,0 +1,270 @@
+/**
+ * Deploys and configures Attested Time on one chain: the oracle (roles, settings, cards, nodes), the bridge and
+ * the example consumer (TimeLockedVault).
+ *
+ * As a library: `deployAttestedTime(hre, options)` — used by the tests, the demo and the relayer's two-chain setup.
+ * As a script: `npx hardhat run scripts/deploy.ts [--network <name>]` deploys to that network and prints the
+ * addresses as JSON. What it registers comes from the environment:
+ *   ATS_KEY_DIR (+ ATS_KEYSTORE_PASSWORD)   a key directory (protocol/keystore.ts): its card and node
+ *   ATS_CARD_PUBLIC_KEYS, ATS_NODE_ADDRESSES comma-separated uncompressed P-256 keys (0x04‖X‖Y) / node addresses
+ *   (neither, on a local chain 31337)        the fixed public development keys of protocol/devkeys.ts
+ *   ATS_ADMIN, ATS_REGISTRARS, ATS_GUARDIANS who holds the roles at the end (default: the deployer is admin and
+ *                                            registrar, no guardian)
+ * Private keys are never printed; only addresses, card ids and public keys.
+ */
+import type { HardhatRuntimeEnvironment } from "hardhat/types";
+import type { WalletClient } from "@nomicfoundation/hardhat-viem/types";
+import { getAddress, parseEventLogs, type Abi, type Address, type Hash, type Hex } from "viem";
+import {
+  DEV_CARD_PRIVATE_KEY,
+  DEV_NODE_PRIVATE_KEYS,
+  loadKeyDir,
+  nodeAddressFromPrivateKey,
+  p256PrivateKeyObject,
+  p256PublicKeyCoordinates,
+  p256PublicKeyToUncompressed,
+} from "../protocol";
+
+/** No expiry: the largest uint64 (validity windows are inclusive, ns). */
+export const NO_EXPIRY_NS = (1n << 64n) - 1n;
+
+/** A time card to register: its P-256 public key (uncompressed 0x04‖X‖Y, 65 bytes) and validity window (ns). */
+export interface CardRegistration {
+  publicKey: Hex;
+  validFromNs?: bigint;
+  validUntilNs?: bigint;
+}
+
+/** An attesting node to register, by address, with its validity window (ns). */
+export interface NodeRegistration {
+  address: Address;
+  validFromNs?: bigint;
+  validUntilNs?: bigint;
+}
+
+/** Oracle settings to change from the contract's defaults (60 s, 15 s, 1,000 ns, quorum 1). */
+export interface OracleSettings {
+  maxAttestationAgeNs?: bigint;
+  maxFutureDriftNs?: bigint;
+  maxAcceptableDriftNs?: bigint;
+  nodeQuorum?: bigint;
+}
+
+export interface DeployAttestedTimeOptions {
+  /** Sends every transaction (default: the first wallet client of the network). */
+  deployer?: WalletClient;
+  /** Holds DEFAULT_ADMIN_ROLE at the end (default: the deployer). The deployer renounces it when different. */
+  admin?: Address;
+  /** Hold REGISTRAR_ROLE at the end (default: [deployer]). */
+  registrars?: readonly Address[];
+  /** Hold GUARDIAN_ROLE (may only revoke cards and deactivate nodes; default: none). */
+  guardians?: readonly Address[];
+  cards?: readonly CardRegistration[];
+  nodes?: readonly NodeRegistration[];
+  settings?: OracleSettings;
+  /** "TimeOracleHarness" (test-only, pinnable clock) for tests; default "TimeOracle". */
+  oracleContract?: "TimeOracle" | "TimeOracleHarness";
+  /** Deploy the bridge (default true). */
+  bridge?: boolean;
+  /** Deploy the example consumer, TimeLockedVault (default true). */
+  example?: boolean;
+  /** Progress lines (default: silent). */
+  log?: (message: string) => void;
+}
+
+/** What was deployed, as plain data (JSON-serialisable once bigints are strings). */
+export interface AttestedTimeDeployment {
+  chainId: number;
+  deployer: Address;
+  oracle: Address;
+  oracleContract: "TimeOracle" | "TimeOracleHarness";
+  bridge: Address | undefined;
+  vault: Address | undefined;
+  /** Card ids (sha256 of the uncompressed key), in registration order. */
+  cardIds: Hex[];
+  nodes: Address[];
+  admin: Address;
+  registrars: Address[];
+  guardians: Address[];
+  /** Block of the oracle's deployment (where event scans start). */
+  deploymentBlock: bigint;
+}
+
+/**
+ * Deploys the oracle, then (optionally) the bridge and the example vault next to it, registers the cards and
+ * nodes, applies the settings and hands the roles over. Every transaction is awaited and checked.
+ */
+export async function deployAttestedTime(
+  hre: Pick<HardhatRuntimeEnvironment, "viem">,
+  options: DeployAttestedTimeOptions = {},
+): Promise<AttestedTimeDeployment> {
+  const log = options.log ?? (() => undefined);
+  const publicClient = await hre.viem.getPublicClient();
+  const deployer = options.deployer ?? (await hre.viem.getWalletClients())[0];
+  if (deployer === undefined) throw new Error("deployAttestedTime: the network has no accounts");
+  const deployerAddress = getAddress(deployer.account.address);
+  const client = { wallet: deployer };
+  const chainId = await publicClient.getChainId();
+  const oracleContract = options.oracleContract ?? "TimeOracle";
+
+  async function confirm(hash: Hash, what: string) {
+    const receipt = await publicClient.waitForTransactionReceipt({ hash });
+    if (receipt.status !== "success") throw new Error(`deployAttestedTime: ${what} reverted (tx ${hash})`);
+    return receipt;
+  }
+
+  // The deployer administers during configuration; the roles are handed over at the end.
+  const oracle = await hre.viem.deployContract(oracleContract, [deployerAddress], { client });
+  const deploymentBlock = await publicClient.getBlockNumber();
+  log(`${oracleContract} deployed at ${oracle.address}`);
+  const adminRole = (await oracle.read.DEFAULT_ADMIN_ROLE()) as Hex;
+  const registrarRole = (await oracle.read.REGISTRAR_ROLE()) as Hex;
+  const guardianRole = (await oracle.read.GUARDIAN_ROLE()) as Hex;
+
+  const cards = options.cards ?? [];
+  const nodes = options.nodes ?? [];
+  if (cards.length > 0 || nodes.length > 0) {
+    await confirm(await oracle.write.grantRole([registrarRole, deployerAddress]), "grantRole(REGISTRAR_ROLE, deployer)");
+  }
+  const cardIds: Hex[] = [];
+  for (const card of cards) {
+    const { x, y } = p256PublicKeyCoordinates(card.publicKey);
+    const receipt = await confirm(
+      await oracle.write.registerCard([x, y, card.validFromNs ?? 0n, card.validUntilNs ?? NO_EXPIRY_NS]),
+      "registerCard",
+    );
+    const [registered] = parseEventLogs({ abi: oracle.abi as Abi, logs: receipt.logs, eventName: "CardRegistered" });
+    const cardId = (registered as unknown as { args: { cardId: Hex } }).args.cardId;
+    cardIds.push(cardId);
+    log(`card ${cardId} registered`);
+  }
+  for (const node of nodes) {
+    await confirm(
+      await oracle.write.registerNode([getAddress(node.address), node.validFromNs ?? 0n, node.validUntilNs ?? NO_EXPIRY_NS]),
+      "registerNode",
+    );
+    log(`node ${getAddress(node.address)} registered`);
+  }
+
+  const settings = options.settings ?? {};
+  const setters = [
+    ["setMaxAttestationAge", settings.maxAttestationAgeNs],
+    ["setMaxFutureDrift", settings.maxFutureDriftNs],
+    ["setMaxAcceptableDrift", settings.maxAcceptableDriftNs],
+    ["setNodeQuorum", settings.nodeQuorum],
+  ] as const;
+  for (const [setter, value] of setters) {
+    if (value === undefined) continue;
+    await confirm(await oracle.write[setter]([value]), `${setter}(${value})`);
+    log(`${setter}(${value})`);
+  }
+
+  // Roles: grant the final holders, then let the deployer renounce what it should not keep.
+  const admin = getAddress(options.admin ?? deployerAddress);
+  const registrars = (options.registrars ?? [deployerAddress]).map((address) => getAddress(address));
+  const guardians = (options.guardians ?? []).map((address) => getAddress(address));
+  for (const registrar of registrars) {
+    if (!(await oracle.read.hasRole([registrarRole, registrar]))) {
+      await confirm(await oracle.write.grantRole([registrarRole, registrar]), `grantRole(REGISTRAR_ROLE, ${registrar})`);
+    }
+  }
+  for (const guardian of guardians) {
+    await confirm(await oracle.write.grantRole([guardianRole, guardian]), `grantRole(GUARDIAN_ROLE, ${guardian})`);
+  }
+  if (!registrars.includes(deployerAddress) && (await oracle.read.hasRole([registrarRole, deployerAddress]))) {
+    await confirm(await oracle.write.renounceRole([registrarRole, deployerAddress]), "renounceRole(REGISTRAR_ROLE)");
+  }
+  if (admin !== deployerAddress) {
+    await confirm(await oracle.write.grantRole([adminRole, admin]), `grantRole(DEFAULT_ADMIN_ROLE, ${admin})`);
+    await confirm(await oracle.write.renounceRole([adminRole, deployerAddress]), "renounceRole(DEFAULT_ADMIN_ROLE)");
+  }
+
+  let bridge: Address | undefined;
+  if (options.bridge ?? true) {
+    bridge = (await hre.viem.deployContract("TimeBridge", [oracle.address], { client })).address;
+    log(`TimeBridge deployed at ${bridge}`);
+  }
+  let vault: Address | undefined;
+  if (options.example ?? true) {
+    vault = (await hre.viem.deployContract("TimeLockedVault", [oracle.address], { client })).address;
+    log(`TimeLockedVault deployed at ${vault}`);
+  }
+
+  return {
+    chainId,
+    deployer: deployerAddress,
+    oracle: getAddress(oracle.address),
+    oracleContract,
+    bridge: bridge === undefined ? undefined : getAddress(bridge),
+    vault: vault === undefined ? undefined : getAddress(vault),
+    cardIds,
+    nodes: nodes.map((node) => getAddress(node.address)),
+    admin,
+    registrars,
+    guardians,
+    deploymentBlock,
+  };
+}
+
+/** The fixed development card and nodes (protocol/devkeys.ts): public knowledge, local chains only. */
+export function devRegistrations(): { cards: CardRegistration[]; nodes: NodeRegistration[] } {
+  return {
+    cards: [{ publicKey: p256PublicKeyToUncompressed(p256PrivateKeyObject(DEV_CARD_PRIVATE_KEY)) }],
+    nodes: DEV_NODE_PRIVATE_KEYS.map((key) => ({ address: nodeAddressFromPrivateKey(key) })),
+  };
+}
+
+function listFromEnv(name: string): string[] {
+  return (process.env[name] ?? "")
+    .split(",")
+    .map((item) => item.trim())
+    .filter((item) => item.length > 0);
+}
+
+const LOCAL_CHAIN_IDS = new Set([31337, 1337]);
+
+async function registrationsFromEnv(chainId: number): Promise<{ cards: CardRegistration[]; nodes: NodeRegistration[] }> {
+  const keyDir = process.env.ATS_KEY_DIR;
+  if (keyDir !== undefined && keyDir !== "") {
+    const password = process.env.ATS_KEYSTORE_PASSWORD;
+    const material = await loadKeyDir(keyDir, password === undefined ? {} : { password });
+    return { cards: [{ publicKey: material.cardPublicKey }], nodes: [{ address: material.nodeAddress }] };
+  }
+  const cards = listFromEnv("ATS_CARD_PUBLIC_KEYS").map((publicKey) => ({ publicKey: publicKey as Hex }));
+  const nodes = listFromEnv("ATS_NODE_ADDRESSES").map((address) => ({ address: getAddress(address) }));
+  if (cards.length > 0 || nodes.length > 0) return { cards, nodes };
+  if (!LOCAL_CHAIN_IDS.has(chainId)) {
+    throw new Error(
+      `chain ${chainId} is not a local chain: set ATS_KEY_DIR or ATS_CARD_PUBLIC_KEYS/ATS_NODE_ADDRESSES ` +
+        "(the development keys are public and must not be registered there)",
+    );
+  }
+  return devRegistrations();
+}
+
+async function main(): Promise<void> {
+  // Loaded here, not at the top, so that importing this module from tests does not re-enter the Hardhat runtime.
+  const hre = (await import("hardhat")).default;
+  const publicClient = await hre.viem.getPublicClient();
+  const chainId = await publicClient.getChainId();
+  const { cards, nodes } = await registrationsFromEnv(chainId);
+  const admin = process.env.ATS_ADMIN;
+  const registrars = listFromEnv("ATS_REGISTRARS");
+  const options: DeployAttestedTimeOptions = {
+    cards,
+    nodes,
+    guardians: listFromEnv("ATS_GUARDIANS").map((address) => getAddress(address)),
+    log: (message) => console.error(message),
+  };
+  if (admin !== undefined && admin !== "") options.admin = getAddress(admin);
+  if (registrars.length > 0) options.registrars = registrars.map((address) => getAddress(address));
+  const deployment = await deployAttestedTime(hre, options);
+  console.log(JSON.stringify(deployment, (_key, value: unknown) => (typeof value === "bigint" ? value.toString() : value), 2));
+}
+
+if (require.main === module) {
+  main().catch((error: unknown) => {
+    console.error(error);
+    process.exitCode = 1;
+  });
+}

@@ -1,0 +1,531 @@
+/**
+ * TimeScheduler on its own (SchedulerHarness: proof validity and the chain clock set by the test), driven by
+ * SchedulerCallee, a contract that schedules calls back to itself and misbehaves on request. The oracle-backed
+ * path (real proofs through TimeOracle) is covered at the end.
+ */
+import hre from "hardhat";
+import { expect } from "chai";
+import {
+  BaseError,
+  decodeErrorResult,
+  encodeErrorResult,
+  encodeFunctionData,
+  getAddress,
+  type Abi,
+  type Address,
+  type Hex,
+  type TransactionReceipt,
+} from "viem";
+import { NS_PER_SECOND, type TimeProof } from "../../protocol";
+import { countEvents, eventOf } from "./apps-helpers";
+import { deployOracleFixture, expectRevert, FIXTURE_NOW_NS, loadFixture } from "./fixtures";
+
+const NOW_SECONDS = 1_800_000_000n;
+const NOW_NS = NOW_SECONDS * NS_PER_SECOND;
+const EXECUTE_AT = NOW_NS + 60n * NS_PER_SECOND;
+const WINDOW = 30n * NS_PER_SECOND;
+const DEADLINE = EXECUTE_AT + WINDOW;
+const GAS_LIMIT = 200_000;
+const BOUNTY = 10n ** 15n;
+
+enum Status {
+  None,
+  Scheduled,
+  Executed,
+  Failed,
+  Cancelled,
+  Expired,
+}
+
+/** A proof for the harness: only its moment matters there (validity is a switch). */
+function proofAt(nanoMoment: bigint): TimeProof {
+  return { nanoMoment, hardwareSignature: "0x", nodeSignature: "0x", accuracy: 0 };
+}
+
+interface ScheduledCall {
+  caller: Address;
+  nonce: bigint;
+  executeAt: bigint;
+  window: bigint;
+  gasLimit: number;
+  bounty: bigint;
+  data: Hex;
+}
+
+/** The decoded arguments of the custom error `promise` reverts with (Hardhat puts the revert data in `data`). */
+async function revertArgs(promise: Promise<unknown>, abi: Abi): Promise<readonly unknown[]> {
+  try {
+    await promise;
+  } catch (error) {
+    const withData = (error as BaseError).walk(
+      (cause) => typeof (cause as { data?: unknown }).data === "string",
+    ) as { data: Hex } | null;
+    if (withData !== null) return (decodeErrorResult({ abi, data: withData.data }).args ?? []) as readonly unknown[];
+  }
+  return expect.fail("expected a revert with revert data");
+}
+
+async function deploySchedulerFixture() {
+  const [deployer, executor, stranger] = await hre.viem.getWalletClients();
+  const publicClient = await hre.viem.getPublicClient();
+  const scheduler = await hre.viem.deployContract("SchedulerHarness", []);
+  await scheduler.write.setNow([NOW_SECONDS]);
+  const callee = await hre.viem.deployContract("SchedulerCallee", [scheduler.address]);
+  const asExecutor = await hre.viem.getContractAt("SchedulerHarness", scheduler.address, {
+    client: { wallet: executor },
+  });
+  const asStranger = await hre.viem.getContractAt("SchedulerHarness", scheduler.address, {
+    client: { wallet: stranger },
+  });
+
+  /** Has the callee schedule a call to itself with `data`; returns the request from the event. */
+  async function schedule(
+    data: Hex,
+    options: { gasLimit?: number; bounty?: bigint; executeAt?: bigint; window?: bigint } = {},
+  ): Promise<{ callId: Hex; request: ScheduledCall; receipt: TransactionReceipt }> {
+    const hash = await callee.write.schedule(
+      [options.executeAt ?? EXECUTE_AT, options.window ?? WINDOW, options.gasLimit ?? GAS_LIMIT, data],
+      { value: options.bounty ?? BOUNTY },
+    );
+    const receipt = await publicClient.waitForTransactionReceipt({ hash });
+    const args = eventOf(scheduler.abi, receipt, "CallScheduled");
+    return { callId: args.callId as Hex, request: args.request as ScheduledCall, receipt };
+  }
+
+  /** Executes as `executor`; returns the receipt. */
+  async function execute(request: ScheduledCall, nanoMoment = EXECUTE_AT, gas?: bigint): Promise<TransactionReceipt> {
+    const hash = await asExecutor.write.executeCall([request, proofAt(nanoMoment)], gas === undefined ? {} : { gas });
+    return publicClient.waitForTransactionReceipt({ hash });
+  }
+
+  const calldata = {
+    ping: (value: bigint) => encodeFunctionData({ abi: callee.abi, functionName: "ping", args: [value] }),
+    fail: (code: bigint) => encodeFunctionData({ abi: callee.abi, functionName: "fail", args: [code] }),
+    burnAllGas: () => encodeFunctionData({ abi: callee.abi, functionName: "burnAllGas" }),
+    recordGas: () => encodeFunctionData({ abi: callee.abi, functionName: "recordGas" }),
+    returnHugeBlob: (size: bigint) => encodeFunctionData({ abi: callee.abi, functionName: "returnHugeBlob", args: [size] }),
+    revertHugeBlob: (size: bigint) => encodeFunctionData({ abi: callee.abi, functionName: "revertHugeBlob", args: [size] }),
+    reenter: () => encodeFunctionData({ abi: callee.abi, functionName: "reenter" }),
+  };
+
+  return { scheduler, asExecutor, asStranger, callee, publicClient, deployer, executor, stranger, schedule, execute, calldata };
+}
+
+describe("TimeScheduler", () => {
+  describe("scheduleCall", () => {
+    it("records the call's status under the hash of the request and emits the full request", async () => {
+      const { scheduler, callee, schedule, calldata } = await loadFixture(deploySchedulerFixture);
+      const { callId, request } = await schedule(calldata.ping(3n));
+      expect(request).to.deep.equal({
+        caller: getAddress(callee.address),
+        nonce: 0n,
+        executeAt: EXECUTE_AT,
+        window: WINDOW,
+        gasLimit: GAS_LIMIT,
+        bounty: BOUNTY,
+        data: calldata.ping(3n),
+      });
+      expect(await scheduler.read.callIdOf([request])).to.equal(callId);
+      expect(await scheduler.read.callStatus([callId])).to.equal(Status.Scheduled);
+      expect(await scheduler.read.scheduledCallCount()).to.equal(1n);
+      const second = await schedule(calldata.ping(3n));
+      expect(second.request.nonce).to.equal(1n);
+      expect(second.callId).to.not.equal(callId);
+    });
+
+    it("refuses a gas limit outside [MIN_CALL_GAS_LIMIT, MAX_CALL_GAS_LIMIT]", async () => {
+      const { callee, scheduler, calldata } = await loadFixture(deploySchedulerFixture);
+      const min = (await scheduler.read.MIN_CALL_GAS_LIMIT()) as number;
+      const max = (await scheduler.read.MAX_CALL_GAS_LIMIT()) as number;
+      await expectRevert(
+        callee.simulate.schedule([EXECUTE_AT, WINDOW, min - 1, calldata.ping(1n)]),
+        "SchedulerGasLimitOutOfRange",
+        [min - 1, min, max],
+      );
+      await expectRevert(
+        callee.simulate.schedule([EXECUTE_AT, WINDOW, max + 1, calldata.ping(1n)]),
+        "SchedulerGasLimitOutOfRange",
+        [max + 1, min, max],
+      );
+    });
+
+    it("refuses an execution window outside [MIN_EXECUTION_WINDOW_NS, MAX_EXECUTION_WINDOW_NS]", async () => {
+      const { callee, scheduler, calldata } = await loadFixture(deploySchedulerFixture);
+      const min = (await scheduler.read.MIN_EXECUTION_WINDOW_NS()) as bigint;
+      const max = (await scheduler.read.MAX_EXECUTION_WINDOW_NS()) as bigint;
+      await expectRevert(
+        callee.simulate.schedule([EXECUTE_AT, min - 1n, GAS_LIMIT, calldata.ping(1n)]),
+        "SchedulerWindowOutOfRange",
+        [min - 1n, min, max],
+      );
+      await expectRevert(
+        callee.simulate.schedule([EXECUTE_AT, max + 1n, GAS_LIMIT, calldata.ping(1n)]),
+        "SchedulerWindowOutOfRange",
+        [max + 1n, min, max],
+      );
+    });
+
+    it("refuses a call whose deadline the chain clock has already passed", async () => {
+      const { callee, calldata } = await loadFixture(deploySchedulerFixture);
+      const executeAt = NOW_NS - WINDOW - 1n;
+      await expectRevert(
+        callee.simulate.schedule([executeAt, WINDOW, GAS_LIMIT, calldata.ping(1n)]),
+        "SchedulerDeadlinePassed",
+        [executeAt + WINDOW, NOW_NS],
+      );
+    });
+  });
+
+  describe("executeCall", () => {
+    it("calls the scheduler back with the data, marks it Executed and pays the bounty to the executor", async () => {
+      const { scheduler, callee, publicClient, executor, schedule, execute, calldata } =
+        await loadFixture(deploySchedulerFixture);
+      const { callId, request } = await schedule(calldata.ping(21n));
+      const before = await publicClient.getBalance({ address: executor.account.address });
+      const receipt = await execute(request);
+      const after = await publicClient.getBalance({ address: executor.account.address });
+
+      expect(receipt.status).to.equal("success");
+      expect(await callee.read.pings()).to.equal(21n);
+      expect(await scheduler.read.callStatus([callId])).to.equal(Status.Executed);
+      const executed = eventOf(scheduler.abi, receipt, "CallExecuted");
+      expect(executed.callId).to.equal(callId);
+      expect((executed.executor as Address).toLowerCase()).to.equal(executor.account.address.toLowerCase());
+      expect(executed.nanoMoment).to.equal(EXECUTE_AT);
+      expect(executed.returnData).to.equal(`0x${(42n).toString(16).padStart(64, "0")}`);
+      expect(after - before).to.equal(BOUNTY - receipt.gasUsed * receipt.effectiveGasPrice);
+      expect(await publicClient.getBalance({ address: scheduler.address })).to.equal(0n);
+    });
+
+    it("accepts a proof at the last moment of the window", async () => {
+      const { scheduler, schedule, execute, calldata } = await loadFixture(deploySchedulerFixture);
+      const { callId, request } = await schedule(calldata.ping(1n));
+      await execute(request, DEADLINE);
+      expect(await scheduler.read.callStatus([callId])).to.equal(Status.Executed);
+    });
+
+    it("refuses a proof earlier than executeAt", async () => {
+      const { asExecutor, schedule, calldata } = await loadFixture(deploySchedulerFixture);
+      const { request } = await schedule(calldata.ping(1n));
+      await expectRevert(
+        asExecutor.simulate.executeCall([request, proofAt(EXECUTE_AT - 1n)]),
+        "SchedulerTooEarly",
+        [EXECUTE_AT, EXECUTE_AT - 1n],
+      );
+    });
+
+    it("refuses a proof after the window", async () => {
+      const { asExecutor, schedule, calldata } = await loadFixture(deploySchedulerFixture);
+      const { request } = await schedule(calldata.ping(1n));
+      await expectRevert(
+        asExecutor.simulate.executeCall([request, proofAt(DEADLINE + 1n)]),
+        "SchedulerTooLate",
+        [DEADLINE, DEADLINE + 1n],
+      );
+    });
+
+    it("refuses a proof that does not verify", async () => {
+      const { scheduler, asExecutor, schedule, calldata } = await loadFixture(deploySchedulerFixture);
+      const { callId, request } = await schedule(calldata.ping(1n));
+      await scheduler.write.setProofsValid([false]);
+      await expectRevert(asExecutor.simulate.executeCall([request, proofAt(EXECUTE_AT)]), "SchedulerInvalidProof", [
+        callId,
+        EXECUTE_AT,
+      ]);
+    });
+
+    it("refuses a second execution", async () => {
+      const { asExecutor, schedule, execute, calldata } = await loadFixture(deploySchedulerFixture);
+      const { callId, request } = await schedule(calldata.ping(1n));
+      await execute(request);
+      await expectRevert(asExecutor.simulate.executeCall([request, proofAt(EXECUTE_AT + 1n)]), "SchedulerCallNotScheduled", [
+        callId,
+        Status.Executed,
+      ]);
+    });
+
+    it("refuses a request that was never scheduled (altered data, bounty or gas limit)", async () => {
+      const { scheduler, asExecutor, schedule, calldata } = await loadFixture(deploySchedulerFixture);
+      const { request } = await schedule(calldata.ping(1n));
+      for (const altered of [
+        { ...request, data: calldata.ping(2n) },
+        { ...request, bounty: request.bounty + 1n },
+        { ...request, gasLimit: request.gasLimit + 1 },
+      ]) {
+        const alteredId = await scheduler.read.callIdOf([altered]);
+        await expectRevert(asExecutor.simulate.executeCall([altered, proofAt(EXECUTE_AT)]), "SchedulerCallNotScheduled", [
+          alteredId,
+          Status.None,
+        ]);
+      }
+    });
+
+    it("marks a reverting callee Failed, keeps the executor's transaction and still pays the bounty", async () => {
+      const { scheduler, callee, publicClient, executor, schedule, execute, calldata } =
+        await loadFixture(deploySchedulerFixture);
+      const { callId, request } = await schedule(calldata.fail(7n));
+      const before = await publicClient.getBalance({ address: executor.account.address });
+      const receipt = await execute(request);
+      const after = await publicClient.getBalance({ address: executor.account.address });
+
+      expect(receipt.status).to.equal("success");
+      expect(await scheduler.read.callStatus([callId])).to.equal(Status.Failed);
+      const failed = eventOf(scheduler.abi, receipt, "CallFailed");
+      expect(failed.revertData).to.equal(encodeErrorResult({ abi: callee.abi, errorName: "CalleeFailed", args: [7n] }));
+      expect(countEvents(scheduler.abi, receipt, "CallExecuted")).to.equal(0);
+      expect(after - before).to.equal(BOUNTY - receipt.gasUsed * receipt.effectiveGasPrice);
+    });
+
+    it("lets a callee schedule its next run from inside the call (recurring job)", async () => {
+      const { scheduler, callee, schedule, execute } = await loadFixture(deploySchedulerFixture);
+      const next = encodeFunctionData({
+        abi: callee.abi,
+        functionName: "reschedule",
+        args: [EXECUTE_AT + 3_600n * NS_PER_SECOND, WINDOW, GAS_LIMIT],
+      });
+      const { callId, request } = await schedule(next);
+      await execute(request);
+      expect(await scheduler.read.callStatus([callId])).to.equal(Status.Executed);
+      const nextId = (await callee.read.lastScheduledCallId()) as Hex;
+      expect(nextId).to.not.equal(callId);
+      expect(await scheduler.read.callStatus([nextId])).to.equal(Status.Scheduled);
+    });
+  });
+
+  describe("reentrancy", () => {
+    for (const target of ["executeCall", "cancelCall"] as const) {
+      it(`a callee re-entering ${target} for its own call is refused; the call was already marked Executed`, async () => {
+        const { scheduler, callee, publicClient, executor, schedule, execute, calldata } =
+          await loadFixture(deploySchedulerFixture);
+        const { callId, request } = await schedule(calldata.reenter(), { gasLimit: 500_000 });
+        // The request cannot carry itself in its data, so the re-entry calldata is stored in the callee.
+        const reentry =
+          target === "executeCall"
+            ? encodeFunctionData({ abi: scheduler.abi, functionName: target, args: [request, proofAt(EXECUTE_AT)] })
+            : encodeFunctionData({ abi: scheduler.abi, functionName: target, args: [request] });
+        await callee.write.setReentry([reentry, callId]);
+        const before = await publicClient.getBalance({ address: executor.account.address });
+        const receipt = await execute(request);
+        const after = await publicClient.getBalance({ address: executor.account.address });
+
+        expect(await callee.read.statusDuringCall()).to.equal(Status.Executed);
+        expect(await callee.read.reentryOk()).to.equal(false);
+        expect(decodeErrorResult({ abi: scheduler.abi, data: (await callee.read.reentryResult()) as Hex }).errorName).to.equal(
+          "ReentrancyGuardReentrantCall",
+        );
+        expect(await scheduler.read.callStatus([callId])).to.equal(Status.Executed);
+        expect(countEvents(scheduler.abi, receipt, "CallExecuted")).to.equal(1);
+        expect(after - before, "bounty paid once").to.equal(BOUNTY - receipt.gasUsed * receipt.effectiveGasPrice);
+        expect(await publicClient.getBalance({ address: scheduler.address })).to.equal(0n);
+      });
+    }
+  });
+
+  describe("gas", () => {
+    it("gives the callee exactly its gas limit, even when the executor supplies only the estimated gas", async () => {
+      const { scheduler, callee, publicClient, executor, schedule, execute, calldata } =
+        await loadFixture(deploySchedulerFixture);
+      const gasLimit = 123_456;
+      const { request } = await schedule(calldata.recordGas(), { gasLimit });
+      const gas = await publicClient.estimateContractGas({
+        address: scheduler.address,
+        abi: scheduler.abi,
+        functionName: "executeCall",
+        args: [request, proofAt(EXECUTE_AT)],
+        account: executor.account.address,
+      });
+      await execute(request, EXECUTE_AT, gas);
+      const gasAtEntry = (await callee.read.gasAtEntry()) as bigint;
+      // gasleft() is read after the callee's function dispatch (selector search, calldata checks): ~200 gas in.
+      expect(gasAtEntry <= BigInt(gasLimit), `${gasAtEntry} <= ${gasLimit}`).to.equal(true);
+      expect(BigInt(gasLimit) - gasAtEntry < 300n, `${gasLimit} - ${gasAtEntry} < 300`).to.equal(true);
+    });
+
+    it("refuses to execute when the executor leaves too little gas for the limit under the 63/64 rule", async () => {
+      const { asExecutor, scheduler, executor, schedule, calldata } = await loadFixture(deploySchedulerFixture);
+      const gasLimit = 1_000_000n;
+      const { callId, request } = await schedule(calldata.burnAllGas(), { gasLimit: Number(gasLimit) });
+      // gasLimit + ceil(gasLimit / 63) + the CALL's own overhead (two cold account accesses, rounded up).
+      const gasRequired = gasLimit + (gasLimit + 62n) / 63n + 5_700n;
+      const tooLittleGas = asExecutor.simulate.executeCall([request, proofAt(EXECUTE_AT)], {
+        account: executor.account.address,
+        gas: 600_000n,
+      });
+      await expectRevert(tooLittleGas, "SchedulerInsufficientGas");
+      // The evidence: the gas available at the check depends on the code path before it; the rest is exact.
+      const [limit, required, available] = await revertArgs(
+        asExecutor.simulate.executeCall([request, proofAt(EXECUTE_AT)], { account: executor.account.address, gas: 600_000n }),
+        scheduler.abi,
+      );
+      expect(limit).to.equal(gasLimit);
+      expect(required).to.equal(gasRequired);
+      expect((available as bigint) < gasRequired, `${available} < ${gasRequired}`).to.equal(true);
+      expect(await scheduler.read.callStatus([callId])).to.equal(Status.Scheduled);
+    });
+
+    it("a callee that burns all its gas is marked Failed; the executor's transaction succeeds", async () => {
+      const { scheduler, publicClient, executor, asExecutor, schedule, calldata } =
+        await loadFixture(deploySchedulerFixture);
+      const gasLimit = 1_000_000;
+      const { callId, request } = await schedule(calldata.burnAllGas(), { gasLimit });
+      // With just the gas the node estimates (the least that lets the transaction succeed).
+      const gas = await publicClient.estimateContractGas({
+        address: scheduler.address,
+        abi: scheduler.abi,
+        functionName: "executeCall",
+        args: [request, proofAt(EXECUTE_AT)],
+        account: executor.account.address,
+      });
+      const hash = await asExecutor.write.executeCall([request, proofAt(EXECUTE_AT)], { gas });
+      const receipt = await publicClient.waitForTransactionReceipt({ hash });
+      expect(receipt.status).to.equal("success");
+      expect(await scheduler.read.callStatus([callId])).to.equal(Status.Failed);
+      expect(eventOf(scheduler.abi, receipt, "CallFailed").revertData).to.equal("0x");
+      expect(receipt.gasUsed >= BigInt(gasLimit), "the callee got (and burnt) its full limit").to.equal(true);
+    });
+
+    it("copies at most MAX_RETURN_DATA bytes of a huge returned blob", async () => {
+      const { scheduler, schedule, execute, calldata } = await loadFixture(deploySchedulerFixture);
+      const max = await scheduler.read.MAX_RETURN_DATA();
+      const gasLimit = 2_000_000;
+      const { callId, request } = await schedule(calldata.returnHugeBlob(400_000n), { gasLimit });
+      const receipt = await execute(request);
+      expect(receipt.status).to.equal("success");
+      expect(await scheduler.read.callStatus([callId])).to.equal(Status.Executed);
+      const returnData = eventOf(scheduler.abi, receipt, "CallExecuted").returnData as Hex;
+      expect((returnData.length - 2) / 2).to.equal(Number(max));
+      // The blob's memory was paid for inside the callee's limit; the executor paid no copying on top.
+      expect(receipt.gasUsed < BigInt(gasLimit) + 150_000n, `${receipt.gasUsed}`).to.equal(true);
+    });
+
+    it("copies at most MAX_RETURN_DATA bytes of a huge revert blob and marks the call Failed", async () => {
+      const { scheduler, schedule, execute, calldata } = await loadFixture(deploySchedulerFixture);
+      const max = await scheduler.read.MAX_RETURN_DATA();
+      const { callId, request } = await schedule(calldata.revertHugeBlob(400_000n), { gasLimit: 2_000_000 });
+      const receipt = await execute(request);
+      expect(receipt.status).to.equal("success");
+      expect(await scheduler.read.callStatus([callId])).to.equal(Status.Failed);
+      const revertData = eventOf(scheduler.abi, receipt, "CallFailed").revertData as Hex;
+      expect((revertData.length - 2) / 2).to.equal(Number(max));
+    });
+  });
+
+  describe("cancelCall", () => {
+    it("lets the scheduler cancel before execution and refunds the bounty", async () => {
+      const { scheduler, callee, publicClient, asExecutor, schedule, calldata } =
+        await loadFixture(deploySchedulerFixture);
+      const { callId, request } = await schedule(calldata.ping(1n));
+      const hash = await callee.write.cancel([request]);
+      const receipt = await publicClient.waitForTransactionReceipt({ hash });
+      expect(eventOf(scheduler.abi, receipt, "CallCancelled")).to.deep.equal({ callId, refund: BOUNTY });
+      expect(await scheduler.read.callStatus([callId])).to.equal(Status.Cancelled);
+      expect(await publicClient.getBalance({ address: callee.address })).to.equal(BOUNTY);
+      await expectRevert(asExecutor.simulate.executeCall([request, proofAt(EXECUTE_AT)]), "SchedulerCallNotScheduled", [
+        callId,
+        Status.Cancelled,
+      ]);
+      await expectRevert(callee.simulate.cancel([request]), "SchedulerCallNotScheduled", [callId, Status.Cancelled]);
+    });
+
+    it("refuses a cancellation by anyone but the scheduler", async () => {
+      const { asStranger, callee, stranger, schedule, calldata } = await loadFixture(deploySchedulerFixture);
+      const { callId, request } = await schedule(calldata.ping(1n));
+      await expectRevert(asStranger.simulate.cancelCall([request], { account: stranger.account.address }), "SchedulerNotCaller", [
+        callId,
+        getAddress(callee.address),
+        getAddress(stranger.account.address),
+      ]);
+    });
+
+    it("refuses a cancellation after execution", async () => {
+      const { callee, schedule, execute, calldata } = await loadFixture(deploySchedulerFixture);
+      const { callId, request } = await schedule(calldata.ping(1n));
+      await execute(request);
+      await expectRevert(callee.simulate.cancel([request]), "SchedulerCallNotScheduled", [callId, Status.Executed]);
+    });
+  });
+
+  describe("expireCall", () => {
+    it("refuses to expire a call before the chain clock passes its deadline", async () => {
+      const { scheduler, asStranger, schedule, calldata } = await loadFixture(deploySchedulerFixture);
+      const { request } = await schedule(calldata.ping(1n));
+      await scheduler.write.setNow([DEADLINE / NS_PER_SECOND]);
+      await expectRevert(asStranger.simulate.expireCall([request]), "SchedulerNotExpired", [DEADLINE, DEADLINE]);
+    });
+
+    it("lets anyone expire a call past its deadline and refunds the bounty to the scheduler", async () => {
+      const { scheduler, callee, asStranger, asExecutor, publicClient, schedule, calldata } =
+        await loadFixture(deploySchedulerFixture);
+      const { callId, request } = await schedule(calldata.ping(1n));
+      const later = DEADLINE / NS_PER_SECOND + 1n;
+      await scheduler.write.setNow([later]);
+      const hash = await asStranger.write.expireCall([request]);
+      const receipt = await publicClient.waitForTransactionReceipt({ hash });
+      expect(eventOf(scheduler.abi, receipt, "CallExpired")).to.deep.equal({ callId, refund: BOUNTY });
+      expect(await scheduler.read.callStatus([callId])).to.equal(Status.Expired);
+      expect(await publicClient.getBalance({ address: callee.address })).to.equal(BOUNTY);
+      // Neither executable (even with a proof inside the window) nor cancellable any more.
+      await expectRevert(asExecutor.simulate.executeCall([request, proofAt(EXECUTE_AT)]), "SchedulerCallNotScheduled", [
+        callId,
+        Status.Expired,
+      ]);
+      await expectRevert(callee.simulate.cancel([request]), "SchedulerCallNotScheduled", [callId, Status.Expired]);
+    });
+
+    for (const [mode, label] of [
+      [1, "reverts"],
+      [2, "burns all the gas it is given"],
+    ] as const) {
+      it(`owes the refund to a scheduler whose receive() ${label}, without blocking the expiry`, async () => {
+        const { scheduler, callee, asStranger, publicClient, stranger, schedule, calldata } =
+          await loadFixture(deploySchedulerFixture);
+        const { callId, request } = await schedule(calldata.ping(1n));
+        await callee.write.setPaymentMode([mode]);
+        await scheduler.write.setNow([DEADLINE / NS_PER_SECOND + 1n]);
+        const hash = await asStranger.write.expireCall([request]);
+        const receipt = await publicClient.waitForTransactionReceipt({ hash });
+        expect(receipt.status).to.equal("success");
+        expect(await scheduler.read.callStatus([callId])).to.equal(Status.Expired);
+        expect(eventOf(scheduler.abi, receipt, "PaymentDeferred")).to.deep.equal({
+          payee: getAddress(callee.address),
+          amount: BOUNTY,
+        });
+        expect(await scheduler.read.owedTo([callee.address])).to.equal(BOUNTY);
+
+        // The scheduler pulls it to an address of its choice.
+        const target = stranger.account.address;
+        const balanceBefore = await publicClient.getBalance({ address: target });
+        await callee.write.withdrawOwed([target]);
+        expect(await publicClient.getBalance({ address: target })).to.equal(balanceBefore + BOUNTY);
+        expect(await scheduler.read.owedTo([callee.address])).to.equal(0n);
+        await expectRevert(callee.simulate.withdrawOwed([target]), "SchedulerNothingOwed", [getAddress(callee.address)]);
+      });
+    }
+  });
+
+  describe("through the oracle (real proofs)", () => {
+    it("TimeOracle exposes scheduleCall; a call runs with a verified proof and is refused with a forged one", async () => {
+      const { oracle, proofAt: realProofAt, accounts, publicClient } = await loadFixture(deployOracleFixture);
+      const callee = await hre.viem.deployContract("SchedulerCallee", [oracle.address]);
+      const executeAt = FIXTURE_NOW_NS - 5n * NS_PER_SECOND;
+      const data = encodeFunctionData({ abi: callee.abi, functionName: "ping", args: [5n] });
+      const hash = await callee.write.schedule([executeAt, WINDOW, GAS_LIMIT, data], { value: BOUNTY });
+      const scheduled = eventOf(oracle.abi, await publicClient.waitForTransactionReceipt({ hash }), "CallScheduled");
+      const request = scheduled.request as ScheduledCall;
+      const callId = scheduled.callId as Hex;
+      const asStranger = await hre.viem.getContractAt("TimeOracleHarness", oracle.address, {
+        client: { wallet: accounts.stranger },
+      });
+
+      const proof = realProofAt(executeAt + 1n);
+      const forged = { ...proof, nanoMoment: proof.nanoMoment + 1n };
+      await expectRevert(asStranger.simulate.executeCall([request, forged]), "SchedulerInvalidProof", [
+        callId,
+        forged.nanoMoment,
+      ]);
+      await asStranger.write.executeCall([request, proof]);
+      expect(await oracle.read.callStatus([callId])).to.equal(Status.Executed);
+      expect(await callee.read.pings()).to.equal(5n);
+    });
+  });
+});

@@ -1,0 +1,105 @@
+/**
+ * scripts/deploy.ts: `deployAttestedTime` deploys and configures the oracle, the bridge and the example vault,
+ * and hands the roles over; a proof signed with the registered development keys then verifies on-chain.
+ */
+import hre from "hardhat";
+import { expect } from "chai";
+import { loadFixture } from "@nomicfoundation/hardhat-network-helpers";
+import { getAddress, type Address, type Hex } from "viem";
+import {
+  attest,
+  cardIdFromPublicKey,
+  DEV_CARD_ACCURACY_NS,
+  DEV_CARD_PRIVATE_KEY,
+  DEV_NODE_PRIVATE_KEYS,
+  NS_PER_SECOND,
+} from "../../protocol";
+import { deployAttestedTime, devRegistrations } from "../../scripts/deploy";
+
+async function deployFixture() {
+  // A deployer other than the default account: every transaction must come from it.
+  const [, admin, registrar, guardian, , deployer] = await hre.viem.getWalletClients();
+  const registrations = devRegistrations();
+  const deployment = await deployAttestedTime(hre, {
+    deployer: deployer!,
+    admin: admin!.account.address,
+    registrars: [registrar!.account.address],
+    guardians: [guardian!.account.address],
+    ...registrations,
+    settings: { maxAttestationAgeNs: 120n * NS_PER_SECOND, nodeQuorum: 2n },
+  });
+  const oracle = await hre.viem.getContractAt("TimeOracle", deployment.oracle);
+  return { deployment, oracle, registrations, deployer: deployer!, admin: admin!, registrar: registrar!, guardian: guardian! };
+}
+
+describe("scripts/deploy.ts deployAttestedTime", () => {
+  it("deploys the oracle, the bridge and the example vault, wired to the oracle", async () => {
+    const { deployment, deployer } = await loadFixture(deployFixture);
+    const bridge = await hre.viem.getContractAt("TimeBridge", deployment.bridge!);
+    const vault = await hre.viem.getContractAt("TimeLockedVault", deployment.vault!);
+    expect(getAddress((await bridge.read.timeOracle()) as Address)).to.equal(deployment.oracle);
+    expect(getAddress((await vault.read.timeOracle()) as Address)).to.equal(deployment.oracle);
+    expect(deployment.chainId).to.equal(31337);
+    expect(deployment.deployer).to.equal(getAddress(deployer.account.address));
+    expect(deployment.oracleContract).to.equal("TimeOracle");
+  });
+
+  it("registers the cards and nodes and applies the settings", async () => {
+    const { deployment, oracle, registrations } = await loadFixture(deployFixture);
+    const cardId = cardIdFromPublicKey(registrations.cards[0]!.publicKey);
+    expect(deployment.cardIds).to.deep.equal([cardId]);
+    expect(((await oracle.read.getCard([cardId])) as { status: number }).status).to.equal(1); // Active
+    for (const node of registrations.nodes) {
+      expect(((await oracle.read.getNode([node.address])) as { status: number }).status).to.equal(1); // Active
+    }
+    expect(await oracle.read.maxAttestationAge()).to.equal(120n * NS_PER_SECOND);
+    expect(await oracle.read.nodeQuorum()).to.equal(2n);
+    expect(await oracle.read.maxFutureDrift()).to.equal(15n * NS_PER_SECOND); // default kept
+  });
+
+  it("hands the roles over and leaves the deployer none", async () => {
+    const { oracle, deployer, admin, registrar, guardian } = await loadFixture(deployFixture);
+    const adminRole = (await oracle.read.DEFAULT_ADMIN_ROLE()) as Hex;
+    const registrarRole = (await oracle.read.REGISTRAR_ROLE()) as Hex;
+    const guardianRole = (await oracle.read.GUARDIAN_ROLE()) as Hex;
+    expect(await oracle.read.hasRole([adminRole, admin.account.address])).to.equal(true);
+    expect(await oracle.read.hasRole([registrarRole, registrar.account.address])).to.equal(true);
+    expect(await oracle.read.hasRole([guardianRole, guardian.account.address])).to.equal(true);
+    for (const role of [adminRole, registrarRole, guardianRole]) {
+      expect(await oracle.read.hasRole([role, deployer.account.address])).to.equal(false);
+    }
+  });
+
+  it("the deployed oracle accepts a proof signed by the registered development card and two nodes", async () => {
+    const { oracle, deployment } = await loadFixture(deployFixture);
+    const publicClient = await hre.viem.getPublicClient();
+    const block = await publicClient.getBlock();
+    const nanoMoment = block.timestamp * NS_PER_SECOND - 2n * NS_PER_SECOND;
+    const proof = attest({
+      card: DEV_CARD_PRIVATE_KEY,
+      nodes: [DEV_NODE_PRIVATE_KEYS[0], DEV_NODE_PRIVATE_KEYS[1]],
+      nanoMoment,
+      accuracy: DEV_CARD_ACCURACY_NS,
+      nodeTimestampNs: nanoMoment + 11n,
+    });
+    expect(await oracle.read.verifyTimeProof([proof])).to.equal(true);
+    // Quorum 2: one node is not enough.
+    const single = attest({
+      card: DEV_CARD_PRIVATE_KEY,
+      nodes: [DEV_NODE_PRIVATE_KEYS[0]],
+      nanoMoment,
+      accuracy: DEV_CARD_ACCURACY_NS,
+      nodeTimestampNs: nanoMoment + 11n,
+    });
+    expect(await oracle.read.verifyTimeProof([single])).to.equal(false);
+    expect(deployment.nodes).to.have.length(3);
+  });
+
+  it("can skip the bridge and the example", async () => {
+    const deployment = await deployAttestedTime(hre, { bridge: false, example: false });
+    expect(deployment.bridge).to.equal(undefined);
+    expect(deployment.vault).to.equal(undefined);
+    expect(deployment.registrars).to.deep.equal([deployment.deployer]);
+    expect(deployment.admin).to.equal(deployment.deployer);
+  });
+});
