@@ -60,13 +60,12 @@ contract TimeOracle is ITimeOracle, TimeScheduler, AccessControl {
     uint256 private constant _INVALID = 0;
     uint256 private constant _VALID = 1;
     uint256 private constant _UNCONFIRMED = 2;
-    /// @dev TimeProofLib.TIME_ATTESTATION_TYPEHASH and DOMAIN_SEPARATOR as literals, for the assembly hot path (the
-    /// golden vectors only verify if they are right).
+    /// @dev TimeProofLib's constants repeated as literals, because inline assembly cannot reference another
+    /// contract's constants. A wrong copy fails the tests: every valid golden vector (hashes) or the high-S ones.
     bytes32 private constant _TIME_ATTESTATION_TYPEHASH =
         0x030352a3afa93a98e94bda9577f77735d5b631dd7b9db0db84b850c251368983;
     bytes32 private constant _DOMAIN_SEPARATOR = 0x550927e2d732602b9254069392a8cdeeb0a7a13a05389eb7d43bcb9660038f42;
 
-    /// @dev Curve constants for the assembly hot path (the same values as in TimeProofLib).
     uint256 private constant _P256_N = 0xFFFFFFFF00000000FFFFFFFFFFFFFFFFBCE6FAADA7179E84F3B9CAC2FC632551;
     uint256 private constant _P256_HALF_N = 0x7FFFFFFF800000007FFFFFFFFFFFFFFFDE737D56D38BCF4279DCE5617E3192A8;
     uint256 private constant _SECP256K1_HALF_N = 0x7FFFFFFFFFFFFFFFFFFFFFFFFFFFFFFF5D576E7357A4501DDFE92F46681B20A0;
@@ -340,7 +339,12 @@ contract TimeOracle is ITimeOracle, TimeScheduler, AccessControl {
      * run first and the P-256 precompile last.
      */
     function _isValidTimeProof(TimeProof calldata proof) internal view override returns (bool) {
-        uint256 nowNs = _now() * TimeProofLib.NS_PER_SECOND;
+        uint256 nowNs;
+        // Cannot overflow: clients keep block timestamps as 64-bit integers, and 2^64 · 10^9 < 2^94. Unchecked also
+        // keeps verification free of reverts.
+        unchecked {
+            nowNs = _now() * TimeProofLib.NS_PER_SECOND;
+        }
         (uint256 outcome, uint256 p256Input) = _verifyFast(proof, nowNs);
         // Every rule held but the precompile did not confirm the card signature: either it is invalid or the
         // precompile is absent. The library tells the two apart and falls back to OpenZeppelin's Solidity verifier.
@@ -359,6 +363,7 @@ contract TimeOracle is ITimeOracle, TimeScheduler, AccessControl {
      * answer "valid")
      * @return p256Input memory address of the precompile input h ‖ r ‖ s ‖ x ‖ y (5 words), when _UNCONFIRMED
      */
+    // solhint-disable-next-line function-max-lines
     function _verifyFast(
         TimeProof calldata proof,
         uint256 nowNs
@@ -419,10 +424,10 @@ contract TimeOracle is ITimeOracle, TimeScheduler, AccessControl {
                 // accessors would. A dirty uint128/uint32 word is malformed input: false.
                 let nanoMoment := calldataload(proof)
                 let accuracy := calldataload(add(proof, 0x60))
-                if or(gt(nanoMoment, 0xffffffffffffffffffffffffffffffff), gt(accuracy, 0xffffffff)) { break }
                 let hw := calldataload(add(proof, 0x20))
                 let entry := calldataload(add(proof, 0x40))
-                if or(gt(hw, 0xffffffff), gt(entry, 0xffffffff)) { break }
+                // (Shifts instead of comparisons with masks: a clean uint128 has nothing above bit 127, etc.)
+                if or(or(shr(128, nanoMoment), shr(32, accuracy)), or(shr(32, hw), shr(32, entry))) { break }
                 hw := add(proof, hw)
                 entry := add(proof, entry)
                 // Rule 1: exactly HARDWARE_SIGNATURE_LENGTH (96) bytes.
@@ -431,7 +436,7 @@ contract TimeOracle is ITimeOracle, TimeScheduler, AccessControl {
                 // Rule 2: a non-empty whole number of NODE_ENTRY_LENGTH (80) byte entries, at most
                 // MAX_NODE_ENTRIES (32 × 80 = 2,560 bytes), so the loops are bounded.
                 let entriesEnd := calldataload(entry)
-                if or(or(iszero(entriesEnd), gt(entriesEnd, 2560)), mod(entriesEnd, 80)) { break }
+                if or(or(iszero(entriesEnd), gt(entriesEnd, mul(MAX_NODE_ENTRIES, 80))), mod(entriesEnd, 80)) { break }
                 let entryCount := div(entriesEnd, 80)
                 entry := add(entry, 0x20)
                 entriesEnd := add(entry, entriesEnd)
@@ -453,12 +458,16 @@ contract TimeOracle is ITimeOracle, TimeScheduler, AccessControl {
                 // header = maxAttestationAgeNs u64 ‖ maxFutureDriftNs u64 ‖ maxAcceptableDriftNs u64 ‖ quorum u8 ‖
                 // nodeCount u8 ‖ cardCount u8. Sums of a u128 and a u64 cannot overflow 256 bits.
                 // Rule 3: two separate bounds, never abs().
-                if lt(add(nanoMoment, shr(192, header)), nowNs) { break } // more than maxAttestationAge old
-                if gt(nanoMoment, add(nowNs, and(shr(128, header), 0xffffffffffffffff))) { break } // too far ahead
-                // Rule 4.
-                if gt(accuracy, and(shr(64, header), 0xffffffffffffffff)) { break } // above maxAcceptableDrift
-                // Rule 2: at least nodeQuorum entries (they must be distinct nodes, checked below).
-                if lt(entryCount, and(shr(56, header), 0xff)) { break }
+                if or(
+                    or(
+                        lt(add(nanoMoment, shr(192, header)), nowNs), // rule 3: more than maxAttestationAge old
+                        gt(nanoMoment, add(nowNs, and(shr(128, header), 0xffffffffffffffff))) // rule 3: too far ahead
+                    ),
+                    or(
+                        gt(accuracy, and(shr(64, header), 0xffffffffffffffff)), // rule 4: above maxAcceptableDrift
+                        lt(entryCount, and(shr(56, header), 0xff)) // rule 2: fewer entries than nodeQuorum
+                    )
+                ) { break }
 
                 // ---- Rule 1: the card is among the snapshot's card records (so registered and not revoked) and
                 // valid now. Reads stay inside the copy: cardCount records of 112 bytes after the node records.
@@ -482,9 +491,10 @@ contract TimeOracle is ITimeOracle, TimeScheduler, AccessControl {
                     if or(or(iszero(r), iszero(lt(r, _P256_N))), or(iszero(s), gt(s, _P256_HALF_N))) { break }
                 }
 
-                // ---- Rule 2: the node entries, with scratch memory after the allocation (not advanced).
+                // ---- Rule 2: the node entries. Scratch memory from p256Input on (0x1a0 bytes, past the
+                // allocation, which is not advanced): the precompile input is only written afterwards.
                 {
-                    let m := mload(0x40)
+                    let m := p256Input
                     calldatacopy(m, add(hw, 32), 64) // the card's r ‖ s
                     mstore(add(m, 0x80), keccak256(m, 64)) // hardwareSignatureHash
                     mstore(m, _TIME_ATTESTATION_TYPEHASH)
@@ -541,6 +551,7 @@ contract TimeOracle is ITimeOracle, TimeScheduler, AccessControl {
      * @dev Writes a new snapshot of the settings and the active nodes and cards (layout in the contract doc).
      * Bounded: at most 32 + 32·36 + 32·112 = 4,768 bytes.
      */
+    // solhint-disable-next-line function-max-lines
     function _writeSnapshot() private {
         Settings memory settings = _settings;
         address[] memory nodeList = _sortedNodes();

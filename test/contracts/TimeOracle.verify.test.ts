@@ -3,7 +3,7 @@
  * malformed inputs that must yield false, never a revert. Runs on TimeOracleHarness, whose clock is pinned.
  */
 import { expect } from "chai";
-import { concatHex, sliceHex, toHex, type Hex } from "viem";
+import { concatHex, decodeFunctionResult, encodeFunctionData, sliceHex, toHex, type Abi, type Hex } from "viem";
 import hre from "hardhat";
 import {
   DEFAULT_MAX_ACCEPTABLE_DRIFT_NS,
@@ -297,6 +297,29 @@ describe("TimeOracle.verifyTimeProof", () => {
       ]) {
         expect(await verify(candidate)).to.equal(false);
       }
+    });
+
+    it("rejects non-canonical ABI encodings (offsets out of bounds, dirty words) with false, not a revert", async () => {
+      const proof = f.freshProof();
+      const data = encodeFunctionData({ abi: f.oracle.abi as Abi, functionName: "verifyTimeProof", args: [proof] });
+      // Layout after the selector: word 0 = offset of the tuple (0x20); the tuple's words: nanoMoment,
+      // offset of hardwareSignature, offset of nodeSignature, accuracy (offsets relative to the tuple).
+      const words = data.slice(10).match(/.{64}/g)!;
+      const call = async (patched: string[]) => {
+        const result = await f.publicClient.call({ to: f.oracle.address, data: `0x${data.slice(2, 10)}${patched.join("")}` as Hex });
+        return decodeFunctionResult({ abi: f.oracle.abi as Abi, functionName: "verifyTimeProof", data: result.data! });
+      };
+      expect(await call(words)).to.equal(true);
+      const patch = (index: number, value: bigint) => words.map((word, i) => (i === index ? value.toString(16).padStart(64, "0") : word));
+      expect(await call(patch(2, 1n << 200n))).to.equal(false); // hardwareSignature offset far out of bounds
+      expect(await call(patch(2, 0x10000n))).to.equal(false); // hardwareSignature offset past the calldata
+      expect(await call(patch(3, 1n << 255n))).to.equal(false); // nodeSignature offset wraps around
+      expect(await call(patch(1, (1n << 128n) | proof.nanoMoment))).to.equal(false); // dirty uint128
+      expect(await call(patch(4, (1n << 32n) | BigInt(proof.accuracy)))).to.equal(false); // dirty uint32
+      // A 96-byte length word at the very end of the calldata: the bytes it announces are not there (Solidity's
+      // accessor would revert; the oracle says false).
+      const lastWordOffset = BigInt((words.length - 1) * 32); // relative to the tuple, which starts at word 1
+      expect(await call([...patch(2, lastWordOffset), (96n).toString(16).padStart(64, "0")])).to.equal(false);
     });
 
     it("rejects r = n and r = 0 in the card signature", async () => {

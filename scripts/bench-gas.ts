@@ -1,0 +1,160 @@
+/**
+ * Gas benchmark of the on-chain hot paths (`npm run bench:gas`). Not a test: it prints a table.
+ *
+ * verifyTimeProof is measured as the execution gas of one external call from a contract (contracts/test/GasMeter.sol),
+ * in its own transaction: "cold" is the first call (cold oracle account, cold storage slot, cold snapshot
+ * account), "warm" a second identical call in the same transaction. Neither includes the 21,000 base gas or the
+ * calldata. Other rows are the `gasUsed` of a whole transaction (so they include the 21,000 and the calldata).
+ */
+import os from "node:os";
+import hre from "hardhat";
+import { time } from "@nomicfoundation/hardhat-network-helpers";
+import { decodeEventLog, keccak256, parseEventLogs, toHex, type Abi, type Hex } from "viem";
+import { attest, createDevIdentity, DEV_CARD_ACCURACY_NS, NodeKey, NS_PER_SECOND, p256PublicKeyCoordinates, type TimeProof } from "../protocol";
+
+const FOREVER_NS = (1n << 64n) - 1n;
+
+/** Deterministic benchmark keys (labels, not secrets). */
+function benchScalar(label: string): Hex {
+  return keccak256(toHex(`attested-time bench key: ${label}`));
+}
+
+interface Row {
+  operation: string;
+  gas: number | string;
+  goal: string;
+  note: string;
+}
+
+async function main(): Promise<void> {
+  const [admin] = await hre.viem.getWalletClients();
+  const publicClient = await hre.viem.getPublicClient();
+  const oracle = await hre.viem.deployContract("TimeOracle", [admin.account.address]);
+  await oracle.write.grantRole([await oracle.read.REGISTRAR_ROLE(), admin.account.address]);
+
+  const dev = await createDevIdentity({ cardPrivateKey: benchScalar("card"), nodePrivateKey: benchScalar("node 0") });
+  const { x, y } = p256PublicKeyCoordinates(dev.cardPublicKey);
+  await oracle.write.registerCard([x, y, 0n, FOREVER_NS]);
+  const nodes = [dev.nodeKey, NodeKey.fromPrivateKey(benchScalar("node 1")), NodeKey.fromPrivateKey(benchScalar("node 2"))];
+  for (const node of nodes) await oracle.write.registerNode([node.address, 0n, FOREVER_NS]);
+
+  const meter = await hre.viem.deployContract("GasMeter", []);
+  const nowNs = BigInt(await time.latest()) * NS_PER_SECOND;
+  const proofWith = (count: number, nanoMoment: bigint): TimeProof =>
+    attest({
+      card: dev.cardKey,
+      nodes: nodes.slice(0, count),
+      nanoMoment,
+      accuracy: DEV_CARD_ACCURACY_NS,
+      nodeTimestampNs: nanoMoment + 7n,
+    });
+
+  async function measureVerify(proof: TimeProof): Promise<{ cold: bigint; warm: bigint }> {
+    const hash = await meter.write.measureVerify([oracle.address, proof]);
+    const receipt = await publicClient.waitForTransactionReceipt({ hash });
+    for (const log of receipt.logs) {
+      const event = decodeEventLog({ abi: meter.abi as Abi, data: log.data, topics: log.topics });
+      if (event.eventName === "VerifyGasMeasured") {
+        const args = event.args as unknown as { coldGas: bigint; warmGas: bigint; coldValid: boolean; warmValid: boolean };
+        if (!args.coldValid || !args.warmValid) throw new Error("the benchmark proof did not verify");
+        return { cold: args.coldGas, warm: args.warmGas };
+      }
+    }
+    throw new Error("no VerifyGasMeasured event");
+  }
+
+  async function txGas(hash: Hex): Promise<number> {
+    const receipt = await publicClient.waitForTransactionReceipt({ hash });
+    if (receipt.status !== "success") throw new Error(`transaction ${hash} reverted`);
+    return Number(receipt.gasUsed);
+  }
+
+  const one = await measureVerify(proofWith(1, nowNs - NS_PER_SECOND));
+  const three = await measureVerify(proofWith(3, nowNs - NS_PER_SECOND));
+  const perEntryCold = (three.cold - one.cold) / 2n;
+  const perEntryWarm = (three.warm - one.warm) / 2n;
+
+  const rows: Row[] = [
+    { operation: "verifyTimeProof, 1 node entry, cold", gas: Number(one.cold), goal: "≤ 24,000", note: "call from a contract" },
+    { operation: "verifyTimeProof, 1 node entry, warm", gas: Number(one.warm), goal: "≤ 13,000", note: "2nd call, same tx" },
+    { operation: "verifyTimeProof, 3 node entries, cold", gas: Number(three.cold), goal: "", note: "call from a contract" },
+    { operation: "verifyTimeProof, 3 node entries, warm", gas: Number(three.warm), goal: "", note: "2nd call, same tx" },
+    { operation: "each extra node entry (cold)", gas: Number(perEntryCold), goal: "≤ 4,500", note: "(3 − 1 entries) / 2" },
+    { operation: "each extra node entry (warm)", gas: Number(perEntryWarm), goal: "≤ 4,500", note: "(3 − 1 entries) / 2" },
+  ];
+
+  // submitTimeProof: first store (zero → non-zero slots) and a later update (non-zero → non-zero).
+  rows.push({
+    operation: "submitTimeProof, first proof (1 entry)",
+    gas: await txGas(await oracle.write.submitTimeProof([proofWith(1, nowNs - NS_PER_SECOND)])),
+    goal: "",
+    note: "tx gasUsed",
+  });
+  rows.push({
+    operation: "submitTimeProof, newer proof (1 entry)",
+    gas: await txGas(await oracle.write.submitTimeProof([proofWith(1, nowNs - NS_PER_SECOND + 1n)])),
+    goal: "",
+    note: "tx gasUsed",
+  });
+
+  rows.push(...(await benchApps(oracle, (nanoMoment) => proofWith(1, nanoMoment), nowNs, txGas)));
+
+  console.log(`Gas benchmark — ${new Date().toISOString()}`);
+  console.log(`Node ${process.version}, ${os.cpus()[0]?.model ?? "unknown CPU"}, ${os.platform()} ${os.arch()}`);
+  console.log(`Hardhat ${hre.config.networks.hardhat.hardfork} hardfork, solc ${hre.config.solidity.compilers[0]?.version}`);
+  console.table(rows);
+}
+
+/**
+ * The scheduler and bridge rows (APPS contracts, written concurrently: skipped with a note when absent). The
+ * scheduled call goes back to an externally owned account with empty calldata, so its row is the scheduler's own
+ * cost plus a minimal call. The bridge sends and receives on one chain (two bridges sharing the oracle).
+ */
+async function benchApps(
+  oracle: Awaited<ReturnType<typeof hre.viem.deployContract<"TimeOracle">>>,
+  proofAt: (nanoMoment: bigint) => TimeProof,
+  nowNs: bigint,
+  txGas: (hash: Hex) => Promise<number>,
+): Promise<Row[]> {
+  const rows: Row[] = [];
+  const publicClient = await hre.viem.getPublicClient();
+  const [, scheduler, executor] = await hre.viem.getWalletClients();
+  const chainId = BigInt(await publicClient.getChainId());
+
+  const executeAt = nowNs - 2n * NS_PER_SECOND;
+  const scheduleHash = await oracle.write.scheduleCall([executeAt, 60n * NS_PER_SECOND, 50_000, "0x"], {
+    account: scheduler!.account,
+  });
+  rows.push({ operation: "scheduleCall (no bounty)", gas: await txGas(scheduleHash), goal: "", note: "tx gasUsed" });
+  const scheduleReceipt = await publicClient.waitForTransactionReceipt({ hash: scheduleHash });
+  const [scheduled] = parseEventLogs({ abi: oracle.abi as Abi, logs: scheduleReceipt.logs, eventName: "CallScheduled" }) as unknown as {
+    args: { request: unknown };
+  }[];
+  if (scheduled === undefined) throw new Error("no CallScheduled event");
+  const executeHash = await oracle.write.executeCall([scheduled.args.request, proofAt(executeAt + 1n)], {
+    account: executor!.account,
+  });
+  rows.push({ operation: "executeCall (1-entry proof, EOA callee)", gas: await txGas(executeHash), goal: "", note: "tx gasUsed" });
+
+  if (!(await hre.artifacts.artifactExists("TimeBridge"))) {
+    rows.push({ operation: "sendTime / receiveTime", gas: "n/a", goal: "", note: "TimeBridge not compiled" });
+    return rows;
+  }
+  const source = await hre.viem.deployContract("TimeBridge", [oracle.address]);
+  const target = await hre.viem.deployContract("TimeBridge", [oracle.address]);
+  const sendHash = await source.write.sendTime([chainId]);
+  rows.push({ operation: "sendTime", gas: await txGas(sendHash), goal: "", note: "tx gasUsed" });
+  const sendReceipt = await publicClient.waitForTransactionReceipt({ hash: sendHash });
+  const [sent] = parseEventLogs({ abi: source.abi as Abi, logs: sendReceipt.logs, eventName: "TimeSent" }) as unknown as {
+    args: { nonce: bigint; message: unknown };
+  }[];
+  if (sent === undefined) throw new Error("no TimeSent event");
+  const receiveHash = await target.write.receiveTime([chainId, source.address, sent.args.nonce, sent.args.message]);
+  rows.push({ operation: "receiveTime (1-entry proof)", gas: await txGas(receiveHash), goal: "", note: "tx gasUsed" });
+  return rows;
+}
+
+main().catch((error: unknown) => {
+  console.error(error);
+  process.exitCode = 1;
+});
