@@ -18,7 +18,7 @@ import {
   timeAttestationDigest,
   timeAttestationForProof,
 } from "./codec";
-import { nodePrivateKeyHex, p256PublicKeyToUncompressed, secp256k1PublicKeyToAddress, type NodeKeyInput } from "./keys";
+import { nodeAddressFromPrivateKey, nodePrivateKeyHex, p256PublicKeyToUncompressed, secp256k1PublicKeyToAddress, type NodeKeyInput } from "./keys";
 import type { Address, Hex, NodeEntry, TimeAttestation, TimeProof } from "./types";
 
 /**
@@ -57,9 +57,18 @@ function rawP256Sign(cardKey: CardSigningKey, message: Uint8Array): Uint8Array {
   return cryptoSign("sha256", message, { key: cardKey, dsaEncoding: "ieee-p1363" });
 }
 
+// Exporting a KeyObject as JWK and hashing it costs more than the signature itself; a card signs many times.
+const CARD_ID_BY_KEY = new WeakMap<KeyObject, Hex>();
+
 /** The card's cardId (SHA-256 of its uncompressed public key). */
 export function cardIdOf(cardKey: CardSigningKey): Hex {
-  return cardIdFromPublicKey(cardPublicKeyOf(cardKey));
+  if (typeof cardKey === "string") return cardIdFromPublicKey(cardPublicKeyOf(cardKey));
+  let cardId = CARD_ID_BY_KEY.get(cardKey);
+  if (cardId === undefined) {
+    cardId = cardIdFromPublicKey(cardPublicKeyOf(cardKey));
+    CARD_ID_BY_KEY.set(cardKey, cardId);
+  }
+  return cardId;
 }
 
 /** Signs hwMessage(cardId, nanoMoment) with the card key: returns the 96-byte cardId ‖ r ‖ s, always low-S. */
@@ -143,22 +152,30 @@ export function assembleProof(parameters: AssembleProofParameters): AssembleProo
     hardwareSignature: toFixedHex(parameters.hardwareSignature, 96, "hardwareSignature"),
     accuracy: parameters.accuracy,
   };
-  if (parameters.entries.length === 0) throw new ProtocolError("a proof needs at least one node entry", { entries: 0 });
-  const recovered = parameters.entries.map((raw, index) => {
+  const signed = parameters.entries.map((raw) => {
     const entry = typeof raw === "string" ? decodeNodeEntry(raw) : raw;
-    const address = recoverNodeAddress(timeAttestationForProof(base, entry.nodeTimestampNs), entry);
-    return { index, entry, address, order: BigInt(address) };
+    return { entry, address: recoverNodeAddress(timeAttestationForProof(base, entry.nodeTimestampNs), entry) };
   });
-  recovered.sort((a, b) => (a.order < b.order ? -1 : a.order > b.order ? 1 : 0));
-  for (let i = 1; i < recovered.length; i += 1) {
-    if (recovered[i]!.order === recovered[i - 1]!.order) {
+  return { ...base, nodeSignature: sortedNodeSignature(signed) };
+}
+
+/**
+ * Orders entries by node address ascending and concatenates them. Throws when there is no entry or two
+ * entries share a node, because such a proof could never verify.
+ */
+function sortedNodeSignature(signed: readonly { entry: NodeEntry; address: Address }[]): Hex {
+  if (signed.length === 0) throw new ProtocolError("a proof needs at least one node entry", { entries: 0 });
+  const ordered = signed.map((item, index) => ({ ...item, index, order: BigInt(item.address) }));
+  ordered.sort((a, b) => (a.order < b.order ? -1 : a.order > b.order ? 1 : 0));
+  for (let i = 1; i < ordered.length; i += 1) {
+    if (ordered[i]!.order === ordered[i - 1]!.order) {
       throw new ProtocolError("two node entries come from the same node", {
-        node: recovered[i]!.address,
-        entryIndexes: [recovered[i - 1]!.index, recovered[i]!.index],
+        node: ordered[i]!.address,
+        entryIndexes: [ordered[i - 1]!.index, ordered[i]!.index],
       });
     }
   }
-  return { ...base, nodeSignature: concatHexStrings(recovered.map(({ entry }) => encodeNodeEntry(entry))) };
+  return concatHexStrings(ordered.map(({ entry }) => encodeNodeEntry(entry)));
 }
 
 export interface AttestParameters {
@@ -188,9 +205,12 @@ export function attest(parameters: AttestParameters): TimeProof {
   }
   const hardwareSignature = signHardware(parameters.card, parameters.nanoMoment);
   const base = { nanoMoment: parameters.nanoMoment, hardwareSignature, accuracy: parameters.accuracy };
-  const entries = nodes.map((nodeKey, index) => {
+  // The signers are known here, so entries are ordered by their addresses without an ecrecover each.
+  const signed = nodes.map((nodeKey, index) => {
     const timestampNs = typeof nodeTimestampNs === "bigint" ? nodeTimestampNs : nodeTimestampNs[index]!;
-    return signNodeEntry(nodeKey, timeAttestationForProof(base, timestampNs));
+    const entry = decodeNodeEntry(signNodeEntry(nodeKey, timeAttestationForProof(base, timestampNs)));
+    const address = typeof nodeKey === "string" ? nodeAddressFromPrivateKey(nodeKey) : nodeKey.address;
+    return { entry, address };
   });
-  return assembleProof({ ...base, entries });
+  return { ...base, nodeSignature: sortedNodeSignature(signed) };
 }

@@ -20,6 +20,8 @@ import {
   hwDigest,
   hwMessage,
   timeAttestationDigest,
+  timeAttestationDigestViem,
+  timeAttestationStructHashViem,
   timeAttestationDomainSeparator,
   timeAttestationForProof,
   timeAttestationStructHash,
@@ -149,6 +151,13 @@ describe("codec", () => {
       );
       expect(timeAttestationStructHash(att)).to.equal(structHash);
       expect(timeAttestationDigest(att)).to.equal(keccak256(`0x1901${timeAttestationDomainSeparator().slice(2)}${structHash.slice(2)}`));
+    });
+
+    it("computes the same hashes as viem's generic hashTypedData (the fast path's oracle)", () => {
+      for (const variant of [att, { ...att, accuracy: 0xffff_ffff }, { ...att, nanoMoment: UINT128_MAX, nodeTimestamp: 0n }]) {
+        expect(timeAttestationDigest(variant)).to.equal(timeAttestationDigestViem(variant));
+        expect(timeAttestationStructHash(variant)).to.equal(timeAttestationStructHashViem(variant));
+      }
     });
 
     it("binds every field: changing any one changes the digest", () => {
