@@ -19,6 +19,7 @@ import pino, { type Logger } from "pino";
 import { createDevIdentity } from "../protocol/devca";
 import { AtsError } from "../protocol/errors";
 import { KEY_FILES, saveKeyDir } from "../protocol/keystore";
+import type { Address, Hex } from "../protocol/types";
 import { describeSettings, loadConfig, type NodeConfig, type SettingName } from "./config";
 
 /** The part of node/server.ts the CLI needs (loaded lazily so `keys init` does not load the transports). */
@@ -71,7 +72,7 @@ function waitForSignal(): Promise<string> {
   });
 }
 
-async function loadStartNode(io: CliIo): Promise<StartNodeFunction> {
+async function loadStartNode(io: Pick<CliIo, "startNode">): Promise<StartNodeFunction> {
   if (io.startNode !== undefined) return io.startNode;
   const server = (await import("./server")) as { startNode: StartNodeFunction };
   return server.startNode;
@@ -103,24 +104,14 @@ async function keysInit(args: string[], io: CliIo): Promise<number> {
   return 0;
 }
 
-async function runNode(config: NodeConfig, io: CliIo, extra: Record<string, unknown>, cleanup: () => void): Promise<number> {
+async function runNode(config: NodeConfig, io: CliIo): Promise<number> {
   const logger = (io.logger ?? defaultLogger)(config);
   const startNode = await loadStartNode(io);
-  let node: NodeHandle;
-  try {
-    node = await startNode({ config, logger });
-  } catch (error) {
-    cleanup();
-    throw error;
-  }
-  printJson(io, { endpoints: node.endpoints, ...extra });
+  const node = await startNode({ config, logger });
+  printJson(io, { endpoints: node.endpoints });
   const signal = await (io.shutdownSignal ?? waitForSignal)();
   logger.info({ signal }, "shutting down");
-  try {
-    await node.close();
-  } finally {
-    cleanup();
-  }
+  await node.close();
   return 0;
 }
 
@@ -131,31 +122,84 @@ async function start(args: string[], io: CliIo): Promise<number> {
     return 2;
   }
   const config = loadConfig({ file: resolve(io.cwd, values.config), env: io.env, cwd: io.cwd });
-  return runNode(config, io, {}, () => undefined);
+  return runNode(config, io);
 }
 
-async function dev(args: string[], io: CliIo): Promise<number> {
-  parseArgs({ args, options: {} });
+/** A node running on fresh development keys in a temporary folder (what `ats-node dev` starts). */
+export interface DevNode {
+  readonly node: NodeHandle;
+  readonly keyDir: string;
+  readonly cardId: Hex;
+  readonly nodeAddress: Address;
+  /** PEM of the dev manufacturer CA, the root that certifies the card. */
+  readonly trustedRootPem: string;
+  /** Closes the node, then removes the temporary folder. */
+  close(): Promise<void>;
+}
+
+export interface StartDevNodeParameters {
+  /** ATS_* variables to honour (ports pinned here are kept; otherwise free ports are taken). */
+  env: NodeJS.ProcessEnv;
+  cwd: string;
+  logger: (config: NodeConfig) => Logger;
+  startNode?: StartNodeFunction;
+}
+
+/**
+ * Creates fresh dev keys (CA, card, node) in a temporary folder and starts a node on them, on free ports unless
+ * the environment pins them, with the dev CA as trusted root. The folder is removed on close and on failure.
+ */
+export async function startDevNode(parameters: StartDevNodeParameters): Promise<DevNode> {
   const root = mkdtempSync(join(tmpdir(), "ats-node-dev-"));
   const cleanup = () => rmSync(root, { recursive: true, force: true });
   try {
     const identity = await createDevIdentity();
     const keyDir = join(root, "keys");
     const summary = await saveKeyDir(keyDir, identity);
-    // Fresh keys and free ports unless the environment pins them; the dev CA is the trusted root.
     const overrides: Partial<Record<SettingName, unknown>> = {
       keyDir,
       dataDir: join(root, "data"),
       trustedRootsPem: [identity.ca.certificatePem],
     };
-    if (io.env.ATS_REST_PORT === undefined) overrides.restPort = 0;
-    if (io.env.ATS_GRPC_PORT === undefined) overrides.grpcPort = 0;
-    const config = loadConfig({ env: io.env, overrides, cwd: io.cwd });
-    return await runNode(config, io, { keyDir, cardId: summary.cardId, nodeAddress: summary.nodeAddress }, cleanup);
+    if (parameters.env.ATS_REST_PORT === undefined) overrides.restPort = 0;
+    if (parameters.env.ATS_GRPC_PORT === undefined) overrides.grpcPort = 0;
+    const config = loadConfig({ env: parameters.env, overrides, cwd: parameters.cwd });
+    const startNode = parameters.startNode ?? (await loadStartNode({}));
+    const node = await startNode({ config, logger: parameters.logger(config) });
+    return {
+      node,
+      keyDir,
+      cardId: summary.cardId,
+      nodeAddress: summary.nodeAddress,
+      trustedRootPem: identity.ca.certificatePem,
+      close: async () => {
+        try {
+          await node.close();
+        } finally {
+          cleanup();
+        }
+      },
+    };
   } catch (error) {
     cleanup();
     throw error;
   }
+}
+
+async function dev(args: string[], io: CliIo): Promise<number> {
+  parseArgs({ args, options: {} });
+  const startParameters: StartDevNodeParameters = { env: io.env, cwd: io.cwd, logger: io.logger ?? defaultLogger };
+  if (io.startNode !== undefined) startParameters.startNode = io.startNode;
+  const devNode = await startDevNode(startParameters);
+  printJson(io, {
+    endpoints: devNode.node.endpoints,
+    keyDir: devNode.keyDir,
+    cardId: devNode.cardId,
+    nodeAddress: devNode.nodeAddress,
+  });
+  await (io.shutdownSignal ?? waitForSignal)();
+  await devNode.close();
+  return 0;
 }
 
 function settings(io: CliIo): number {

@@ -25,8 +25,7 @@
  * As a library: `runDemo({ hre, log })` returns what happened (the test asserts on it). As a script:
  * `npx hardhat run scripts/demo.ts` (`npm start`) prints it.
  */
-import { existsSync, readFileSync } from "node:fs";
-import { join } from "node:path";
+import { existsSync } from "node:fs";
 import type { HardhatRuntimeEnvironment } from "hardhat/types";
 import type { PublicClient, TestClient, WalletClient } from "@nomicfoundation/hardhat-viem/types";
 import pino, { type Logger } from "pino";
@@ -52,7 +51,6 @@ import {
   DEV_CARD_ACCURACY_NS,
   DEV_CARD_PRIVATE_KEY,
   DEV_NODE_PRIVATE_KEYS,
-  KEY_FILES,
   NS_PER_SECOND,
   p256PublicKeyCoordinates,
   verifyCardCertificateChain,
@@ -64,7 +62,7 @@ import {
   type TimeProof,
   type VerifyTimeProofContext,
 } from "../protocol";
-import { runCli, type CliIo } from "../node/cli";
+import { startDevNode } from "../node/cli";
 import { createTimeClient } from "../node/client";
 import { deployAttestedTime, NO_EXPIRY_NS, type AttestedTimeDeployment } from "./deploy";
 
@@ -252,71 +250,6 @@ export async function captureRevert(promise: Promise<unknown>, abi: Abi): Promis
     return { errorName, args, text };
   }
   throw new Error("expected the call to revert, but it succeeded");
-}
-
-// ------------------------------------------------------------------------------------------------ the dev node
-
-interface DevNode {
-  restEndpoint: string;
-  keyDir: string;
-  cardId: Hex;
-  nodeAddress: Address;
-  /** Closes the node; the CLI then removes its temp folder. */
-  close(): Promise<void>;
-}
-
-/**
- * Starts `ats-node dev` in this process: node/cli.ts creates fresh dev keys in a temp folder, loads the config
- * with restPort 0, grpcPort 0, keyDir and dataDir in that folder and the dev CA as trusted root, starts the node
- * (node/server.ts startNode) and, on shutdown, closes it and removes the folder. The demo drives it through the
- * CLI's injectable io (no signals, no stdout), so there is exactly one implementation of "a dev node".
- */
-async function startDevNode(logger: Logger): Promise<DevNode> {
-  const stderr: string[] = [];
-  let printed: string | undefined;
-  let markStarted: () => void = () => undefined;
-  const started = new Promise<"started">((resolve) => {
-    markStarted = () => resolve("started");
-  });
-  let requestShutdown: (reason: string) => void = () => undefined;
-  const shutdown = new Promise<string>((resolve) => {
-    requestShutdown = resolve;
-  });
-  const io: CliIo = {
-    stdout: (line) => {
-      printed = line;
-      markStarted();
-    },
-    stderr: (line) => stderr.push(line),
-    env: {}, // the defaults plus the dev overrides, not this shell's ATS_* variables
-    cwd: process.cwd(),
-    logger: () => logger,
-    shutdownSignal: () => shutdown,
-  };
-  const exited = runCli(["dev"], io);
-  const outcome = await Promise.race([started, exited]);
-  if (outcome !== "started" || printed === undefined) {
-    throw new Error(`ats-node dev did not start (exit code ${String(outcome)}): ${stderr.join(" ")}`);
-  }
-  let info: { endpoints: { rest: string }; keyDir: string; cardId: Hex; nodeAddress: Address };
-  try {
-    info = JSON.parse(printed) as typeof info;
-  } catch (error) {
-    requestShutdown("unreadable output");
-    await exited;
-    throw error;
-  }
-  return {
-    restEndpoint: info.endpoints.rest,
-    keyDir: info.keyDir,
-    cardId: info.cardId,
-    nodeAddress: getAddress(info.nodeAddress),
-    close: async () => {
-      requestShutdown("demo finished");
-      const code = await exited;
-      if (code !== 0) throw new Error(`ats-node dev exited with code ${code}: ${stderr.join(" ")}`);
-    },
-  };
 }
 
 // ------------------------------------------------------------------------------------------------ the demo
@@ -512,17 +445,19 @@ async function nodeStep(ctx: DemoContext, deployed: Deployed, nodeLogger: Logger
   );
 
   const oracle = await hre.viem.getContractAt("TimeOracle", deployed.deployment.oracle);
-  const devNode = await startDevNode(nodeLogger);
+  // The same dev node as `ats-node dev`: fresh keys in a temp folder, free ports, the dev CA as trusted root;
+  // `env: {}` so this shell's ATS_* variables do not change the demo.
+  const devNode = await startDevNode({ env: {}, cwd: process.cwd(), logger: () => nodeLogger });
   let result: DemoResult["node"];
   try {
-    log(`   node up: REST ${devNode.restEndpoint}, keys in ${devNode.keyDir}`);
-    const client = createTimeClient({ endpoint: devNode.restEndpoint });
+    log(`   node up: REST ${devNode.node.endpoints.rest}, keys in ${devNode.keyDir}`);
+    const client = createTimeClient({ endpoint: devNode.node.endpoints.rest });
     try {
       // The administrator's side: ask the node who it is, check its card's chain against the manufacturer's
       // root (here the dev CA the node was made with), then register its card key and its node address.
       const info = await client.info();
       const nodeId = getAddress(String(info.nodeId));
-      const trustedRoot = readFileSync(join(devNode.keyDir, KEY_FILES.caCertificate), "utf8");
+      const trustedRoot = devNode.trustedRootPem;
       const chain = await verifyCardCertificateChain({
         chainPem: info.certificateChainPem as string[],
         trustedRootsPem: [trustedRoot],
@@ -531,7 +466,7 @@ async function nodeStep(ctx: DemoContext, deployed: Deployed, nodeLogger: Logger
       });
       if (!chain.valid) throw new Error(`the node's card chain does not verify: ${chain.reason} (${chain.detail})`);
       if (nodeId !== devNode.nodeAddress || chain.cardId !== devNode.cardId) {
-        throw new Error(`the node at ${devNode.restEndpoint} is not the one just started (node ${nodeId}, card ${chain.cardId})`);
+        throw new Error(`the node at ${devNode.node.endpoints.rest} is not the one just started (node ${nodeId}, card ${chain.cardId})`);
       }
       log(`   GET /node/info: node ${nodeId}, card ${chain.cardId}`);
       log("     card certificate chain checked against the dev CA (the manufacturer's root): valid");
@@ -556,7 +491,7 @@ async function nodeStep(ctx: DemoContext, deployed: Deployed, nodeLogger: Logger
       log(`   on-chain verifyTimeProof, the bytes as received: ${validOnChain}`);
       log(`     chain clock ${isoNs(chainNs)}: the proof is ${seconds(ageAtVerificationNs)} old`);
       result = {
-        restEndpoint: devNode.restEndpoint,
+        restEndpoint: devNode.node.endpoints.rest,
         cardId: chain.cardId,
         nodeAddress: nodeId,
         certificateChainValid: chain.valid,
