@@ -1,0 +1,144 @@
+/**
+ * Authentication of callers.
+ *
+ * API keys — header `x-api-key` (REST and the WebSocket upgrade request), metadata `x-api-key` (gRPC). When the
+ * node has at least one key configured, every attested-time route requires one: REST `/time/*`, the `/v1/stream`
+ * upgrade and all `TimeRPC` methods. `/health`, `/node/info`, `/metrics` and the gRPC health service stay open so
+ * that load balancers, monitoring and clients that look up the node's card chain need no secret. Keys are kept
+ * only as SHA-256 digests (node/config.ts `apiKeys`; an entry `sha256:<64 hex>` is an already-hashed key) and a
+ * presented key is compared against every stored digest in constant time (config.ts `apiKeyMatches`).
+ *
+ * Client signatures (gRPC `TimeRequest.client_signature`) — when the node has an address registered for the
+ * request's `client_id`, the request must carry a 65-byte secp256k1 signature, EIP-191 `personal_sign` over the
+ * UTF-8 text of `clientRequestMessage()`:
+ *     "ATS/1 REQ|<request_id>|<nonce>|<type>|<at_ns>|<client_id>"
+ * (type is the enum name, e.g. CURRENT_TIME; at_ns is the decimal string or empty). The recovered address must
+ * equal the registered one, and a (client_id, nonce) pair is accepted once within the replay window (bounded
+ * LRU: at most `maxNonces` remembered, each for `nonceWindowMs`).
+ */
+import { getAddress, isAddress, recoverMessageAddress, type Hex as ViemHex } from "viem";
+import { AuthError, ValidationError } from "../../protocol/errors";
+import type { Address } from "../../protocol/types";
+import { apiKeyMatches, hashApiKey, type ApiKeyHash } from "../config";
+
+/** Header (REST, WS upgrade) and metadata key (gRPC) carrying the API key. */
+export const API_KEY_HEADER = "x-api-key";
+
+export class ApiKeyAuth {
+  /** SHA-256 digests of the configured keys (node/config.ts loads them hashed; the keys are not kept). */
+  private readonly hashes: readonly ApiKeyHash[];
+
+  constructor(hashes: readonly ApiKeyHash[]) {
+    this.hashes = hashes;
+  }
+
+  /** True when keys are configured, i.e. the attested-time API requires one. */
+  get required(): boolean {
+    return this.hashes.length > 0;
+  }
+
+  /**
+   * Checks a presented key (header / metadata value). Returns the client key for rate limiting
+   * (`key:<first 16 hex of the key's SHA-256>`), or null when auth is off.
+   * Throws AuthError when a key is required and missing or unknown.
+   */
+  authenticate(presented: string | undefined): string | null {
+    if (!this.required) return null;
+    if (presented === undefined || presented.length === 0) throw new AuthError("Missing API key (header x-api-key)");
+    if (presented.length > 256 || !apiKeyMatches(this.hashes, presented)) throw new AuthError("Invalid API key");
+    return `key:${hashApiKey(presented).subarray(0, 8).toString("hex")}`;
+  }
+}
+
+/** Rate-limit key of an unauthenticated caller. */
+export function clientKeyForIp(ip: string | undefined): string {
+  return `ip:${ip ?? "unknown"}`;
+}
+
+export interface ClientRequestFields {
+  requestId: string;
+  nonce: string;
+  /** RequestType enum name, e.g. "CURRENT_TIME". */
+  type: string;
+  /** Decimal ns or "". */
+  atNs: string;
+  clientId: string;
+}
+
+/** The exact text a client signs (EIP-191 personal_sign) for a gRPC TimeRequest. */
+export function clientRequestMessage(fields: ClientRequestFields): string {
+  return `ATS/1 REQ|${fields.requestId}|${fields.nonce}|${fields.type}|${fields.atNs}|${fields.clientId}`;
+}
+
+export interface ClientSignatureOptions {
+  /** client_id → EIP-55 or lowercase secp256k1 address. */
+  clientAddresses: Readonly<Record<string, string>>;
+  /** How long a used nonce is remembered, ms (default 10 minutes). */
+  nonceWindowMs?: number;
+  /** Most nonces remembered at once (default 100,000); the oldest are forgotten first. */
+  maxNonces?: number;
+  nowMs?: () => number;
+}
+
+export class ClientSignatureVerifier {
+  private readonly addresses = new Map<string, Address>();
+  private readonly seenNonces = new Map<string, number>();
+  private readonly nonceWindowMs: number;
+  private readonly maxNonces: number;
+  private readonly nowMs: () => number;
+
+  constructor(options: ClientSignatureOptions) {
+    for (const [clientId, address] of Object.entries(options.clientAddresses)) {
+      if (!isAddress(address, { strict: false })) {
+        throw new ValidationError(`clientPublicKeys.${clientId}`, "must be a 20-byte hex address");
+      }
+      this.addresses.set(clientId, getAddress(address));
+    }
+    this.nonceWindowMs = options.nonceWindowMs ?? 10 * 60_000;
+    this.maxNonces = options.maxNonces ?? 100_000;
+    this.nowMs = options.nowMs ?? (() => Date.now());
+  }
+
+  /** True when `clientId` has a registered key, i.e. its requests must be signed. */
+  requiresSignature(clientId: string): boolean {
+    return this.addresses.has(clientId);
+  }
+
+  /**
+   * Verifies the signature of a request from a registered client and consumes its nonce. Requests from clients
+   * without a registered key pass unchanged (the API key is their authentication).
+   */
+  async check(fields: ClientRequestFields, signature: Uint8Array): Promise<void> {
+    const expected = this.addresses.get(fields.clientId);
+    if (expected === undefined) return;
+    if (signature.length !== 65) throw new AuthError("client_signature must be 65 bytes (r ‖ s ‖ v)");
+    if (fields.nonce.length === 0) throw new AuthError("A signed request needs a nonce");
+    let recovered: Address;
+    try {
+      recovered = await recoverMessageAddress({
+        message: clientRequestMessage(fields),
+        signature: `0x${Buffer.from(signature).toString("hex")}` as ViemHex,
+      });
+    } catch (cause) {
+      throw new AuthError("Invalid client signature", { clientId: fields.clientId }, { cause });
+    }
+    if (recovered !== expected) throw new AuthError("Invalid client signature", { clientId: fields.clientId });
+    this.consumeNonce(fields.clientId, fields.nonce);
+  }
+
+  private consumeNonce(clientId: string, nonce: string): void {
+    const now = this.nowMs();
+    const key = `${clientId}|${nonce}`;
+    const seenAt = this.seenNonces.get(key);
+    if (seenAt !== undefined && now - seenAt < this.nonceWindowMs) {
+      throw new AuthError("Nonce already used", { clientId });
+    }
+    this.seenNonces.delete(key);
+    this.seenNonces.set(key, now);
+    // Forget expired nonces from the old end, and the oldest beyond the bound.
+    for (const [oldKey, at] of this.seenNonces) {
+      if (this.seenNonces.size <= this.maxNonces && now - at < this.nonceWindowMs) break;
+      this.seenNonces.delete(oldKey);
+    }
+  }
+}

@@ -1,0 +1,117 @@
+/**
+ * What every transport of one node shares: the service, logger, metrics, auth, rate limiter and the transport
+ * limits. Built once by node/server.ts (or by a test) and passed in; no transport reaches a singleton.
+ */
+import type { Logger } from "pino";
+import type { ApiKeyHash } from "../config";
+import type { CoreTimeService } from "../core/service";
+import type { TimeProof } from "../../protocol/types";
+import type { TimeService, VerifyOutcome } from "../core/types";
+import { ApiKeyAuth, ClientSignatureVerifier } from "./auth";
+import { createNodeMetrics, type NodeMetrics } from "./metrics";
+import { RateLimiter } from "./rateLimit";
+
+/** Transport limits. Defaults suit a public node; tests override some. Units are in every name. */
+export interface TransportLimits {
+  /** Largest accepted HTTP request body (413 beyond). */
+  bodyLimitBytes: number;
+  /** Time allowed for a client to send a request after connecting. */
+  connectionTimeoutMs: number;
+  /** Time allowed to receive a whole request. */
+  requestTimeoutMs: number;
+  /** Idle keep-alive connections are closed after this. */
+  keepAliveTimeoutMs: number;
+  /** Largest WebSocket frame accepted from a client (the connection closes with 1009 beyond). */
+  wsMaxPayloadBytes: number;
+  /** Concurrent WebSocket connections per node (upgrade answered 503 beyond). */
+  wsMaxConnections: number;
+  wsMaxSubscriptionsPerConnection: number;
+  /** Bounds of a subscription interval, ns; pushes are timed with 1 ms granularity. */
+  wsMinIntervalNs: bigint;
+  wsMaxIntervalNs: bigint;
+  /** Bad messages tolerated per connection before it is closed with 1008 (policy violation). */
+  wsMaxErrorsPerConnection: number;
+  /** Updates are skipped (not queued) while this many bytes wait to be sent to a slow client. */
+  wsMaxBufferedBytes: number;
+  grpcMaxReceiveMessageBytes: number;
+  grpcMaxSendMessageBytes: number;
+  /** Longest a FUTURE_SCHEDULE GetCurrentTime call may wait for its moment, ns. */
+  grpcMaxFutureWaitNs: bigint;
+  /** Bounds of a StreamTime interval, ns. */
+  grpcMinStreamIntervalNs: bigint;
+  grpcMaxStreamIntervalNs: bigint;
+}
+
+export const DEFAULT_TRANSPORT_LIMITS: Readonly<TransportLimits> = {
+  bodyLimitBytes: 16 * 1024,
+  connectionTimeoutMs: 10_000,
+  requestTimeoutMs: 10_000,
+  keepAliveTimeoutMs: 5_000,
+  wsMaxPayloadBytes: 1024,
+  wsMaxConnections: 1_000,
+  wsMaxSubscriptionsPerConnection: 8,
+  wsMinIntervalNs: 1_000_000n,
+  wsMaxIntervalNs: 3_600_000_000_000n,
+  wsMaxErrorsPerConnection: 20,
+  wsMaxBufferedBytes: 256 * 1024,
+  grpcMaxReceiveMessageBytes: 16 * 1024,
+  grpcMaxSendMessageBytes: 64 * 1024,
+  grpcMaxFutureWaitNs: 10_000_000_000n,
+  grpcMinStreamIntervalNs: 1_000_000n,
+  grpcMaxStreamIntervalNs: 3_600_000_000_000n,
+};
+
+/**
+ * The service as transports see it: the seam, plus (optionally) the core's asynchronous chain check used when a
+ * verify request carries the card's certificate chain.
+ */
+export type TransportService = TimeService & Partial<Pick<CoreTimeService, "verifyWithCertificateChain">>;
+
+export interface TransportContext {
+  service: TransportService;
+  logger: Logger;
+  metrics: NodeMetrics;
+  auth: ApiKeyAuth;
+  clientSignatures: ClientSignatureVerifier;
+  rateLimiter: RateLimiter;
+  limits: TransportLimits;
+}
+
+export interface CreateTransportContextParameters {
+  service: TransportService;
+  logger: Logger;
+  /** SHA-256 digests of the API keys (node/config.ts `apiKeys`); empty = no auth. */
+  apiKeyHashes?: readonly ApiKeyHash[];
+  /** MAX_REQUESTS_PER_SECOND per client; 0 = unlimited. */
+  maxRequestsPerSecond?: number;
+  /** client_id → secp256k1 address whose signature gRPC requests of that client must carry. */
+  clientPublicKeys?: Readonly<Record<string, string>>;
+  limits?: Partial<TransportLimits>;
+  metrics?: NodeMetrics;
+}
+
+export function createTransportContext(parameters: CreateTransportContextParameters): TransportContext {
+  return {
+    service: parameters.service,
+    logger: parameters.logger,
+    metrics: parameters.metrics ?? createNodeMetrics(),
+    auth: new ApiKeyAuth(parameters.apiKeyHashes ?? []),
+    clientSignatures: new ClientSignatureVerifier({ clientAddresses: parameters.clientPublicKeys ?? {} }),
+    rateLimiter: new RateLimiter({ ratePerSecond: parameters.maxRequestsPerSecond ?? 0 }),
+    limits: { ...DEFAULT_TRANSPORT_LIMITS, ...parameters.limits },
+  };
+}
+
+/**
+ * Verifies a proof, first checking `certificateChainPem` against the trusted roots when one is given and the
+ * service can (the core's verifyWithCertificateChain); otherwise the service's synchronous verify().
+ */
+export async function verifyWithOptionalChain(
+  service: TransportService,
+  proof: TimeProof,
+  certificateChainPem: readonly string[] | undefined,
+): Promise<VerifyOutcome> {
+  if (certificateChainPem === undefined || certificateChainPem.length === 0) return service.verify(proof);
+  if (service.verifyWithCertificateChain !== undefined) return service.verifyWithCertificateChain(proof, certificateChainPem);
+  return service.verify(proof, { certificateChainPem: [...certificateChainPem] });
+}

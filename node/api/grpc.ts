@@ -1,0 +1,468 @@
+/**
+ * gRPC transport: service `ats.v1.TimeRPC` from proto/time.proto (the source of truth, loaded at run time with
+ * @grpc/proto-loader: keepCase, longs as String, enums as String, defaults) and the standard health service
+ * `grpc.health.v1.Health` from proto/health.proto.
+ *
+ * Every TimeRPC call: metadata `x-api-key` (when keys are configured) → rate limit ("Rate limit exceeded",
+ * RESOURCE_EXHAUSTED) → request checks (INVALID_ARGUMENT naming the field) → the service → one reply. Errors are
+ * mapped in errorMapping.ts only. The health service needs no key. Plaintext (insecure credentials): bind to
+ * loopback or put TLS in front; the node signs what it serves, so transport integrity is not what makes a proof
+ * trustworthy, but API keys travel in metadata.
+ */
+import * as grpc from "@grpc/grpc-js";
+import * as protoLoader from "@grpc/proto-loader";
+import { join } from "node:path";
+import { NotFoundError, UnavailableError, ValidationError } from "../../protocol/errors";
+import { parseNsString } from "../../protocol/json";
+import type { Hex, TimeProof } from "../../protocol/types";
+import type { SignedTime } from "../core/types";
+import { API_KEY_HEADER, clientKeyForIp } from "./auth";
+import { verifyWithOptionalChain, type TransportContext } from "./context";
+import { toGrpcError } from "./errorMapping";
+import { checkDurationNs, nodeEntryCount } from "./input";
+import type { Transport } from "./metrics";
+
+export const PROTO_DIR = join(__dirname, "..", "..", "proto");
+export const TIME_PROTO_PATH = join(PROTO_DIR, "time.proto");
+export const HEALTH_PROTO_PATH = join(PROTO_DIR, "health.proto");
+export const TIME_SERVICE_NAME = "ats.v1.TimeRPC";
+
+/** Loader options shared by the server and the client library. */
+export const PROTO_LOADER_OPTIONS: protoLoader.Options = {
+  keepCase: true,
+  longs: String,
+  enums: String,
+  defaults: true,
+  oneofs: true,
+};
+
+// ------------------------------------------------------------------ message shapes (as proto-loader yields them)
+
+export const REQUEST_TYPES = ["REQUEST_TYPE_UNSPECIFIED", "CURRENT_TIME", "HISTORICAL_PROOF", "FUTURE_SCHEDULE"] as const;
+export type RequestTypeName = (typeof REQUEST_TYPES)[number];
+
+export interface TimeRequestMessage {
+  request_id: string;
+  nonce: string;
+  /** Enum name; an unknown wire value arrives as its number. */
+  type: RequestTypeName | number;
+  at_ns: string;
+  client_signature: Buffer;
+  client_id: string;
+}
+
+export interface ProofMessage {
+  hardware_signature: Buffer;
+  node_signature: Buffer;
+  accuracy_ns: number;
+  hardware_id: Buffer;
+}
+
+export interface ConsensusMessage {
+  responders: number;
+  quorum: number;
+  node_ids: string[];
+}
+
+export interface TimeResponseMessage {
+  request_id: string;
+  nano_moment: string;
+  proof: ProofMessage;
+  node: string;
+  consensus: ConsensusMessage;
+}
+
+export interface StreamRequestMessage {
+  request_id: string;
+  /** uint64 as a decimal string (longs: String). */
+  interval_ns: string;
+}
+
+export interface VerifyRequestMessage {
+  nano_moment: string;
+  proof: ProofMessage | null;
+  certificate_chain_pem: string[];
+}
+
+export interface VerifyResponseMessage {
+  valid: boolean;
+  reason: string;
+  detail: string;
+}
+
+export interface ScheduleRequestMessage {
+  execute_at_ns: string;
+  callback_url: string;
+}
+
+export interface ScheduleResponseMessage {
+  id: string;
+  status: string;
+  execute_at_ns: string;
+  callback_url: string;
+}
+
+interface HealthCheckRequestMessage {
+  service: string;
+}
+
+type ServingStatus = "UNKNOWN" | "SERVING" | "NOT_SERVING" | "SERVICE_UNKNOWN";
+
+interface HealthCheckResponseMessage {
+  status: ServingStatus;
+}
+
+interface LoadedProtos {
+  timeService: grpc.ServiceDefinition;
+  healthService: grpc.ServiceDefinition;
+  timeClient: grpc.ServiceClientConstructor;
+  healthClient: grpc.ServiceClientConstructor;
+}
+
+let loaded: LoadedProtos | undefined;
+
+/** Loads both proto files once per process. */
+export function loadProtos(): LoadedProtos {
+  if (loaded === undefined) {
+    const definition = protoLoader.loadSync([TIME_PROTO_PATH, HEALTH_PROTO_PATH], PROTO_LOADER_OPTIONS);
+    const root = grpc.loadPackageDefinition(definition) as unknown as {
+      ats: { v1: { TimeRPC: grpc.ServiceClientConstructor } };
+      grpc: { health: { v1: { Health: grpc.ServiceClientConstructor } } };
+    };
+    loaded = {
+      timeService: root.ats.v1.TimeRPC.service,
+      healthService: root.grpc.health.v1.Health.service,
+      timeClient: root.ats.v1.TimeRPC,
+      healthClient: root.grpc.health.v1.Health,
+    };
+  }
+  return loaded;
+}
+
+// ------------------------------------------------------------------ conversions
+
+const MAX_ID_CHARS = 128;
+
+function boundedString(field: string, value: string): string {
+  if (value.length > MAX_ID_CHARS) throw new ValidationError(field, `must be at most ${MAX_ID_CHARS} characters`);
+  return value;
+}
+
+function hexOfBytes(bytes: Buffer): Hex {
+  return `0x${bytes.toString("hex")}`;
+}
+
+/** The TimeProof of a VerifyRequest: bytes are taken as they are; their content is service.verify()'s to judge. */
+export function proofFromMessage(nanoMoment: string, proof: ProofMessage | null): TimeProof {
+  const nanoMomentNs = parseNsString(nanoMoment, "nano_moment");
+  if (proof === null) throw new ValidationError("proof", "is required");
+  return {
+    nanoMoment: nanoMomentNs,
+    hardwareSignature: hexOfBytes(proof.hardware_signature),
+    nodeSignature: hexOfBytes(proof.node_signature),
+    accuracy: proof.accuracy_ns,
+  };
+}
+
+/**
+ * The response template of one attestation, built once per SignedTime and shared by every call that serves it
+ * (bytes decoded from hex once, not per request).
+ */
+class ResponseCache {
+  private readonly cache = new WeakMap<SignedTime, Omit<TimeResponseMessage, "request_id">>();
+
+  constructor(private readonly context: TransportContext) {}
+
+  response(signed: SignedTime, requestId: string): TimeResponseMessage {
+    let template = this.cache.get(signed);
+    if (template === undefined) {
+      const info = this.context.service.info();
+      const entries = nodeEntryCount(signed);
+      template = {
+        nano_moment: signed.json.nanoMoment,
+        proof: {
+          hardware_signature: Buffer.from(signed.proof.hardwareSignature.slice(2), "hex"),
+          node_signature: Buffer.from(signed.proof.nodeSignature.slice(2), "hex"),
+          accuracy_ns: signed.proof.accuracy,
+          hardware_id: Buffer.from(signed.json.proof.hardwareId.slice(2), "hex"),
+        },
+        node: info.nodeId,
+        // A single-node proof is this node's own attestation; multi-node proofs (mesh) list their signers there.
+        consensus: { responders: entries, quorum: info.nodeQuorum, node_ids: entries === 1 ? [info.nodeId] : [] },
+      };
+      this.cache.set(signed, template);
+    }
+    return { request_id: requestId, ...template };
+  }
+}
+
+// ------------------------------------------------------------------ server
+
+export interface GrpcServerHandle {
+  server: grpc.Server;
+  /** "host:port" actually bound. */
+  address: string;
+  port: number;
+  close(): Promise<void>;
+}
+
+function metadataValue(metadata: grpc.Metadata, key: string): string | undefined {
+  const values = metadata.get(key);
+  const first = values[0];
+  return typeof first === "string" ? first : undefined;
+}
+
+/** "ipv4:127.0.0.1:5000", "127.0.0.1:5000" or "[::1]:5000" → the address part. */
+function peerIp(peer: string): string {
+  const withoutScheme = peer.replace(/^ipv[46]:/, "");
+  const bracketed = /^\[([^\]]+)\]/.exec(withoutScheme);
+  if (bracketed?.[1] !== undefined) return bracketed[1];
+  const colon = withoutScheme.lastIndexOf(":");
+  return colon > 0 ? withoutScheme.slice(0, colon) : withoutScheme;
+}
+
+const TRANSPORT: Transport = "grpc";
+
+export function createGrpcServer(context: TransportContext): grpc.Server {
+  const { service, logger, metrics, auth, rateLimiter, clientSignatures, limits } = context;
+  const log = logger.child({ transport: "grpc" });
+  const responses = new ResponseCache(context);
+  const protos = loadProtos();
+
+  /** API key + rate limit; returns the client key. */
+  function admit(call: grpc.ServerUnaryCall<unknown, unknown> | grpc.ServerWritableStream<unknown, unknown>): string {
+    const clientKey = auth.authenticate(metadataValue(call.metadata, API_KEY_HEADER)) ?? clientKeyForIp(peerIp(call.getPeer()));
+    rateLimiter.take(clientKey);
+    return clientKey;
+  }
+
+  function fail(route: string, error: unknown): grpc.ServiceError {
+    const answer = toGrpcError(error);
+    if (answer.serverFault) log.error({ err: error, route }, "rpc failed");
+    else log.info({ err: error, route, code: grpc.status[answer.code] }, "rpc rejected");
+    metrics.countRequest(TRANSPORT, route, grpc.status[answer.code] ?? String(answer.code));
+    return Object.assign(new Error(answer.details), { code: answer.code, details: answer.details, metadata: new grpc.Metadata() });
+  }
+
+  function unary<Req, Res>(route: string, handler: (call: grpc.ServerUnaryCall<Req, Res>) => Promise<Res> | Res): grpc.handleUnaryCall<Req, Res> {
+    return (call, callback) => {
+      Promise.resolve()
+        .then(() => {
+          admit(call as grpc.ServerUnaryCall<unknown, unknown>);
+          return handler(call);
+        })
+        .then(
+          (response) => {
+            metrics.countRequest(TRANSPORT, route, "OK");
+            callback(null, response);
+          },
+          (error: unknown) => callback(fail(route, error)),
+        );
+    };
+  }
+
+  /** FUTURE_SCHEDULE: the first proof with nanoMoment ≥ atNs, waiting at most grpcMaxFutureWaitNs. */
+  function proofAtOrAfter(atNs: bigint, call: grpc.ServerUnaryCall<TimeRequestMessage, TimeResponseMessage>): Promise<SignedTime> {
+    const now = service.current();
+    if (now.proof.nanoMoment >= atNs) return Promise.resolve(now);
+    if (atNs - now.proof.nanoMoment > limits.grpcMaxFutureWaitNs) {
+      return Promise.reject(
+        new ValidationError("at_ns", `must be at most ${limits.grpcMaxFutureWaitNs} ns ahead for FUTURE_SCHEDULE; use ScheduleAttestation for later moments`),
+      );
+    }
+    return new Promise<SignedTime>((resolve, reject) => {
+      const done = (): void => {
+        offProof();
+        offTamper();
+        call.off("cancelled", onCancelled);
+      };
+      const offProof = service.onProof((signed) => {
+        if (signed.proof.nanoMoment >= atNs) {
+          done();
+          resolve(signed);
+        }
+      });
+      const offTamper = service.onTamper((reason) => {
+        done();
+        reject(new UnavailableError(reason));
+      });
+      const onCancelled = (): void => {
+        done();
+        reject(new ValidationError("call", "cancelled"));
+      };
+      call.on("cancelled", onCancelled);
+    });
+  }
+
+  const getCurrentTime = unary<TimeRequestMessage, TimeResponseMessage>("GetCurrentTime", async (call) => {
+    const request = call.request;
+    const requestId = boundedString("request_id", request.request_id);
+    boundedString("nonce", request.nonce);
+    boundedString("client_id", request.client_id);
+    if (typeof request.type !== "string" || !REQUEST_TYPES.includes(request.type)) {
+      throw new ValidationError("type", `unknown RequestType ${String(request.type)}`);
+    }
+    if (request.type === "REQUEST_TYPE_UNSPECIFIED") {
+      throw new ValidationError("type", "must be CURRENT_TIME, HISTORICAL_PROOF or FUTURE_SCHEDULE");
+    }
+    await clientSignatures.check(
+      { requestId, nonce: request.nonce, type: request.type, atNs: request.at_ns, clientId: request.client_id },
+      request.client_signature,
+    );
+    let signed: SignedTime;
+    switch (request.type) {
+      case "CURRENT_TIME":
+        if (request.at_ns !== "") throw new ValidationError("at_ns", "must be empty for CURRENT_TIME");
+        signed = service.current();
+        break;
+      case "HISTORICAL_PROOF":
+        signed = service.historical(parseNsString(request.at_ns, "at_ns"));
+        break;
+      case "FUTURE_SCHEDULE":
+        signed = await proofAtOrAfter(parseNsString(request.at_ns, "at_ns"), call);
+        break;
+    }
+    metrics.countServedProof(TRANSPORT);
+    return responses.response(signed, requestId);
+  });
+
+  const verifyTime = unary<VerifyRequestMessage, VerifyResponseMessage>("VerifyTime", async (call) => {
+    const chain = call.request.certificate_chain_pem;
+    if (chain.length > 4 || chain.some((pem) => pem.length > 8192)) {
+      throw new ValidationError("certificate_chain_pem", "at most 4 certificates of at most 8192 characters each");
+    }
+    const outcome = await verifyWithOptionalChain(service, proofFromMessage(call.request.nano_moment, call.request.proof), chain);
+    return outcome.valid ? { valid: true, reason: "", detail: "" } : { valid: false, reason: outcome.reason, detail: outcome.detail };
+  });
+
+  const scheduleAttestation = unary<ScheduleRequestMessage, ScheduleResponseMessage>("ScheduleAttestation", (call) => {
+    const executeAtNs = parseNsString(call.request.execute_at_ns, "execute_at_ns");
+    if (call.request.callback_url.length === 0 || call.request.callback_url.length > 2048) {
+      throw new ValidationError("callback_url", "must be a URL of 1 to 2048 characters");
+    }
+    const record = service.schedule(executeAtNs, call.request.callback_url);
+    return { id: record.id, status: record.status, execute_at_ns: record.executeAtNs.toString(), callback_url: record.callbackUrl };
+  });
+
+  const streamTime: grpc.handleServerStreamingCall<StreamRequestMessage, TimeResponseMessage> = (call) => {
+    const route = "StreamTime";
+    let timer: NodeJS.Timeout | undefined;
+    let offTamper: (() => void) | undefined;
+    const finish = (error?: unknown): void => {
+      if (timer !== undefined) clearInterval(timer);
+      offTamper?.();
+      timer = undefined;
+      offTamper = undefined;
+      if (error !== undefined) call.emit("error", fail(route, error));
+    };
+    try {
+      admit(call as grpc.ServerWritableStream<unknown, unknown>);
+      const requestId = boundedString("request_id", call.request.request_id);
+      const intervalNs = checkDurationNs(
+        "interval_ns",
+        parseNsString(call.request.interval_ns, "interval_ns"),
+        limits.grpcMinStreamIntervalNs,
+        limits.grpcMaxStreamIntervalNs,
+      );
+      const send = (): void => {
+        try {
+          // Skip an update rather than queue without bound when the client reads slowly.
+          if (call.writableNeedDrain) return;
+          call.write(responses.response(service.current(), requestId));
+          metrics.countServedProof(TRANSPORT);
+        } catch (error) {
+          finish(error);
+        }
+      };
+      metrics.countRequest(TRANSPORT, route, "OK");
+      offTamper = service.onTamper((reason) => finish(new UnavailableError(reason)));
+      timer = setInterval(send, Math.max(1, Number(intervalNs / 1_000_000n)));
+      call.on("cancelled", () => finish());
+      call.on("close", () => finish());
+      send();
+    } catch (error) {
+      finish(error);
+    }
+  };
+
+  // Health: "" and the TimeRPC name are known; SERVING unless the card is tampered or the node is starting.
+  const servingStatus = (name: string): ServingStatus | undefined => {
+    if (name !== "" && name !== TIME_SERVICE_NAME) return undefined;
+    const status = service.health().status;
+    return status === "ok" || status === "degraded" ? "SERVING" : "NOT_SERVING";
+  };
+
+  const healthCheck: grpc.handleUnaryCall<HealthCheckRequestMessage, HealthCheckResponseMessage> = (call, callback) => {
+    const status = servingStatus(call.request.service);
+    if (status === undefined) {
+      callback(fail("Health.Check", new NotFoundError(`unknown service "${call.request.service.slice(0, 64)}"`)));
+      return;
+    }
+    callback(null, { status });
+  };
+
+  const healthWatch: grpc.handleServerStreamingCall<HealthCheckRequestMessage, HealthCheckResponseMessage> = (call) => {
+    let last: ServingStatus | undefined;
+    const update = (): void => {
+      const status = servingStatus(call.request.service) ?? "SERVICE_UNKNOWN";
+      if (status !== last) {
+        last = status;
+        call.write({ status });
+      }
+    };
+    const timer = setInterval(update, 1_000);
+    const offTamper = service.onTamper(update);
+    const stop = (): void => {
+      clearInterval(timer);
+      offTamper();
+    };
+    call.on("cancelled", stop);
+    call.on("close", stop);
+    update();
+  };
+
+  const server = new grpc.Server({
+    "grpc.max_receive_message_length": limits.grpcMaxReceiveMessageBytes,
+    "grpc.max_send_message_length": limits.grpcMaxSendMessageBytes,
+    "grpc.max_concurrent_streams": 256,
+    "grpc.keepalive_time_ms": 60_000,
+    "grpc.keepalive_timeout_ms": 10_000,
+  });
+  server.addService(protos.timeService, {
+    GetCurrentTime: getCurrentTime,
+    StreamTime: streamTime,
+    VerifyTime: verifyTime,
+    ScheduleAttestation: scheduleAttestation,
+  });
+  server.addService(protos.healthService, { Check: healthCheck, Watch: healthWatch });
+  return server;
+}
+
+/** Binds `host:port` (0 = a free port) and starts serving. */
+export async function startGrpcServer(context: TransportContext, host: string, port: number): Promise<GrpcServerHandle> {
+  const server = createGrpcServer(context);
+  const bindHost = host.includes(":") && !host.startsWith("[") ? `[${host}]` : host;
+  const boundPort = await new Promise<number>((resolve, reject) => {
+    server.bindAsync(`${bindHost}:${port}`, grpc.ServerCredentials.createInsecure(), (error, actual) => {
+      if (error !== null) reject(error);
+      else resolve(actual);
+    });
+  });
+  return {
+    server,
+    address: `${bindHost}:${boundPort}`,
+    port: boundPort,
+    close: () =>
+      new Promise<void>((resolve) => {
+        // Graceful first; streams (which never end by themselves) are cut after a short grace period.
+        const timer = setTimeout(() => {
+          server.forceShutdown();
+          resolve();
+        }, 1_000);
+        server.tryShutdown(() => {
+          clearTimeout(timer);
+          resolve();
+        });
+      }),
+  };
+}

@@ -1,0 +1,127 @@
+/**
+ * Prometheus metrics of one node (own Registry, so several nodes in one process never collide). Names are
+ * declared once here. `/metrics` serves `registry.metrics()` in the Prometheus text format.
+ *
+ * - timerpc_requests_total{transport,route,status}: every answered request / RPC / WebSocket message.
+ *   transport ∈ rest | ws | grpc; route is the route pattern or RPC name; status the HTTP status, gRPC status
+ *   name or "ok"/"error" for WebSocket messages.
+ * - timerpc_accuracy_ns: the accuracy (ns) signed into each attestation the node produced.
+ * - timerpc_consensus_latency: seconds from the card's reading (nanoMoment) to the node's completed signature
+ *   (producedAtNs). With a single node this is the attestation latency; the mesh issue will observe the
+ *   collection-and-agreement latency of multi-node proofs under the same name.
+ * - timerpc_node_drift_ns: the card's latest measured error against the host reference clock (ns).
+ * - timerpc_tamper_events_total: tamper events reported by the card.
+ * - timerpc_served_proofs_total{transport}: proofs handed out (REST current, WS pushes, gRPC responses).
+ */
+import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from "prom-client";
+import type { SignedTime, TimeService } from "../core/types";
+
+export const METRIC_NAMES = {
+  requestsTotal: "timerpc_requests_total",
+  accuracyNs: "timerpc_accuracy_ns",
+  consensusLatencySeconds: "timerpc_consensus_latency",
+  nodeDriftNs: "timerpc_node_drift_ns",
+  tamperEventsTotal: "timerpc_tamper_events_total",
+  servedProofsTotal: "timerpc_served_proofs_total",
+} as const;
+
+export type Transport = "rest" | "ws" | "grpc";
+
+export interface NodeMetrics {
+  readonly registry: Registry;
+  /** Counts one answered request. Cached label children keep this cheap on the hot path. */
+  countRequest(transport: Transport, route: string, status: string): void;
+  countServedProof(transport: Transport): void;
+  /** Observes every attestation and tamper event of the service; returns the unbind function. */
+  bindService(service: TimeService): () => void;
+  /** Prometheus text exposition. */
+  render(): Promise<string>;
+  readonly contentType: string;
+}
+
+export function createNodeMetrics(options: { defaultMetrics?: boolean } = {}): NodeMetrics {
+  const registry = new Registry();
+  if (options.defaultMetrics ?? true) collectDefaultMetrics({ register: registry });
+
+  const requestsTotal = new Counter({
+    name: METRIC_NAMES.requestsTotal,
+    help: "Requests answered, by transport, route and status",
+    labelNames: ["transport", "route", "status"] as const,
+    registers: [registry],
+  });
+  const accuracyNs = new Histogram({
+    name: METRIC_NAMES.accuracyNs,
+    help: "Accuracy signed into each attestation, nanoseconds",
+    buckets: [1, 5, 10, 25, 50, 100, 250, 500, 1000, 10_000],
+    registers: [registry],
+  });
+  const consensusLatencySeconds = new Histogram({
+    name: METRIC_NAMES.consensusLatencySeconds,
+    help: "Seconds from the card reading to the completed proof (single node: attestation latency)",
+    buckets: [0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.05, 0.25, 1],
+    registers: [registry],
+  });
+  // The gauge reads the bound service when scraped, so it costs nothing between scrapes.
+  let driftSourceNs: (() => number) | null = null;
+  new Gauge({
+    name: METRIC_NAMES.nodeDriftNs,
+    help: "The card's latest measured error against the host reference clock, nanoseconds",
+    registers: [registry],
+    collect() {
+      if (driftSourceNs !== null) this.set(driftSourceNs());
+    },
+  });
+  const tamperEventsTotal = new Counter({
+    name: METRIC_NAMES.tamperEventsTotal,
+    help: "Tamper events reported by the time card",
+    registers: [registry],
+  });
+  const servedProofsTotal = new Counter({
+    name: METRIC_NAMES.servedProofsTotal,
+    help: "Proofs handed out, by transport",
+    labelNames: ["transport"] as const,
+    registers: [registry],
+  });
+
+  const requestChildren = new Map<string, Counter.Internal>();
+  const servedChildren = new Map<Transport, Counter.Internal>();
+
+  function observeAttestation(signed: SignedTime): void {
+    accuracyNs.observe(signed.proof.accuracy);
+    const latencyNs = signed.producedAtNs - signed.proof.nanoMoment;
+    consensusLatencySeconds.observe(Number(latencyNs > 0n ? latencyNs : 0n) / 1e9);
+  }
+
+  return {
+    registry,
+    contentType: registry.contentType,
+    countRequest(transport, route, status) {
+      const key = `${transport}\u0000${route}\u0000${status}`;
+      let child = requestChildren.get(key);
+      if (child === undefined) {
+        child = requestsTotal.labels(transport, route, status);
+        requestChildren.set(key, child);
+      }
+      child.inc();
+    },
+    countServedProof(transport) {
+      let child = servedChildren.get(transport);
+      if (child === undefined) {
+        child = servedProofsTotal.labels(transport);
+        servedChildren.set(transport, child);
+      }
+      child.inc();
+    },
+    bindService(service) {
+      const offProof = service.onProof(observeAttestation);
+      const offTamper = service.onTamper(() => tamperEventsTotal.inc());
+      driftSourceNs = () => service.stats().measuredErrorNs;
+      return () => {
+        offProof();
+        offTamper();
+        driftSourceNs = null;
+      };
+    },
+    render: () => registry.metrics(),
+  };
+}

@@ -1,0 +1,250 @@
+/**
+ * REST transport (fastify). `buildRestApp` builds the app without listening (tests use `app.inject()`);
+ * node/server.ts listens. Routes (PROTOCOL.md §9 and issue 3):
+ *
+ *   GET  /time/current        200 ProofJson (the service's pre-serialised body, no per-request work)   [auth]
+ *   POST /time/verify         200 { valid, reason, detail? }; body { nanoMoment, proof,                [auth]
+ *                             certificateChainPem? } (a chain lets the node check a card it does not know)
+ *   POST /time/schedule       201 { id, status, executeAt, callback }                                   [auth]
+ *   GET  /time/schedule/:id   200 schedule record | 404                                                 [auth]
+ *   GET  /node/info           200 node id, card id and chain, settings clients need                     [open]
+ *   GET  /health              200 ok/degraded, 503 starting/tampered                                    [open]
+ *   GET  /metrics             Prometheus text                                                           [open]
+ *
+ * Request bodies are parsed losslessly (protocol/json.ts): an unquoted integer above 2^53 is kept exact and then
+ * rejected by the schema where a decimal string is due, never rounded into a different moment. Every error goes
+ * through the one error handler (errorMapping.ts): 4xx with a message for the caller, 5xx generic.
+ */
+import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance, type FastifyReply, type FastifyRequest } from "fastify";
+import { ValidationError } from "../../protocol/errors";
+import { parseJsonLossless, parseNsString } from "../../protocol/json";
+import type { Hex, ProofJson, TimeProof } from "../../protocol/types";
+import type { ScheduleRecord } from "../core/types";
+import { API_KEY_HEADER, clientKeyForIp } from "./auth";
+import { verifyWithOptionalChain, type TransportContext } from "./context";
+import { toHttpError } from "./errorMapping";
+import {
+  errorResponseSchema,
+  healthSchema,
+  nodeInfoSchema,
+  proofJsonSchema,
+  scheduleBodySchema,
+  scheduleCreatedSchema,
+  scheduleParamsSchema,
+  scheduleRecordSchema,
+  verifyBodySchema,
+  verifyResponseSchema,
+} from "./schemas";
+
+const JSON_CONTENT_TYPE = "application/json; charset=utf-8";
+const CURRENT_TIME_HEADERS = { "content-type": JSON_CONTENT_TYPE, "cache-control": "no-store" } as const;
+
+/** Error responses every route may give. */
+const errorResponses = {
+  400: errorResponseSchema,
+  401: errorResponseSchema,
+  404: errorResponseSchema,
+  413: errorResponseSchema,
+  415: errorResponseSchema,
+  429: errorResponseSchema,
+  500: errorResponseSchema,
+  503: errorResponseSchema,
+} as const;
+
+interface VerifyBody {
+  nanoMoment: string;
+  certificateChainPem?: string[];
+  proof: { hardwareSignature: Hex; nodeSignature: Hex; accuracyNs: number; hardwareId?: Hex; gps?: null };
+}
+
+interface ScheduleBody {
+  executeAt: string;
+  callback: string;
+}
+
+/** JSON view of a schedule record (ns as decimal strings). */
+export interface ScheduleRecordJson {
+  id: string;
+  status: ScheduleRecord["status"];
+  executeAt: string;
+  callback: string;
+  attempts: number;
+  lastError: string | null;
+  createdAt: string;
+  deliveredAt: string | null;
+  nextAttemptAt: string | null;
+  proof: ProofJson | null;
+}
+
+export function scheduleRecordToJson(record: ScheduleRecord): ScheduleRecordJson {
+  return {
+    id: record.id,
+    status: record.status,
+    executeAt: record.executeAtNs.toString(),
+    callback: record.callbackUrl,
+    attempts: record.attempts,
+    lastError: record.lastError,
+    createdAt: record.createdAtNs.toString(),
+    deliveredAt: record.deliveredAtNs === null ? null : record.deliveredAtNs.toString(),
+    nextAttemptAt: record.nextAttemptAtNs === null ? null : record.nextAttemptAtNs.toString(),
+    proof: record.proof,
+  };
+}
+
+/** The TimeProof of a schema-checked verify body. Content (lengths, signatures) is left to service.verify(). */
+function proofFromVerifyBody(body: VerifyBody): TimeProof {
+  const nanoMoment = parseNsString(body.nanoMoment, "nanoMoment");
+  const { hardwareSignature, nodeSignature, accuracyNs, hardwareId } = body.proof;
+  if (hardwareId !== undefined && !hardwareSignature.startsWith(hardwareId)) {
+    throw new ValidationError("proof.hardwareId", "must equal the first 32 bytes of proof.hardwareSignature");
+  }
+  return { nanoMoment, hardwareSignature, nodeSignature, accuracy: accuracyNs };
+}
+
+export interface RestAppOptions {
+  /** Extra fastify logging of every request (off by default: the hot path stays lean; errors are always logged). */
+  logRequests?: boolean;
+}
+
+export function buildRestApp(context: TransportContext, options: RestAppOptions = {}): FastifyInstance {
+  const { service, metrics, auth, rateLimiter, limits } = context;
+  const loggerInstance: FastifyBaseLogger = context.logger;
+  const app = Fastify({
+    loggerInstance,
+    logController: new LogController({ disableRequestLogging: options.logRequests !== true }),
+    bodyLimit: limits.bodyLimitBytes,
+    connectionTimeout: limits.connectionTimeoutMs,
+    requestTimeout: limits.requestTimeoutMs,
+    keepAliveTimeout: limits.keepAliveTimeoutMs,
+    forceCloseConnections: true,
+    return503OnClosing: true,
+    ajv: { customOptions: { coerceTypes: false, removeAdditional: false, allErrors: false, useDefaults: false } },
+  });
+
+  // Only JSON request bodies, parsed losslessly.
+  app.removeAllContentTypeParsers();
+  app.addContentTypeParser("application/json", { parseAs: "string" }, (_request, body, done) => {
+    try {
+      done(null, parseJsonLossless(body as string));
+    } catch (cause) {
+      const reason = cause instanceof ValidationError ? cause.details["reason"] : undefined;
+      const detail = typeof reason === "string" ? ` (${reason})` : "";
+      done(new ValidationError("body", `malformed JSON${detail}`), undefined);
+    }
+  });
+
+  app.setErrorHandler((error, request, reply) => {
+    const answer = toHttpError(error);
+    if (answer.serverFault) request.log.error({ err: error, url: request.url }, "request failed");
+    else request.log.info({ err: error, url: request.url, statusCode: answer.statusCode }, "request rejected");
+    void reply
+      .code(answer.statusCode)
+      .type(JSON_CONTENT_TYPE)
+      .send({ statusCode: answer.statusCode, error: answer.error, message: answer.message });
+  });
+
+  app.setNotFoundHandler((request, reply) => {
+    void reply.code(404).type(JSON_CONTENT_TYPE).send({
+      statusCode: 404,
+      error: "Not Found",
+      message: `Route ${request.method} ${request.url.split("?")[0] ?? ""} not found`,
+    });
+  });
+
+  app.addHook("onResponse", (request, reply, done) => {
+    metrics.countRequest("rest", request.routeOptions.url ?? "unmatched", String(reply.statusCode));
+    done();
+  });
+
+  // Auth and rate limiting of the attested-time API; no hook at all when neither is configured (hot path).
+  const guarded = auth.required || rateLimiter.enabled;
+  const guard = (request: FastifyRequest, _reply: FastifyReply, done: (err?: Error) => void): void => {
+    try {
+      const header = request.headers[API_KEY_HEADER];
+      const clientKey = auth.authenticate(typeof header === "string" ? header : undefined) ?? clientKeyForIp(request.ip);
+      rateLimiter.take(clientKey);
+      done();
+    } catch (error) {
+      done(error as Error);
+    }
+  };
+  const guardHooks = guarded ? { onRequest: guard } : {};
+
+  app.get(
+    "/time/current",
+    { ...guardHooks, schema: { response: { 200: proofJsonSchema, ...errorResponses } } },
+    (_request, reply) => {
+      const signed = service.current();
+      metrics.countServedProof("rest");
+      // A string with a JSON content type is sent as is: no serialisation per request. A proof is a reading of
+      // the clock, so no cache may keep it.
+      void reply.headers(CURRENT_TIME_HEADERS).send(signed.body);
+    },
+  );
+
+  app.post<{ Body: VerifyBody }>(
+    "/time/verify",
+    { ...guardHooks, schema: { body: verifyBodySchema, response: { 200: verifyResponseSchema, ...errorResponses } } },
+    async (request) => {
+      const outcome = await verifyWithOptionalChain(service, proofFromVerifyBody(request.body), request.body.certificateChainPem);
+      return outcome.valid ? { valid: true, reason: null } : { valid: false, reason: outcome.reason, detail: outcome.detail };
+    },
+  );
+
+  app.post<{ Body: ScheduleBody }>(
+    "/time/schedule",
+    {
+      ...guardHooks,
+      schema: { body: scheduleBodySchema, response: { 201: scheduleCreatedSchema, ...errorResponses } },
+    },
+    async (request, reply) => {
+      const executeAtNs = parseNsString(request.body.executeAt, "executeAt");
+      const record = service.schedule(executeAtNs, request.body.callback);
+      void reply.code(201);
+      return { id: record.id, status: record.status, executeAt: record.executeAtNs.toString(), callback: record.callbackUrl };
+    },
+  );
+
+  app.get<{ Params: { id: string } }>(
+    "/time/schedule/:id",
+    { ...guardHooks, schema: { params: scheduleParamsSchema, response: { 200: scheduleRecordSchema, ...errorResponses } } },
+    async (request) => scheduleRecordToJson(service.getSchedule(request.params.id)),
+  );
+
+  app.get("/node/info", { schema: { response: { 200: nodeInfoSchema, ...errorResponses } } }, async () => {
+    const info = service.info();
+    return {
+      ...info,
+      tickIntervalNs: info.tickIntervalNs.toString(),
+      maxAttestationAgeNs: info.maxAttestationAgeNs.toString(),
+      maxFutureDriftNs: info.maxFutureDriftNs.toString(),
+      maxAcceptableDriftNs: info.maxAcceptableDriftNs.toString(),
+      archiveIntervalNs: info.archiveIntervalNs.toString(),
+      authRequired: auth.required,
+      maxRequestsPerSecond: rateLimiter.ratePerSecond,
+    };
+  });
+
+  app.get("/health", { schema: { response: { 200: healthSchema, 503: healthSchema } } }, async (_request, reply) => {
+    const health = service.health();
+    void reply.code(health.status === "ok" || health.status === "degraded" ? 200 : 503);
+    return {
+      status: health.status,
+      reason: health.reason,
+      lastProofAgeNs: health.lastProofAgeNs === null ? null : health.lastProofAgeNs.toString(),
+      measuredErrorNs: health.measuredErrorNs,
+    };
+  });
+
+  app.get(
+    "/metrics",
+    { schema: { response: { 200: { type: "string" } } } },
+    async (_request, reply) => {
+      const text = await metrics.render();
+      void reply.type(metrics.contentType);
+      return text;
+    },
+  );
+
+  return app;
+}

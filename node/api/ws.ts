@@ -1,0 +1,304 @@
+/**
+ * WebSocket transport: path `/v1/stream` on the REST server (the `ws` library in noServer mode, attached to the
+ * HTTP server's `upgrade` event).
+ *
+ * Upgrade: requires header `x-api-key` when keys are configured (browsers cannot set headers on a WebSocket; they
+ * should go through a server-side relay — there is deliberately no query-string key, which would end up in logs).
+ * The upgrade counts against the caller's rate limit. Refusals are plain HTTP answers with a JSON body:
+ * 401 (auth), 429 "Rate limit exceeded", 503 (too many connections, or the card is tampered), 404 (other paths).
+ *
+ * Client → server (text frames, JSON, at most wsMaxMessageBytes):
+ *   {"type":"subscribe","interval":<ns, JSON integer>,"accuracy":"hardware","includeProof"?:<bool>}
+ *       → {"type":"subscribed","id":"<id>","interval":<ns>}
+ *   {"type":"unsubscribe","id":"<id>"} → {"type":"unsubscribed","id":"<id>"}
+ * Server → client, every interval of each subscription, from the service's cached proofs (no signing here):
+ *   {"nanoMoment":"<dec>","accuracy":<ns>,"id":"<subscription id>"[,"proof":{…PROTOCOL.md §9 proof…}]}
+ * Errors: {"type":"error","message":"…"} for bad JSON, unknown types or fields, bad interval, too many
+ * subscriptions, binary frames, and "Rate limit exceeded" (each client message takes a rate-limit token). The
+ * connection stays open, unless a client sends more than wsMaxErrorsPerConnection bad messages (close 1008).
+ * Tamper: every connection is closed with 1013 (Try Again Later) and the reason. Shutdown: 1001.
+ */
+import type { IncomingMessage, Server } from "node:http";
+import type { Duplex } from "node:stream";
+import { WebSocketServer, type RawData, type WebSocket } from "ws";
+import { RateLimitError, UnavailableError, ValidationError } from "../../protocol/errors";
+import { parseJsonLossless } from "../../protocol/json";
+import type { SignedTime } from "../core/types";
+import { API_KEY_HEADER, clientKeyForIp } from "./auth";
+import type { TransportContext } from "./context";
+import {
+  INTERNAL_ERROR_MESSAGE,
+  WS_CLOSE_INTERNAL_ERROR,
+  WS_CLOSE_POLICY_VIOLATION,
+  WS_CLOSE_TRY_AGAIN_LATER,
+  toHttpError,
+  toWsErrorMessage,
+} from "./errorMapping";
+import { checkDurationNs } from "./input";
+
+export const WS_STREAM_PATH = "/v1/stream";
+const NS_PER_MS = 1_000_000n;
+/** RFC 6455: a close reason is at most 123 bytes of UTF-8. */
+const MAX_CLOSE_REASON_BYTES = 123;
+
+export interface StreamServer {
+  /** Open connections. */
+  readonly connectionCount: number;
+  /** Closes every connection (1001) and detaches from the HTTP server. */
+  close(): Promise<void>;
+}
+
+interface Subscription {
+  id: string;
+  intervalNs: bigint;
+  includeProof: boolean;
+  timer: NodeJS.Timeout;
+}
+
+interface ConnectionState {
+  clientKey: string;
+  subscriptions: Map<string, Subscription>;
+  nextId: number;
+  errors: number;
+}
+
+type ClientMessage =
+  | { type: "subscribe"; intervalNs: bigint; includeProof: boolean }
+  | { type: "unsubscribe"; id: string };
+
+const SUBSCRIBE_KEYS = new Set(["type", "interval", "accuracy", "includeProof"]);
+const UNSUBSCRIBE_KEYS = new Set(["type", "id"]);
+
+function isPlainObject(value: unknown): value is Record<string, unknown> {
+  return typeof value === "object" && value !== null && !Array.isArray(value);
+}
+
+/** Schema check of one client message (by hand: the shapes are tiny and the errors name the field). */
+export function parseClientMessage(text: string, limits: { minIntervalNs: bigint; maxIntervalNs: bigint }): ClientMessage {
+  let value: unknown;
+  try {
+    value = parseJsonLossless(text);
+  } catch {
+    throw new ValidationError("message", "malformed JSON");
+  }
+  if (!isPlainObject(value)) throw new ValidationError("message", "must be a JSON object");
+  const type = value["type"];
+  if (type === "subscribe") {
+    const unknown = Object.keys(value).filter((key) => !SUBSCRIBE_KEYS.has(key));
+    if (unknown.length > 0) throw new ValidationError("message", `unknown field(s): ${unknown.join(", ")}`);
+    const interval = value["interval"];
+    let intervalNs: bigint;
+    if (typeof interval === "number" && Number.isSafeInteger(interval)) intervalNs = BigInt(interval);
+    else if (typeof interval === "bigint") intervalNs = interval;
+    else throw new ValidationError("interval", "must be a JSON integer number of nanoseconds");
+    checkDurationNs("interval", intervalNs, limits.minIntervalNs, limits.maxIntervalNs);
+    if (value["accuracy"] !== "hardware") throw new ValidationError("accuracy", 'must be "hardware"');
+    const includeProof = value["includeProof"];
+    if (includeProof !== undefined && typeof includeProof !== "boolean") {
+      throw new ValidationError("includeProof", "must be a boolean");
+    }
+    return { type, intervalNs, includeProof: includeProof === true };
+  }
+  if (type === "unsubscribe") {
+    const unknown = Object.keys(value).filter((key) => !UNSUBSCRIBE_KEYS.has(key));
+    if (unknown.length > 0) throw new ValidationError("message", `unknown field(s): ${unknown.join(", ")}`);
+    const id = value["id"];
+    if (typeof id !== "string" || id.length === 0 || id.length > 32) throw new ValidationError("id", "must be a subscription id string");
+    return { type, id };
+  }
+  throw new ValidationError("type", typeof type === "string" ? `unknown message type "${type.slice(0, 32)}"` : "is required");
+}
+
+function truncateReason(reason: string): string {
+  let text = reason;
+  while (Buffer.byteLength(text, "utf8") > MAX_CLOSE_REASON_BYTES) text = text.slice(0, -1);
+  return text;
+}
+
+function refuseUpgrade(socket: Duplex, statusCode: number, error: string, message: string): void {
+  const body = JSON.stringify({ statusCode, error, message });
+  socket.end(
+    `HTTP/1.1 ${statusCode} ${error}\r\nConnection: close\r\nContent-Type: application/json; charset=utf-8\r\n` +
+      `Content-Length: ${Buffer.byteLength(body)}\r\n\r\n${body}`,
+  );
+  socket.destroy();
+}
+
+/** One-slot cache of the frames of the latest proof: every subscription served in the same tick shares them. */
+class FrameCache {
+  private signed: SignedTime | null = null;
+  private head = "";
+  private proofJson = "";
+
+  frame(signed: SignedTime, id: string, includeProof: boolean): string {
+    if (signed !== this.signed) {
+      this.signed = signed;
+      this.head = `{"nanoMoment":"${signed.json.nanoMoment}","accuracy":${signed.proof.accuracy},"id":`;
+      this.proofJson = JSON.stringify(signed.json.proof);
+    }
+    const idJson = JSON.stringify(id);
+    return includeProof ? `${this.head}${idJson},"proof":${this.proofJson}}` : `${this.head}${idJson}}`;
+  }
+}
+
+export function attachStreamServer(server: Server, context: TransportContext): StreamServer {
+  const { service, logger, metrics, auth, rateLimiter, limits } = context;
+  const log = logger.child({ transport: "ws" });
+  const wss = new WebSocketServer({ noServer: true, maxPayload: limits.wsMaxPayloadBytes, clientTracking: true });
+  const states = new Map<WebSocket, ConnectionState>();
+  const frames = new FrameCache();
+  const intervalLimits = { minIntervalNs: limits.wsMinIntervalNs, maxIntervalNs: limits.wsMaxIntervalNs };
+
+  function send(ws: WebSocket, payload: object): void {
+    if (ws.readyState === ws.OPEN) ws.send(JSON.stringify(payload));
+  }
+
+  function stopSubscriptions(state: ConnectionState): void {
+    for (const subscription of state.subscriptions.values()) clearInterval(subscription.timer);
+    state.subscriptions.clear();
+  }
+
+  function closeWith(ws: WebSocket, code: number, reason: string): void {
+    const state = states.get(ws);
+    if (state !== undefined) stopSubscriptions(state);
+    if (ws.readyState === ws.OPEN || ws.readyState === ws.CONNECTING) ws.close(code, truncateReason(reason));
+  }
+
+  function push(ws: WebSocket, subscription: Subscription): void {
+    if (ws.readyState !== ws.OPEN) return;
+    // A slow reader gets fewer updates rather than an unbounded queue.
+    if (ws.bufferedAmount > limits.wsMaxBufferedBytes) return;
+    let signed: SignedTime;
+    try {
+      signed = service.current();
+    } catch (error) {
+      if (error instanceof UnavailableError) {
+        closeWith(ws, WS_CLOSE_TRY_AGAIN_LATER, error.message);
+        return;
+      }
+      log.error({ err: error }, "stream push failed");
+      closeWith(ws, WS_CLOSE_INTERNAL_ERROR, INTERNAL_ERROR_MESSAGE);
+      return;
+    }
+    ws.send(frames.frame(signed, subscription.id, subscription.includeProof));
+    metrics.countServedProof("ws");
+  }
+
+  function reject(ws: WebSocket, state: ConnectionState, error: unknown): void {
+    const { message, serverFault } = toWsErrorMessage(error);
+    if (serverFault) log.error({ err: error }, "stream message failed");
+    metrics.countRequest("ws", "message", error instanceof RateLimitError ? "rate_limited" : "error");
+    state.errors += 1;
+    send(ws, { type: "error", message });
+    if (state.errors > limits.wsMaxErrorsPerConnection) {
+      log.info({ clientKey: state.clientKey, errors: state.errors }, "closing abusive stream connection");
+      closeWith(ws, WS_CLOSE_POLICY_VIOLATION, "Too many invalid messages");
+    }
+  }
+
+  function onMessage(ws: WebSocket, state: ConnectionState, data: RawData, isBinary: boolean): void {
+    try {
+      rateLimiter.take(state.clientKey);
+      if (isBinary) throw new ValidationError("message", "binary frames are not supported; send JSON text");
+      const text = Buffer.isBuffer(data)
+        ? data.toString("utf8")
+        : Array.isArray(data)
+          ? Buffer.concat(data).toString("utf8")
+          : Buffer.from(data).toString("utf8");
+      const message = parseClientMessage(text, intervalLimits);
+      if (message.type === "subscribe") {
+        if (state.subscriptions.size >= limits.wsMaxSubscriptionsPerConnection) {
+          throw new ValidationError("subscribe", `at most ${limits.wsMaxSubscriptionsPerConnection} subscriptions per connection`);
+        }
+        state.nextId += 1;
+        const id = String(state.nextId);
+        const intervalMs = Number(message.intervalNs / NS_PER_MS);
+        const subscription: Subscription = {
+          id,
+          intervalNs: message.intervalNs,
+          includeProof: message.includeProof,
+          timer: setInterval(() => push(ws, subscription), Math.max(1, intervalMs)),
+        };
+        state.subscriptions.set(id, subscription);
+        send(ws, { type: "subscribed", id, interval: Number(message.intervalNs) });
+        push(ws, subscription); // the first update at once
+      } else {
+        const subscription = state.subscriptions.get(message.id);
+        if (subscription === undefined) throw new ValidationError("id", `no subscription "${message.id}"`);
+        clearInterval(subscription.timer);
+        state.subscriptions.delete(message.id);
+        send(ws, { type: "unsubscribed", id: message.id });
+      }
+      metrics.countRequest("ws", message.type, "ok");
+    } catch (error) {
+      reject(ws, state, error);
+    }
+  }
+
+  function onUpgrade(request: IncomingMessage, socket: Duplex, head: Buffer): void {
+    const path = (request.url ?? "").split("?")[0];
+    if (path !== WS_STREAM_PATH) {
+      refuseUpgrade(socket, 404, "Not Found", `No WebSocket endpoint at ${path ?? ""}`);
+      return;
+    }
+    let clientKey: string;
+    try {
+      const header = request.headers[API_KEY_HEADER];
+      clientKey = auth.authenticate(typeof header === "string" ? header : undefined) ?? clientKeyForIp(request.socket.remoteAddress);
+      rateLimiter.take(clientKey);
+      const health = service.health();
+      if (health.status === "tampered") throw new UnavailableError(health.reason ?? "Time card tampered");
+      if (states.size >= limits.wsMaxConnections) throw new UnavailableError("Too many stream connections");
+    } catch (error) {
+      const answer = toHttpError(error);
+      if (answer.serverFault) log.error({ err: error }, "upgrade failed");
+      metrics.countRequest("ws", "upgrade", String(answer.statusCode));
+      refuseUpgrade(socket, answer.statusCode, answer.error, answer.message);
+      return;
+    }
+    wss.handleUpgrade(request, socket, head, (ws) => {
+      const state: ConnectionState = { clientKey, subscriptions: new Map(), nextId: 0, errors: 0 };
+      states.set(ws, state);
+      metrics.countRequest("ws", "upgrade", "101");
+      ws.on("message", (data, isBinary) => onMessage(ws, state, data, isBinary));
+      ws.on("close", () => {
+        stopSubscriptions(state);
+        states.delete(ws);
+      });
+      ws.on("error", (error) => log.info({ err: error, clientKey }, "stream connection error"));
+    });
+  }
+
+  server.on("upgrade", onUpgrade);
+  const offTamper = service.onTamper((reason) => {
+    log.warn({ reason, connections: states.size }, "closing streams: time card tampered");
+    for (const ws of states.keys()) closeWith(ws, WS_CLOSE_TRY_AGAIN_LATER, reason);
+  });
+
+  return {
+    get connectionCount() {
+      return states.size;
+    },
+    async close() {
+      offTamper();
+      server.off("upgrade", onUpgrade);
+      for (const ws of states.keys()) closeWith(ws, 1001, "Server shutting down");
+      await new Promise<void>((resolve) => {
+        // Connections that do not finish the closing handshake promptly are cut.
+        const timer = setTimeout(() => {
+          for (const ws of states.keys()) ws.terminate();
+          resolve();
+        }, 1_000);
+        const check = (): void => {
+          if (states.size === 0) {
+            clearTimeout(timer);
+            resolve();
+          }
+        };
+        for (const ws of states.keys()) ws.once("close", check);
+        check();
+      });
+      await new Promise<void>((resolve) => wss.close(() => resolve()));
+    },
+  };
+}

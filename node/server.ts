@@ -1,0 +1,132 @@
+/**
+ * Starts an attesting node: the TimeService (built from config unless one is passed), REST + WebSocket on one
+ * fastify server (config.restPort) and gRPC on its own port (config.grpcPort), all bound to config.host
+ * (127.0.0.1 by default). Port 0 picks a free port; `endpoints` reports the real ones. `close()` stops accepting,
+ * closes streams (WebSocket 1001, gRPC streams cut after a short grace), lets in-flight requests finish within
+ * config.shutdownGraceMs, then stops the service if startNode built it.
+ *
+ * A passed-in `service` is owned by the caller: startNode neither starts nor stops it.
+ */
+import type { FastifyInstance } from "fastify";
+import type { Logger } from "pino";
+import type { NodeConfig } from "./config";
+import { createTimeServiceFromConfig } from "./core";
+import type { TimeService } from "./core/types";
+import { createTransportContext, DEFAULT_TRANSPORT_LIMITS, type TransportContext, type TransportLimits } from "./api/context";
+import { startGrpcServer, type GrpcServerHandle } from "./api/grpc";
+import { createNodeMetrics, type NodeMetrics } from "./api/metrics";
+import { buildRestApp } from "./api/rest";
+import { attachStreamServer, WS_STREAM_PATH, type StreamServer } from "./api/ws";
+
+export interface NodeEndpoints {
+  /** e.g. "http://127.0.0.1:8080" (REST base URL, no trailing slash). */
+  rest: string;
+  /** e.g. "127.0.0.1:50051" (gRPC target); "" when config.grpcEnabled is false. */
+  grpc: string;
+  /** e.g. "ws://127.0.0.1:8080/v1/stream". */
+  ws: string;
+}
+
+export interface StartNodeParameters {
+  config: NodeConfig;
+  logger: Logger;
+  /** An existing service (owned by the caller); otherwise built with createTimeServiceFromConfig and started. */
+  service?: TimeService;
+  /** Overrides of the transport limits not in the settings table (tests). */
+  limits?: Partial<TransportLimits>;
+}
+
+export interface RunningNode {
+  endpoints: NodeEndpoints;
+  service: TimeService;
+  metrics: NodeMetrics;
+  /**
+   * Graceful: stops accepting, closes streams, waits for in-flight requests (bounded), stops an owned service.
+   * Idempotent: later calls return the first call's promise.
+   */
+  close(): Promise<void>;
+}
+
+/** The transport limits a NodeConfig sets; the rest keep DEFAULT_TRANSPORT_LIMITS. */
+export function transportLimitsFromConfig(config: NodeConfig): TransportLimits {
+  return {
+    ...DEFAULT_TRANSPORT_LIMITS,
+    bodyLimitBytes: config.bodyLimitBytes,
+    requestTimeoutMs: config.requestTimeoutMs,
+    connectionTimeoutMs: config.requestTimeoutMs,
+    wsMaxPayloadBytes: config.wsMaxMessageBytes,
+    wsMaxConnections: config.wsMaxConnections,
+    wsMaxSubscriptionsPerConnection: config.wsMaxSubscriptionsPerConnection,
+    wsMinIntervalNs: config.wsMinIntervalNs,
+    wsMaxIntervalNs: config.wsMaxIntervalNs,
+    grpcMaxReceiveMessageBytes: config.grpcMaxMessageBytes,
+    grpcMinStreamIntervalNs: config.wsMinIntervalNs,
+    grpcMaxStreamIntervalNs: config.wsMaxIntervalNs,
+  };
+}
+
+function urlHost(host: string): string {
+  return host.includes(":") && !host.startsWith("[") ? `[${host}]` : host;
+}
+
+/** How often idle rate-limit buckets are dropped. */
+const RATE_LIMIT_SWEEP_INTERVAL_MS = 60_000;
+
+export async function startNode(parameters: StartNodeParameters): Promise<RunningNode> {
+  const { config, logger } = parameters;
+  const ownsService = parameters.service === undefined;
+  const service = parameters.service ?? (await createTimeServiceFromConfig(config, { logger }));
+  if (ownsService) await service.start();
+
+  const metrics = createNodeMetrics();
+  const unbindMetrics = metrics.bindService(service);
+  const context: TransportContext = createTransportContext({
+    service,
+    logger,
+    metrics,
+    apiKeyHashes: config.apiKeys,
+    maxRequestsPerSecond: config.maxRequestsPerSecond,
+    clientPublicKeys: config.clientPublicKeys,
+    limits: { ...transportLimitsFromConfig(config), ...parameters.limits },
+  });
+
+  let app: FastifyInstance | undefined;
+  let streams: StreamServer | undefined;
+  let grpcServer: GrpcServerHandle | undefined;
+  const sweepTimer = setInterval(() => context.rateLimiter.sweepIdle(), RATE_LIMIT_SWEEP_INTERVAL_MS);
+  sweepTimer.unref();
+
+  let closing: Promise<void> | undefined;
+  const close = (): Promise<void> => (closing ??= closeOnce());
+  const closeOnce = async (): Promise<void> => {
+    clearInterval(sweepTimer);
+    const graceTimer = new Promise<void>((resolve) => setTimeout(resolve, config.shutdownGraceMs).unref());
+    await streams?.close();
+    await Promise.race([Promise.all([app?.close(), grpcServer?.close()]), graceTimer]);
+    grpcServer?.server.forceShutdown();
+    unbindMetrics();
+    if (ownsService) await service.stop();
+    logger.info("node stopped");
+  };
+
+  try {
+    app = buildRestApp(context);
+    streams = attachStreamServer(app.server, context);
+    await app.listen({ host: config.host, port: config.restPort });
+    const restAddress = app.server.address();
+    const restPort = typeof restAddress === "object" && restAddress !== null ? restAddress.port : config.restPort;
+    if (config.grpcEnabled) grpcServer = await startGrpcServer(context, config.host, config.grpcPort);
+
+    const host = urlHost(config.host);
+    const endpoints: NodeEndpoints = {
+      rest: `http://${host}:${restPort}`,
+      grpc: grpcServer === undefined ? "" : `${host}:${grpcServer.port}`,
+      ws: `ws://${host}:${restPort}${WS_STREAM_PATH}`,
+    };
+    logger.info({ endpoints, authRequired: context.auth.required, maxRequestsPerSecond: config.maxRequestsPerSecond }, "node listening");
+    return { endpoints, service, metrics, close };
+  } catch (error) {
+    await close().catch((closeError: unknown) => logger.error({ err: closeError }, "cleanup after failed start failed"));
+    throw error;
+  }
+}

@@ -1,0 +1,321 @@
+import { expect } from "chai";
+import { parseJsonLossless, proofFromJson, proofToJson } from "../../../protocol/json";
+import { createDevIdentity } from "../../../protocol/devca";
+import { attest } from "../../../protocol/sign";
+import { verifyTimeProof, createVerifyContext } from "../../../protocol/verify";
+import type { ProofJson } from "../../../protocol/types";
+import { buildRestApp } from "../../../node/api/rest";
+import { createTransportContext } from "../../../node/api/context";
+import { http, startTestNode, testLogger, type TestNode } from "./helpers";
+
+function nowNs(): bigint {
+  return BigInt(Date.now()) * 1_000_000n;
+}
+
+describe("node/api/rest", function () {
+  let t: TestNode;
+  let base: string;
+
+  before(async function () {
+    t = await startTestNode();
+    base = t.node.endpoints.rest;
+  });
+  after(async function () {
+    await t?.close();
+  });
+
+  async function current(): Promise<ProofJson> {
+    const response = await http(base, "GET", "/time/current");
+    expect(response.status).to.equal(200);
+    return response.json as ProofJson;
+  }
+
+  describe("GET /time/current", function () {
+    it("answers PROTOCOL.md §9 exactly, a proof that verifies off-chain", async function () {
+      const response = await http(base, "GET", "/time/current");
+      expect(response.status).to.equal(200);
+      expect(response.headers.get("content-type")).to.match(/^application\/json/);
+      expect(response.headers.get("cache-control")).to.equal("no-store");
+      const body = response.json as ProofJson;
+      expect(Object.keys(body)).to.deep.equal(["nanoMoment", "proof"]);
+      expect(Object.keys(body.proof)).to.have.members(["hardwareSignature", "nodeSignature", "accuracyNs", "hardwareId", "gps"]);
+      expect(body.nanoMoment).to.match(/^[1-9][0-9]*$/);
+      expect(body.proof.hardwareSignature).to.match(/^0x[0-9a-f]{192}$/);
+      expect(body.proof.nodeSignature).to.match(/^0x[0-9a-f]{160}$/);
+      expect(body.proof.accuracyNs).to.equal(50);
+      expect(body.proof.hardwareId).to.equal(t.identity.cardId);
+      expect(body.proof.gps).to.equal(null);
+      const { proof } = proofFromJson(parseJsonLossless(response.text));
+      const context = createVerifyContext({
+        cards: { [t.identity.cardId]: { publicKey: t.identity.cardPublicKey, revoked: false } },
+        nodes: [t.identity.nodeAddress],
+        nowNs: nowNs(),
+      });
+      expect(verifyTimeProof(proof, context)).to.deep.include({ valid: true });
+    });
+
+    it("serves the service's pre-serialised body byte for byte", async function () {
+      // The body in flight is one of the recent cached attestations: the text equals some SignedTime.body.
+      const seen = new Set<string>();
+      const off = t.service.onProof((signed) => seen.add(signed.body));
+      try {
+        seen.add(t.service.current().body);
+        const response = await http(base, "GET", "/time/current");
+        seen.add(t.service.current().body);
+        expect(seen.has(response.text)).to.equal(true);
+      } finally {
+        off();
+      }
+    });
+  });
+
+  describe("POST /time/verify", function () {
+    it("answers valid for a fresh proof of this node", async function () {
+      const proof = await current();
+      const response = await http(base, "POST", "/time/verify", { body: JSON.stringify(proof) });
+      expect(response.status).to.equal(200);
+      expect(response.json).to.deep.equal({ valid: true, reason: null });
+    });
+
+    it("answers valid:false with the reason for a bogus proof, not 500", async function () {
+      const proof = await current();
+      const flipped = proof.proof.hardwareSignature.slice(0, -2) + (proof.proof.hardwareSignature.endsWith("00") ? "01" : "00");
+      const cases: Array<[ProofJson, string]> = [
+        [{ ...proof, proof: { ...proof.proof, hardwareSignature: flipped as ProofJson["proof"]["hardwareSignature"] } }, "bad-hardware-signature"],
+        [{ ...proof, proof: { ...proof.proof, hardwareSignature: "0x1234", hardwareId: "0x1234" } as ProofJson["proof"] }, "hardware-signature-length"],
+        [{ ...proof, proof: { ...proof.proof, nodeSignature: "0x" } }, "node-signature-length"],
+        [{ ...proof, nanoMoment: "1" }, "bad-hardware-signature"],
+        [{ ...proof, proof: { ...proof.proof, accuracyNs: 5_000 } }, ""],
+      ];
+      for (const [body, reason] of cases) {
+        const response = await http(base, "POST", "/time/verify", { body: JSON.stringify(body) });
+        expect(response.status, JSON.stringify(response.json)).to.equal(200);
+        const answer = response.json as { valid: boolean; reason: string; detail: string };
+        expect(answer.valid).to.equal(false);
+        if (reason !== "") expect(answer.reason).to.equal(reason);
+        expect(answer.detail).to.be.a("string");
+      }
+    });
+
+    it("checks a foreign card's certificate chain against the trusted roots when the body carries one", async function () {
+      const foreign = await createDevIdentity({ ca: t.identity.ca });
+      const nanoMoment = t.card.readTimeNs();
+      const proof = attest({ card: foreign.cardKey, nodes: [t.identity.nodeKey], nanoMoment, accuracy: 50, nodeTimestampNs: nanoMoment + 5n });
+      const json = proofToJson(proof);
+      const unknown = await http(base, "POST", "/time/verify", { body: JSON.stringify(json) });
+      expect(unknown.json).to.include({ valid: false, reason: "unknown-card" });
+      const chained = await http(base, "POST", "/time/verify", { body: JSON.stringify({ ...json, certificateChainPem: foreign.certificateChainPem }) });
+      expect(chained.status, chained.text).to.equal(200);
+      expect(chained.json).to.deep.equal({ valid: true, reason: null });
+      const untrusted = await createDevIdentity();
+      const wrongChain = await http(base, "POST", "/time/verify", { body: JSON.stringify({ ...json, certificateChainPem: untrusted.certificateChainPem }) });
+      expect(wrongChain.json).to.include({ valid: false, reason: "certificate-chain-invalid" });
+    });
+
+    it("rejects a number where a decimal string is due, even above 2^53 (parsed losslessly, never rounded)", async function () {
+      const proof = await current();
+      const text = JSON.stringify(proof).replace(`"nanoMoment":"${proof.nanoMoment}"`, `"nanoMoment":${proof.nanoMoment}`);
+      const response = await http(base, "POST", "/time/verify", { body: text });
+      expect(response.status).to.equal(400);
+      expect((response.json as { message: string }).message).to.match(/nanoMoment/);
+    });
+
+    it("rejects wrong types, unknown fields, bad ns and malformed JSON with 400 and a clear message", async function () {
+      const proof = await current();
+      const bad: Array<[string, RegExp]> = [
+        ["{not json", /malformed JSON/],
+        ["", /JSON/],
+        [JSON.stringify({ ...proof, extra: 1 }), /additional/],
+        [JSON.stringify({ ...proof, proof: { ...proof.proof, extra: 1 } }), /additional/],
+        [JSON.stringify({ ...proof, proof: { ...proof.proof, accuracyNs: "50" } }), /accuracyNs/],
+        [JSON.stringify({ ...proof, proof: { ...proof.proof, accuracyNs: 50.5 } }), /accuracyNs/],
+        [JSON.stringify({ ...proof, nanoMoment: "-1" }), /nanoMoment/],
+        [JSON.stringify({ ...proof, nanoMoment: "1.5" }), /nanoMoment/],
+        [JSON.stringify({ ...proof, nanoMoment: "0x10" }), /nanoMoment/],
+        [JSON.stringify({ ...proof, nanoMoment: "1e9" }), /nanoMoment/],
+        [JSON.stringify({ ...proof, nanoMoment: "01" }), /nanoMoment/],
+        [JSON.stringify({ ...proof, proof: { ...proof.proof, hardwareSignature: "0xZZ" } }), /hardwareSignature/],
+        [JSON.stringify({ ...proof, proof: { ...proof.proof, hardwareSignature: proof.proof.hardwareSignature.toUpperCase() } }), /hardwareSignature/],
+        [JSON.stringify({ nanoMoment: proof.nanoMoment }), /proof/],
+        [JSON.stringify([proof]), /object/],
+      ];
+      for (const [body, message] of bad) {
+        const response = await http(base, "POST", "/time/verify", { body });
+        expect(response.status, body).to.equal(400);
+        expect((response.json as { message: string }).message, body).to.match(message);
+      }
+    });
+
+    it("refuses an oversized body with 413 and other media types with 415", async function () {
+      const big = JSON.stringify({ nanoMoment: "1", proof: { pad: "x".repeat(t.config.bodyLimitBytes + 10) } });
+      const tooLarge = await http(base, "POST", "/time/verify", { body: big });
+      expect(tooLarge.status).to.equal(413);
+      const wrongType = await fetch(`${base}/time/verify`, { method: "POST", body: "x", headers: { "content-type": "text/plain" } });
+      expect(wrongType.status).to.equal(415);
+      expect((await current()).nanoMoment).to.be.a("string"); // still serving
+    });
+  });
+
+  describe("schedules", function () {
+    it("creates a schedule (201), reads it back, and 404s an unknown id", async function () {
+      const executeAt = (nowNs() + 3_600_000_000_000n).toString();
+      const created = await http(base, "POST", "/time/schedule", {
+        body: JSON.stringify({ executeAt, callback: "http://127.0.0.1:9/hook" }),
+      });
+      expect(created.status, created.text).to.equal(201);
+      const record = created.json as { id: string; status: string; executeAt: string; callback: string };
+      expect(record).to.include({ status: "scheduled", executeAt });
+      expect(record.callback).to.equal("http://127.0.0.1:9/hook");
+      const read = await http(base, "GET", `/time/schedule/${record.id}`);
+      expect(read.status).to.equal(200);
+      expect(read.json).to.include({ id: record.id, status: "scheduled", executeAt, attempts: 0, proof: null });
+      const missing = await http(base, "GET", "/time/schedule/00000000-0000-4000-8000-000000000000");
+      expect(missing.status).to.equal(404);
+      expect(missing.json).to.include({ statusCode: 404, error: "Not Found" });
+    });
+
+    it("rejects bad schedules with 400 and leaves stored schedules untouched", async function () {
+      const executeAt = (nowNs() + 3_600_000_000_000n).toString();
+      const created = await http(base, "POST", "/time/schedule", { body: JSON.stringify({ executeAt, callback: "http://127.0.0.1:9/a" }) });
+      const id = (created.json as { id: string }).id;
+      const before = await http(base, "GET", `/time/schedule/${id}`);
+      const bad = [
+        JSON.stringify({ executeAt: Number(executeAt), callback: "http://127.0.0.1:9/a" }),
+        JSON.stringify({ executeAt: "-5", callback: "http://127.0.0.1:9/a" }),
+        JSON.stringify({ executeAt, callback: "ftp://127.0.0.1/a" }),
+        JSON.stringify({ executeAt, callback: "http://127.0.0.1:9/a", id }),
+        JSON.stringify({ executeAt }),
+        "{\"executeAt\":",
+      ];
+      for (const body of bad) {
+        const response = await http(base, "POST", "/time/schedule", { body });
+        expect(response.status, body).to.equal(400);
+      }
+      const bogusId = await http(base, "GET", "/time/schedule/not*an*id");
+      expect(bogusId.status).to.equal(400);
+      const after = await http(base, "GET", `/time/schedule/${id}`);
+      expect(after.json).to.deep.equal(before.json);
+    });
+  });
+
+  describe("open routes", function () {
+    it("GET /node/info names the node, card and chain", async function () {
+      const response = await http(base, "GET", "/node/info");
+      expect(response.status).to.equal(200);
+      expect(response.json).to.include({ nodeId: t.identity.nodeAddress, cardId: t.identity.cardId, protocol: "ATS/1", accuracyNs: 50 });
+      expect((response.json as { certificateChainPem: string[] }).certificateChainPem).to.deep.equal(t.identity.certificateChainPem);
+    });
+
+    it("GET /health answers ok", async function () {
+      const response = await http(base, "GET", "/health");
+      expect(response.status).to.equal(200);
+      expect(response.json).to.include({ status: "ok" });
+    });
+
+    it("GET /metrics exposes the timerpc_* metrics, and they move", async function () {
+      await http(base, "GET", "/time/current");
+      const first = await http(base, "GET", "/metrics");
+      expect(first.status).to.equal(200);
+      expect(first.headers.get("content-type")).to.match(/^text\/plain/);
+      for (const name of ["timerpc_requests_total", "timerpc_accuracy_ns", "timerpc_consensus_latency", "timerpc_node_drift_ns", "timerpc_tamper_events_total"]) {
+        expect(first.text).to.contain(name);
+      }
+      const count = (text: string): number => {
+        const match = /timerpc_requests_total\{transport="rest",route="\/time\/current",status="200"\} (\d+)/.exec(text);
+        return match === null ? 0 : Number(match[1]);
+      };
+      await http(base, "GET", "/time/current");
+      const second = await http(base, "GET", "/metrics");
+      expect(count(second.text)).to.be.greaterThan(count(first.text));
+      expect(second.text).to.match(/timerpc_accuracy_ns_count [1-9]/);
+    });
+
+    it("answers an unknown route with a 404 JSON body", async function () {
+      const response = await http(base, "GET", "/nope");
+      expect(response.status).to.equal(404);
+      expect(response.json).to.deep.equal({ statusCode: 404, error: "Not Found", message: "Route GET /nope not found" });
+    });
+  });
+
+  describe("buildRestApp without listening", function () {
+    it("works with app.inject and maps an unexpected error to a generic 500", async function () {
+      const failing = Object.create(t.service) as typeof t.service;
+      failing.current = () => {
+        throw new Error("secret internals /etc/keys");
+      };
+      const app = buildRestApp(createTransportContext({ service: failing, logger: testLogger() }));
+      try {
+        const ok = await app.inject({ method: "GET", url: "/health" });
+        expect(ok.statusCode).to.equal(200);
+        const broken = await app.inject({ method: "GET", url: "/time/current" });
+        expect(broken.statusCode).to.equal(500);
+        expect(broken.json()).to.deep.equal({ statusCode: 500, error: "Internal Server Error", message: "Internal server error" });
+        expect(broken.body).not.to.contain("secret");
+      } finally {
+        await app.close();
+      }
+    });
+  });
+});
+
+describe("node/api/rest with auth and rate limits", function () {
+  const apiKey = "test-api-key-0123456789";
+  let t: TestNode;
+
+  before(async function () {
+    t = await startTestNode({ overrides: { apiKeys: [apiKey], maxRequestsPerSecond: 5 } });
+  });
+  after(async function () {
+    await t?.close();
+  });
+
+  it("requires x-api-key on the attested-time API and leaves health, info and metrics open", async function () {
+    const base = t.node.endpoints.rest;
+    const missing = await http(base, "GET", "/time/current");
+    expect(missing.status).to.equal(401);
+    const wrong = await http(base, "GET", "/time/current", { headers: { "x-api-key": "wrong-key-0123456789" } });
+    expect(wrong.status).to.equal(401);
+    expect((wrong.json as { message: string }).message).to.equal("Invalid API key");
+    for (const path of ["/health", "/node/info", "/metrics"]) {
+      expect((await http(base, "GET", path)).status, path).to.equal(200);
+    }
+    const ok = await http(base, "GET", "/time/current", { headers: { "x-api-key": apiKey } });
+    expect(ok.status).to.equal(200);
+  });
+
+  it("answers 429 'Rate limit exceeded' beyond MAX_REQUESTS_PER_SECOND per client", async function () {
+    const base = t.node.endpoints.rest;
+    const statuses: number[] = [];
+    let message = "";
+    for (let i = 0; i < 30; i += 1) {
+      const response = await http(base, "GET", "/time/current", { headers: { "x-api-key": apiKey } });
+      statuses.push(response.status);
+      if (response.status === 429) message = (response.json as { message: string }).message;
+    }
+    expect(statuses).to.include(429);
+    expect(message).to.equal("Rate limit exceeded");
+    const metrics = await http(base, "GET", "/metrics");
+    expect(metrics.text).to.match(/timerpc_requests_total\{transport="rest",route="\/time\/current",status="429"\} [1-9]/);
+  });
+});
+
+describe("node/api/rest on tamper", function () {
+  it("answers 503 once the card reports tampering, with health 503 and the tamper counted", async function () {
+    const t = await startTestNode();
+    try {
+      const base = t.node.endpoints.rest;
+      expect((await http(base, "GET", "/time/current")).status).to.equal(200);
+      t.card.simulateTamper("enclosure opened");
+      const response = await http(base, "GET", "/time/current");
+      expect(response.status).to.equal(503);
+      expect((response.json as { message: string }).message).to.contain("enclosure opened");
+      const health = await http(base, "GET", "/health");
+      expect(health.status).to.equal(503);
+      expect(health.json).to.include({ status: "tampered" });
+      const metrics = await http(base, "GET", "/metrics");
+      expect(metrics.text).to.match(/timerpc_tamper_events_total 1/);
+    } finally {
+      await t.close();
+    }
+  });
+});

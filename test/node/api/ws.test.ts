@@ -1,0 +1,229 @@
+import { expect } from "chai";
+import WebSocket from "ws";
+import { parseJsonLossless, proofFromJson } from "../../../protocol/json";
+import { createVerifyContext, verifyTimeProof } from "../../../protocol/verify";
+import { http, startTestNode, waitFor, type TestNode } from "./helpers";
+
+interface Frame {
+  [key: string]: unknown;
+}
+
+/** A test client that records every frame and the close. */
+class Client {
+  readonly frames: Frame[] = [];
+  closed: { code: number; reason: string } | null = null;
+  private constructor(readonly socket: WebSocket) {
+    socket.on("message", (data) => this.frames.push(parseJsonLossless(String(data)) as Frame));
+    socket.on("close", (code, reason) => {
+      this.closed = { code, reason: reason.toString() };
+    });
+  }
+
+  static open(url: string, headers: Record<string, string> = {}): Promise<Client> {
+    return new Promise((resolve, reject) => {
+      const socket = new WebSocket(url, { headers });
+      const client = new Client(socket);
+      socket.once("open", () => resolve(client));
+      socket.once("error", reject);
+      socket.once("unexpected-response", (_request, response) => reject(new Error(`HTTP ${response.statusCode}`)));
+    });
+  }
+
+  send(value: unknown): void {
+    this.socket.send(typeof value === "string" ? value : JSON.stringify(value));
+  }
+
+  async next(predicate: (frame: Frame) => boolean, what: string): Promise<Frame> {
+    let found: Frame | undefined;
+    await waitFor(() => (found = this.frames.find(predicate)) !== undefined || this.closed !== null, what);
+    if (found === undefined) throw new Error(`closed (${JSON.stringify(this.closed)}) before ${what}`);
+    this.frames.splice(this.frames.indexOf(found), 1);
+    return found;
+  }
+
+  close(): void {
+    this.socket.terminate();
+  }
+}
+
+function upgradeStatus(url: string, headers: Record<string, string> = {}): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const socket = new WebSocket(url, { headers });
+    socket.once("unexpected-response", (_request, response) => {
+      resolve(response.statusCode ?? 0);
+      socket.terminate();
+    });
+    socket.once("open", () => {
+      resolve(101);
+      socket.terminate();
+    });
+    socket.once("error", (error) => reject(error));
+  });
+}
+
+const isError = (frame: Frame): boolean => frame["type"] === "error";
+const isUpdate = (frame: Frame): boolean => typeof frame["nanoMoment"] === "string";
+
+describe("node/api/ws", function () {
+  let t: TestNode;
+  const clients: Client[] = [];
+
+  before(async function () {
+    t = await startTestNode({ limits: { wsMaxSubscriptionsPerConnection: 2, wsMaxErrorsPerConnection: 30 } });
+  });
+  afterEach(function () {
+    for (const client of clients.splice(0)) client.close();
+  });
+  after(async function () {
+    await t?.close();
+  });
+
+  async function open(): Promise<Client> {
+    const client = await Client.open(t.node.endpoints.ws);
+    clients.push(client);
+    return client;
+  }
+
+  it("subscribes and pushes {nanoMoment, accuracy} every interval, with verifiable proofs when asked", async function () {
+    const client = await open();
+    client.send({ type: "subscribe", interval: 10_000_000, accuracy: "hardware", includeProof: true });
+    const subscribed = await client.next((frame) => frame["type"] === "subscribed", "subscribed");
+    expect(subscribed["id"]).to.be.a("string");
+    const first = await client.next(isUpdate, "first update");
+    const second = await client.next(isUpdate, "second update");
+    for (const update of [first, second]) {
+      expect(update["nanoMoment"]).to.match(/^[1-9][0-9]*$/);
+      expect(update["accuracy"]).to.equal(50);
+      expect(update["id"]).to.equal(subscribed["id"]);
+    }
+    const { proof } = proofFromJson({ nanoMoment: second["nanoMoment"], proof: second["proof"] });
+    const context = createVerifyContext({
+      cards: { [t.identity.cardId]: { publicKey: t.identity.cardPublicKey, revoked: false } },
+      nodes: [t.identity.nodeAddress],
+      nowNs: BigInt(Date.now()) * 1_000_000n,
+    });
+    expect(verifyTimeProof(proof, context)).to.deep.include({ valid: true });
+  });
+
+  it("pushes no proof unless asked, and stops after unsubscribe", async function () {
+    const client = await open();
+    client.send({ type: "subscribe", interval: 5_000_000, accuracy: "hardware" });
+    const { id } = await client.next((frame) => frame["type"] === "subscribed", "subscribed");
+    const update = await client.next(isUpdate, "update");
+    expect(Object.keys(update).sort()).to.deep.equal(["accuracy", "id", "nanoMoment"]);
+    client.send({ type: "unsubscribe", id });
+    await client.next((frame) => frame["type"] === "unsubscribed" && frame["id"] === id, "unsubscribed");
+    client.frames.length = 0;
+    // A later request/answer round trip proves the stream is quiet: only the error frame arrives.
+    client.send({ type: "unsubscribe", id });
+    await client.next(isError, "error for unknown id");
+    await new Promise((resolve) => setTimeout(resolve, 30));
+    expect(client.frames.filter(isUpdate)).to.have.length(0);
+  });
+
+  it("answers garbage frames, bad JSON, unknown types and fields, and bad intervals with clear errors and keeps the connection", async function () {
+    const client = await open();
+    const cases: Array<[unknown, RegExp]> = [
+      ["not json at all", /malformed JSON/],
+      ["[1,2,3]", /JSON object/],
+      [{ type: "dance" }, /unknown message type "dance"/],
+      [{ interval: 1_000_000 }, /type: is required/],
+      [{ type: "subscribe", interval: "1000000", accuracy: "hardware" }, /interval: must be a JSON integer/],
+      [{ type: "subscribe", interval: 1.5, accuracy: "hardware" }, /interval: must be a JSON integer/],
+      [{ type: "subscribe", interval: -1, accuracy: "hardware" }, /interval: must be between/],
+      [{ type: "subscribe", interval: 10, accuracy: "hardware" }, /interval: must be between/],
+      ['{"type":"subscribe","interval":100000000000000000000000,"accuracy":"hardware"}', /interval: must be between/],
+      [{ type: "subscribe", interval: 1_000_000, accuracy: "gps" }, /accuracy: must be "hardware"/],
+      [{ type: "subscribe", interval: 1_000_000, accuracy: "hardware", extra: true }, /unknown field\(s\): extra/],
+      [{ type: "subscribe", interval: 1_000_000, accuracy: "hardware", includeProof: "yes" }, /includeProof/],
+      [{ type: "unsubscribe", id: 7 }, /id: must be/],
+    ];
+    for (const [message, expected] of cases) {
+      client.send(message);
+      const error = await client.next(isError, `error for ${JSON.stringify(message)}`);
+      expect(error["message"], JSON.stringify(message)).to.match(expected);
+    }
+    client.socket.send(Buffer.from([0xde, 0xad, 0xbe, 0xef]), { binary: true });
+    expect((await client.next(isError, "binary error"))["message"]).to.match(/binary frames/);
+    expect(client.closed).to.equal(null);
+    client.send({ type: "subscribe", interval: 5_000_000, accuracy: "hardware" });
+    await client.next((frame) => frame["type"] === "subscribed", "subscribed after errors");
+    expect((await http(t.node.endpoints.rest, "GET", "/time/current")).status).to.equal(200);
+  });
+
+  it("bounds subscriptions per connection and closes oversized frames (1009)", async function () {
+    const client = await open();
+    for (let i = 0; i < 2; i += 1) {
+      client.send({ type: "subscribe", interval: 50_000_000, accuracy: "hardware" });
+      await client.next((frame) => frame["type"] === "subscribed", "subscribed");
+    }
+    client.send({ type: "subscribe", interval: 50_000_000, accuracy: "hardware" });
+    expect((await client.next(isError, "limit error"))["message"]).to.match(/at most 2 subscriptions/);
+    client.send(JSON.stringify({ type: "subscribe", pad: "x".repeat(t.config.wsMaxMessageBytes + 1) }));
+    await waitFor(() => client.closed !== null, "close after oversized frame");
+    expect(client.closed?.code).to.equal(1009);
+  });
+
+  it("closes a connection that keeps sending bad messages (1008)", async function () {
+    const client = await open();
+    for (let i = 0; i <= 31; i += 1) client.send("garbage");
+    await waitFor(() => client.closed !== null, "policy close");
+    expect(client.closed?.code).to.equal(1008);
+  });
+
+  it("refuses other upgrade paths with 404", async function () {
+    expect(await upgradeStatus(t.node.endpoints.ws.replace("/v1/stream", "/v2/other"))).to.equal(404);
+  });
+});
+
+describe("node/api/ws auth, rate limit, connection bound and tamper", function () {
+  const apiKey = "ws-test-api-key-0123456789";
+
+  it("requires x-api-key on the upgrade and answers 'Rate limit exceeded' beyond the rate", async function () {
+    const t = await startTestNode({ overrides: { apiKeys: [apiKey], maxRequestsPerSecond: 3 } });
+    const clients: Client[] = [];
+    try {
+      expect(await upgradeStatus(t.node.endpoints.ws)).to.equal(401);
+      expect(await upgradeStatus(t.node.endpoints.ws, { "x-api-key": "wrong-key-0123456789" })).to.equal(401);
+      const client = await Client.open(t.node.endpoints.ws, { "x-api-key": apiKey });
+      clients.push(client);
+      for (let i = 0; i < 10; i += 1) client.send({ type: "unsubscribe", id: "none" });
+      const limited = await client.next((frame) => isError(frame) && frame["message"] === "Rate limit exceeded", "rate limit");
+      expect(limited["message"]).to.equal("Rate limit exceeded");
+    } finally {
+      for (const client of clients) client.close();
+      await t.close();
+    }
+  });
+
+  it("refuses connections beyond wsMaxConnections with 503", async function () {
+    const t = await startTestNode({ overrides: { wsMaxConnections: 1 } });
+    const clients: Client[] = [];
+    try {
+      clients.push(await Client.open(t.node.endpoints.ws));
+      expect(await upgradeStatus(t.node.endpoints.ws)).to.equal(503);
+    } finally {
+      for (const client of clients) client.close();
+      await t.close();
+    }
+  });
+
+  it("closes every stream with 1013 and the tamper reason, and refuses new ones", async function () {
+    const t = await startTestNode();
+    const clients: Client[] = [];
+    try {
+      const client = await Client.open(t.node.endpoints.ws);
+      clients.push(client);
+      client.send({ type: "subscribe", interval: 5_000_000, accuracy: "hardware" });
+      await client.next(isUpdate, "update before tamper");
+      t.card.simulateTamper("key zeroised");
+      await waitFor(() => client.closed !== null, "close on tamper");
+      expect(client.closed?.code).to.equal(1013);
+      expect(client.closed?.reason).to.contain("key zeroised");
+      expect(await upgradeStatus(t.node.endpoints.ws)).to.equal(503);
+    } finally {
+      for (const client of clients) client.close();
+      await t.close();
+    }
+  });
+});
