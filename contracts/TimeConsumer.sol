@@ -82,7 +82,10 @@ abstract contract TimeConsumer is ITimeConsumer {
      * strength. Returns the attested moment (ns).
      */
     function _verifiedTime(TimeProof calldata proof) internal view returns (uint128 nanoMoment) {
+        // PROTOCOL.md §6 fixes these two revert strings, so they are strings, not custom errors.
+        // solhint-disable-next-line gas-custom-errors
         require(_TIME_ORACLE.verifyTimeProof(proof), "Invalid time proof");
+        // solhint-disable-next-line gas-custom-errors
         require(proof.accuracy <= _maxAccuracyNs(), "Insufficient accuracy");
         return proof.nanoMoment;
     }
