@@ -9,7 +9,8 @@
 import os from "node:os";
 import hre from "hardhat";
 import { time } from "@nomicfoundation/hardhat-network-helpers";
-import { decodeEventLog, keccak256, parseEventLogs, toHex, type Abi, type Hex } from "viem";
+import { decodeEventLog, keccak256, toHex, type Abi, type Hex } from "viem";
+import { benchApps } from "./bench-apps";
 import { attest, createDevIdentity, DEV_CARD_ACCURACY_NS, NodeKey, NS_PER_SECOND, p256PublicKeyCoordinates, type TimeProof } from "../protocol";
 
 const FOREVER_NS = (1n << 64n) - 1n;
@@ -97,61 +98,12 @@ async function main(): Promise<void> {
     note: "tx gasUsed",
   });
 
-  rows.push(...(await benchApps(oracle, (nanoMoment) => proofWith(1, nanoMoment), nowNs, txGas)));
+  rows.push(...(await benchApps(oracle.address, proofWith, nowNs, txGas)));
 
   console.log(`Gas benchmark — ${new Date().toISOString()}`);
   console.log(`Node ${process.version}, ${os.cpus()[0]?.model ?? "unknown CPU"}, ${os.platform()} ${os.arch()}`);
   console.log(`Hardhat ${hre.config.networks.hardhat.hardfork} hardfork, solc ${hre.config.solidity.compilers[0]?.version}`);
   console.table(rows);
-}
-
-/**
- * The scheduler and bridge rows (APPS contracts, written concurrently: skipped with a note when absent). The
- * scheduled call goes back to an externally owned account with empty calldata, so its row is the scheduler's own
- * cost plus a minimal call. The bridge sends and receives on one chain (two bridges sharing the oracle).
- */
-async function benchApps(
-  oracle: Awaited<ReturnType<typeof hre.viem.deployContract<"TimeOracle">>>,
-  proofAt: (nanoMoment: bigint) => TimeProof,
-  nowNs: bigint,
-  txGas: (hash: Hex) => Promise<number>,
-): Promise<Row[]> {
-  const rows: Row[] = [];
-  const publicClient = await hre.viem.getPublicClient();
-  const [, scheduler, executor] = await hre.viem.getWalletClients();
-  const chainId = BigInt(await publicClient.getChainId());
-
-  const executeAt = nowNs - 2n * NS_PER_SECOND;
-  const scheduleHash = await oracle.write.scheduleCall([executeAt, 60n * NS_PER_SECOND, 50_000, "0x"], {
-    account: scheduler!.account,
-  });
-  rows.push({ operation: "scheduleCall (no bounty)", gas: await txGas(scheduleHash), goal: "", note: "tx gasUsed" });
-  const scheduleReceipt = await publicClient.waitForTransactionReceipt({ hash: scheduleHash });
-  const [scheduled] = parseEventLogs({ abi: oracle.abi as Abi, logs: scheduleReceipt.logs, eventName: "CallScheduled" }) as unknown as {
-    args: { request: unknown };
-  }[];
-  if (scheduled === undefined) throw new Error("no CallScheduled event");
-  const executeHash = await oracle.write.executeCall([scheduled.args.request, proofAt(executeAt + 1n)], {
-    account: executor!.account,
-  });
-  rows.push({ operation: "executeCall (1-entry proof, EOA callee)", gas: await txGas(executeHash), goal: "", note: "tx gasUsed" });
-
-  if (!(await hre.artifacts.artifactExists("TimeBridge"))) {
-    rows.push({ operation: "sendTime / receiveTime", gas: "n/a", goal: "", note: "TimeBridge not compiled" });
-    return rows;
-  }
-  const source = await hre.viem.deployContract("TimeBridge", [oracle.address]);
-  const target = await hre.viem.deployContract("TimeBridge", [oracle.address]);
-  const sendHash = await source.write.sendTime([chainId]);
-  rows.push({ operation: "sendTime", gas: await txGas(sendHash), goal: "", note: "tx gasUsed" });
-  const sendReceipt = await publicClient.waitForTransactionReceipt({ hash: sendHash });
-  const [sent] = parseEventLogs({ abi: source.abi as Abi, logs: sendReceipt.logs, eventName: "TimeSent" }) as unknown as {
-    args: { nonce: bigint; message: unknown };
-  }[];
-  if (sent === undefined) throw new Error("no TimeSent event");
-  const receiveHash = await target.write.receiveTime([chainId, source.address, sent.args.nonce, sent.args.message]);
-  rows.push({ operation: "receiveTime (1-entry proof)", gas: await txGas(receiveHash), goal: "", note: "tx gasUsed" });
-  return rows;
 }
 
 main().catch((error: unknown) => {
