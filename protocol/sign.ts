@@ -84,7 +84,8 @@ export function signHardware(cardKey: CardSigningKey, nanoMoment: bigint): Hex {
  */
 export function signNodeEntry(nodePrivateKey: NodeKeyInput, att: TimeAttestation): Hex {
   const key = hexToByteArray(nodePrivateKeyHex(nodePrivateKey));
-  const digest = hexToByteArray(timeAttestationDigest(att));
+  const digestHex = timeAttestationDigest(att);
+  const digest = hexToByteArray(digestHex);
   const recovered = secp256k1.sign(digest, key, { prehash: false, lowS: true, format: "recovered" });
   const signature = secp256k1.Signature.fromBytes(recovered, "recovered");
   if (signature.recovery !== 0 && signature.recovery !== 1) {
@@ -92,11 +93,71 @@ export function signNodeEntry(nodePrivateKey: NodeKeyInput, att: TimeAttestation
     throw new ProtocolError("node signature has an unrepresentable recovery id", { recovery: signature.recovery });
   }
   const yParityAndS = signature.s | (BigInt(signature.recovery) << 255n);
-  return encodeNodeEntry({
+  const entry = {
     nodeTimestampNs: att.nodeTimestamp,
     r: bigintToFixedHex(signature.r, 32),
     yParityAndS: bigintToFixedHex(yParityAndS, 32),
-  });
+  };
+  // A NodeKey carries its address: seed the recovery memo so verifying our own proofs costs no ecrecover.
+  // (A raw hex key would need a point multiplication to learn its address: not worth it here.)
+  if (typeof nodePrivateKey !== "string") rememberNodeSignature(digestHex, entry, nodePrivateKey.address);
+  return encodeNodeEntry(entry);
+}
+
+// ---------------------------------------------------------------- recovery memo
+
+/** Entries kept by the node-address recovery memo (least recently used evicted first). */
+export const NODE_ADDRESS_MEMO_CAPACITY = 4_096;
+
+/**
+ * digest ‖ r ‖ yParityAndS (lowercase hex) → recovered address. Public-key recovery is a pure function of
+ * these three values, so a hit returns exactly what recovery would; a proof is typically verified many times
+ * (every client, every relay, the node itself) while one secp256k1 recovery costs ~1 ms in pure JS. Range and
+ * high-S checks run BEFORE the memo is consulted, and failures are never stored, so the memo cannot change
+ * which signatures are refused. A Map iterates in insertion order: re-inserting on a hit makes it an LRU.
+ */
+const nodeAddressMemo = new Map<string, Address>();
+
+function nodeAddressMemoKey(digest: Hex, r: Hex, yParityAndS: Hex): string {
+  return `${digest}${r.slice(2)}${yParityAndS.slice(2)}`.toLowerCase();
+}
+
+function memoStore(key: string, address: Address): void {
+  if (nodeAddressMemo.has(key)) {
+    nodeAddressMemo.delete(key);
+  } else if (nodeAddressMemo.size >= NODE_ADDRESS_MEMO_CAPACITY) {
+    const oldest = nodeAddressMemo.keys().next();
+    if (oldest.done !== true) nodeAddressMemo.delete(oldest.value);
+  }
+  nodeAddressMemo.set(key, address);
+}
+
+function memoLookup(key: string): Address | undefined {
+  const address = nodeAddressMemo.get(key);
+  if (address !== undefined) {
+    nodeAddressMemo.delete(key);
+    nodeAddressMemo.set(key, address);
+  }
+  return address;
+}
+
+/**
+ * Seeds the recovery memo with a signature the caller PRODUCED itself with the key of `address` over `digest`
+ * (the attestor does, for entries signed in its worker thread). Never call it with a signature received from
+ * elsewhere: a wrong seed would make recoverNodeAddress report a signer that did not sign.
+ */
+export function rememberNodeSignature(digest: Hex, entry: Pick<NodeEntry, "r" | "yParityAndS">, address: Address): void {
+  memoStore(nodeAddressMemoKey(toFixedHex(digest, 32, "digest"), toFixedHex(entry.r, 32, "nodeEntry.r"), toFixedHex(entry.yParityAndS, 32, "nodeEntry.yParityAndS")), address);
+}
+
+/** The number of memoised recoveries (tests, metrics). */
+export function nodeAddressMemoSize(): number {
+  return nodeAddressMemo.size;
+}
+
+/** Empties the recovery memo (tests and benchmarks measuring cold verification). */
+export function clearNodeAddressMemo(): void {
+  nodeAddressMemo.clear();
 }
 
 /** Splits EIP-2098 yParityAndS into the y parity (bit 255) and s (low 255 bits). */
@@ -107,7 +168,8 @@ export function splitYParityAndS(yParityAndS: Hex): { yParity: 0 | 1; s: bigint 
 
 /**
  * Recovers the node address that signed `att` in `entry`. Throws ProtocolError for what ecrecover would refuse
- * or OpenZeppelin's ECDSA rejects: r or s zero or ≥ n, high s, a point that does not recover.
+ * or OpenZeppelin's ECDSA rejects: r or s zero or ≥ n, high s, a point that does not recover. Successful
+ * recoveries are memoised (bounded LRU, see NODE_ADDRESS_MEMO_CAPACITY) after those checks.
  */
 export function recoverNodeAddress(att: TimeAttestation, entry: NodeEntry | Hex): Address {
   const decoded = typeof entry === "string" ? decodeNodeEntry(entry) : entry;
@@ -119,13 +181,24 @@ export function recoverNodeAddress(att: TimeAttestation, entry: NodeEntry | Hex)
   if (s > SECP256K1_HALF_N) {
     throw new ProtocolError("node signature is high-S", { s: bigintToFixedHex(s, 32) });
   }
+  let digestHex: Hex;
   try {
-    const signature = new secp256k1.Signature(r, s, yParity);
-    const digest = hexToByteArray(timeAttestationDigest(att));
-    return secp256k1PublicKeyToAddress(signature.recoverPublicKey(digest).toBytes(false));
+    digestHex = timeAttestationDigest(att);
   } catch (cause) {
     throw new ProtocolError("node signature does not recover to a public key", { r: decoded.r }, { cause });
   }
+  const key = nodeAddressMemoKey(digestHex, toFixedHex(decoded.r, 32, "nodeEntry.r"), toFixedHex(decoded.yParityAndS, 32, "yParityAndS"));
+  const known = memoLookup(key);
+  if (known !== undefined) return known;
+  let address: Address;
+  try {
+    const signature = new secp256k1.Signature(r, s, yParity);
+    address = secp256k1PublicKeyToAddress(signature.recoverPublicKey(hexToByteArray(digestHex)).toBytes(false));
+  } catch (cause) {
+    throw new ProtocolError("node signature does not recover to a public key", { r: decoded.r }, { cause });
+  }
+  memoStore(key, address);
+  return address;
 }
 
 export interface AssembleProofParameters {

@@ -5,28 +5,33 @@
  * cache that every transport reads (STYLE.md habit 11: background loop writes, handlers read).
  *
  * Cost: one P-256 signature (OpenSSL) plus one EIP-712 digest and one secp256k1 signature (@noble/curves) per
- * attestation. On the 2-core dev VM under heavy parallel load (loadavg ≈ 7.8) one attestation took ≈ 1.1–1.9 ms
- * p50 and the 1 ms tick used ≈ 35–50 % of one core; expect roughly a quarter of that on an idle machine. Ticks
- * never overlap: signing is synchronous and the next tick is armed only after the previous one finished, so the
- * effective period is max(tickInterval, signing time + the 1 ms timer granularity). `tickIntervalNs` trades
- * CPU for proof freshness.
+ * attestation. The digest and the secp256k1 signature (≈ 80 % of the cost, pure JS) run in a worker thread
+ * (signerWorker.ts, `signInWorker`, default on): per tick the main thread only checks tamper and accuracy, reads
+ * the card clock, has the card sign (the card driver's call), posts the request, and swaps its cached proof when
+ * the entry comes back. Until the worker has loaded and passed its known-answer test, and if it ever fails,
+ * ticks sign in the main thread as before. `attest()` (on demand: attestNow, schedule delivery) always signs
+ * synchronously in the calling thread. Ticks never overlap: the next tick is armed only after the previous one
+ * finished (worker reply included), so the effective period is max(tickInterval, signing round trip + the 1 ms
+ * timer granularity). `tickIntervalNs` trades CPU for proof freshness.
  *
  * Safety rules:
  * - the node refuses to sign while the card's measured error exceeds the accuracy bound (the accuracy in the
  *   proof is signed, so it must be true); the cache keeps the previous proof, which ages and stops being served
  *   once older than maxServeAgeNs;
  * - on tamper the attestor stops at once, drops the cached proof (current() throws UnavailableError with the
- *   reason), notifies tamper listeners and raises an alert. Tamper is latched: only a restart with a healthy card
- *   resumes attesting.
+ *   reason), notifies tamper listeners and raises an alert; a worker reply that arrives after the tamper is
+ *   discarded and the worker is terminated. Tamper is latched: only a restart with a healthy card resumes
+ *   attesting.
  */
 import type { Logger } from "pino";
-import { timeAttestationForProof } from "../../protocol/codec";
+import { timeAttestationDigest, timeAttestationForProof } from "../../protocol/codec";
 import { UnavailableError } from "../../protocol/errors";
 import type { NodeKey } from "../../protocol/keys";
-import { signNodeEntry } from "../../protocol/sign";
-import type { TimeProof } from "../../protocol/types";
+import { rememberNodeSignature, signNodeEntry } from "../../protocol/sign";
+import type { Hex, TimeProof } from "../../protocol/types";
 import type { TimeCard } from "../card/types";
 import { buildSignedTime } from "./signedTime";
+import { NodeSignerThread, type NodeSignRequest } from "./signerWorker";
 import type { NodeAlert, SignedTime } from "./types";
 
 export interface AttestorOptions {
@@ -43,6 +48,11 @@ export interface AttestorOptions {
   /** The node's own clock, ns since the Unix epoch (the nodeTimestamp it signs). */
   nodeClockNs: () => bigint;
   logger: Logger;
+  /**
+   * Sign ticks' node entries in a worker thread (default true) so transports never wait behind secp256k1.
+   * false: every tick signs in the main thread (tests of the in-thread path, or a platform without workers).
+   */
+  signInWorker?: boolean;
 }
 
 export interface AttestorStats {
@@ -50,7 +60,12 @@ export interface AttestorStats {
   accuracyRefusalsTotal: number;
   tamperEventsTotal: number;
   tickErrorsTotal: number;
+  /** ns from the tick's start to the cached proof (worker round trip included). */
   lastSignDurationNs: bigint | null;
+  /** Attestations whose node entry the worker thread signed (the rest signed in the main thread). */
+  workerAttestationsTotal: number;
+  /** Where ticks sign right now. */
+  signer: "worker" | "main-thread";
 }
 
 type Listener<T> = (value: T) => void;
@@ -97,12 +112,18 @@ export class Attestor {
   #tamperReason: string | null = null;
   #refusalReason: string | null = null;
   #unsubscribeCard: (() => void) | null = null;
-  readonly #stats: AttestorStats = {
+  /** The signer thread; ticks use it once #signerReady (loaded and known-answer-tested). */
+  #signer: NodeSignerThread | null = null;
+  #signerReady = false;
+  /** Bumped by stop(): replies and timers of an earlier run are ignored. */
+  #generation = 0;
+  readonly #stats: Omit<AttestorStats, "signer"> = {
     attestationsTotal: 0,
     accuracyRefusalsTotal: 0,
     tamperEventsTotal: 0,
     tickErrorsTotal: 0,
     lastSignDurationNs: null,
+    workerAttestationsTotal: 0,
   };
 
   constructor(options: AttestorOptions) {
@@ -126,6 +147,7 @@ export class Attestor {
       this.#handleTamper(state.reason ?? "card reports tampering");
       return;
     }
+    if (this.#options.signInWorker !== false) this.#startSigner();
     this.#nextTickAtNs = this.#options.nodeClockNs();
     this.#tick();
   }
@@ -133,8 +155,10 @@ export class Attestor {
   /** Stops ticking and drops the cache. Listeners stay registered (a restarted attestor reuses them). */
   stop(): void {
     this.#running = false;
+    this.#generation += 1;
     if (this.#timer !== null) clearTimeout(this.#timer);
     this.#timer = null;
+    this.#closeSigner();
     this.#unsubscribeCard?.();
     this.#unsubscribeCard = null;
     this.#latest = null;
@@ -160,7 +184,7 @@ export class Attestor {
   }
 
   stats(): AttestorStats {
-    return { ...this.#stats };
+    return { ...this.#stats, signer: this.#signerReady ? "worker" : "main-thread" };
   }
 
   /**
@@ -189,7 +213,25 @@ export class Attestor {
    * card is tampered or its measured error exceeds the bound.
    */
   attest(): SignedTime {
-    const { card, nodeKey, accuracyNs, signingErrorBoundNs, nodeClockNs } = this.#options;
+    const startedAt = process.hrtime.bigint();
+    const request = this.#prepare();
+    let nodeSignature: Hex;
+    try {
+      const base = { nanoMoment: request.nanoMoment, hardwareSignature: request.hardwareSignature, accuracy: request.accuracy };
+      nodeSignature = signNodeEntry(this.#options.nodeKey, timeAttestationForProof(base, request.nodeTimestampNs));
+    } catch (error) {
+      this.#checkTamperAfterFailure();
+      throw error;
+    }
+    return this.#publish(request, nodeSignature, startedAt);
+  }
+
+  /**
+   * Everything before the node signature, in the calling (main) thread: tamper and accuracy checks, the card's
+   * clock and signature, the node timestamp. Throws UnavailableError like attest().
+   */
+  #prepare(): NodeSignRequest {
+    const { card, accuracyNs, signingErrorBoundNs, nodeClockNs } = this.#options;
     if (this.#tamperReason !== null) {
       throw new UnavailableError(`time card tampered: ${this.#tamperReason}`, { reason: this.#tamperReason });
     }
@@ -211,22 +253,32 @@ export class Attestor {
       this.#logger.info({ measuredErrorNs, signingErrorBoundNs }, "card back within the accuracy bound; signing resumed");
       this.#refusalReason = null;
     }
-    const startedAt = process.hrtime.bigint();
-    let proof: TimeProof;
     try {
       const nanoMoment = card.readTimeNs();
       const hardwareSignature = card.signHardware(nanoMoment);
-      const base = { nanoMoment, hardwareSignature, accuracy: accuracyNs };
-      const nodeSignature = signNodeEntry(nodeKey, timeAttestationForProof(base, nodeClockNs()));
-      // One entry is trivially "ascending": assembleProof's address recovery would only cost time here.
-      proof = { ...base, nodeSignature };
+      return { nanoMoment, hardwareSignature, accuracy: accuracyNs, nodeTimestampNs: nodeClockNs() };
     } catch (error) {
-      const after = card.tamperState();
-      if (after.tampered) this.#handleTamper(after.reason ?? "card reports tampering");
+      this.#checkTamperAfterFailure();
       throw error;
     }
+  }
+
+  #checkTamperAfterFailure(): void {
+    const after = this.#options.card.tamperState();
+    if (after.tampered) this.#handleTamper(after.reason ?? "card reports tampering");
+  }
+
+  /** Caches the signed proof and notifies listeners. */
+  #publish(request: NodeSignRequest, nodeSignature: Hex, startedAt: bigint): SignedTime {
+    // One entry is trivially "ascending": assembleProof's address recovery would only cost time here.
+    const proof: TimeProof = {
+      nanoMoment: request.nanoMoment,
+      hardwareSignature: request.hardwareSignature,
+      accuracy: request.accuracy,
+      nodeSignature,
+    };
     this.#stats.lastSignDurationNs = process.hrtime.bigint() - startedAt;
-    const signed = buildSignedTime(proof, nodeClockNs());
+    const signed = buildSignedTime(proof, this.#options.nodeClockNs());
     this.#latest = signed;
     this.#stats.attestationsTotal += 1;
     this.#proofListeners.emit(signed);
@@ -248,17 +300,135 @@ export class Attestor {
   #tick(): void {
     this.#timer = null;
     if (!this.#running || this.#tamperReason !== null) return;
+    const signer = this.#signer;
+    if (signer !== null && this.#signerReady) {
+      this.#tickInWorker(signer);
+      return;
+    }
     try {
       this.attest();
     } catch (error) {
-      if (this.#tamperReason !== null) return; // tamper handled: the loop ends here
-      if (this.#refusalReason === null) {
-        this.#stats.tickErrorsTotal += 1;
-        this.#logger.error({ err: error }, "attestation tick failed");
-      }
+      this.#tickFailed(error);
     }
+    this.#armNextTick();
+  }
+
+  #tickFailed(error: unknown): void {
+    if (this.#tamperReason !== null) return; // tamper handled: the loop ends here
+    if (this.#refusalReason === null) {
+      this.#stats.tickErrorsTotal += 1;
+      this.#logger.error({ err: error }, "attestation tick failed");
+    }
+  }
+
+  /** One tick with the node signature from the worker; the next tick is armed when the reply is in. */
+  #tickInWorker(signer: NodeSignerThread): void {
+    const generation = this.#generation;
+    const startedAt = process.hrtime.bigint();
+    let request: NodeSignRequest;
+    try {
+      request = this.#prepare();
+    } catch (error) {
+      this.#tickFailed(error);
+      this.#armNextTick();
+      return;
+    }
+    signer
+      .sign(request)
+      .then(
+        (result) => {
+          if (generation !== this.#generation) return;
+          this.#acceptFromWorker(request, result.entry, result.digest, startedAt);
+        },
+        (error: unknown) => {
+          if (generation !== this.#generation || this.#tamperReason !== null) return;
+          this.#stats.tickErrorsTotal += 1;
+          this.#logger.error({ err: error }, "signer thread failed a tick; signing in the main thread from now on");
+          if (this.#signer === signer) this.#closeSigner();
+        },
+      )
+      .catch((error: unknown) => this.#logger.error({ err: error }, "attestation tick failed"))
+      .finally(() => {
+        if (generation === this.#generation) this.#armNextTick();
+      });
+  }
+
+  /** A worker reply: cached only if nothing stopped attesting meanwhile (tamper, stop) and it is the newest. */
+  #acceptFromWorker(request: NodeSignRequest, entry: Hex, digest: Hex, startedAt: bigint): void {
+    if (!this.#running || this.#tamperReason !== null) return;
+    const state = this.#options.card.tamperState();
+    if (state.tampered) {
+      this.#handleTamper(state.reason ?? "card reports tampering");
+      return;
+    }
+    // attest() may have cached a newer proof while this one was in the worker: never go back in time.
+    const latest = this.#latest;
+    if (latest !== null && latest.proof.nanoMoment >= request.nanoMoment) return;
+    // The worker signed with our key over `digest`: verifying our own proofs needs no ecrecover.
+    rememberNodeSignature(digest, { r: `0x${entry.slice(34, 98)}`, yParityAndS: `0x${entry.slice(98, 162)}` }, this.#options.nodeKey.address);
+    this.#stats.workerAttestationsTotal += 1;
+    this.#publish(request, entry, startedAt);
+  }
+
+  /** Spawns the signer thread; ticks switch to it after its known-answer test passes. */
+  #startSigner(): void {
+    const generation = this.#generation;
+    let signer: NodeSignerThread;
+    try {
+      signer = new NodeSignerThread(this.#options.nodeKey, (error) => {
+        if (this.#signer !== signer) return;
+        this.#logger.error({ err: error }, "signer thread failed; signing in the main thread from now on");
+        this.#closeSigner();
+      });
+    } catch (error) {
+      this.#logger.warn({ err: error }, "could not start the signer thread; signing in the main thread");
+      return;
+    }
+    this.#signer = signer;
+    signer.ready
+      .then(() => this.#knownAnswerTest(signer))
+      .then(
+        () => {
+          if (generation !== this.#generation || this.#signer !== signer) return;
+          this.#signerReady = true;
+          this.#logger.debug("signer thread ready: ticks sign off the main thread");
+        },
+        (error: unknown) => {
+          if (generation !== this.#generation || this.#signer !== signer) return;
+          this.#logger.warn({ err: error }, "signer thread unusable; signing in the main thread");
+          this.#closeSigner();
+        },
+      );
+  }
+
+  /** The worker must produce byte for byte what protocol/sign.ts produces (RFC 6979 is deterministic). */
+  async #knownAnswerTest(signer: NodeSignerThread): Promise<void> {
+    const request: NodeSignRequest = {
+      nanoMoment: 1_700_000_000_123_456_789n,
+      hardwareSignature: `0x${this.#options.card.cardId.slice(2)}${"11".repeat(32)}${"22".repeat(32)}`,
+      accuracy: this.#options.accuracyNs,
+      nodeTimestampNs: 1_700_000_000_123_457_000n,
+    };
+    const base = { nanoMoment: request.nanoMoment, hardwareSignature: request.hardwareSignature, accuracy: request.accuracy };
+    const att = timeAttestationForProof(base, request.nodeTimestampNs);
+    const result = await signer.sign(request);
+    if (result.digest !== timeAttestationDigest(att) || result.entry !== signNodeEntry(this.#options.nodeKey, att)) {
+      throw new Error("signer thread failed its known-answer test (digest or entry differs from protocol/sign.ts)");
+    }
+  }
+
+  #closeSigner(): void {
+    const signer = this.#signer;
+    this.#signer = null;
+    this.#signerReady = false;
+    if (signer !== null) void signer.close();
+  }
+
+  #armNextTick(): void {
     if (!this.#running || this.#tamperReason !== null) return;
     // Fixed-rate schedule without catch-up bursts: if a tick ran late, the next one is due one interval later.
+    // Worker ticks follow the same timer schedule: running them back to back (setImmediate) when the reply is
+    // late raised the proof rate ~1.5x but also the main thread's share per second, the thing this design saves.
     const nowNs = this.#options.nodeClockNs();
     this.#nextTickAtNs += this.#options.tickIntervalNs;
     if (this.#nextTickAtNs < nowNs) this.#nextTickAtNs = nowNs;
@@ -288,6 +458,7 @@ export class Attestor {
     this.#latest = null;
     if (this.#timer !== null) clearTimeout(this.#timer);
     this.#timer = null;
+    this.#closeSigner();
     this.#stats.tamperEventsTotal += 1;
     const { card, nodeKey } = this.#options;
     this.#logger.error({ cardId: card.cardId, nodeId: nodeKey.address, reason }, "time card tampered: attestation stopped");

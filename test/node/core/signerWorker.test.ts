@@ -1,0 +1,216 @@
+import { expect } from "chai";
+import { UnavailableError } from "../../../protocol/errors";
+import { timeAttestationDigest, timeAttestationForProof } from "../../../protocol/codec";
+import { clearNodeAddressMemo, nodeAddressMemoSize, signNodeEntry } from "../../../protocol/sign";
+import { createVerifyContext, verifyTimeProof } from "../../../protocol/verify";
+import type { Hex, TimeProof } from "../../../protocol/types";
+import { DevTimeCard } from "../../../node/card/dev";
+import type { TimeCard } from "../../../node/card/types";
+import { Attestor, type AttestorOptions } from "../../../node/core/attestor";
+import { NodeSignerThread, type NodeSignRequest } from "../../../node/core/signerWorker";
+import type { SignedTime } from "../../../node/core/types";
+import { devIdentity, expectRejects, silentLogger, waitFor } from "./helpers";
+
+async function setup(overrides: Partial<AttestorOptions> = {}) {
+  const identity = await devIdentity();
+  const card = new DevTimeCard({ cardKey: identity.cardKey, certificateChainPem: identity.certificateChainPem });
+  const options: AttestorOptions = {
+    card,
+    nodeKey: identity.nodeKey,
+    accuracyNs: 50,
+    signingErrorBoundNs: 50,
+    tickIntervalNs: 1_000_000n,
+    maxServeAgeNs: 60_000_000_000n,
+    nodeClockNs: () => card.readTimeNs(),
+    logger: silentLogger(),
+    ...overrides,
+  };
+  const verifyAt = (proof: TimeProof) =>
+    verifyTimeProof(
+      proof,
+      createVerifyContext({
+        cards: { [identity.cardId]: { publicKey: identity.cardPublicKey, revoked: false } },
+        nodes: [identity.nodeAddress],
+        nowNs: card.readTimeNs(),
+      }),
+    );
+  return { identity, card, options, verifyAt };
+}
+
+/** Records every signer thread the attestor closes (and the promise of its termination). */
+function spyOnClose(): { closed: Promise<void>[]; restore(): void } {
+  const original = NodeSignerThread.prototype.close;
+  const closed: Promise<void>[] = [];
+  NodeSignerThread.prototype.close = function close(this: NodeSignerThread): Promise<void> {
+    const done = original.call(this);
+    closed.push(done);
+    return done;
+  };
+  return { closed, restore: () => void (NodeSignerThread.prototype.close = original) };
+}
+
+describe("Signer thread (node/core/signerWorker.ts)", () => {
+  const threads: NodeSignerThread[] = [];
+  const attestors: Attestor[] = [];
+  afterEach(async () => {
+    for (const attestor of attestors.splice(0)) attestor.stop();
+    await Promise.all(threads.splice(0).map((thread) => thread.close()));
+  });
+
+  it("signs byte for byte what protocol/sign.ts signs, and reports the digest", async () => {
+    const { identity, card } = await setup();
+    const thread = new NodeSignerThread(identity.nodeKey);
+    threads.push(thread);
+    await thread.ready;
+    for (const offset of [0n, 1n, 999_999_999n]) {
+      const nanoMoment = card.readTimeNs() + offset;
+      const request: NodeSignRequest = {
+        nanoMoment,
+        hardwareSignature: card.signHardware(nanoMoment),
+        accuracy: 50,
+        nodeTimestampNs: nanoMoment + 123n,
+      };
+      const att = timeAttestationForProof(request, request.nodeTimestampNs);
+      const result = await thread.sign(request);
+      expect(result.entry).to.equal(signNodeEntry(identity.nodeKey.exportPrivateKey(), att));
+      expect(result.digest).to.equal(timeAttestationDigest(att));
+    }
+  });
+
+  it("rejects a malformed request with the worker's error text, keeps working, and rejects after close()", async () => {
+    const { identity, card } = await setup();
+    const thread = new NodeSignerThread(identity.nodeKey);
+    threads.push(thread);
+    const nanoMoment = card.readTimeNs();
+    const good: NodeSignRequest = { nanoMoment, hardwareSignature: card.signHardware(nanoMoment), accuracy: 50, nodeTimestampNs: nanoMoment };
+    await expectRejects(thread.sign({ ...good, hardwareSignature: "0x1234" as Hex }), Error, "96 bytes");
+    await expectRejects(thread.sign({ ...good, nanoMoment: 1n << 128n }), Error, "uint128");
+    expect((await thread.sign(good)).entry).to.match(/^0x[0-9a-f]{160}$/);
+    const pending = expectRejects(thread.sign(good), Error, "closed");
+    await thread.close();
+    await pending;
+    await expectRejects(thread.sign(good), Error, "closed");
+    expect(thread.pendingCount).to.equal(0);
+  });
+
+  it("attestor: ticks move to the worker, proofs verify, and the node's own proofs need no recovery", async () => {
+    const { options, verifyAt, identity } = await setup();
+    const attestor = new Attestor(options);
+    attestors.push(attestor);
+    const seen: SignedTime[] = [];
+    attestor.onProof((signed) => seen.push(signed));
+    attestor.start();
+    expect(() => attestor.current()).to.not.throw(); // the first proof is signed in start(), as before
+    await waitFor(() => attestor.stats().workerAttestationsTotal >= 5, 20_000, "five worker-signed proofs");
+    expect(attestor.stats().signer).to.equal("worker");
+    clearNodeAddressMemo();
+    const before = attestor.stats().workerAttestationsTotal;
+    await waitFor(() => attestor.stats().workerAttestationsTotal >= before + 1, 20_000, "one more worker proof");
+    const { proof, body, json } = attestor.current();
+    expect(nodeAddressMemoSize()).to.be.at.least(1); // seeded by the attestor from the worker's digest
+    expect(verifyAt(proof)).to.deep.include({ valid: true, cardId: identity.cardId });
+    expect(body).to.equal(JSON.stringify(json));
+    for (let i = 1; i < seen.length; i += 1) expect(seen[i]!.proof.nanoMoment > seen[i - 1]!.proof.nanoMoment).to.equal(true);
+    // attest() (on demand) still signs synchronously in the calling thread, and the cache never goes back.
+    const now = attestor.attest();
+    expect(verifyAt(now.proof).valid).to.equal(true);
+    expect(attestor.current().proof.nanoMoment >= now.proof.nanoMoment).to.equal(true);
+  });
+
+  it("attestor: tamper stops serving at once, and a reply still in the worker is discarded", async () => {
+    const { options, card } = await setup();
+    let attestor: Attestor | null = null;
+    let tamperOnNextSign = false;
+    // Tamper right after the card signed a worker tick: the request is posted, its reply arrives afterwards.
+    const trapCard: TimeCard = {
+      cardId: card.cardId,
+      publicKey: card.publicKey,
+      certificateChainPem: card.certificateChainPem,
+      readTimeNs: () => card.readTimeNs(),
+      signHardware: (nanoMoment: bigint): Hex => {
+        const signature = card.signHardware(nanoMoment);
+        if (tamperOnNextSign && attestor?.stats().signer === "worker") {
+          tamperOnNextSign = false;
+          queueMicrotask(() => card.simulateTamper("enclosure opened"));
+        }
+        return signature;
+      },
+      tamperState: () => card.tamperState(),
+      onTamper: (listener) => card.onTamper(listener),
+      measuredErrorNs: () => card.measuredErrorNs(),
+      close: () => card.close(),
+    };
+    attestor = new Attestor({ ...options, card: trapCard });
+    attestors.push(attestor);
+    const spy = spyOnClose();
+    try {
+      let proofsAfterTamper = 0;
+      let tampered = false;
+      const tampers: string[] = [];
+      attestor.onTamper((reason) => {
+        tampered = true;
+        tampers.push(reason);
+      });
+      attestor.onProof(() => {
+        if (tampered) proofsAfterTamper += 1;
+      });
+      attestor.start();
+      await waitFor(() => attestor.stats().workerAttestationsTotal >= 2, 20_000, "worker-signed proofs");
+      tamperOnNextSign = true;
+      await waitFor(() => tampered, 20_000, "the tamper");
+      expect(() => attestor.current()).to.throw(UnavailableError, "time card tampered: enclosure opened");
+      const count = attestor.stats().attestationsTotal;
+      await Promise.all(spy.closed); // the worker was terminated on tamper
+      expect(spy.closed.length).to.be.at.least(1);
+      await new Promise((resolve) => setTimeout(resolve, 20));
+      expect(attestor.stats().attestationsTotal).to.equal(count);
+      expect(proofsAfterTamper).to.equal(0);
+      expect(tampers).to.deep.equal(["enclosure opened"]);
+      expect(() => attestor.current()).to.throw(UnavailableError, "enclosure opened");
+    } finally {
+      spy.restore();
+    }
+  });
+
+  it("attestor: stop() terminates the worker; a restart spawns a new one", async () => {
+    const { options } = await setup();
+    const attestor = new Attestor(options);
+    attestors.push(attestor);
+    const spy = spyOnClose();
+    try {
+      attestor.start();
+      await waitFor(() => attestor.stats().signer === "worker", 20_000, "the worker");
+      attestor.stop();
+      expect(spy.closed).to.have.length(1);
+      await spy.closed[0]; // resolves once the thread has exited
+      expect(attestor.stats().signer).to.equal("main-thread");
+      expect(() => attestor.current()).to.throw(UnavailableError);
+      attestor.start();
+      await waitFor(() => attestor.stats().signer === "worker", 20_000, "the second worker");
+      const before = attestor.stats().workerAttestationsTotal;
+      await waitFor(() => attestor.stats().workerAttestationsTotal > before, 20_000, "a proof from the second worker");
+      attestor.stop();
+      expect(spy.closed).to.have.length(2);
+      await spy.closed[1];
+    } finally {
+      spy.restore();
+    }
+  });
+
+  it("attestor: signInWorker=false never starts a thread", async () => {
+    const { options, verifyAt } = await setup({ signInWorker: false });
+    const attestor = new Attestor(options);
+    attestors.push(attestor);
+    const spy = spyOnClose();
+    try {
+      attestor.start();
+      await waitFor(() => attestor.stats().attestationsTotal >= 5, 20_000, "five proofs");
+      expect(attestor.stats()).to.include({ signer: "main-thread", workerAttestationsTotal: 0 });
+      expect(verifyAt(attestor.current().proof).valid).to.equal(true);
+      attestor.stop();
+      expect(spy.closed).to.have.length(0);
+    } finally {
+      spy.restore();
+    }
+  });
+});
