@@ -18,8 +18,9 @@ import {
   UINT128_MAX,
 } from "./constants";
 import { AtsError, ProtocolError } from "./errors";
-import { hexByteLength, hexToBigint, hexToByteArray, concatHexStrings } from "./bytes";
+import { bytesToHexString, hexByteLength, hexToBigint, hexToByteArray, concatHexStrings } from "./bytes";
 import { decodeHardwareSignature, decodeNodeEntries, hwMessage, timeAttestationForProof } from "./codec";
+import type { KeyObject } from "node:crypto";
 import { p256PublicKeyObject, p256PublicKeyToUncompressed } from "./keys";
 import { recoverNodeAddress } from "./sign";
 import type { Address, CardRecord, Hex, TimeProof } from "./types";
@@ -27,6 +28,26 @@ import type { Address, CardRecord, Hex, TimeProof } from "./types";
 // ---------------------------------------------------------------- P-256 (card signatures)
 
 const HEX_32_BYTES = /^0x[0-9a-fA-F]{64}$/;
+
+/** How many card public keys keep their parsed node:crypto KeyObject (a verifier sees few cards). */
+export const P256_KEY_CACHE_CAPACITY = 256;
+const p256KeyCache = new Map<string, { uncompressed: Uint8Array; keyObject: KeyObject }>();
+
+/**
+ * The card key as SEC1 bytes and as a node:crypto KeyObject. Parsing and validating the point costs more than the
+ * OpenSSL verification itself, and a verifier checks many proofs of the same few cards, so the parsed form is
+ * kept per key (bounded; the oldest entry goes first). Keys that fail to parse are never cached.
+ */
+function parsedP256Key(publicKey: Hex | Uint8Array): { uncompressed: Uint8Array; keyObject: KeyObject } {
+  const cacheKey = (typeof publicKey === "string" ? publicKey : bytesToHexString(publicKey)).toLowerCase();
+  const cached = p256KeyCache.get(cacheKey);
+  if (cached !== undefined) return cached;
+  const uncompressed = hexToByteArray(p256PublicKeyToUncompressed(publicKey));
+  const parsed = { uncompressed, keyObject: p256PublicKeyObject(uncompressed) };
+  if (p256KeyCache.size >= P256_KEY_CACHE_CAPACITY) p256KeyCache.delete(p256KeyCache.keys().next().value!);
+  p256KeyCache.set(cacheKey, parsed);
+  return parsed;
+}
 
 /** What a P-256 signature covers: the message (hashed here with SHA-256) or its SHA-256 digest. */
 export type P256SignedInput = { message: Uint8Array | Hex } | { digest: Hex };
@@ -41,16 +62,16 @@ export function verifyP256Signature(input: P256SignedInput, r: Hex, s: Hex, publ
     const rValue = hexToBigint(r);
     const sValue = hexToBigint(s);
     if (rValue === 0n || rValue >= P256_N || sValue === 0n || sValue > P256_HALF_N) return false;
-    const key = hexToByteArray(p256PublicKeyToUncompressed(publicKey));
+    const key = parsedP256Key(publicKey);
     const signature = hexToByteArray(concatHexStrings([r, s]));
     if ("digest" in input) {
       if (!HEX_32_BYTES.test(input.digest)) return false;
-      return p256.verify(signature, hexToByteArray(input.digest), key, { prehash: false, lowS: true, format: "compact" });
+      return p256.verify(signature, hexToByteArray(input.digest), key.uncompressed, { prehash: false, lowS: true, format: "compact" });
     }
     // OpenSSL through node:crypto is an order of magnitude faster than pure-JS curve math for a full message;
     // noble handles the prehashed case, which node:crypto cannot express for ECDSA. Both run under Wycheproof.
     const message = typeof input.message === "string" ? hexToByteArray(input.message) : input.message;
-    return cryptoVerify("sha256", message, { key: p256PublicKeyObject(key), dsaEncoding: "ieee-p1363" }, signature);
+    return cryptoVerify("sha256", message, { key: key.keyObject, dsaEncoding: "ieee-p1363" }, signature);
   } catch {
     return false;
   }
