@@ -20,7 +20,7 @@ subtask(TASK_COMPILE_SOLIDITY_GET_SOLC_BUILD).setAction(async (args: { solcVersi
   };
 });
 
-/** Chain id of the in-process and `hardhat node` chain; a second chain for bridge tests sets ATS_CHAIN_ID. */
+/** Chain id of the in-process chain (and of `hardhat node --hostname 127.0.0.1`); a second chain sets ATS_CHAIN_ID. */
 const chainId = Number(process.env.ATS_CHAIN_ID ?? 31337);
 
 const config: HardhatUserConfig = {
