@@ -4,6 +4,7 @@ export * from "./types";
 export * from "./errors";
 export * from "./codec";
 export * from "./keys";
+export * from "./secp256k1";
 export * from "./sign";
 export * from "./verify";
 export * from "./devca";

@@ -5,7 +5,6 @@
  */
 import { sign as cryptoSign, type KeyObject } from "node:crypto";
 import { p256 } from "@noble/curves/nist.js";
-import { secp256k1 } from "@noble/curves/secp256k1.js";
 import { P256_HALF_N, P256_N, SECP256K1_HALF_N, SECP256K1_N } from "./constants";
 import { ProtocolError } from "./errors";
 import { bigintToFixedHex, bytesToHexString, concatHexStrings, hexToBigint, hexToByteArray, toFixedHex } from "./bytes";
@@ -19,6 +18,7 @@ import {
   timeAttestationForProof,
 } from "./codec";
 import { nodeAddressFromPrivateKey, nodePrivateKeyHex, p256PublicKeyToUncompressed, secp256k1PublicKeyToAddress, type NodeKeyInput } from "./keys";
+import { recoverUncompressedPublicKey, signDigest } from "./secp256k1";
 import type { Address, Hex, NodeEntry, TimeAttestation, TimeProof } from "./types";
 
 /**
@@ -80,14 +80,14 @@ export function signHardware(cardKey: CardSigningKey, nanoMoment: bigint): Hex {
 
 /**
  * Signs the EIP-712 digest of `att` with the node's secp256k1 key and returns the 80-byte entry
- * nodeTimestamp ‖ r ‖ yParityAndS (EIP-2098; noble's RFC 6979 signing is deterministic and low-S).
+ * nodeTimestamp ‖ r ‖ yParityAndS (EIP-2098). Signing is RFC 6979 deterministic and low-S with either backend
+ * of protocol/secp256k1.ts (libsecp256k1 when its addon loads, @noble/curves otherwise): same bytes.
  */
 export function signNodeEntry(nodePrivateKey: NodeKeyInput, att: TimeAttestation): Hex {
   const key = hexToByteArray(nodePrivateKeyHex(nodePrivateKey));
   const digestHex = timeAttestationDigest(att);
   const digest = hexToByteArray(digestHex);
-  const recovered = secp256k1.sign(digest, key, { prehash: false, lowS: true, format: "recovered" });
-  const signature = secp256k1.Signature.fromBytes(recovered, "recovered");
+  const signature = signDigest(digest, key);
   if (signature.recovery !== 0 && signature.recovery !== 1) {
     // Recovery ids 2/3 (r ≥ n − p) have probability ~2^-128 and EIP-2098 cannot express them.
     throw new ProtocolError("node signature has an unrepresentable recovery id", { recovery: signature.recovery });
@@ -112,9 +112,10 @@ export const NODE_ADDRESS_MEMO_CAPACITY = 4_096;
 /**
  * digest ‖ r ‖ yParityAndS (lowercase hex) → recovered address. Public-key recovery is a pure function of
  * these three values, so a hit returns exactly what recovery would; a proof is typically verified many times
- * (every client, every relay, the node itself) while one secp256k1 recovery costs ~1 ms in pure JS. Range and
- * high-S checks run BEFORE the memo is consulted, and failures are never stored, so the memo cannot change
- * which signatures are refused. A Map iterates in insertion order: re-inserting on a hit makes it an LRU.
+ * (every client, every relay, the node itself) while one secp256k1 recovery costs ~0.1 ms with libsecp256k1
+ * and ~1–3 ms in pure JS. Range and high-S checks run BEFORE the memo is consulted, and failures are never
+ * stored, so the memo cannot change which signatures are refused. A Map iterates in insertion order:
+ * re-inserting on a hit makes it an LRU.
  */
 const nodeAddressMemo = new Map<string, Address>();
 
@@ -192,8 +193,11 @@ export function recoverNodeAddress(att: TimeAttestation, entry: NodeEntry | Hex)
   if (known !== undefined) return known;
   let address: Address;
   try {
-    const signature = new secp256k1.Signature(r, s, yParity);
-    address = secp256k1PublicKeyToAddress(signature.recoverPublicKey(hexToByteArray(digestHex)).toBytes(false));
+    // r ‖ s, validated above; the backend validates again, identically for libsecp256k1 and noble.
+    const compact = new Uint8Array(64);
+    compact.set(hexToByteArray(toFixedHex(decoded.r, 32, "nodeEntry.r")), 0);
+    compact.set(hexToByteArray(bigintToFixedHex(s, 32)), 32);
+    address = secp256k1PublicKeyToAddress(recoverUncompressedPublicKey(hexToByteArray(digestHex), compact, yParity));
   } catch (cause) {
     throw new ProtocolError("node signature does not recover to a public key", { r: decoded.r }, { cause });
   }

@@ -4,8 +4,9 @@
  * signature's hash and the node's own timestamp) on a short tick and on demand, and keeps the freshest one in a
  * cache that every transport reads (STYLE.md habit 11: background loop writes, handlers read).
  *
- * Cost: one P-256 signature (OpenSSL) plus one EIP-712 digest and one secp256k1 signature (@noble/curves) per
- * attestation. The digest and the secp256k1 signature (≈ 80 % of the cost, pure JS) run in a worker thread
+ * Cost: one P-256 signature (OpenSSL) plus one EIP-712 digest and one secp256k1 signature (libsecp256k1, or
+ * @noble/curves when the addon is missing: protocol/secp256k1.ts) per attestation. The digest and the secp256k1
+ * signature (≈ 80 % of the cost with pure JS) run in a worker thread
  * (signerWorker.ts, `signInWorker`, default on): per tick the main thread only checks tamper and accuracy, reads
  * the card clock, has the card sign (the card driver's call), posts the request, and swaps its cached proof when
  * the entry comes back. Until the worker has loaded and passed its known-answer test, and if it ever fails,
@@ -391,7 +392,7 @@ export class Attestor {
         () => {
           if (generation !== this.#generation || this.#signer !== signer) return;
           this.#signerReady = true;
-          this.#logger.debug("signer thread ready: ticks sign off the main thread");
+          this.#logger.debug({ secp256k1Backend: signer.backend }, "signer thread ready: ticks sign off the main thread");
         },
         (error: unknown) => {
           if (generation !== this.#generation || this.#signer !== signer) return;

@@ -1,16 +1,19 @@
 /**
  * The node-key signer thread: computes the EIP-712 TimeAttestation digest and the secp256k1 node signature
- * (the ~0.35–1.5 ms part of an attestation) in a worker_thread, so the event loop that serves REST/gRPC/WS
- * never waits behind pure-JS curve math. The main thread keeps everything that decides WHETHER to sign (tamper,
+ * (~0.1 ms with libsecp256k1, ~0.35–1.5 ms with pure-JS noble) in a worker_thread, so the event loop that
+ * serves REST/gRPC/WS never waits behind curve math. The main thread keeps everything that decides WHETHER to sign (tamper,
  * accuracy bound, card clock, card signature through the card driver) and only swaps its cached proof when a
  * result comes back (node/core/attestor.ts).
  *
  * Why the worker runs a small plain-JavaScript source (eval) instead of loading a .ts file: the package runs
  * TypeScript through ts-node (hardhat test, bin/ats-node.js, npm scripts), and a worker does not inherit the
  * parent's require hooks. Registering ts-node again in the worker costs ~0.5–1 s of CPU and tens of MB per
- * worker, and depends on how the process was started. The signer needs only node:worker_threads, Buffer and two
- * @noble modules, whose absolute paths the parent resolves and passes in, so the same code starts in ~50 ms
- * however the process was launched (and from any working directory). What it computes is pinned by a
+ * worker, and depends on how the process was started. The signer needs only node:worker_threads, Buffer, the
+ * keccak module of @noble/hashes and a secp256k1 backend, whose absolute paths the parent resolves and passes
+ * in, so the same code starts in ~50 ms however the process was launched (and from any working directory). The
+ * backend is the one protocol/secp256k1.ts chose in the parent: libsecp256k1 (`secp256k1/bindings`, passed only
+ * when it loaded and passed its known answer there), else @noble/curves; if the native entry fails to load in
+ * the worker, the worker falls back to noble too and says so in its ready message (`backend`). What it computes is pinned by a
  * known-answer test against protocol/sign.ts (`signNodeEntry`) before the attestor routes any tick to it, and by
  * the attestor tests.
  *
@@ -22,6 +25,7 @@ import { Worker } from "node:worker_threads";
 import { hexToByteArray } from "../../protocol/bytes";
 import { timeAttestationDomainSeparator, timeAttestationTypeHash } from "../../protocol/codec";
 import type { NodeKey } from "../../protocol/keys";
+import { SECP256K1_NATIVE_MODULE_PATH, type Secp256k1Backend } from "../../protocol/secp256k1";
 import type { Hex } from "../../protocol/types";
 
 /** What the worker signs: exactly the inputs of timeAttestationForProof(proof, nodeTimestampNs). */
@@ -46,6 +50,7 @@ export interface NodeSignResult {
 interface WorkerReply {
   id?: number;
   ready?: true;
+  backend?: Secp256k1Backend;
   entry?: Hex;
   digest?: Hex;
   error?: string;
@@ -53,13 +58,35 @@ interface WorkerReply {
 
 /**
  * The worker's code (CommonJS, run with eval). Mirrors protocol/codec.ts timeAttestationDigest (static-word
- * EIP-712 hashing) and protocol/sign.ts signNodeEntry (noble RFC 6979, low-S, EIP-2098 packing).
+ * EIP-712 hashing) and protocol/sign.ts signNodeEntry (RFC 6979, low-S, EIP-2098 packing) with the backend of
+ * protocol/secp256k1.ts (libsecp256k1 or noble: the same bytes).
  */
 const WORKER_SOURCE = String.raw`
 "use strict";
 const { parentPort, workerData } = require("node:worker_threads");
-const { secp256k1 } = require(workerData.secp256k1Module);
+const { randomBytes } = require("node:crypto");
 const { keccak_256 } = require(workerData.sha3Module);
+// secp256k1: libsecp256k1 when the parent passed its native entry and it loads here, else @noble/curves.
+let native = null;
+if (workerData.nativeSecp256k1Module !== null) {
+  try {
+    native = require(workerData.nativeSecp256k1Module);
+    native.contextRandomize(randomBytes(32)); // side-channel blinding; signatures are unchanged (RFC 6979)
+  } catch {
+    native = null;
+  }
+}
+const noble = native === null ? require(workerData.secp256k1Module).secp256k1 : null;
+const backend = native === null ? "noble" : "libsecp256k1";
+// Returns recovery ‖ r ‖ s (65 bytes), low-S.
+function signDigest(digest) {
+  if (native === null) return noble.sign(digest, key, { prehash: false, lowS: true, format: "recovered" });
+  const { signature, recid } = native.ecdsaSign(digest, key);
+  const recovered = new Uint8Array(65);
+  recovered[0] = recid;
+  recovered.set(signature, 1);
+  return recovered;
+}
 const key = workerData.nodePrivateKey;
 const fromHex = (hex) => Uint8Array.from(Buffer.from(hex.slice(2), "hex"));
 const toHex = (bytes) => "0x" + Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength).toString("hex");
@@ -88,7 +115,7 @@ function sign(request) {
   message.set(outer, 0);
   message.set(keccak_256(struct), 34);
   const digest = keccak_256(message);
-  const signature = secp256k1.sign(digest, key, { prehash: false, lowS: true, format: "recovered" });
+  const signature = signDigest(digest);
   const recovery = signature[0];
   if (recovery !== 0 && recovery !== 1) throw new RangeError("node signature has an unrepresentable recovery id");
   const entry = new Uint8Array(80);
@@ -105,7 +132,7 @@ parentPort.on("message", (request) => {
     parentPort.postMessage({ id: request.id, error: String((error && error.message) || error) });
   }
 });
-parentPort.postMessage({ ready: true });
+parentPort.postMessage({ ready: true, backend });
 `;
 
 interface Pending {
@@ -123,6 +150,7 @@ export class NodeSignerThread {
   readonly #worker: Worker;
   readonly #pending = new Map<number, Pending>();
   #nextId = 1;
+  #backend: Secp256k1Backend | null = null;
   #failure: Error | null = null;
   #onFailure: ((error: Error) => void) | null;
   #markFailed: (error: Error) => void = () => undefined;
@@ -141,6 +169,7 @@ export class NodeSignerThread {
           domainSeparator: timeAttestationDomainSeparator(),
           typeHash: timeAttestationTypeHash(),
           secp256k1Module: require.resolve("@noble/curves/secp256k1.js"),
+          nativeSecp256k1Module: SECP256K1_NATIVE_MODULE_PATH,
           sha3Module: require.resolve("@noble/hashes/sha3.js"),
         },
       });
@@ -156,6 +185,7 @@ export class NodeSignerThread {
     this.ready.catch(() => undefined); // observed through onFailure / sign() too: never an unhandled rejection
     this.#worker.on("message", (reply: WorkerReply) => {
       if (reply.ready === true) {
+        this.#backend = reply.backend ?? null;
         markReady();
         return;
       }
@@ -187,6 +217,11 @@ export class NodeSignerThread {
         nodeTimestampNs: request.nodeTimestampNs,
       });
     });
+  }
+
+  /** The secp256k1 backend the worker signs with; null until `ready`. */
+  get backend(): Secp256k1Backend | null {
+    return this.#backend;
   }
 
   /** Pending sign requests (tests). */

@@ -1,6 +1,7 @@
 import { expect } from "chai";
 import { UnavailableError } from "../../../protocol/errors";
 import { timeAttestationDigest, timeAttestationForProof } from "../../../protocol/codec";
+import { SECP256K1_BACKEND } from "../../../protocol/secp256k1";
 import { clearNodeAddressMemo, nodeAddressMemoSize, signNodeEntry } from "../../../protocol/sign";
 import { createVerifyContext, verifyTimeProof } from "../../../protocol/verify";
 import type { Hex, TimeProof } from "../../../protocol/types";
@@ -61,7 +62,9 @@ describe("Signer thread (node/core/signerWorker.ts)", () => {
     const { identity, card } = await setup();
     const thread = new NodeSignerThread(identity.nodeKey);
     threads.push(thread);
+    expect(thread.backend).to.equal(null);
     await thread.ready;
+    expect(thread.backend).to.equal(SECP256K1_BACKEND); // the parent's choice, loaded in the worker too
     for (const offset of [0n, 1n, 999_999_999n]) {
       const nanoMoment = card.readTimeNs() + offset;
       const request: NodeSignRequest = {
