@@ -1,37 +1,13 @@
 import { expect } from "chai";
 import { UnavailableError } from "../../../protocol/errors";
 import { proofFromJson } from "../../../protocol/json";
-import { createVerifyContext, verifyTimeProof } from "../../../protocol/verify";
-import type { TimeProof } from "../../../protocol/types";
-import { DevTimeCard } from "../../../node/card/dev";
 import { Attestor, type AttestorOptions } from "../../../node/core/attestor";
 import type { NodeAlert, SignedTime } from "../../../node/core/types";
-import { devIdentity, expectRejects, silentLogger, waitFor } from "./helpers";
+import { attestorSetup, expectRejects, waitFor } from "./helpers";
 
 async function setup(overrides: Partial<AttestorOptions> = {}) {
-  const identity = await devIdentity();
-  const card = new DevTimeCard({ cardKey: identity.cardKey, certificateChainPem: identity.certificateChainPem });
-  const attestor = new Attestor({
-    card,
-    nodeKey: identity.nodeKey,
-    accuracyNs: 50,
-    signingErrorBoundNs: 50,
-    tickIntervalNs: 1_000_000n,
-    maxServeAgeNs: 60_000_000_000n,
-    nodeClockNs: () => card.readTimeNs(),
-    logger: silentLogger(),
-    ...overrides,
-  });
-  const verifyAt = (proof: TimeProof) =>
-    verifyTimeProof(
-      proof,
-      createVerifyContext({
-        cards: { [identity.cardId]: { publicKey: identity.cardPublicKey, revoked: false } },
-        nodes: [identity.nodeAddress],
-        nowNs: card.readTimeNs(),
-      }),
-    );
-  return { identity, card, attestor, verifyAt };
+  const { identity, card, options, verifyAt } = await attestorSetup(overrides);
+  return { identity, card, attestor: new Attestor(options), verifyAt };
 }
 
 describe("Attestor", () => {

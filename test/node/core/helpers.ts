@@ -9,6 +9,9 @@ import { createDevIdentity, type DevIdentity } from "../../../protocol/devca";
 import { DevTimeCard } from "../../../node/card/dev";
 import { loadConfig, type NodeConfig, type SettingName } from "../../../node/config";
 import { createTimeService, type CoreTimeService, type CreateTimeServiceParameters } from "../../../node/core/service";
+import type { AttestorOptions } from "../../../node/core/attestor";
+import type { TimeProof } from "../../../protocol/types";
+import { createVerifyContext, verifyTimeProof } from "../../../protocol/verify";
 
 export function silentLogger(): Logger {
   return pino({ level: "silent" });
@@ -107,4 +110,34 @@ export async function expectRejects(
     throw new Error(`expected "${caught.message}" to contain "${message}"`);
   }
   return caught;
+}
+
+/**
+ * Attestor options for the shared dev identity (accuracy 50 ns, 1 ms tick), and a verifier that accepts exactly
+ * that card and node at the card's current time.
+ */
+export async function attestorSetup(overrides: Partial<AttestorOptions> = {}) {
+  const identity = await devIdentity();
+  const card = new DevTimeCard({ cardKey: identity.cardKey, certificateChainPem: identity.certificateChainPem });
+  const options: AttestorOptions = {
+    card,
+    nodeKey: identity.nodeKey,
+    accuracyNs: 50,
+    signingErrorBoundNs: 50,
+    tickIntervalNs: 1_000_000n,
+    maxServeAgeNs: 60_000_000_000n,
+    nodeClockNs: () => card.readTimeNs(),
+    logger: silentLogger(),
+    ...overrides,
+  };
+  const verifyAt = (proof: TimeProof) =>
+    verifyTimeProof(
+      proof,
+      createVerifyContext({
+        cards: { [identity.cardId]: { publicKey: identity.cardPublicKey, revoked: false } },
+        nodes: [identity.nodeAddress],
+        nowNs: card.readTimeNs(),
+      }),
+    );
+  return { identity, card, options, verifyAt };
 }

@@ -3,40 +3,14 @@ import { UnavailableError } from "../../../protocol/errors";
 import { timeAttestationDigest, timeAttestationForProof } from "../../../protocol/codec";
 import { SECP256K1_BACKEND } from "../../../protocol/secp256k1";
 import { clearNodeAddressMemo, nodeAddressMemoSize, signNodeEntry } from "../../../protocol/sign";
-import { createVerifyContext, verifyTimeProof } from "../../../protocol/verify";
-import type { Hex, TimeProof } from "../../../protocol/types";
-import { DevTimeCard } from "../../../node/card/dev";
+import type { Hex } from "../../../protocol/types";
 import type { TimeCard } from "../../../node/card/types";
-import { Attestor, type AttestorOptions } from "../../../node/core/attestor";
+import { Attestor } from "../../../node/core/attestor";
 import { NodeSignerThread, type NodeSignRequest } from "../../../node/core/signerWorker";
 import type { SignedTime } from "../../../node/core/types";
-import { devIdentity, expectRejects, silentLogger, waitFor } from "./helpers";
+import { attestorSetup, expectRejects, waitFor } from "./helpers";
 
-async function setup(overrides: Partial<AttestorOptions> = {}) {
-  const identity = await devIdentity();
-  const card = new DevTimeCard({ cardKey: identity.cardKey, certificateChainPem: identity.certificateChainPem });
-  const options: AttestorOptions = {
-    card,
-    nodeKey: identity.nodeKey,
-    accuracyNs: 50,
-    signingErrorBoundNs: 50,
-    tickIntervalNs: 1_000_000n,
-    maxServeAgeNs: 60_000_000_000n,
-    nodeClockNs: () => card.readTimeNs(),
-    logger: silentLogger(),
-    ...overrides,
-  };
-  const verifyAt = (proof: TimeProof) =>
-    verifyTimeProof(
-      proof,
-      createVerifyContext({
-        cards: { [identity.cardId]: { publicKey: identity.cardPublicKey, revoked: false } },
-        nodes: [identity.nodeAddress],
-        nowNs: card.readTimeNs(),
-      }),
-    );
-  return { identity, card, options, verifyAt };
-}
+const setup = attestorSetup;
 
 /** Records every signer thread the attestor closes (and the promise of its termination). */
 function spyOnClose(): { closed: Promise<void>[]; restore(): void } {
