@@ -167,6 +167,7 @@ contract TimeOracle is ITimeOracle, TimeScheduler, AccessControl {
         _removeCardFromList(card);
         emit CardRevoked(cardId, msg.sender);
         _writeSnapshot();
+        _clearStoredProof();
     }
 
     /// @inheritdoc ITimeOracle
@@ -195,6 +196,7 @@ contract TimeOracle is ITimeOracle, TimeScheduler, AccessControl {
         _removeNodeFromList(record);
         emit NodeDeactivated(node, msg.sender);
         _writeSnapshot();
+        _clearStoredProof();
     }
 
     // ================================================================================================ settings
@@ -254,6 +256,22 @@ contract TimeOracle is ITimeOracle, TimeScheduler, AccessControl {
         _latestHardwareSignature = proof.hardwareSignature;
         _latestNodeSignature = proof.nodeSignature;
         emit TimeProofSubmitted(nanoMoment, bytes32(proof.hardwareSignature[:32]), proof.accuracy, msg.sender);
+    }
+
+    /**
+     * @dev Discards the stored proof (if any). Called when a key is removed from the registry: the stored proof may
+     * carry that key, readers of {getCurrentTime} must not keep trusting it, and a proof dated ahead by a
+     * compromised key must not keep honest submissions out ({TimeOracleTimeProofNotNewer}) until real time catches
+     * up. Clearing every time is simpler than decoding which keys signed it, and the next tick of any node refills it.
+     */
+    function _clearStoredProof() private {
+        uint128 nanoMoment = _latestNanoMoment;
+        if (nanoMoment == 0) return;
+        delete _latestNanoMoment;
+        delete _latestAccuracy;
+        delete _latestHardwareSignature;
+        delete _latestNodeSignature;
+        emit TimeProofCleared(nanoMoment);
     }
 
     /// @inheritdoc ITimeOracle

@@ -112,6 +112,12 @@ interface ITimeOracle {
         address indexed submitter
     );
 
+    /**
+     * @notice The stored proof was discarded because a card was revoked or a node deactivated: it may have been
+     * signed by the key just removed, and a proof dated ahead by a compromised key must not block honest ones.
+     */
+    event TimeProofCleared(uint128 indexed nanoMoment);
+
     // ---------------------------------------------------------------------------------------------- errors
 
     /// @notice `(x, y)` is not a point on the P-256 curve.
@@ -175,7 +181,8 @@ interface ITimeOracle {
         uint64 validUntilNs
     ) external returns (bytes32 cardId);
 
-    /// @notice Revokes a card for good. `REGISTRAR_ROLE` or `GUARDIAN_ROLE`.
+    /// @notice Revokes a card for good, and discards the stored proof ({TimeProofCleared}).
+    /// `REGISTRAR_ROLE` or `GUARDIAN_ROLE`.
     function revokeCard(bytes32 cardId) external;
 
     /**
@@ -186,7 +193,8 @@ interface ITimeOracle {
      */
     function registerNode(address node, uint64 validFromNs, uint64 validUntilNs) external;
 
-    /// @notice Deactivates a node. `REGISTRAR_ROLE` or `GUARDIAN_ROLE`.
+    /// @notice Deactivates a node, and discards the stored proof ({TimeProofCleared}).
+    /// `REGISTRAR_ROLE` or `GUARDIAN_ROLE`.
     function deactivateNode(address node) external;
 
     /// @notice Sets how old (ns, against the chain clock) an accepted proof may be. Only `DEFAULT_ADMIN_ROLE`.

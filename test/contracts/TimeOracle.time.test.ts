@@ -66,6 +66,29 @@ describe("TimeOracle time store", () => {
     await f.oracle.write.submitTimeProof([ahead]);
     expect(await f.oracle.read.getTimeNoOlderThan([0n])).to.deep.equal(ahead);
   });
+
+  it("discards the stored proof when a card is revoked, so nobody keeps reading time from a removed key", async () => {
+    // Dated as far ahead as allowed: without the clearing it would also keep honest proofs out until then.
+    const ahead = f.proofAt(FIXTURE_NOW_NS + DEFAULT_MAX_FUTURE_DRIFT_NS);
+    await f.oracle.write.submitTimeProof([ahead]);
+    const hash = await f.asGuardian.write.revokeCard([f.dev.cardId]);
+    const receipt = await f.publicClient.waitForTransactionReceipt({ hash });
+    const cleared = parseEventLogs({ abi: f.oracle.abi as Abi, logs: receipt.logs, eventName: "TimeProofCleared" }) as unknown as {
+      args: { nanoMoment: bigint };
+    }[];
+    expect(cleared.map((event) => event.args.nanoMoment)).to.deep.equal([ahead.nanoMoment]);
+    await expectRevert(f.oracle.read.getCurrentTime(), "TimeOracleNoTime", []);
+  });
+
+  it("discards the stored proof when a node is deactivated, and accepts an honest older-dated proof after it", async () => {
+    const ahead = f.proofAt(FIXTURE_NOW_NS + DEFAULT_MAX_FUTURE_DRIFT_NS, { nodes: [f.nodeKeys[0]!] });
+    await f.oracle.write.submitTimeProof([ahead]);
+    await f.asGuardian.write.deactivateNode([f.nodeKeys[0]!.address]);
+    await expectRevert(f.oracle.read.getCurrentTime(), "TimeOracleNoTime", []);
+    const honest = f.proofAt(FIXTURE_NOW_NS, { nodes: [f.nodeKeys[1]!] });
+    await f.oracle.write.submitTimeProof([honest]);
+    expect(await f.oracle.read.getCurrentTime()).to.deep.equal(honest);
+  });
 });
 
 describe("TimeOracle on the real chain clock", () => {
