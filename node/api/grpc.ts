@@ -385,7 +385,7 @@ export function createGrpcServer(context: TransportContext): grpc.Server {
     }
   };
 
-  // Health: "" and the TimeRPC name are known; SERVING unless the card is tampered or the node is starting.
+  // Health: "" and the TimeRPC name are known; SERVING only while proofs can be served (ok, degraded).
   const servingStatus = (name: string): ServingStatus | undefined => {
     if (name !== "" && name !== TIME_SERVICE_NAME) return undefined;
     const status = service.health().status;

@@ -8,7 +8,7 @@
  *   POST /time/schedule       201 { id, status, executeAt, callback }                                   [auth]
  *   GET  /time/schedule/:id   200 schedule record | 404                                                 [auth]
  *   GET  /node/info           200 node id, card id and chain, settings clients need                     [open]
- *   GET  /health              200 ok/degraded, 503 starting/tampered                                    [open]
+ *   GET  /health              200 ok/degraded, 503 starting/stale/tampered                              [open]
  *   GET  /metrics             Prometheus text                                                           [open]
  *
  * Request bodies are parsed losslessly (protocol/json.ts): an unquoted integer above 2^53 is kept exact and then

@@ -157,7 +157,7 @@ export const healthSchema = {
   type: "object",
   required: ["status", "reason", "lastProofAgeNs", "measuredErrorNs"],
   properties: {
-    status: { type: "string", enum: ["ok", "tampered", "starting", "degraded"] },
+    status: { type: "string", enum: ["ok", "tampered", "starting", "degraded", "stale"] },
     reason: { type: ["string", "null"] },
     lastProofAgeNs: { type: ["string", "null"] },
     measuredErrorNs: { type: "number" },

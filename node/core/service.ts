@@ -262,8 +262,12 @@ export function createTimeService(parameters: CreateTimeServiceParameters): Core
       const lastProofAgeNs = latest === null ? null : nodeClockNs() - latest.proof.nanoMoment;
       const measuredErrorNs = card.measuredErrorNs();
       if (attestor.tamperReason !== null) return { status: "tampered", reason: attestor.tamperReason, lastProofAgeNs, measuredErrorNs };
+      if (!running || latest === null) return { status: "starting", reason: attestor.refusalReason, lastProofAgeNs, measuredErrorNs };
+      // The same bound current() applies: past it the node answers 503 to every proof request.
+      if (lastProofAgeNs !== null && lastProofAgeNs > config.maxAttestationAgeNs) {
+        return { status: "stale", reason: attestor.refusalReason ?? "no fresh attestation: signing stalled", lastProofAgeNs, measuredErrorNs };
+      }
       if (attestor.refusalReason !== null) return { status: "degraded", reason: attestor.refusalReason, lastProofAgeNs, measuredErrorNs };
-      if (!running || latest === null) return { status: "starting", reason: null, lastProofAgeNs, measuredErrorNs };
       return { status: "ok", reason: null, lastProofAgeNs, measuredErrorNs };
     },
 

@@ -88,7 +88,12 @@ export interface ScheduleRecord {
  * cached proof ages (current() still serves it while it is within maxAttestationAgeNs). "tampered": the card
  * reported tampering; the node no longer attests.
  */
-export type HealthStatus = "ok" | "tampered" | "starting" | "degraded";
+/**
+ * ok: serving fresh proofs. degraded: refusing to sign (accuracy) but still serving a proof within the age bound.
+ * stale: the latest proof is older than the age bound, so nothing can be served (signing stalled or refused too
+ * long). tampered, starting: nothing served.
+ */
+export type HealthStatus = "ok" | "tampered" | "starting" | "degraded" | "stale";
 
 export interface HealthReport {
   status: HealthStatus;

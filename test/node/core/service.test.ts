@@ -140,6 +140,17 @@ describe("TimeService", function () {
     await waitFor(() => service.health().status === "ok", 20_000, "ok again");
   });
 
+  it("reports stale (not ok, not degraded) once its latest proof is past maxAttestationAgeNs and nothing is served", async () => {
+    const { service, card } = await started({ maxAttestationAgeNs: 200n * MS });
+    await waitFor(() => service.health().status === "ok", 20_000, "ok");
+    card.simulateMeasuredError(1_000); // signing refused from now on: the cached proof only ages
+    await waitFor(() => service.health().status === "stale", 20_000, "stale");
+    expect(service.health().reason).to.contain("1000 ns");
+    expect(() => service.current()).to.throw(UnavailableError, "no fresh attestation");
+    card.simulateMeasuredError(0);
+    await waitFor(() => service.health().status === "ok", 20_000, "ok again");
+  });
+
   it("builds from a key directory (createTimeServiceFromConfig)", async () => {
     const dir = tempDir("service-keys");
     cleanups.push(() => dir.remove());
