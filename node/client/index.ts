@@ -183,19 +183,30 @@ export function createTimeClient(options: TimeClientOptions): TimeClient {
   const backoffMaxMs = options.backoffMaxMs ?? 2_000;
   const wsEndpoint = options.wsEndpoint ?? `${base.replace(/^http/, "ws")}/v1/stream`;
 
-  async function withRetries<T>(attempt: () => Promise<T>): Promise<T> {
+  async function withRetries<T>(attempt: () => Promise<T>, retryable: (error: unknown) => boolean = isRetryable): Promise<T> {
     for (let index = 0; ; index += 1) {
       try {
         return await attempt();
       } catch (error) {
-        if (index >= retries || !isRetryable(error)) throw error;
+        if (index >= retries || !retryable(error)) throw error;
         const capMs = Math.min(backoffMaxMs, backoffBaseMs * 2 ** index);
         await sleep(Math.random() * capMs);
       }
     }
   }
 
-  async function request(method: "GET" | "POST", path: string, body?: unknown): Promise<{ status: number; value: unknown }> {
+  /**
+   * One API call with timeouts and backoff. A non-idempotent call (creating a schedule) is retried only after a
+   * 429, which the node answers before doing anything: after a timeout or a 5xx the schedule may exist already,
+   * and a second POST would create a second one (delivered twice, under another id).
+   */
+  async function request(
+    method: "GET" | "POST",
+    path: string,
+    body?: unknown,
+    idempotent = true,
+  ): Promise<{ status: number; value: unknown }> {
+    const retryable = idempotent ? isRetryable : (error: unknown) => error instanceof AtsError && error.code === "RATE_LIMIT";
     return withRetries(async () => {
       const headers: Record<string, string> = { accept: "application/json" };
       if (options.apiKey !== undefined) headers[API_KEY_HEADER] = options.apiKey;
@@ -228,7 +239,7 @@ export function createTimeClient(options: TimeClientOptions): TimeClient {
         throw fromHttpStatus(response.status, message);
       }
       return { status: response.status, value };
-    });
+    }, retryable);
   }
 
   async function verifyRemote(proof: TimeProof, verifyOptions: { certificateChainPem?: readonly string[] } = {}): Promise<VerifyResult> {
@@ -310,7 +321,8 @@ export function createTimeClient(options: TimeClientOptions): TimeClient {
     },
     verifyRemote,
     async schedule(executeAtNs, callbackUrl) {
-      const { value } = await request("POST", "/time/schedule", { executeAt: executeAtNs.toString(), callback: callbackUrl });
+      const body = { executeAt: executeAtNs.toString(), callback: callbackUrl };
+      const { value } = await request("POST", "/time/schedule", body, false);
       return value as ScheduleCreated;
     },
     async getSchedule(id) {

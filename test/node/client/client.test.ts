@@ -157,6 +157,17 @@ describe("node/client retries", function () {
     }
   });
 
+  it("creates a schedule at most once: retries it after a 429 only, never after a 5xx it may have committed", async function () {
+    const c = createTimeClient({ endpoint: endpoint(), retries: 3, backoffBaseMs: 1, timeoutMs: 2_000 });
+    answers = [503, 201];
+    await expectError(c.schedule(1n, "http://127.0.0.1:1/"), UnavailableError);
+    expect(requests).to.equal(1);
+    answers = [429, 429, 503];
+    requests = 0;
+    await expectError(c.schedule(1n, "http://127.0.0.1:1/"), UnavailableError);
+    expect(requests).to.equal(3);
+  });
+
   it("does not retry other 4xx", async function () {
     answers = [400];
     const c = createTimeClient({ endpoint: endpoint(), retries: 3, backoffBaseMs: 1, timeoutMs: 2_000 });
