@@ -142,6 +142,9 @@ export function loadProtos(): LoadedProtos {
 // ------------------------------------------------------------------ conversions
 
 const MAX_ID_CHARS = 128;
+const NS_PER_MS = 1_000_000n;
+/** Extra wait for a FUTURE_SCHEDULE proof beyond its moment before giving up with UNAVAILABLE. */
+const FUTURE_WAIT_SLACK_MS = 1_000;
 
 function boundedString(field: string, value: string): string {
   if (value.length > MAX_ID_CHARS) throw new ValidationError(field, `must be at most ${MAX_ID_CHARS} characters`);
@@ -270,12 +273,21 @@ export function createGrpcServer(context: TransportContext): grpc.Server {
         new ValidationError("at_ns", `must be at most ${limits.grpcMaxFutureWaitNs} ns ahead for FUTURE_SCHEDULE; use ScheduleAttestation for later moments`),
       );
     }
+    if (call.cancelled) return Promise.reject(new ValidationError("call", "cancelled"));
     return new Promise<SignedTime>((resolve, reject) => {
       const done = (): void => {
+        clearTimeout(timer);
         offProof();
         offTamper();
         call.off("cancelled", onCancelled);
       };
+      // Bounded wait even when proofs stop (signing refused or stalled) and the client set no deadline: the
+      // moment is at most grpcMaxFutureWaitNs ahead, so one more second of slack is plenty.
+      const waitMs = Number((atNs - now.proof.nanoMoment) / NS_PER_MS) + FUTURE_WAIT_SLACK_MS;
+      const timer = setTimeout(() => {
+        done();
+        reject(new UnavailableError(`no proof at or after ${atNs} ns arrived within ${waitMs} ms`));
+      }, waitMs);
       const offProof = service.onProof((signed) => {
         if (signed.proof.nanoMoment >= atNs) {
           done();

@@ -103,6 +103,19 @@ describe("node/api/grpc", function () {
     expect(far.code).to.equal(grpc.status.INVALID_ARGUMENT);
   });
 
+  it("FUTURE_SCHEDULE gives up with UNAVAILABLE when no proof comes (signing refused), instead of waiting forever", async function () {
+    t.card.simulateMeasuredError(1_000); // the node refuses to sign: no newer proof will arrive
+    try {
+      const atNs = BigInt(Date.now()) * 1_000_000n + 20_000_000n;
+      const stalled = await status(call(client, "GetCurrentTime", { type: "FUTURE_SCHEDULE", at_ns: atNs.toString() }));
+      expect(stalled.code).to.equal(grpc.status.UNAVAILABLE);
+      expect(stalled.details).to.contain("no proof at or after");
+    } finally {
+      t.card.simulateMeasuredError(0);
+    }
+    await waitFor(() => t.service.health().status === "ok", "signing again", 10_000);
+  });
+
   it("rejects UNSPECIFIED and unknown enum values, bad ns and oversized fields with INVALID_ARGUMENT and keeps serving", async function () {
     const cases: Array<[unknown, RegExp]> = [
       [{ type: "REQUEST_TYPE_UNSPECIFIED" }, /type/],
