@@ -135,6 +135,9 @@ parentPort.on("message", (request) => {
 parentPort.postMessage({ ready: true, backend });
 `;
 
+/** How long one signature may take in the worker (normally well under a millisecond). */
+export const SIGN_TIMEOUT_MS = 1_000;
+
 interface Pending {
   resolve(result: NodeSignResult): void;
   reject(error: Error): void;
@@ -208,7 +211,22 @@ export class NodeSignerThread {
     const id = this.#nextId;
     this.#nextId += 1;
     return new Promise<NodeSignResult>((resolve, reject) => {
-      this.#pending.set(id, { resolve, reject });
+      // A reply that never comes (a wedged thread) must not stall the attestor's ticks for good: the request
+      // fails after SIGN_TIMEOUT_MS, and the attestor then closes this thread and signs in the main thread.
+      const timer = setTimeout(() => {
+        if (this.#pending.delete(id)) reject(new Error(`signer thread: no reply within ${SIGN_TIMEOUT_MS} ms`));
+      }, SIGN_TIMEOUT_MS);
+      timer.unref();
+      this.#pending.set(id, {
+        resolve: (result) => {
+          clearTimeout(timer);
+          resolve(result);
+        },
+        reject: (error) => {
+          clearTimeout(timer);
+          reject(error);
+        },
+      });
       this.#worker.postMessage({
         id,
         nanoMoment: request.nanoMoment,
