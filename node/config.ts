@@ -224,8 +224,17 @@ export const SETTINGS = {
   wsMaxConnections: setting({
     kind: "integer",
     env: "ATS_WS_MAX_CONNECTIONS",
-    description: "Concurrent WebSocket connections; more are refused.",
+    description: "Concurrent streams (WebSocket connections plus gRPC StreamTime calls); more are refused (503 / UNAVAILABLE).",
     default: 1_000,
+    min: 1,
+    max: 1_000_000,
+    secret: false,
+  }),
+  maxStreamsPerClient: setting({
+    kind: "integer",
+    env: "ATS_MAX_STREAMS_PER_CLIENT",
+    description: "Concurrent streams (WebSocket connections plus gRPC StreamTime calls) one client (API key, else IP) may hold; more get 'Rate limit exceeded'.",
+    default: 8,
     min: 1,
     max: 1_000_000,
     secret: false,

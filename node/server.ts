@@ -56,6 +56,7 @@ export function transportLimitsFromConfig(config: NodeConfig): TransportLimits {
     connectionTimeoutMs: config.requestTimeoutMs,
     wsMaxPayloadBytes: config.wsMaxMessageBytes,
     wsMaxConnections: config.wsMaxConnections,
+    maxStreamsPerClient: config.maxStreamsPerClient,
     wsMaxSubscriptionsPerConnection: config.wsMaxSubscriptionsPerConnection,
     wsMinIntervalNs: config.wsMinIntervalNs,
     wsMaxIntervalNs: config.wsMaxIntervalNs,

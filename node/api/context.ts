@@ -10,6 +10,7 @@ import type { TimeService, VerifyOutcome } from "../core/types";
 import { ApiKeyAuth, ClientSignatureVerifier } from "./auth";
 import { createNodeMetrics, type NodeMetrics } from "./metrics";
 import { RateLimiter } from "./rateLimit";
+import { StreamQuota } from "./streamQuota";
 
 /** Transport limits. Defaults suit a public node; tests override some. Units are in every name. */
 export interface TransportLimits {
@@ -23,8 +24,10 @@ export interface TransportLimits {
   keepAliveTimeoutMs: number;
   /** Largest WebSocket frame accepted from a client (the connection closes with 1009 beyond). */
   wsMaxPayloadBytes: number;
-  /** Concurrent WebSocket connections per node (upgrade answered 503 beyond). */
+  /** Concurrent streams per node: WebSocket connections plus gRPC StreamTime calls (503 / UNAVAILABLE beyond). */
   wsMaxConnections: number;
+  /** Concurrent streams (WebSocket connections plus gRPC StreamTime calls) per client: "Rate limit exceeded" beyond. */
+  maxStreamsPerClient: number;
   wsMaxSubscriptionsPerConnection: number;
   /** Bounds of a subscription interval, ns; pushes are timed with 1 ms granularity. */
   wsMinIntervalNs: bigint;
@@ -49,6 +52,7 @@ export const DEFAULT_TRANSPORT_LIMITS: Readonly<TransportLimits> = {
   keepAliveTimeoutMs: 5_000,
   wsMaxPayloadBytes: 1024,
   wsMaxConnections: 1_000,
+  maxStreamsPerClient: 8,
   wsMaxSubscriptionsPerConnection: 8,
   wsMinIntervalNs: 1_000_000n,
   wsMaxIntervalNs: 3_600_000_000_000n,
@@ -74,6 +78,8 @@ export interface TransportContext {
   auth: ApiKeyAuth;
   clientSignatures: ClientSignatureVerifier;
   rateLimiter: RateLimiter;
+  /** Long-lived streams per client and in all, shared by the WebSocket and gRPC transports. */
+  streams: StreamQuota;
   limits: TransportLimits;
 }
 
@@ -91,6 +97,7 @@ export interface CreateTransportContextParameters {
 }
 
 export function createTransportContext(parameters: CreateTransportContextParameters): TransportContext {
+  const limits = { ...DEFAULT_TRANSPORT_LIMITS, ...parameters.limits };
   return {
     service: parameters.service,
     logger: parameters.logger,
@@ -98,7 +105,8 @@ export function createTransportContext(parameters: CreateTransportContextParamet
     auth: new ApiKeyAuth(parameters.apiKeyHashes ?? []),
     clientSignatures: new ClientSignatureVerifier({ clientAddresses: parameters.clientPublicKeys ?? {} }),
     rateLimiter: new RateLimiter({ ratePerSecond: parameters.maxRequestsPerSecond ?? 0 }),
-    limits: { ...DEFAULT_TRANSPORT_LIMITS, ...parameters.limits },
+    streams: new StreamQuota({ maxPerClient: limits.maxStreamsPerClient, maxTotal: limits.wsMaxConnections }),
+    limits,
   };
 }
 

@@ -227,7 +227,7 @@ function peerIp(peer: string): string {
 const TRANSPORT: Transport = "grpc";
 
 export function createGrpcServer(context: TransportContext): grpc.Server {
-  const { service, logger, metrics, auth, rateLimiter, clientSignatures, limits } = context;
+  const { service, logger, metrics, auth, rateLimiter, streams, clientSignatures, limits } = context;
   const log = logger.child({ transport: "grpc" });
   const responses = new ResponseCache(context);
   const protos = loadProtos();
@@ -360,15 +360,20 @@ export function createGrpcServer(context: TransportContext): grpc.Server {
     const route = "StreamTime";
     let timer: NodeJS.Timeout | undefined;
     let offTamper: (() => void) | undefined;
+    let release: (() => void) | undefined;
     const finish = (error?: unknown): void => {
       if (timer !== undefined) clearInterval(timer);
       offTamper?.();
+      release?.();
       timer = undefined;
       offTamper = undefined;
+      release = undefined;
       if (error !== undefined) call.emit("error", fail(route, error));
     };
     try {
-      admit(call as grpc.ServerWritableStream<unknown, unknown>);
+      const clientKey = admit(call as grpc.ServerWritableStream<unknown, unknown>);
+      // One slot per open stream, shared with the client's WebSocket connections.
+      release = streams.acquire(clientKey);
       const requestId = boundedString("request_id", call.request.request_id);
       const intervalNs = checkDurationNs(
         "interval_ns",

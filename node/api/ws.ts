@@ -142,7 +142,7 @@ class FrameCache {
 }
 
 export function attachStreamServer(server: Server, context: TransportContext): StreamServer {
-  const { service, logger, metrics, auth, rateLimiter, limits } = context;
+  const { service, logger, metrics, auth, rateLimiter, streams, limits } = context;
   const log = logger.child({ transport: "ws" });
   const wss = new WebSocketServer({ noServer: true, maxPayload: limits.wsMaxPayloadBytes, clientTracking: true });
   const states = new Map<WebSocket, ConnectionState>();
@@ -242,13 +242,14 @@ export function attachStreamServer(server: Server, context: TransportContext): S
       return;
     }
     let clientKey: string;
+    let release: () => void;
     try {
       const header = request.headers[API_KEY_HEADER];
       clientKey = auth.authenticate(typeof header === "string" ? header : undefined) ?? clientKeyForIp(request.socket.remoteAddress);
       rateLimiter.take(clientKey);
       const health = service.health();
       if (health.status === "tampered") throw new UnavailableError(health.reason ?? "Time card tampered");
-      if (states.size >= limits.wsMaxConnections) throw new UnavailableError("Too many stream connections");
+      release = streams.acquire(clientKey);
     } catch (error) {
       const answer = toHttpError(error);
       if (answer.serverFault) log.error({ err: error }, "upgrade failed");
@@ -256,6 +257,8 @@ export function attachStreamServer(server: Server, context: TransportContext): S
       refuseUpgrade(socket, answer.statusCode, answer.error, answer.message);
       return;
     }
+    // The slot is held from here until the connection closes; a socket that dies mid-handshake gives it back too.
+    socket.once("close", release);
     wss.handleUpgrade(request, socket, head, (ws) => {
       const state: ConnectionState = { clientKey, subscriptions: new Map(), nextId: 0, errors: 0 };
       states.set(ws, state);

@@ -192,6 +192,28 @@ describe("node/api/grpc", function () {
     expect(error.code).to.equal(grpc.status.INVALID_ARGUMENT);
   });
 
+  it("StreamTime counts against the client's stream share: beyond maxStreamsPerClient, RESOURCE_EXHAUSTED", async function () {
+    const limited = await startTestNode({ overrides: { maxStreamsPerClient: 1 } });
+    const limitedClient = timeClient(limited.node.endpoints.grpc);
+    const open = (): grpc.ClientReadableStream<TimeResponseMessage> =>
+      (limitedClient as unknown as { StreamTime(request: unknown): grpc.ClientReadableStream<TimeResponseMessage> }).StreamTime({ interval_ns: "5000000" });
+    try {
+      const first = open();
+      const received: TimeResponseMessage[] = [];
+      first.on("data", (message: TimeResponseMessage) => received.push(message));
+      first.on("error", () => undefined);
+      await waitFor(() => received.length >= 1, "the first stream flowing");
+      const second = open();
+      const error = await new Promise<grpc.ServiceError>((resolve) => second.on("error", resolve));
+      expect(error.code).to.equal(grpc.status.RESOURCE_EXHAUSTED);
+      expect(error.details).to.equal("Rate limit exceeded");
+      first.cancel();
+    } finally {
+      limitedClient.close();
+      await limited.close();
+    }
+  });
+
   it("serves the standard health service", async function () {
     const { healthClient } = loadProtos();
     const health = new healthClient(t.node.endpoints.grpc, grpc.credentials.createInsecure());

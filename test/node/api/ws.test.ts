@@ -208,6 +208,31 @@ describe("node/api/ws auth, rate limit, connection bound and tamper", function (
     }
   });
 
+  it("holds each client to maxStreamsPerClient (429 'Rate limit exceeded') and gives the slot back on close", async function () {
+    const t = await startTestNode({ overrides: { maxStreamsPerClient: 2 } });
+    const clients: Client[] = [];
+    try {
+      clients.push(await Client.open(t.node.endpoints.ws), await Client.open(t.node.endpoints.ws));
+      expect(await upgradeStatus(t.node.endpoints.ws)).to.equal(429);
+      clients[0]!.close();
+      await waitFor(() => clients[0]!.closed !== null, "first connection closed");
+      // The slot frees when the server sees the socket close, which may trail the client's close event a little.
+      let reopened: Client | undefined;
+      for (let attempt = 0; attempt < 50 && reopened === undefined; attempt += 1) {
+        try {
+          reopened = await Client.open(t.node.endpoints.ws);
+        } catch {
+          await new Promise((resolve) => setTimeout(resolve, 20));
+        }
+      }
+      expect(reopened, "a slot after a close").to.not.equal(undefined);
+      clients.push(reopened!);
+    } finally {
+      for (const client of clients) client.close();
+      await t.close();
+    }
+  });
+
   it("closes every stream with 1013 and the tamper reason, and refuses new ones", async function () {
     const t = await startTestNode();
     const clients: Client[] = [];
