@@ -5,9 +5,9 @@
  * cache that every transport reads (STYLE.md habit 11: background loop writes, handlers read).
  *
  * Cost: one P-256 signature (OpenSSL) plus one EIP-712 digest and one secp256k1 signature (libsecp256k1, or
- * @noble/curves when the addon is missing: protocol/secp256k1.ts) per attestation. The digest and the secp256k1
- * signature (≈ 80 % of the cost with pure JS) run in a worker thread
- * (signerWorker.ts, `signInWorker`, default on): per tick the main thread only checks tamper and accuracy, reads
+ * @noble/curves when the addon is missing: protocol/secp256k1.ts) per attestation. With pure-JS noble the digest
+ * and the secp256k1 signature (≈ 80 % of the cost) run in a worker thread (signerWorker.ts, `signInWorker`,
+ * default on only for noble; with libsecp256k1 a tick costs ~0.2 ms and signs in the main thread): per tick the main thread only checks tamper and accuracy, reads
  * the card clock, has the card sign (the card driver's call), posts the request, and swaps its cached proof when
  * the entry comes back. Until the worker has loaded and passed its known-answer test, and if it ever fails,
  * ticks sign in the main thread as before. `attest()` (on demand: attestNow, schedule delivery) always signs
@@ -29,6 +29,7 @@ import { timeAttestationDigest, timeAttestationForProof } from "../../protocol/c
 import { UnavailableError } from "../../protocol/errors";
 import type { NodeKey } from "../../protocol/keys";
 import { rememberNodeSignature, signNodeEntry } from "../../protocol/sign";
+import { SECP256K1_BACKEND } from "../../protocol/secp256k1";
 import type { Hex, TimeProof } from "../../protocol/types";
 import type { TimeCard } from "../card/types";
 import { buildSignedTime } from "./signedTime";
@@ -50,8 +51,9 @@ export interface AttestorOptions {
   nodeClockNs: () => bigint;
   logger: Logger;
   /**
-   * Sign ticks' node entries in a worker thread (default true) so transports never wait behind secp256k1.
-   * false: every tick signs in the main thread (tests of the in-thread path, or a platform without workers).
+   * Sign ticks' node entries in a worker thread so transports never wait behind slow secp256k1 math. Default: on
+   * when signing is pure-JS noble (~0.35–1.5 ms), off when libsecp256k1 is active (~0.1 ms: a round trip to a
+   * thread would cost more freshness than it saves; and the addon is not loaded in workers, see signerWorker.ts).
    */
   signInWorker?: boolean;
 }
@@ -148,7 +150,7 @@ export class Attestor {
       this.#handleTamper(state.reason ?? "card reports tampering");
       return;
     }
-    if (this.#options.signInWorker !== false) this.#startSigner();
+    if (this.#options.signInWorker ?? SECP256K1_BACKEND === "noble") this.#startSigner();
     this.#nextTickAtNs = this.#options.nodeClockNs();
     this.#tick();
   }

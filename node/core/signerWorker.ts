@@ -1,7 +1,7 @@
 /**
  * The node-key signer thread: computes the EIP-712 TimeAttestation digest and the secp256k1 node signature
- * (~0.1 ms with libsecp256k1, ~0.35–1.5 ms with pure-JS noble) in a worker_thread, so the event loop that
- * serves REST/gRPC/WS never waits behind curve math. The main thread keeps everything that decides WHETHER to sign (tamper,
+ * with pure-JS noble (~0.35–1.5 ms) in a worker_thread, so the event loop that serves REST/gRPC/WS never waits
+ * behind slow curve math; where libsecp256k1 is available (~0.1 ms) the attestor signs in the main thread instead. The main thread keeps everything that decides WHETHER to sign (tamper,
  * accuracy bound, card clock, card signature through the card driver) and only swaps its cached proof when a
  * result comes back (node/core/attestor.ts).
  *
@@ -9,11 +9,9 @@
  * TypeScript through ts-node (hardhat test, bin/ats-node.js, npm scripts), and a worker does not inherit the
  * parent's require hooks. Registering ts-node again in the worker costs ~0.5–1 s of CPU and tens of MB per
  * worker, and depends on how the process was started. The signer needs only node:worker_threads, Buffer, the
- * keccak module of @noble/hashes and a secp256k1 backend, whose absolute paths the parent resolves and passes
- * in, so the same code starts in ~50 ms however the process was launched (and from any working directory). The
- * backend is the one protocol/secp256k1.ts chose in the parent: libsecp256k1 (`secp256k1/bindings`, passed only
- * when it loaded and passed its known answer there), else @noble/curves; if the native entry fails to load in
- * the worker, the worker falls back to noble too and says so in its ready message (`backend`). What it computes is pinned by a
+ * keccak module of @noble/hashes and @noble/curves' secp256k1, whose absolute paths the parent resolves and passes
+ * in, so the same code starts in ~50 ms however the process was launched (and from any working directory). It
+ * never loads the libsecp256k1 addon (see the worker source for why). What it computes is pinned by a
  * known-answer test against protocol/sign.ts (`signNodeEntry`) before the attestor routes any tick to it, and by
  * the attestor tests.
  *
@@ -25,7 +23,7 @@ import { Worker } from "node:worker_threads";
 import { hexToByteArray } from "../../protocol/bytes";
 import { timeAttestationDomainSeparator, timeAttestationTypeHash } from "../../protocol/codec";
 import type { NodeKey } from "../../protocol/keys";
-import { SECP256K1_NATIVE_MODULE_PATH, type Secp256k1Backend } from "../../protocol/secp256k1";
+import type { Secp256k1Backend } from "../../protocol/secp256k1";
 import type { Hex } from "../../protocol/types";
 
 /** What the worker signs: exactly the inputs of timeAttestationForProof(proof, nodeTimestampNs). */
@@ -58,34 +56,22 @@ interface WorkerReply {
 
 /**
  * The worker's code (CommonJS, run with eval). Mirrors protocol/codec.ts timeAttestationDigest (static-word
- * EIP-712 hashing) and protocol/sign.ts signNodeEntry (RFC 6979, low-S, EIP-2098 packing) with the backend of
- * protocol/secp256k1.ts (libsecp256k1 or noble: the same bytes).
+ * EIP-712 hashing) and protocol/sign.ts signNodeEntry (RFC 6979, low-S, EIP-2098 packing) with noble (the same
+ * bytes as libsecp256k1).
  */
 const WORKER_SOURCE = String.raw`
 "use strict";
 const { parentPort, workerData } = require("node:worker_threads");
-const { randomBytes } = require("node:crypto");
 const { keccak_256 } = require(workerData.sha3Module);
-// secp256k1: libsecp256k1 when the parent passed its native entry and it loads here, else @noble/curves.
-let native = null;
-if (workerData.nativeSecp256k1Module !== null) {
-  try {
-    native = require(workerData.nativeSecp256k1Module);
-    native.contextRandomize(randomBytes(32)); // side-channel blinding; signatures are unchanged (RFC 6979)
-  } catch {
-    native = null;
-  }
-}
-const noble = native === null ? require(workerData.secp256k1Module).secp256k1 : null;
-const backend = native === null ? "noble" : "libsecp256k1";
+// secp256k1: pure-JS @noble/curves only. libsecp256k1's addon (protocol/secp256k1.ts) is not loaded here: when a
+// worker that loaded it is terminated, the addon's teardown can abort the whole process (seen in the test suite:
+// "terminate called after throwing an instance of 'Napi::Error'"). With libsecp256k1 the main thread signs
+// ticks itself (~0.1 ms), and this thread is only used when signing is slow pure JS (attestor.ts).
+const noble = require(workerData.secp256k1Module).secp256k1;
+const backend = "noble";
 // Returns recovery ‖ r ‖ s (65 bytes), low-S.
 function signDigest(digest) {
-  if (native === null) return noble.sign(digest, key, { prehash: false, lowS: true, format: "recovered" });
-  const { signature, recid } = native.ecdsaSign(digest, key);
-  const recovered = new Uint8Array(65);
-  recovered[0] = recid;
-  recovered.set(signature, 1);
-  return recovered;
+  return noble.sign(digest, key, { prehash: false, lowS: true, format: "recovered" });
 }
 const key = workerData.nodePrivateKey;
 const fromHex = (hex) => Uint8Array.from(Buffer.from(hex.slice(2), "hex"));
@@ -172,7 +158,6 @@ export class NodeSignerThread {
           domainSeparator: timeAttestationDomainSeparator(),
           typeHash: timeAttestationTypeHash(),
           secp256k1Module: require.resolve("@noble/curves/secp256k1.js"),
-          nativeSecp256k1Module: SECP256K1_NATIVE_MODULE_PATH,
           sha3Module: require.resolve("@noble/hashes/sha3.js"),
         },
       });

@@ -10,6 +10,7 @@ import { NodeSignerThread, type NodeSignRequest } from "../../../node/core/signe
 import type { SignedTime } from "../../../node/core/types";
 import { attestorSetup, expectRejects, waitFor } from "./helpers";
 
+// Ticks use the thread by default only with pure-JS noble; these tests ask for it explicitly.
 const setup = attestorSetup;
 
 /** Records every signer thread the attestor closes (and the promise of its termination). */
@@ -38,7 +39,7 @@ describe("Signer thread (node/core/signerWorker.ts)", () => {
     threads.push(thread);
     expect(thread.backend).to.equal(null);
     await thread.ready;
-    expect(thread.backend).to.equal(SECP256K1_BACKEND); // the parent's choice, loaded in the worker too
+    expect(thread.backend).to.equal("noble"); // never the libsecp256k1 addon inside a worker
     for (const offset of [0n, 1n, 999_999_999n]) {
       const nanoMoment = card.readTimeNs() + offset;
       const request: NodeSignRequest = {
@@ -71,7 +72,7 @@ describe("Signer thread (node/core/signerWorker.ts)", () => {
   });
 
   it("attestor: ticks move to the worker, proofs verify, and the node's own proofs need no recovery", async () => {
-    const { options, verifyAt, identity } = await setup();
+    const { options, verifyAt, identity } = await setup({ signInWorker: true });
     const attestor = new Attestor(options);
     attestors.push(attestor);
     const seen: SignedTime[] = [];
@@ -95,7 +96,7 @@ describe("Signer thread (node/core/signerWorker.ts)", () => {
   });
 
   it("attestor: tamper stops serving at once, and a reply still in the worker is discarded", async () => {
-    const { options, card } = await setup();
+    const { options, card } = await setup({ signInWorker: true });
     let attestor: Attestor | null = null;
     let tamperOnNextSign = false;
     // Tamper right after the card signed a worker tick: the request is posted, its reply arrives afterwards.
@@ -150,7 +151,7 @@ describe("Signer thread (node/core/signerWorker.ts)", () => {
   });
 
   it("attestor: stop() terminates the worker; a restart spawns a new one", async () => {
-    const { options } = await setup();
+    const { options } = await setup({ signInWorker: true });
     const attestor = new Attestor(options);
     attestors.push(attestor);
     const spy = spyOnClose();
@@ -171,6 +172,20 @@ describe("Signer thread (node/core/signerWorker.ts)", () => {
       await spy.closed[1];
     } finally {
       spy.restore();
+    }
+  });
+
+  it("attestor: by default ticks use the thread only when signing is pure-JS noble", async () => {
+    const { options, verifyAt } = await setup();
+    const attestor = new Attestor(options);
+    attestor.start();
+    try {
+      await waitFor(() => attestor.stats().attestationsTotal >= 3, 5_000, "ticks");
+      await new Promise((resolve) => setTimeout(resolve, 100)); // time for a thread to load, were one started
+      expect(attestor.stats().signer).to.equal(SECP256K1_BACKEND === "noble" ? "worker" : "main-thread");
+      expect(verifyAt(attestor.current().proof).valid).to.equal(true);
+    } finally {
+      attestor.stop();
     }
   });
 
