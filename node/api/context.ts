@@ -7,7 +7,7 @@ import type { ApiKeyHash } from "../config";
 import type { CoreTimeService } from "../core/service";
 import type { TimeProof } from "../../protocol/types";
 import type { TimeService, VerifyOutcome } from "../core/types";
-import { ApiKeyAuth, ClientSignatureVerifier } from "./auth";
+import { ApiKeyAuth, ClientSignatureVerifier, clientKeyForIp } from "./auth";
 import { createNodeMetrics, type NodeMetrics } from "./metrics";
 import { RateLimiter } from "./rateLimit";
 import { StreamQuota } from "./streamQuota";
@@ -108,6 +108,24 @@ export function createTransportContext(parameters: CreateTransportContextParamet
     streams: new StreamQuota({ maxPerClient: limits.maxStreamsPerClient, maxTotal: limits.wsMaxConnections }),
     limits,
   };
+}
+
+/**
+ * Who is calling, for the rate limit (and the stream quota): the API key's client key when keys are configured,
+ * else the caller's address. Takes one rate-limit token. A missing or wrong key is answered with AuthError only
+ * after taking a token from the caller's address, so key guessing is throttled like any other traffic.
+ * One implementation for REST, the WebSocket upgrade and gRPC.
+ */
+export function admitClient(context: Pick<TransportContext, "auth" | "rateLimiter">, presentedKey: string | undefined, ip: string | undefined): string {
+  let clientKey: string;
+  try {
+    clientKey = context.auth.authenticate(presentedKey) ?? clientKeyForIp(ip);
+  } catch (error) {
+    context.rateLimiter.take(clientKeyForIp(ip)); // throws RateLimitError first when this address is over its rate
+    throw error;
+  }
+  context.rateLimiter.take(clientKey);
+  return clientKey;
 }
 
 /**

@@ -16,8 +16,8 @@ import { NotFoundError, UnavailableError, ValidationError } from "../../protocol
 import { parseNsString } from "../../protocol/json";
 import type { Hex, TimeProof } from "../../protocol/types";
 import type { SignedTime } from "../core/types";
-import { API_KEY_HEADER, clientKeyForIp } from "./auth";
-import { verifyWithOptionalChain, type TransportContext } from "./context";
+import { API_KEY_HEADER } from "./auth";
+import { admitClient, verifyWithOptionalChain, type TransportContext } from "./context";
 import { toGrpcError } from "./errorMapping";
 import { checkDurationNs, nodeEntryCount } from "./input";
 import type { Transport } from "./metrics";
@@ -227,16 +227,14 @@ function peerIp(peer: string): string {
 const TRANSPORT: Transport = "grpc";
 
 export function createGrpcServer(context: TransportContext): grpc.Server {
-  const { service, logger, metrics, auth, rateLimiter, streams, clientSignatures, limits } = context;
+  const { service, logger, metrics, streams, clientSignatures, limits } = context;
   const log = logger.child({ transport: "grpc" });
   const responses = new ResponseCache(context);
   const protos = loadProtos();
 
   /** API key + rate limit; returns the client key. */
   function admit(call: grpc.ServerUnaryCall<unknown, unknown> | grpc.ServerWritableStream<unknown, unknown>): string {
-    const clientKey = auth.authenticate(metadataValue(call.metadata, API_KEY_HEADER)) ?? clientKeyForIp(peerIp(call.getPeer()));
-    rateLimiter.take(clientKey);
-    return clientKey;
+    return admitClient(context, metadataValue(call.metadata, API_KEY_HEADER), peerIp(call.getPeer()));
   }
 
   function fail(route: string, error: unknown): grpc.ServiceError {

@@ -20,8 +20,8 @@ import { ValidationError } from "../../protocol/errors";
 import { parseJsonLossless, parseNsString } from "../../protocol/json";
 import type { Hex, ProofJson, TimeProof } from "../../protocol/types";
 import type { ScheduleRecord } from "../core/types";
-import { API_KEY_HEADER, clientKeyForIp } from "./auth";
-import { verifyWithOptionalChain, type TransportContext } from "./context";
+import { API_KEY_HEADER } from "./auth";
+import { admitClient, verifyWithOptionalChain, type TransportContext } from "./context";
 import { toHttpError } from "./errorMapping";
 import {
   errorResponseSchema,
@@ -161,8 +161,7 @@ export function buildRestApp(context: TransportContext, options: RestAppOptions 
   const guard = (request: FastifyRequest, _reply: FastifyReply, done: (err?: Error) => void): void => {
     try {
       const header = request.headers[API_KEY_HEADER];
-      const clientKey = auth.authenticate(typeof header === "string" ? header : undefined) ?? clientKeyForIp(request.ip);
-      rateLimiter.take(clientKey);
+      admitClient(context, typeof header === "string" ? header : undefined, request.ip);
       done();
     } catch (error) {
       done(error as Error);

@@ -24,8 +24,8 @@ import { WebSocketServer, type RawData, type WebSocket } from "ws";
 import { RateLimitError, UnavailableError, ValidationError } from "../../protocol/errors";
 import { parseJsonLossless } from "../../protocol/json";
 import type { SignedTime } from "../core/types";
-import { API_KEY_HEADER, clientKeyForIp } from "./auth";
-import type { TransportContext } from "./context";
+import { API_KEY_HEADER } from "./auth";
+import { admitClient, type TransportContext } from "./context";
 import {
   INTERNAL_ERROR_MESSAGE,
   WS_CLOSE_INTERNAL_ERROR,
@@ -142,7 +142,7 @@ class FrameCache {
 }
 
 export function attachStreamServer(server: Server, context: TransportContext): StreamServer {
-  const { service, logger, metrics, auth, rateLimiter, streams, limits } = context;
+  const { service, logger, metrics, rateLimiter, streams, limits } = context;
   const log = logger.child({ transport: "ws" });
   const wss = new WebSocketServer({ noServer: true, maxPayload: limits.wsMaxPayloadBytes, clientTracking: true });
   const states = new Map<WebSocket, ConnectionState>();
@@ -245,8 +245,7 @@ export function attachStreamServer(server: Server, context: TransportContext): S
     let release: () => void;
     try {
       const header = request.headers[API_KEY_HEADER];
-      clientKey = auth.authenticate(typeof header === "string" ? header : undefined) ?? clientKeyForIp(request.socket.remoteAddress);
-      rateLimiter.take(clientKey);
+      clientKey = admitClient(context, typeof header === "string" ? header : undefined, request.socket.remoteAddress);
       const health = service.health();
       if (health.status === "tampered") throw new UnavailableError(health.reason ?? "Time card tampered");
       release = streams.acquire(clientKey);

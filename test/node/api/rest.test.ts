@@ -297,6 +297,15 @@ describe("node/api/rest with auth and rate limits", function () {
     const metrics = await http(base, "GET", "/metrics");
     expect(metrics.text).to.match(/timerpc_requests_total\{transport="rest",route="\/time\/current",status="429"\} [1-9]/);
   });
+
+  it("throttles wrong API keys per address too: key guessing ends in 429, not endless 401s", async function () {
+    const base = t.node.endpoints.rest;
+    const statuses = new Set<number>();
+    for (let i = 0; i < 30; i += 1) {
+      statuses.add((await http(base, "GET", "/time/current", { headers: { "x-api-key": `guess-${i}-0123456789` } })).status);
+    }
+    expect([...statuses].sort()).to.deep.equal([401, 429]);
+  });
 });
 
 describe("node/api/rest on tamper", function () {
