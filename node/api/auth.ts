@@ -11,7 +11,7 @@
  * Client signatures (gRPC `TimeRequest.client_signature`) — when the node has an address registered for the
  * request's `client_id`, the request must carry a 65-byte secp256k1 signature, EIP-191 `personal_sign` over the
  * UTF-8 text of `clientRequestMessage()`:
- *     "ATS/1 REQ|<request_id>|<nonce>|<type>|<at_ns>|<client_id>"
+ *     "ATS/1 REQ|<request_id>|<nonce>|<type>|<at_ns>|<client_id>|<issued_at_ms>"
  * (type is the enum name, e.g. CURRENT_TIME; at_ns is the decimal string or empty). The recovered address must
  * equal the registered one, and a (client_id, nonce) pair is accepted once within the replay window (bounded
  * LRU: at most `maxNonces` remembered, each for `nonceWindowMs`).
@@ -63,11 +63,13 @@ export interface ClientRequestFields {
   /** Decimal ns or "". */
   atNs: string;
   clientId: string;
+  /** When the client signed, ms since the Unix epoch, decimal. */
+  issuedAtMs: string;
 }
 
 /** The exact text a client signs (EIP-191 personal_sign) for a gRPC TimeRequest. */
 export function clientRequestMessage(fields: ClientRequestFields): string {
-  return `ATS/1 REQ|${fields.requestId}|${fields.nonce}|${fields.type}|${fields.atNs}|${fields.clientId}`;
+  return `ATS/1 REQ|${fields.requestId}|${fields.nonce}|${fields.type}|${fields.atNs}|${fields.clientId}|${fields.issuedAtMs}`;
 }
 
 export interface ClientSignatureOptions {
@@ -113,6 +115,7 @@ export class ClientSignatureVerifier {
     if (expected === undefined) return;
     if (signature.length !== 65) throw new AuthError("client_signature must be 65 bytes (r ‖ s ‖ v)");
     if (fields.nonce.length === 0) throw new AuthError("A signed request needs a nonce");
+    this.checkIssuedAt(fields);
     let recovered: Address;
     try {
       recovered = await recoverMessageAddress({
@@ -124,6 +127,20 @@ export class ClientSignatureVerifier {
     }
     if (recovered !== expected) throw new AuthError("Invalid client signature", { clientId: fields.clientId });
     this.consumeNonce(fields.clientId, fields.nonce);
+  }
+
+  /**
+   * A signed request is fresh within half the replay window either way (client clocks drift); its nonce is then
+   * remembered for the whole window, so no accepted request can be accepted again later.
+   */
+  private checkIssuedAt(fields: ClientRequestFields): void {
+    if (!/^[0-9]{1,16}$/.test(fields.issuedAtMs)) {
+      throw new AuthError("A signed request needs issued_at_ms (decimal ms since the Unix epoch)", { clientId: fields.clientId });
+    }
+    const skewMs = Math.abs(this.nowMs() - Number(fields.issuedAtMs));
+    if (skewMs > this.nonceWindowMs / 2) {
+      throw new AuthError("Signed request outside the replay window", { clientId: fields.clientId, skewMs });
+    }
   }
 
   private consumeNonce(clientId: string, nonce: string): void {

@@ -49,6 +49,7 @@ export interface TimeRequestMessage {
   at_ns: string;
   client_signature: Buffer;
   client_id: string;
+  issued_at_ms: string;
 }
 
 export interface ProofMessage {
@@ -316,7 +317,14 @@ export function createGrpcServer(context: TransportContext): grpc.Server {
       throw new ValidationError("type", "must be CURRENT_TIME, HISTORICAL_PROOF or FUTURE_SCHEDULE");
     }
     await clientSignatures.check(
-      { requestId, nonce: request.nonce, type: request.type, atNs: request.at_ns, clientId: request.client_id },
+      {
+        requestId,
+        nonce: request.nonce,
+        type: request.type,
+        atNs: request.at_ns,
+        clientId: request.client_id,
+        issuedAtMs: boundedString("issued_at_ms", request.issued_at_ms),
+      },
       request.client_signature,
     );
     let signed: SignedTime;

@@ -106,6 +106,8 @@ export interface GrpcTimeRequestOptions {
   clientId?: string;
   /** 65-byte EIP-191 signature over node/api/auth.ts `clientRequestMessage(...)`. */
   clientSignature?: Uint8Array;
+  /** The `issuedAtMs` that the signature covers (decimal ms since the Unix epoch). */
+  issuedAtMs?: string;
 }
 
 export interface GrpcTimeClient {
@@ -293,6 +295,7 @@ export function createTimeClient(options: TimeClientOptions): TimeClient {
         at_ns: requestOptions.atNs === undefined ? "" : requestOptions.atNs.toString(),
         client_id: requestOptions.clientId ?? "",
         client_signature: Buffer.from(requestOptions.clientSignature ?? new Uint8Array()),
+        issued_at_ms: requestOptions.issuedAtMs ?? "",
       };
       const response = await unaryCall<Partial<TimeRequestMessage>, TimeResponseMessage>("GetCurrentTime", message);
       return { ...toFetched(proofJsonFromMessage(response.nano_moment, response.proof)), requestId: response.request_id, node: response.node };

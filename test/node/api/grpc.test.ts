@@ -272,13 +272,21 @@ describe("node/api/grpc auth, client signatures, rate limit and tamper", functio
     }
   });
 
-  it("checks client_signature of a registered client and refuses a reused nonce", async function () {
+  it("checks client_signature of a registered client and refuses a reused nonce or a stale issued_at_ms", async function () {
     const t = await startTestNode({ overrides: { clientPublicKeys: { "client-a": account.address } } });
     const client = timeClient(t.node.endpoints.grpc);
     try {
-      const fields = { requestId: "r-1", nonce: "n-1", type: "CURRENT_TIME", atNs: "", clientId: "client-a" };
+      const issuedAtMs = String(Date.now());
+      const fields = { requestId: "r-1", nonce: "n-1", type: "CURRENT_TIME", atNs: "", clientId: "client-a", issuedAtMs };
       const signature = await account.signMessage({ message: clientRequestMessage(fields) });
-      const request = { request_id: "r-1", nonce: "n-1", type: "CURRENT_TIME", client_id: "client-a", client_signature: Buffer.from(signature.slice(2), "hex") };
+      const request = {
+        request_id: "r-1",
+        nonce: "n-1",
+        type: "CURRENT_TIME",
+        client_id: "client-a",
+        issued_at_ms: issuedAtMs,
+        client_signature: Buffer.from(signature.slice(2), "hex"),
+      };
       const ok = await call<TimeResponseMessage>(client, "GetCurrentTime", request);
       expect(ok.request_id).to.equal("r-1");
       const replay = await status(call(client, "GetCurrentTime", request));
@@ -288,6 +296,14 @@ describe("node/api/grpc auth, client signatures, rate limit and tamper", functio
       const wrongSigner = await privateKeyToAccount(generatePrivateKey()).signMessage({ message: clientRequestMessage({ ...fields, nonce: "n-3" }) });
       const forged = await status(call(client, "GetCurrentTime", { ...request, nonce: "n-3", client_signature: Buffer.from(wrongSigner.slice(2), "hex") }));
       expect(forged).to.deep.equal({ code: grpc.status.UNAUTHENTICATED, details: "Invalid client signature" });
+      // Signed long ago (outside half the 10-minute window): refused even with a fresh nonce.
+      const staleFields = { ...fields, nonce: "n-4", issuedAtMs: String(Date.now() - 6 * 60_000) };
+      const stale = await account.signMessage({ message: clientRequestMessage(staleFields) });
+      const staleRequest = { ...request, nonce: "n-4", issued_at_ms: staleFields.issuedAtMs, client_signature: Buffer.from(stale.slice(2), "hex") };
+      expect(await status(call(client, "GetCurrentTime", staleRequest))).to.deep.equal({
+        code: grpc.status.UNAUTHENTICATED,
+        details: "Signed request outside the replay window",
+      });
       // Unregistered clients need no signature.
       const anonymous = await call<TimeResponseMessage>(client, "GetCurrentTime", { type: "CURRENT_TIME", client_id: "someone-else" });
       expect(anonymous.nano_moment).to.match(/^[1-9]/);

@@ -52,9 +52,9 @@ describe("node/api/auth", function () {
   });
 
   it("clientRequestMessage is the documented text", function () {
-    expect(clientRequestMessage({ requestId: "r-1", nonce: "n-1", type: "CURRENT_TIME", atNs: "", clientId: "client-a" })).to.equal(
-      "ATS/1 REQ|r-1|n-1|CURRENT_TIME||client-a",
-    );
+    expect(
+      clientRequestMessage({ requestId: "r-1", nonce: "n-1", type: "CURRENT_TIME", atNs: "", clientId: "client-a", issuedAtMs: "1795386819572" }),
+    ).to.equal("ATS/1 REQ|r-1|n-1|CURRENT_TIME||client-a|1795386819572");
   });
 });
 
