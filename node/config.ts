@@ -421,6 +421,15 @@ export const SETTINGS = {
     max: 10_000_000,
     secret: false,
   }),
+  scheduleMaxPendingPerClient: setting({
+    kind: "integer",
+    env: "ATS_SCHEDULE_MAX_PENDING_PER_CLIENT",
+    description: "Pending schedules one client (API key, else IP) may hold, so that no client can fill the node-wide bound for everyone.",
+    default: 1_000,
+    min: 1,
+    max: 10_000_000,
+    secret: false,
+  }),
   scheduleAllowedCallbackHosts: setting({
     kind: "list",
     env: "ATS_SCHEDULE_ALLOWED_CALLBACK_HOSTS",

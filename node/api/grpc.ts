@@ -246,13 +246,13 @@ export function createGrpcServer(context: TransportContext): grpc.Server {
     return Object.assign(new Error(answer.details), { code: answer.code, details: answer.details, metadata: new grpc.Metadata() });
   }
 
-  function unary<Req, Res>(route: string, handler: (call: grpc.ServerUnaryCall<Req, Res>) => Promise<Res> | Res): grpc.handleUnaryCall<Req, Res> {
+  function unary<Req, Res>(
+    route: string,
+    handler: (call: grpc.ServerUnaryCall<Req, Res>, clientKey: string) => Promise<Res> | Res,
+  ): grpc.handleUnaryCall<Req, Res> {
     return (call, callback) => {
       Promise.resolve()
-        .then(() => {
-          admit(call as grpc.ServerUnaryCall<unknown, unknown>);
-          return handler(call);
-        })
+        .then(() => handler(call, admit(call as grpc.ServerUnaryCall<unknown, unknown>)))
         .then(
           (response) => {
             metrics.countRequest(TRANSPORT, route, "OK");
@@ -353,12 +353,12 @@ export function createGrpcServer(context: TransportContext): grpc.Server {
     return outcome.valid ? { valid: true, reason: "", detail: "" } : { valid: false, reason: outcome.reason, detail: outcome.detail };
   });
 
-  const scheduleAttestation = unary<ScheduleRequestMessage, ScheduleResponseMessage>("ScheduleAttestation", (call) => {
+  const scheduleAttestation = unary<ScheduleRequestMessage, ScheduleResponseMessage>("ScheduleAttestation", (call, clientKey) => {
     const executeAtNs = parseNsString(call.request.execute_at_ns, "execute_at_ns");
     if (call.request.callback_url.length === 0 || call.request.callback_url.length > 2048) {
       throw new ValidationError("callback_url", "must be a URL of 1 to 2048 characters");
     }
-    const record = service.schedule(executeAtNs, call.request.callback_url);
+    const record = service.schedule(executeAtNs, call.request.callback_url, clientKey);
     return { id: record.id, status: record.status, execute_at_ns: record.executeAtNs.toString(), callback_url: record.callbackUrl };
   });
 

@@ -20,7 +20,7 @@ import { ValidationError } from "../../protocol/errors";
 import { parseJsonLossless, parseNsString } from "../../protocol/json";
 import type { Hex, ProofJson, TimeProof } from "../../protocol/types";
 import type { ScheduleRecord } from "../core/types";
-import { API_KEY_HEADER } from "./auth";
+import { API_KEY_HEADER, clientKeyForIp } from "./auth";
 import { admitClient, verifyWithOptionalChain, type TransportContext } from "./context";
 import { toHttpError } from "./errorMapping";
 import {
@@ -158,10 +158,13 @@ export function buildRestApp(context: TransportContext, options: RestAppOptions 
 
   // Auth and rate limiting of the attested-time API; no hook at all when neither is configured (hot path).
   const guarded = auth.required || rateLimiter.enabled;
+  // Who each admitted request is (for per-client quotas); without the hook, the caller's address.
+  const clientKeys = new WeakMap<FastifyRequest, string>();
+  const clientKeyOf = (request: FastifyRequest): string => clientKeys.get(request) ?? clientKeyForIp(request.ip);
   const guard = (request: FastifyRequest, _reply: FastifyReply, done: (err?: Error) => void): void => {
     try {
       const header = request.headers[API_KEY_HEADER];
-      admitClient(context, typeof header === "string" ? header : undefined, request.ip);
+      clientKeys.set(request, admitClient(context, typeof header === "string" ? header : undefined, request.ip));
       done();
     } catch (error) {
       done(error as Error);
@@ -198,7 +201,7 @@ export function buildRestApp(context: TransportContext, options: RestAppOptions 
     },
     async (request, reply) => {
       const executeAtNs = parseNsString(request.body.executeAt, "executeAt");
-      const record = service.schedule(executeAtNs, request.body.callback);
+      const record = service.schedule(executeAtNs, request.body.callback, clientKeyOf(request));
       void reply.code(201);
       return { id: record.id, status: record.status, executeAt: record.executeAtNs.toString(), callback: record.callbackUrl };
     },

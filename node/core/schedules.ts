@@ -120,6 +120,8 @@ export interface ScheduleServiceOptions {
   maxHorizonNs: bigint;
   maxPastNs: bigint;
   maxPending: number;
+  /** Pending schedules one client key may hold (default: maxPending). */
+  maxPendingPerClient?: number;
   allowedCallbackHosts: readonly string[];
   /** Node clock, ns since the Unix epoch. */
   nowNs: () => bigint;
@@ -198,7 +200,7 @@ export class ScheduleService {
   readonly #random: () => number;
   readonly #maxConcurrent: number;
   readonly #statements: Record<
-    "insert" | "get" | "nextDue" | "due" | "pending" | "claim" | "markDelivering" | "markDelivered" | "markRetry" | "markFailed" | "resumeInFlight",
+    "insert" | "get" | "nextDue" | "due" | "pending" | "pendingForClient" | "claim" | "markDelivering" | "markDelivered" | "markRetry" | "markFailed" | "resumeInFlight",
     SqliteStatement
   >;
   readonly #inFlight = new Map<string, { controller: AbortController; done: Promise<void> }>();
@@ -229,11 +231,17 @@ export class ScheduleService {
       );
       CREATE INDEX IF NOT EXISTS schedules_due ON schedules (next_attempt_at_ns) WHERE next_attempt_at_ns IS NOT NULL;
     `);
+    // Added after the first release: older files get the column (existing rows belong to no client, '').
+    const hasClientKey = (this.#db.prepare("PRAGMA table_info(schedules)").all() as { name: string }[]).some((column) => column.name === "client_key");
+    if (!hasClientKey) this.#db.exec("ALTER TABLE schedules ADD COLUMN client_key TEXT NOT NULL DEFAULT ''");
+    this.#db.exec(
+      "CREATE INDEX IF NOT EXISTS schedules_pending_by_client ON schedules (client_key) WHERE next_attempt_at_ns IS NOT NULL",
+    );
     const columns =
       "id, execute_at_ns, callback_url, status, attempts, last_error, created_at_ns, delivered_at_ns, proof_json, next_attempt_at_ns";
     this.#statements = {
       insert: this.#db.prepare(
-        "INSERT INTO schedules (id, execute_at_ns, callback_url, status, attempts, created_at_ns, next_attempt_at_ns) VALUES (?, ?, ?, 'scheduled', 0, ?, ?)",
+        "INSERT INTO schedules (id, execute_at_ns, callback_url, status, attempts, created_at_ns, next_attempt_at_ns, client_key) VALUES (?, ?, ?, 'scheduled', 0, ?, ?, ?)",
       ),
       get: this.#db.prepare(`SELECT ${columns} FROM schedules WHERE id = ?`),
       nextDue: this.#db.prepare(
@@ -243,6 +251,7 @@ export class ScheduleService {
         `SELECT ${columns} FROM schedules WHERE next_attempt_at_ns IS NOT NULL AND next_attempt_at_ns <= ? ORDER BY next_attempt_at_ns LIMIT ?`,
       ),
       pending: this.#db.prepare("SELECT COUNT(*) AS n FROM schedules WHERE next_attempt_at_ns IS NOT NULL"),
+      pendingForClient: this.#db.prepare("SELECT COUNT(*) AS n FROM schedules WHERE next_attempt_at_ns IS NOT NULL AND client_key = ?"),
       claim: this.#db.prepare("UPDATE schedules SET next_attempt_at_ns = ? WHERE id = ? AND next_attempt_at_ns IS NOT NULL"),
       markDelivering: this.#db.prepare(
         "UPDATE schedules SET status = 'delivering', attempts = attempts + 1, proof_json = ?, next_attempt_at_ns = ? WHERE id = ? AND status IN ('scheduled', 'delivering')",
@@ -287,7 +296,7 @@ export class ScheduleService {
   }
 
   /** Validates and commits a schedule; the row is on disk when this returns. Throws ValidationError. */
-  schedule(executeAtNs: bigint, callbackUrl: string): ScheduleRecord {
+  schedule(executeAtNs: bigint, callbackUrl: string, clientKey = ""): ScheduleRecord {
     const nowNs = this.#options.nowNs();
     const executeAt = validateExecuteAt(executeAtNs, {
       nowNs,
@@ -299,8 +308,13 @@ export class ScheduleService {
     if (pending >= this.#options.maxPending) {
       throw new ValidationError("executeAt", `too many pending schedules (${pending}, limit ${this.#options.maxPending})`, {});
     }
+    const maxPerClient = this.#options.maxPendingPerClient ?? this.#options.maxPending;
+    const pendingForClient = (this.#statements.pendingForClient.get(clientKey) as { n: number }).n;
+    if (pendingForClient >= maxPerClient) {
+      throw new ValidationError("executeAt", `too many pending schedules for this client (${pendingForClient}, limit ${maxPerClient})`, {});
+    }
     const id = randomUUID();
-    this.#statements.insert.run(id, nsToBlob(executeAt), url, nsToBlob(nowNs), nsToBlob(executeAt));
+    this.#statements.insert.run(id, nsToBlob(executeAt), url, nsToBlob(nowNs), nsToBlob(executeAt), clientKey);
     this.#logger.info({ id, executeAtNs: executeAt.toString(), callbackHost: new URL(url).host }, "schedule accepted");
     this.#arm();
     return this.get(id);

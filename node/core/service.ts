@@ -241,8 +241,8 @@ export function createTimeService(parameters: CreateTimeServiceParameters): Core
     verify,
     verifyWithCertificateChain,
 
-    schedule: (executeAtNs: bigint, callbackUrl: string): ScheduleRecord =>
-      requireStarted(schedules, "schedules").schedule(executeAtNs, callbackUrl),
+    schedule: (executeAtNs: bigint, callbackUrl: string, clientKey?: string): ScheduleRecord =>
+      requireStarted(schedules, "schedules").schedule(executeAtNs, callbackUrl, clientKey),
 
     getSchedule: (id: string): ScheduleRecord => requireStarted(schedules, "schedules").get(id),
 
@@ -324,6 +324,7 @@ export function createTimeService(parameters: CreateTimeServiceParameters): Core
           maxHorizonNs: config.scheduleMaxHorizonNs,
           maxPastNs: config.scheduleMaxPastNs,
           maxPending: config.scheduleMaxPending,
+          maxPendingPerClient: config.scheduleMaxPendingPerClient,
           allowedCallbackHosts: config.scheduleAllowedCallbackHosts,
           nowNs: nodeClockNs,
           proofAtOrAfter,

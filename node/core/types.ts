@@ -143,8 +143,11 @@ export interface TimeService {
   attestNow(): Promise<SignedTime>;
   /** Full off-chain checks (PROTOCOL.md §6 plus card chain); never throws on a malformed proof. */
   verify(proof: TimeProof, opts?: VerifyOptions): VerifyOutcome;
-  /** Validates (ValidationError) and persists before returning. */
-  schedule(executeAtNs: bigint, callbackUrl: string): ScheduleRecord;
+  /**
+   * Validates (ValidationError) and persists before returning. `clientKey` (the transports' rate-limit identity,
+   * API key or address) is held to its own pending quota.
+   */
+  schedule(executeAtNs: bigint, callbackUrl: string, clientKey?: string): ScheduleRecord;
   /** Throws NotFoundError. */
   getSchedule(id: string): ScheduleRecord;
   /** Nearest stored proof at or before atNs; throws NotFoundError. */

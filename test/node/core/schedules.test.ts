@@ -227,4 +227,31 @@ describe("scheduled deliveries", function () {
     service.schedule(nowNs() + 60_000n * MS, server.url);
     expect(() => service.schedule(nowNs() + 60_000n * MS, server.url)).to.throw(ValidationError, "too many pending");
   });
+
+  it("holds each client to scheduleMaxPendingPerClient, so one client cannot fill the node for everyone", async () => {
+    const server = await callbackServer();
+    const { service } = await node(data(), { scheduleMaxPending: 10, scheduleMaxPendingPerClient: 2 });
+    const at = nowNs() + 60_000n * MS;
+    service.schedule(at, server.url, "key:aaaa");
+    service.schedule(at, server.url, "key:aaaa");
+    expect(() => service.schedule(at, server.url, "key:aaaa")).to.throw(ValidationError, "too many pending schedules for this client");
+    expect(service.schedule(at, server.url, "ip:127.0.0.1").status).to.equal("scheduled");
+  });
+
+  it("opens a schedules file written before client keys existed, keeping its rows", async () => {
+    const dataDir = data();
+    const old = new Database(join(dataDir, "schedules.sqlite"));
+    old.exec(`CREATE TABLE schedules (
+      id TEXT PRIMARY KEY, execute_at_ns BLOB NOT NULL, callback_url TEXT NOT NULL,
+      status TEXT NOT NULL CHECK (status IN ('scheduled', 'delivering', 'delivered', 'failed')),
+      attempts INTEGER NOT NULL DEFAULT 0, last_error TEXT, created_at_ns BLOB NOT NULL, delivered_at_ns BLOB,
+      proof_json TEXT, next_attempt_at_ns BLOB,
+      CHECK ((status IN ('scheduled', 'delivering')) = (next_attempt_at_ns IS NOT NULL)))`);
+    old
+      .prepare("INSERT INTO schedules (id, execute_at_ns, callback_url, status, created_at_ns, delivered_at_ns) VALUES (?, ?, ?, 'delivered', ?, ?)")
+      .run("old-row", nsToBlob(1n), "http://127.0.0.1:1/", nsToBlob(1n), nsToBlob(2n));
+    old.close();
+    const { service } = await node(dataDir);
+    expect(service.getSchedule("old-row")).to.include({ id: "old-row", status: "delivered" });
+  });
 });
