@@ -24,7 +24,7 @@
 import { randomUUID } from "node:crypto";
 import type { Logger } from "pino";
 import { UINT128_MAX } from "../../protocol/constants";
-import { NotFoundError, ValidationError } from "../../protocol/errors";
+import { NotFoundError, UnavailableError, ValidationError } from "../../protocol/errors";
 import type { ProofJson } from "../../protocol/types";
 import { blobToNs, nsToBlob, openDatabase, type SqliteDatabase, type SqliteStatement } from "./sqlite";
 import type { ScheduleRecord, ScheduleStatus, SignedTime } from "./types";
@@ -166,6 +166,27 @@ const CLAIM_SLACK_MS = 10_000;
 const NS_PER_MS = 1_000_000n;
 const MAX_ERROR_CHARS = 500;
 
+/**
+ * Opens schedules.sqlite for this process alone. One node per dataDir: two would both resume 'delivering' rows
+ * and deliver them twice. In exclusive locking mode SQLite keeps the lock taken by the first write until close,
+ * so a second node fails here (after the busy timeout) instead of sharing the rows.
+ */
+function openExclusively(dataDir: string): SqliteDatabase {
+  let db: SqliteDatabase | undefined;
+  try {
+    db = openDatabase({ dataDir, fileName: "schedules.sqlite", synchronous: "FULL" });
+    db.pragma("locking_mode = EXCLUSIVE");
+    db.exec("BEGIN EXCLUSIVE; COMMIT;");
+    return db;
+  } catch (cause) {
+    db?.close();
+    if (cause instanceof Error && "code" in cause && cause.code === "SQLITE_BUSY") {
+      throw new UnavailableError(`dataDir ${dataDir} is in use by another node (schedules.sqlite is locked)`, {}, { cause });
+    }
+    throw cause;
+  }
+}
+
 function rowToRecord(row: ScheduleRow): ScheduleRecord {
   return {
     id: row.id,
@@ -214,7 +235,7 @@ export class ScheduleService {
     this.#fetch = options.fetch ?? globalThis.fetch;
     this.#random = options.random ?? Math.random;
     this.#maxConcurrent = options.maxConcurrentDeliveries ?? 16;
-    this.#db = openDatabase({ dataDir: options.dataDir, fileName: "schedules.sqlite", synchronous: "FULL" });
+    this.#db = openExclusively(options.dataDir);
     this.#db.exec(`
       CREATE TABLE IF NOT EXISTS schedules (
         id TEXT PRIMARY KEY,

@@ -2,7 +2,7 @@ import { expect } from "chai";
 import Database from "better-sqlite3";
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
-import { NotFoundError, ValidationError } from "../../../protocol/errors";
+import { NotFoundError, UnavailableError, ValidationError } from "../../../protocol/errors";
 import { proofFromJson } from "../../../protocol/json";
 import {
   parseExecuteAt,
@@ -236,6 +236,24 @@ describe("scheduled deliveries", function () {
     service.schedule(at, server.url, "key:aaaa");
     expect(() => service.schedule(at, server.url, "key:aaaa")).to.throw(ValidationError, "too many pending schedules for this client");
     expect(service.schedule(at, server.url, "ip:127.0.0.1").status).to.equal("scheduled");
+  });
+
+  it("refuses to start a second node on the same dataDir (it would redeliver the first one's rows)", async function () {
+    this.timeout(30_000); // the second open waits out SQLite's busy timeout (5 s) before giving up
+    const dataDir = data();
+    const first = await node(dataDir);
+    const second = await buildService(testConfig(dataDir));
+    let refused: unknown;
+    try {
+      await second.service.start();
+    } catch (error) {
+      refused = error;
+    } finally {
+      await second.service.stop();
+    }
+    expect(refused).to.be.instanceOf(UnavailableError);
+    expect((refused as Error).message).to.contain("in use by another node");
+    expect(first.service.schedule(nowNs() + 60_000n * MS, "http://127.0.0.1:1/").status).to.equal("scheduled");
   });
 
   it("opens a schedules file written before client keys existed, keeping its rows", async () => {
