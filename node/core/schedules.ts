@@ -51,6 +51,27 @@ export function isLoopbackHost(hostname: string): boolean {
 }
 
 /**
+ * An IP-literal host (as WHATWG URL serialises it: dotted IPv4, bracketed IPv6) in a non-public range: private,
+ * link-local (cloud metadata at 169.254.169.254), carrier-grade NAT, unspecified, multicast, IPv6 ULA,
+ * link-local or IPv4-mapped. The `*` wildcard admits public hosts only; such literals must be listed exactly.
+ */
+export function isNonPublicIpLiteral(hostname: string): boolean {
+  const v4 = /^(\d{1,3})\.(\d{1,3})\.(\d{1,3})\.(\d{1,3})$/.exec(hostname);
+  if (v4 !== null) {
+    const [a, b] = [Number(v4[1]), Number(v4[2])];
+    return (
+      a === 0 || a === 10 || a === 127 || a >= 224 || (a === 169 && b === 254) || (a === 172 && b >= 16 && b <= 31) ||
+      (a === 192 && b === 168) || (a === 100 && b >= 64 && b <= 127)
+    );
+  }
+  if (hostname.startsWith("[")) {
+    const v6 = hostname.slice(1, -1);
+    return v6 === "::" || v6 === "::1" || /^f[cd]/.test(v6) || /^fe[89ab]/.test(v6) || /^ff/.test(v6) || v6.startsWith("::ffff:");
+  }
+  return false;
+}
+
+/**
  * Validates a callback URL against the SSRF guard and returns it normalised (WHATWG URL serialisation).
  * Throws ValidationError naming the problem.
  */
@@ -70,7 +91,9 @@ export function validateCallbackUrl(value: unknown, allowedHosts: readonly strin
   }
   if (url.username !== "" || url.password !== "") throw new ValidationError(field, "must not carry credentials", {});
   const host = url.hostname.toLowerCase();
-  const allowed = isLoopbackHost(host) || allowedHosts.includes("*") || allowedHosts.some((entry) => entry.toLowerCase() === host);
+  const listed = allowedHosts.some((entry) => entry.toLowerCase() === host);
+  const wildcard = allowedHosts.includes("*") && !isNonPublicIpLiteral(host);
+  const allowed = isLoopbackHost(host) || listed || wildcard;
   if (!allowed) {
     throw new ValidationError(field, `host ${host} is not allowed (loopback only unless scheduleAllowedCallbackHosts lists it)`, { host });
   }

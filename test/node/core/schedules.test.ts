@@ -47,6 +47,13 @@ describe("schedule validation (pure)", () => {
     expect(() => validateCallbackUrl("http://example.com/cb", [])).to.throw(ValidationError, "not allowed");
     expect(validateCallbackUrl("http://example.com/cb", ["example.com"])).to.equal("http://example.com/cb");
     expect(validateCallbackUrl("https://dapp.example/cb", ["*"])).to.equal("https://dapp.example/cb");
+    expect(validateCallbackUrl("https://93.184.216.34/cb", ["*"])).to.equal("https://93.184.216.34/cb");
+    // The wildcard admits public hosts only: private, link-local, CGNAT and IPv6 ULA/link-local/mapped literals
+    // must be listed exactly.
+    for (const literal of ["169.254.169.254", "10.0.0.1", "172.16.0.1", "192.168.1.1", "100.64.0.1", "0.0.0.0", "[fd00::1]", "[fe80::1]", "[::ffff:a00:1]"]) {
+      expect(() => validateCallbackUrl(`http://${literal}/cb`, ["*"]), literal).to.throw(ValidationError, "not allowed");
+    }
+    expect(validateCallbackUrl("http://10.0.0.1/cb", ["*", "10.0.0.1"])).to.equal("http://10.0.0.1/cb");
     expect(() => validateCallbackUrl("ftp://127.0.0.1/x", ["*"])).to.throw(ValidationError, "http or https");
     expect(() => validateCallbackUrl("file:///etc/passwd", ["*"])).to.throw(ValidationError, "http or https");
     expect(() => validateCallbackUrl("http://user:pw@127.0.0.1/", [])).to.throw(ValidationError, "credentials");
