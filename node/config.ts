@@ -434,7 +434,7 @@ export const SETTINGS = {
     kind: "list",
     env: "ATS_SCHEDULE_ALLOWED_CALLBACK_HOSTS",
     description:
-      "SSRF guard: callback hosts allowed besides loopback (localhost, 127.0.0.0/8, ::1). '*' allows every host; empty (default) allows loopback only.",
+      "SSRF guard: callback hosts allowed besides loopback (localhost, 127.0.0.0/8, ::1). '*' allows every host name and public IP literal (private, link-local and CGNAT literals must be listed exactly; host names are not resolved); empty (default) allows loopback only.",
     default: [],
     max: 1_000,
     pattern: /^[0-9A-Za-z.:\-*[\]]{1,255}$/,
