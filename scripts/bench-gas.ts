@@ -10,10 +10,11 @@ import os from "node:os";
 import hre from "hardhat";
 import { time } from "@nomicfoundation/hardhat-network-helpers";
 import { decodeEventLog, keccak256, toHex, type Abi, type Hex } from "viem";
+import { NO_EXPIRY_NS } from "./deploy";
 import { benchApps } from "./bench-apps";
 import { attest, createDevIdentity, DEV_CARD_ACCURACY_NS, NodeKey, NS_PER_SECOND, p256PublicKeyCoordinates, type TimeProof } from "../protocol";
 
-const FOREVER_NS = (1n << 64n) - 1n;
+const FOREVER_NS = NO_EXPIRY_NS;
 
 /** Deterministic benchmark keys (labels, not secrets). */
 function benchScalar(label: string): Hex {

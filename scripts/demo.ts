@@ -29,10 +29,8 @@ import { existsSync } from "node:fs";
 import type { HardhatRuntimeEnvironment } from "hardhat/types";
 import type { PublicClient, TestClient, WalletClient } from "@nomicfoundation/hardhat-viem/types";
 import pino, { type Logger } from "pino";
+import { decodeRevert } from "./revert";
 import {
-  BaseError,
-  ContractFunctionRevertedError,
-  decodeErrorResult,
   encodeFunctionData,
   formatEther,
   getAddress,
@@ -64,7 +62,7 @@ import {
 } from "../protocol";
 import { startDevNode } from "../node/cli";
 import { createTimeClient } from "../node/client";
-import { deployAttestedTime, NO_EXPIRY_NS, type AttestedTimeDeployment } from "./deploy";
+import { deployAttestedTime, NO_EXPIRY_NS, type AttestedTimeDeployment, type ScheduledCall } from "./deploy";
 
 // ------------------------------------------------------------------------------------------------ results
 
@@ -228,22 +226,9 @@ export async function captureRevert(promise: Promise<unknown>, abi: Abi): Promis
   try {
     await promise;
   } catch (error) {
-    if (!(error instanceof BaseError)) throw error;
-    const reverted = error.walk((cause) => cause instanceof ContractFunctionRevertedError);
-    let errorName: string | undefined;
-    let args: readonly unknown[] = [];
-    if (reverted instanceof ContractFunctionRevertedError && reverted.data !== undefined) {
-      errorName = reverted.data.errorName;
-      args = reverted.data.args ?? [];
-    } else {
-      const withData = error.walk((cause) => typeof (cause as { data?: unknown }).data === "string") as { data: Hex } | null;
-      if (withData !== null) {
-        const decoded = decodeErrorResult({ abi, data: withData.data });
-        errorName = decoded.errorName;
-        args = decoded.args ?? [];
-      }
-    }
-    if (errorName === undefined) throw error;
+    const decoded = decodeRevert(error, abi);
+    if (decoded === undefined) throw error;
+    const { errorName, args } = decoded;
     const item = abi.find((entry): entry is AbiError => entry.type === "error" && entry.name === errorName);
     const text =
       errorName === "Error" ? `Error("${String(args[0])}")` : `${errorName}(${formatErrorArgs(item, args)})`;
@@ -254,15 +239,6 @@ export async function captureRevert(promise: Promise<unknown>, abi: Abi): Promis
 
 // ------------------------------------------------------------------------------------------------ the demo
 
-interface ScheduledCall {
-  caller: Address;
-  nonce: bigint;
-  executeAt: bigint;
-  window: bigint;
-  gasLimit: number;
-  bounty: bigint;
-  data: Hex;
-}
 
 /** How far the chain clock may run ahead of the wall clock when the live node's proof is checked (60 s max age). */
 const MAX_CHAIN_LEAD_NS = 40n * NS_PER_SECOND;

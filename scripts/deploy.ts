@@ -29,6 +29,19 @@ import {
 export const NO_EXPIRY_NS = (1n << 64n) - 1n;
 
 /** A time card to register: its P-256 public key (uncompressed 0x04‖X‖Y, 65 bytes) and validity window (ns). */
+/** The oracle's `ScheduledCall` request (ITimeScheduler), as viem decodes it from `CallScheduled`. */
+export interface ScheduledCall {
+  caller: Address;
+  nonce: bigint;
+  /** ns */
+  executeAt: bigint;
+  /** ns */
+  window: bigint;
+  gasLimit: number;
+  bounty: bigint;
+  data: Hex;
+}
+
 export interface CardRegistration {
   publicKey: Hex;
   validFromNs?: bigint;

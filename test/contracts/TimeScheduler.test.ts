@@ -6,7 +6,6 @@
 import hre from "hardhat";
 import { expect } from "chai";
 import {
-  BaseError,
   decodeErrorResult,
   encodeErrorResult,
   encodeFunctionData,
@@ -19,6 +18,8 @@ import {
 import { NS_PER_SECOND, type TimeProof } from "../../protocol";
 import { countEvents, eventOf } from "./apps-helpers";
 import { deployOracleFixture, expectRevert, FIXTURE_NOW_NS, loadFixture } from "./fixtures";
+import { decodeRevert } from "../../scripts/revert";
+import type { ScheduledCall } from "../../scripts/deploy";
 
 const NOW_SECONDS = 1_800_000_000n;
 const NOW_NS = NOW_SECONDS * NS_PER_SECOND;
@@ -42,25 +43,14 @@ function proofAt(nanoMoment: bigint): TimeProof {
   return { nanoMoment, hardwareSignature: "0x", nodeSignature: "0x", accuracy: 0 };
 }
 
-interface ScheduledCall {
-  caller: Address;
-  nonce: bigint;
-  executeAt: bigint;
-  window: bigint;
-  gasLimit: number;
-  bounty: bigint;
-  data: Hex;
-}
 
-/** The decoded arguments of the custom error `promise` reverts with (Hardhat puts the revert data in `data`). */
+/** The decoded arguments of the custom error `promise` reverts with. */
 async function revertArgs(promise: Promise<unknown>, abi: Abi): Promise<readonly unknown[]> {
   try {
     await promise;
   } catch (error) {
-    const withData = (error as BaseError).walk(
-      (cause) => typeof (cause as { data?: unknown }).data === "string",
-    ) as { data: Hex } | null;
-    if (withData !== null) return (decodeErrorResult({ abi, data: withData.data }).args ?? []) as readonly unknown[];
+    const decoded = decodeRevert(error, abi);
+    if (decoded !== undefined) return decoded.args;
   }
   return expect.fail("expected a revert with revert data");
 }

@@ -5,7 +5,8 @@
 import hre from "hardhat";
 import { loadFixture } from "@nomicfoundation/hardhat-network-helpers";
 import { expect } from "chai";
-import { BaseError, ContractFunctionRevertedError, decodeErrorResult, keccak256, toHex, type Abi, type AbiItem, type Address } from "viem";
+import { BaseError, keccak256, toHex, type Abi, type AbiItem, type Address } from "viem";
+import { decodeRevert } from "../../scripts/revert";
 import {
   attest,
   createDevIdentity,
@@ -26,7 +27,8 @@ export function testScalar(label: string): Hex {
 }
 
 /** No expiry: the largest uint64. */
-export const FOREVER_NS = (1n << 64n) - 1n;
+import { NO_EXPIRY_NS } from "../../scripts/deploy";
+export const FOREVER_NS = NO_EXPIRY_NS;
 
 /** The chain clock the oracle harness is pinned to at deployment: 2024-11-22T09:41:33Z, in seconds. */
 export const FIXTURE_NOW_SECONDS = 1_732_268_493n;
@@ -145,15 +147,6 @@ async function allErrors(): Promise<Abi> {
   return allErrorsAbi;
 }
 
-/** The revert data carried somewhere in a viem error chain (Hardhat's in-process errors carry a `data` field). */
-function revertDataOf(error: BaseError): Hex | undefined {
-  const found = error.walk((cause) => {
-    const data = (cause as { data?: unknown } | null)?.data;
-    return typeof data === "string" && /^0x[0-9a-fA-F]{8}/.test(data);
-  }) as { data?: string } | null;
-  return (found?.data as Hex | undefined) ?? undefined;
-}
-
 /**
  * Awaits `promise` and asserts that it reverted with the custom error `errorName` (and `args`, when given).
  * Walks viem's error chain to the ContractFunctionRevertedError (STYLE.md habit 7); when Hardhat's in-process
@@ -166,17 +159,7 @@ export async function expectRevert(promise: Promise<unknown>, errorName: string,
     outcome = await promise;
   } catch (error) {
     if (!(error instanceof BaseError)) throw error;
-    let decoded: { errorName: string; args: readonly unknown[] } | undefined;
-    const reverted = error.walk((cause) => cause instanceof ContractFunctionRevertedError);
-    if (reverted instanceof ContractFunctionRevertedError && reverted.data !== undefined) {
-      decoded = { errorName: reverted.data.errorName, args: reverted.data.args ?? [] };
-    } else {
-      const data = revertDataOf(error);
-      if (data !== undefined) {
-        const result = decodeErrorResult({ abi: await allErrors(), data });
-        decoded = { errorName: result.errorName, args: (result.args as readonly unknown[] | undefined) ?? [] };
-      }
-    }
+    const decoded = decodeRevert(error, await allErrors());
     if (decoded === undefined) expect.fail(`expected a revert with ${errorName}, got: ${error.shortMessage}`);
     expect(decoded.errorName, `error name (${error.shortMessage})`).to.equal(errorName);
     if (args !== undefined) expect(decoded.args, `${errorName} arguments`).to.deep.equal(args);
