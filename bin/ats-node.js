@@ -1,12 +1,7 @@
 #!/usr/bin/env node
 "use strict";
-// Runs the TypeScript CLI (node/cli.ts) through ts-node in transpile-only mode: types are checked by
-// `npm run lint` (tsc --noEmit), not at every start.
-const path = require("node:path");
-
-require("ts-node").register({
-  transpileOnly: true,
-  project: path.join(__dirname, "..", "tsconfig.json"),
-});
+// Runs the TypeScript CLI (node/cli.ts), transpiled on load by ./register-ts.js (no type check at start: types are
+// checked by `npm run lint`; and not ts-node, whose REPL import slows every EventEmitter of a serving process).
+require("./register-ts");
 
 require("../node/cli.ts").main(process.argv.slice(2));

@@ -113,9 +113,35 @@ describe("ats-node CLI", function () {
     expect(await runCli(["keys", "init", "--nope", "x"], captureIo())).to.equal(2);
   });
 
-  it("bin/ats-node.js runs the CLI through ts-node (prints the settings table)", async () => {
+  it("bin/ats-node.js runs the TypeScript CLI (prints the settings table)", async () => {
     const { stdout } = await execFileAsync(process.execPath, [BIN, "settings"]);
     const table = JSON.parse(stdout) as { name: string; env: string }[];
     expect(table.map((row) => row.name)).to.include.members(["host", "tickIntervalNs", "apiKeys", "maxRequestsPerSecond"]);
+  });
+
+  it("bin/register-ts.js loads the whole node without Node's domain module (it slows every EventEmitter)", async () => {
+    const register = join(__dirname, "..", "..", "bin", "register-ts.js");
+    const probe = `require(${JSON.stringify(join(__dirname, "..", "..", "node", "cli.ts"))});
+      require(${JSON.stringify(join(__dirname, "..", "..", "node", "server.ts"))});
+      process.stdout.write(JSON.stringify(process.moduleLoadList.filter((name) => /domain|repl/.test(name))));`;
+    const { stdout } = await execFileAsync(process.execPath, ["-r", register, "-e", probe]);
+    expect(JSON.parse(stdout)).to.deep.equal([]);
+  });
+
+  it("bin/register-ts.js reports a TypeScript syntax error with the file name", async () => {
+    const dir = tempDir("register");
+    try {
+      const broken = join(dir.path, "broken.ts");
+      writeFileSync(broken, "export const x: number = ;\n");
+      const register = join(__dirname, "..", "..", "bin", "register-ts.js");
+      const failure = await execFileAsync(process.execPath, ["-r", register, broken]).then(
+        () => undefined,
+        (error: unknown) => error as { code: number; stderr: string },
+      );
+      expect(failure?.code).to.equal(1);
+      expect(failure?.stderr).to.contain("broken.ts").and.to.contain("Expression expected");
+    } finally {
+      dir.remove();
+    }
   });
 });
