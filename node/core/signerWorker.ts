@@ -10,8 +10,9 @@
  * benchmarks), and a worker does not inherit the parent's require hooks. Registering one again in the worker
  * costs ~0.5–1 s of CPU and tens of MB per worker, and depends on how the process was started. The signer needs
  * only node:worker_threads, Buffer, the keccak module of @noble/hashes and @noble/curves' secp256k1, whose
- * absolute paths the parent resolves and passes in, so the same code starts in ~50 ms however the process was launched (and from any working directory). It
- * never loads the libsecp256k1 addon (see the worker source for why). What it computes is pinned by a
+ * absolute paths the parent resolves and passes in, so the same code starts in ~50 ms however the process was
+ * launched (and from any working directory). It never loads the libsecp256k1 addon (see the worker source for
+ * why). What it computes is pinned by a
  * known-answer test against protocol/sign.ts (`signNodeEntry`) before the attestor routes any tick to it, and by
  * the attestor tests.
  *
