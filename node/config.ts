@@ -155,6 +155,16 @@ export const SETTINGS = {
     max: 60n * NS_PER_SECOND,
     secret: false,
   }),
+  refreshAfterNs: setting({
+    kind: "ns",
+    env: "ATS_REFRESH_AFTER_NS",
+    description:
+      "A proof request that finds the cached proof older than this has the node sign a new one first (when node signatures are computed in the main thread, i.e. with libsecp256k1), so served proofs stay this fresh even when a busy event loop runs the tick late. 0 = serve what the last tick produced.",
+    default: NS_PER_MILLISECOND,
+    min: 0n,
+    max: 60n * NS_PER_SECOND,
+    secret: false,
+  }),
   accuracyNs: setting({
     kind: "integer",
     env: "ATS_ACCURACY_NS",

@@ -340,7 +340,7 @@ export function createGrpcServer(context: TransportContext): grpc.Server {
         signed = await proofAtOrAfter(parseNsString(request.at_ns, "at_ns"), call);
         break;
     }
-    metrics.countServedProof(TRANSPORT);
+    metrics.countServedProof(TRANSPORT, request.type === "CURRENT_TIME" ? signed : undefined);
     return responses.response(signed, requestId);
   });
 
@@ -391,8 +391,9 @@ export function createGrpcServer(context: TransportContext): grpc.Server {
         try {
           // Skip an update rather than queue without bound when the client reads slowly.
           if (call.writableNeedDrain) return;
-          call.write(responses.response(service.current(), requestId));
-          metrics.countServedProof(TRANSPORT);
+          const signed = service.current();
+          call.write(responses.response(signed, requestId));
+          metrics.countServedProof(TRANSPORT, signed);
         } catch (error) {
           finish(error);
         }

@@ -12,6 +12,8 @@
  * - timerpc_node_drift_ns: the card's latest measured error against the host reference clock (ns).
  * - timerpc_tamper_events_total: tamper events reported by the card.
  * - timerpc_served_proofs_total{transport}: proofs handed out (REST current, WS pushes, gRPC responses).
+ * - timerpc_proof_age_ns{transport}: age of each proof handed out (node clock − nanoMoment when the response is
+ *   built), nanoseconds: the freshness clients get, tick interval and event-loop delay included.
  */
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from "prom-client";
 import type { SignedTime, TimeService } from "../core/types";
@@ -23,7 +25,14 @@ export const METRIC_NAMES = {
   nodeDriftNs: "timerpc_node_drift_ns",
   tamperEventsTotal: "timerpc_tamper_events_total",
   servedProofsTotal: "timerpc_served_proofs_total",
+  proofAgeNs: "timerpc_proof_age_ns",
 } as const;
+
+/** Bucket bounds of timerpc_proof_age_ns: fine around the 1 ms target, coarse up to the 60 s maximum age. */
+export const PROOF_AGE_BUCKETS_NS: readonly number[] = [
+  50_000, 100_000, 250_000, 500_000, 750_000, 1_000_000, 1_500_000, 2_000_000, 5_000_000, 10_000_000, 50_000_000,
+  250_000_000, 1_000_000_000, 10_000_000_000, 60_000_000_000,
+];
 
 export type Transport = "rest" | "ws" | "grpc";
 
@@ -31,7 +40,12 @@ export interface NodeMetrics {
   readonly registry: Registry;
   /** Counts one answered request. Cached label children keep this cheap on the hot path. */
   countRequest(transport: Transport, route: string, status: string): void;
-  countServedProof(transport: Transport): void;
+  /**
+   * Counts a proof handed out. Pass `current` when it answers "what time is it" (REST current, streams, gRPC
+   * CURRENT_TIME): its age against the bound service's clock is observed. Archived and scheduled proofs are old
+   * or future by design and are only counted.
+   */
+  countServedProof(transport: Transport, current?: SignedTime): void;
   /** Observes every attestation and tamper event of the service; returns the unbind function. */
   bindService(service: TimeService): () => void;
   /** Prometheus text exposition. */
@@ -83,8 +97,18 @@ export function createNodeMetrics(options: { defaultMetrics?: boolean } = {}): N
     registers: [registry],
   });
 
+  const proofAgeNs = new Histogram({
+    name: METRIC_NAMES.proofAgeNs,
+    help: "Age of each proof handed out (node clock minus nanoMoment), nanoseconds, by transport",
+    labelNames: ["transport"] as const,
+    buckets: [...PROOF_AGE_BUCKETS_NS],
+    registers: [registry],
+  });
+
   const requestChildren = new Map<string, Counter.Internal>();
-  const servedChildren = new Map<Transport, Counter.Internal>();
+  const servedChildren = new Map<Transport, { served: Counter.Internal; age: Histogram.Internal<"transport"> }>();
+  // Until a service is bound there is no node clock: served proofs are counted, their age is not observed.
+  let clockNs: (() => bigint) | null = null;
 
   function observeAttestation(signed: SignedTime): void {
     accuracyNs.observe(signed.proof.accuracy);
@@ -104,22 +128,25 @@ export function createNodeMetrics(options: { defaultMetrics?: boolean } = {}): N
       }
       child.inc();
     },
-    countServedProof(transport) {
-      let child = servedChildren.get(transport);
-      if (child === undefined) {
-        child = servedProofsTotal.labels(transport);
-        servedChildren.set(transport, child);
+    countServedProof(transport, current) {
+      let children = servedChildren.get(transport);
+      if (children === undefined) {
+        children = { served: servedProofsTotal.labels(transport), age: proofAgeNs.labels(transport) };
+        servedChildren.set(transport, children);
       }
-      child.inc();
+      children.served.inc();
+      if (current !== undefined && clockNs !== null) children.age.observe(Number(clockNs() - current.proof.nanoMoment));
     },
     bindService(service) {
       const offProof = service.onProof(observeAttestation);
       const offTamper = service.onTamper(() => tamperEventsTotal.inc());
       driftSourceNs = () => service.stats().measuredErrorNs;
+      clockNs = () => service.nowNs();
       return () => {
         offProof();
         offTamper();
         driftSourceNs = null;
+        clockNs = null;
       };
     },
     render: () => registry.metrics(),

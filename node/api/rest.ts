@@ -177,7 +177,7 @@ export function buildRestApp(context: TransportContext, options: RestAppOptions 
     { ...guardHooks, schema: { response: { 200: proofJsonSchema, ...errorResponses } } },
     (_request, reply) => {
       const signed = service.current();
-      metrics.countServedProof("rest");
+      metrics.countServedProof("rest", signed);
       // A string with a JSON content type is sent as is: no serialisation per request. A proof is a reading of
       // the clock, so no cache may keep it.
       void reply.headers(CURRENT_TIME_HEADERS).send(signed.body);

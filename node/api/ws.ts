@@ -181,7 +181,7 @@ export function attachStreamServer(server: Server, context: TransportContext): S
       return;
     }
     ws.send(frames.frame(signed, subscription.id, subscription.includeProof));
-    metrics.countServedProof("ws");
+    metrics.countServedProof("ws", signed);
   }
 
   function reject(ws: WebSocket, state: ConnectionState, error: unknown): void {

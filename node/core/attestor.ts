@@ -7,13 +7,20 @@
  * Cost: one P-256 signature (OpenSSL) plus one EIP-712 digest and one secp256k1 signature (libsecp256k1, or
  * @noble/curves when the addon is missing: protocol/secp256k1.ts) per attestation. With pure-JS noble the digest
  * and the secp256k1 signature (≈ 80 % of the cost) run in a worker thread (signerWorker.ts, `signInWorker`,
- * default on only for noble; with libsecp256k1 a tick costs ~0.2 ms and signs in the main thread): per tick the main thread only checks tamper and accuracy, reads
- * the card clock, has the card sign (the card driver's call), posts the request, and swaps its cached proof when
- * the entry comes back. Until the worker has loaded and passed its known-answer test, and if it ever fails,
+ * default on only for noble; with libsecp256k1 a tick costs ~0.2 ms and signs in the main thread): per tick the
+ * main thread only checks tamper and accuracy, reads the card clock, has the card sign (the card driver's call),
+ * posts the request, and swaps its cached proof when the entry comes back. Until the worker has loaded and passed its known-answer test, and if it ever fails,
  * ticks sign in the main thread as before. `attest()` (on demand: attestNow, schedule delivery) always signs
  * synchronously in the calling thread. Ticks never overlap: the next tick is armed only after the previous one
  * finished (worker reply included), so the effective period is max(tickInterval, signing round trip + the 1 ms
  * timer granularity). `tickIntervalNs` trades CPU for proof freshness.
+ *
+ * Freshness under load: a loaded event loop runs timers late (a loop turn answering 100 requests takes
+ * milliseconds), so ticks alone let a served proof age by the loop's delay. With `refreshAfterNs` set (the
+ * node's `refreshAfterNs` setting, default 1 ms) and signing in the main thread, current() signs a new proof
+ * when the cached one is older than that: the request pays ~0.15 ms, at most about one request per refresh
+ * interval does, and a tick that finds a proof younger than half an interval skips signing. Idle, the tick keeps
+ * the cache (and streams, archive, health) fresh as before.
  *
  * Safety rules:
  * - the node refuses to sign while the card's measured error exceeds the accuracy bound (the accuracy in the
@@ -47,6 +54,12 @@ export interface AttestorOptions {
   tickIntervalNs: bigint;
   /** current() refuses a cached proof older than this (node clock − nanoMoment), ns. */
   maxServeAgeNs: bigint;
+  /**
+   * current() signs a fresh proof first when the cached one is older than this, ns; 0n (default) = never. Only
+   * while ticks sign in the main thread (libsecp256k1, ~0.15 ms): a busy event loop delays timers, not requests,
+   * so this is what bounds the age of a served proof under load. See current().
+   */
+  refreshAfterNs?: bigint;
   /** The node's own clock, ns since the Unix epoch (the nodeTimestamp it signs). */
   nodeClockNs: () => bigint;
   logger: Logger;
@@ -114,6 +127,8 @@ export class Attestor {
   #nextTickAtNs = 0n;
   #tamperReason: string | null = null;
   #refusalReason: string | null = null;
+  /** Set when an on-demand refresh failed for a reason other than tamper or accuracy; cleared by the next proof. */
+  #refreshSuspended = false;
   #unsubscribeCard: (() => void) | null = null;
   /** The signer thread; ticks use it once #signerReady (loaded and known-answer-tested). */
   #signer: NodeSignerThread | null = null;
@@ -191,24 +206,64 @@ export class Attestor {
   }
 
   /**
-   * The freshest cached proof. Throws UnavailableError when tampered, not started, or when the cached proof is
-   * older than maxServeAgeNs (signing refused for a while).
+   * The freshest proof. When the cached one is older than refreshAfterNs and signing runs in this thread, a new
+   * one is signed first (so a request never waits for a timer that a loaded event loop fires late); if that
+   * fails, the cached proof is served under the usual rules. Throws UnavailableError when tampered, not started,
+   * or when the cached proof is older than maxServeAgeNs (signing refused for a while).
    */
   current(): SignedTime {
     if (this.#tamperReason !== null) {
       throw new UnavailableError(`time card tampered: ${this.#tamperReason}`, { reason: this.#tamperReason });
     }
-    const latest = this.#latest;
+    let latest = this.#latest;
     if (latest === null) {
       throw new UnavailableError(this.#refusalReason ?? "no attestation yet: the node is starting", {});
     }
-    const ageNs = this.#options.nodeClockNs() - latest.proof.nanoMoment;
+    let ageNs = this.#options.nodeClockNs() - latest.proof.nanoMoment;
+    if (this.#shouldRefresh(ageNs)) {
+      const refreshed = this.#refreshOnDemand();
+      if (refreshed !== null) return refreshed;
+      if (this.#tamperReason !== null) {
+        throw new UnavailableError(`time card tampered: ${this.#tamperReason}`, { reason: this.#tamperReason });
+      }
+      latest = this.#latest ?? latest;
+      ageNs = this.#options.nodeClockNs() - latest.proof.nanoMoment;
+    }
     if (ageNs > this.#options.maxServeAgeNs) {
       throw new UnavailableError(`no fresh attestation (latest is ${ageNs} ns old): ${this.#refusalReason ?? "attestor stalled"}`, {
         ageNs: ageNs.toString(),
       });
     }
     return latest;
+  }
+
+  /** Whether current() should sign before answering: see AttestorOptions.refreshAfterNs. */
+  #shouldRefresh(ageNs: bigint): boolean {
+    const refreshAfterNs = this.#options.refreshAfterNs ?? 0n;
+    return (
+      refreshAfterNs > 0n &&
+      ageNs > refreshAfterNs &&
+      this.#running &&
+      this.#signer === null && // signing in a worker is asynchronous: the tick keeps the cache fresh instead
+      this.#refusalReason === null && // the card is out of bounds: every request would fail the same way
+      !this.#refreshSuspended
+    );
+  }
+
+  /** attest() for current(); null when it failed (logged once; refreshes resume after the next good proof). */
+  #refreshOnDemand(): SignedTime | null {
+    try {
+      return this.attest();
+    } catch (error) {
+      // Tamper and accuracy refusals are latched and logged by attest(); anything else would repeat on every
+      // request, so on-demand refreshes pause until a tick succeeds.
+      if (this.#tamperReason === null && this.#refusalReason === null) {
+        this.#refreshSuspended = true;
+        this.#stats.tickErrorsTotal += 1;
+        this.#logger.error({ err: error }, "on-demand attestation failed; serving the cached proof until a tick succeeds");
+      }
+      return null;
+    }
   }
 
   /**
@@ -283,6 +338,7 @@ export class Attestor {
     this.#stats.lastSignDurationNs = process.hrtime.bigint() - startedAt;
     const signed = buildSignedTime(proof, this.#options.nodeClockNs());
     this.#latest = signed;
+    this.#refreshSuspended = false;
     this.#stats.attestationsTotal += 1;
     this.#proofListeners.emit(signed);
     return signed;
@@ -303,6 +359,10 @@ export class Attestor {
   #tick(): void {
     this.#timer = null;
     if (!this.#running || this.#tamperReason !== null) return;
+    if (this.#recentlyRefreshed()) {
+      this.#armNextTick();
+      return;
+    }
     const signer = this.#signer;
     if (signer !== null && this.#signerReady) {
       this.#tickInWorker(signer);
@@ -314,6 +374,16 @@ export class Attestor {
       this.#tickFailed(error);
     }
     this.#armNextTick();
+  }
+
+  /**
+   * Under load, requests refresh the cache (current()) and a tick right after such a refresh would only burn the
+   * CPU those requests need: skip a tick when the cached proof is younger than half an interval.
+   */
+  #recentlyRefreshed(): boolean {
+    const latest = this.#latest;
+    if ((this.#options.refreshAfterNs ?? 0n) === 0n || latest === null) return false;
+    return this.#options.nodeClockNs() - latest.proof.nanoMoment < this.#options.tickIntervalNs / 2n;
   }
 
   #tickFailed(error: unknown): void {

@@ -103,6 +103,7 @@ export function createTimeService(parameters: CreateTimeServiceParameters): Core
     signingErrorBoundNs: signingErrorBoundNs(config),
     tickIntervalNs: config.tickIntervalNs,
     maxServeAgeNs: config.maxAttestationAgeNs,
+    refreshAfterNs: config.refreshAfterNs,
     nodeClockNs,
     logger,
   });
@@ -232,6 +233,7 @@ export function createTimeService(parameters: CreateTimeServiceParameters): Core
 
   const service: CoreTimeService = {
     current: () => attestor.current(),
+    nowNs: nodeClockNs,
 
     attestNow: async () => {
       if (!running) throw new UnavailableError("node is not started", {});

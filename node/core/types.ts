@@ -139,6 +139,8 @@ export interface VerifyOptions {
 export interface TimeService {
   /** Freshest cached proof; throws UnavailableError if tampered / not started / too stale to serve. */
   current(): SignedTime;
+  /** The node's clock, ns since the Unix epoch (what proof ages are measured against). */
+  nowNs(): bigint;
   /** On-demand fresh attestation; throws UnavailableError when tampered or the accuracy bound is exceeded. */
   attestNow(): Promise<SignedTime>;
   /** Full off-chain checks (PROTOCOL.md §6 plus card chain); never throws on a malformed proof. */

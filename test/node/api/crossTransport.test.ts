@@ -52,9 +52,9 @@ describe("node/api across transports", function () {
   it("serves the same proof bytes over REST, WebSocket and gRPC, verifiable off-chain and on-chain", async function () {
     const fixture = await loadFixture(deployOracleFixture);
     // The node runs the fixture's registered card and node keys.
-    const t = await startTestNode({ identity: fixture.dev, overrides: { tickIntervalNs: "60000000000" } });
+    const t = await startTestNode({ identity: fixture.dev, overrides: { tickIntervalNs: "60000000000", refreshAfterNs: "0" } });
     try {
-      // A 60 s tick: every transport reads the same cached attestation.
+      // A 60 s tick and no on-demand refresh: every transport reads the same cached attestation.
       const [rest, ws, rpc] = [await restProof(t), await wsProof(t), await grpcProof(t)];
       expect(ws).to.deep.equal(rest);
       expect(rpc).to.deep.equal(rest);

@@ -230,6 +230,23 @@ describe("node/api/rest", function () {
       expect(second.text).to.match(/timerpc_accuracy_ns_count [1-9]/);
     });
 
+    it("GET /metrics observes the age of every served proof (timerpc_proof_age_ns), not of other routes", async function () {
+      const ageCount = (text: string): number => {
+        const match = /timerpc_proof_age_ns_count\{transport="rest"\} (\d+)/.exec(text);
+        return match === null ? 0 : Number(match[1]);
+      };
+      const before = ageCount((await http(base, "GET", "/metrics")).text);
+      await http(base, "GET", "/time/current");
+      await http(base, "GET", "/time/current");
+      await http(base, "GET", "/node/info");
+      const after = await http(base, "GET", "/metrics");
+      expect(ageCount(after.text)).to.equal(before + 2);
+      // Every served proof is younger than the maximum serve age; the +Inf bucket holds them all.
+      expect(after.text).to.match(/timerpc_proof_age_ns_bucket\{le="60000000000",transport="rest"\} \d+/);
+      const sum = /timerpc_proof_age_ns_sum\{transport="rest"\} ([\d.e+]+)/.exec(after.text);
+      expect(Number(sum?.[1])).to.be.greaterThan(0);
+    });
+
     it("answers an unknown route with a 404 JSON body", async function () {
       const response = await http(base, "GET", "/nope");
       expect(response.status).to.equal(404);

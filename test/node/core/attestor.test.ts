@@ -100,6 +100,109 @@ describe("Attestor", () => {
     expect(proofsAfterTamper).to.equal(0);
   });
 
+  describe("on-demand refresh (refreshAfterNs)", () => {
+    // The node clock runs `skewNs` ahead of the card: a test ages the cached proof without waiting for it.
+    async function skewedSetup(overrides: Partial<AttestorOptions>) {
+      let skewNs = 0n;
+      const base = await attestorSetup({ tickIntervalNs: 60_000_000_000n, ...overrides });
+      const attestor = new Attestor({ ...base.options, nodeClockNs: () => base.card.readTimeNs() + skewNs, ...overrides });
+      return { ...base, attestor, setSkewNs: (value: bigint) => (skewNs = value) };
+    }
+
+    it("current() signs a new proof first when the cached one is older than refreshAfterNs", async () => {
+      const { attestor, verifyAt, setSkewNs } = await skewedSetup({ refreshAfterNs: 10_000_000_000n });
+      attestor.start();
+      running.push(attestor);
+      const first = attestor.current();
+      expect(attestor.current()).to.equal(first); // younger than 10 s: the cached proof, no signature
+      expect(attestor.stats().attestationsTotal).to.equal(1);
+      setSkewNs(20_000_000_000n); // the cached proof is now 20 s old
+      const refreshed = attestor.current();
+      expect(refreshed).to.not.equal(first);
+      expect(refreshed.proof.nanoMoment > first.proof.nanoMoment).to.equal(true);
+      expect(attestor.latest).to.equal(refreshed);
+      expect(attestor.stats().attestationsTotal).to.equal(2);
+      expect(verifyAt(refreshed.proof).valid).to.equal(true);
+    });
+
+    it("is off by default: current() serves the cached proof however old, within maxServeAgeNs", async () => {
+      const { attestor, setSkewNs } = await skewedSetup({});
+      attestor.start();
+      running.push(attestor);
+      const first = attestor.current();
+      setSkewNs(20_000_000_000n);
+      expect(attestor.current()).to.equal(first);
+      expect(attestor.stats().attestationsTotal).to.equal(1);
+    });
+
+    it("serves the cached proof when the card is out of its accuracy bound, without retrying per request", async () => {
+      const { attestor, card, setSkewNs } = await skewedSetup({ refreshAfterNs: 1_000_000n });
+      attestor.start();
+      running.push(attestor);
+      const first = attestor.current();
+      card.simulateMeasuredError(51);
+      setSkewNs(20_000_000_000n);
+      expect(attestor.current()).to.equal(first);
+      expect(attestor.current()).to.equal(first);
+      expect(attestor.stats().accuracyRefusalsTotal).to.equal(1); // the second request did not try again
+      expect(attestor.refusalReason).to.contain("51 ns");
+    });
+
+    it("after an unexpected signing failure serves the cached proof, logs once, and resumes after a good proof", async () => {
+      const { attestor, card, setSkewNs } = await skewedSetup({ refreshAfterNs: 1_000_000n });
+      attestor.start();
+      running.push(attestor);
+      const first = attestor.current();
+      const realSign = card.signHardware.bind(card);
+      let failingCalls = 0;
+      card.signHardware = () => {
+        failingCalls += 1;
+        throw new Error("card bus error");
+      };
+      setSkewNs(20_000_000_000n);
+      expect(attestor.current()).to.equal(first);
+      expect(attestor.current()).to.equal(first);
+      expect(failingCalls).to.equal(1);
+      expect(attestor.stats().tickErrorsTotal).to.equal(1);
+      card.signHardware = realSign;
+      attestor.attest(); // a good proof (a tick, or attestNow) lifts the pause
+      setSkewNs(40_000_000_000n);
+      const before = attestor.stats().attestationsTotal;
+      attestor.current();
+      expect(attestor.stats().attestationsTotal).to.equal(before + 1);
+    });
+
+    it("throws the tamper reason when the refresh finds the card tampered (no event received yet)", async () => {
+      const { attestor, card, setSkewNs } = await skewedSetup({ refreshAfterNs: 1_000_000n });
+      const tampers: string[] = [];
+      attestor.onTamper((reason) => tampers.push(reason));
+      attestor.start();
+      running.push(attestor);
+      attestor.current();
+      setSkewNs(20_000_000_000n);
+      // A card whose state says tampered before its event arrives: the refresh's own check must catch it.
+      card.tamperState = () => ({ tampered: true, reason: "enclosure opened" });
+      expect(() => attestor.current()).to.throw(UnavailableError, "time card tampered: enclosure opened");
+      expect(tampers).to.deep.equal(["enclosure opened"]);
+      expect(attestor.latest).to.equal(null);
+    });
+
+    it("a tick skips signing when a request refreshed the proof less than half an interval ago", async function () {
+      this.timeout(10_000);
+      // 1 s ticks: start() signs at t0, a request refreshes at ~t0 + 700 ms, the tick at ~t0 + 1 s finds a
+      // 300 ms old proof (< 500 ms) and skips; the proofs by ~t0 + 1.3 s are the first and the refreshed one.
+      const { attestor } = await setup({ tickIntervalNs: 1_000_000_000n, refreshAfterNs: 1_000_000n });
+      attestor.start();
+      running.push(attestor);
+      expect(attestor.stats().attestationsTotal).to.equal(1);
+      await new Promise((resolve) => setTimeout(resolve, 700));
+      attestor.current();
+      expect(attestor.stats().attestationsTotal).to.equal(2);
+      await new Promise((resolve) => setTimeout(resolve, 600));
+      expect(attestor.stats().attestationsTotal).to.equal(2);
+    });
+  });
+
   it("does not start attesting with a card that is already tampered", async () => {
     const { attestor, card } = await setup();
     card.simulateTamper("tampered before start");
