@@ -2,7 +2,8 @@
  * REST transport (fastify). `buildRestApp` builds the app without listening (tests use `app.inject()`);
  * node/server.ts listens. Routes (PROTOCOL.md §9 and issue 3):
  *
- *   GET  /time/current        200 ProofJson (the service's pre-serialised body, no per-request work)   [auth]
+ *   GET  /time/current        200 ProofJson (the service's pre-serialised body, no per-request work;   [auth]
+ *                             served by currentTimeFastPath.ts ahead of fastify, same answers)
  *   POST /time/verify         200 { valid, reason, detail? }; body { nanoMoment, proof,                [auth]
  *                             certificateChainPem? } (a chain lets the node check a card it does not know)
  *   POST /time/schedule       201 { id, status, executeAt, callback }                                   [auth]
@@ -15,6 +16,7 @@
  * rejected by the schema where a decimal string is due, never rounded into a different moment. Every error goes
  * through the one error handler (errorMapping.ts): 4xx with a message for the caller, 5xx generic.
  */
+import { createServer } from "node:http";
 import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance, type FastifyReply, type FastifyRequest } from "fastify";
 import { ValidationError } from "../../protocol/errors";
 import { parseJsonLossless, parseNsString } from "../../protocol/json";
@@ -22,6 +24,14 @@ import type { Hex, ProofJson, TimeProof } from "../../protocol/types";
 import type { ScheduleRecord } from "../core/types";
 import { API_KEY_HEADER, clientKeyForIp } from "./auth";
 import { admitClient, verifyWithOptionalChain, type TransportContext } from "./context";
+import {
+  createCurrentTimeFastPath,
+  CURRENT_TIME_HEADERS,
+  CURRENT_TIME_PATH,
+  errorBody,
+  JSON_CONTENT_TYPE,
+  logRequestError,
+} from "./currentTimeFastPath";
 import { toHttpError } from "./errorMapping";
 import {
   errorResponseSchema,
@@ -36,8 +46,6 @@ import {
   verifyResponseSchema,
 } from "./schemas";
 
-const JSON_CONTENT_TYPE = "application/json; charset=utf-8";
-const CURRENT_TIME_HEADERS = { "content-type": JSON_CONTENT_TYPE, "cache-control": "no-store" } as const;
 
 /** Error responses every route may give. */
 const errorResponses = {
@@ -104,11 +112,17 @@ function proofFromVerifyBody(body: VerifyBody): TimeProof {
 export interface RestAppOptions {
   /** Extra fastify logging of every request (off by default: the hot path stays lean; errors are always logged). */
   logRequests?: boolean;
+  /**
+   * Answer `GET /time/current` on node:http in front of fastify (currentTimeFastPath.ts). Default on; off sends
+   * every request through fastify (tests compare the two).
+   */
+  fastPath?: boolean;
 }
 
 export function buildRestApp(context: TransportContext, options: RestAppOptions = {}): FastifyInstance {
   const { service, metrics, auth, rateLimiter, limits } = context;
   const loggerInstance: FastifyBaseLogger = context.logger;
+  const fastPath = options.fastPath === false ? null : createCurrentTimeFastPath(context, loggerInstance);
   const app = Fastify({
     loggerInstance,
     logController: new LogController({ disableRequestLogging: options.logRequests !== true }),
@@ -116,6 +130,15 @@ export function buildRestApp(context: TransportContext, options: RestAppOptions 
     connectionTimeout: limits.connectionTimeoutMs,
     requestTimeout: limits.requestTimeoutMs,
     keepAliveTimeout: limits.keepAliveTimeoutMs,
+    // Fastify applies the three timeouts above only to a server it creates itself: a factory sets them too.
+    serverFactory: (handler) => {
+      const server = createServer(
+        { requestTimeout: limits.requestTimeoutMs, keepAliveTimeout: limits.keepAliveTimeoutMs },
+        fastPath === null ? handler : (request, response) => fastPath.tryServe(request, response) || handler(request, response),
+      );
+      server.setTimeout(limits.connectionTimeoutMs);
+      return server;
+    },
     forceCloseConnections: true,
     return503OnClosing: true,
     ajv: { customOptions: { coerceTypes: false, removeAdditional: false, allErrors: false, useDefaults: false } },
@@ -135,12 +158,13 @@ export function buildRestApp(context: TransportContext, options: RestAppOptions 
 
   app.setErrorHandler((error, request, reply) => {
     const answer = toHttpError(error);
-    if (answer.serverFault) request.log.error({ err: error, url: request.url }, "request failed");
-    else request.log.info({ err: error, url: request.url, statusCode: answer.statusCode }, "request rejected");
-    void reply
-      .code(answer.statusCode)
-      .type(JSON_CONTENT_TYPE)
-      .send({ statusCode: answer.statusCode, error: answer.error, message: answer.message });
+    logRequestError(request.log, error, request.url, answer);
+    void reply.code(answer.statusCode).type(JSON_CONTENT_TYPE).send(errorBody(answer));
+  });
+  // While closing, fastify answers 503 (return503OnClosing): the fast path steps aside for it.
+  if (fastPath !== null) app.addHook("preClose", (done) => {
+    fastPath.stop();
+    done();
   });
 
   app.setNotFoundHandler((request, reply) => {
@@ -173,7 +197,7 @@ export function buildRestApp(context: TransportContext, options: RestAppOptions 
   const guardHooks = guarded ? { onRequest: guard } : {};
 
   app.get(
-    "/time/current",
+    CURRENT_TIME_PATH,
     { ...guardHooks, schema: { response: { 200: proofJsonSchema, ...errorResponses } } },
     (_request, reply) => {
       const signed = service.current();
