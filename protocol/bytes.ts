@@ -88,3 +88,26 @@ export function concatHexStrings(parts: readonly Hex[]): Hex {
 export function sliceHexBytes(hex: Hex, start: number, end: number): Hex {
   return `0x${hex.slice(2 + start * 2, 2 + end * 2)}`;
 }
+
+/** A Buffer view of `bytes` (no copy). */
+export function asBuffer(bytes: Uint8Array): Buffer {
+  return Buffer.isBuffer(bytes) ? bytes : Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+}
+
+/** Big-endian fixed-width bytes of a non-negative integer below 2^(8·length) (constants, not per-call paths). */
+export function bigintToBytes(value: bigint, length: number): Buffer {
+  return Buffer.from(bigintToFixedHex(value, length).slice(2), "hex");
+}
+
+const UINT64_MASK = (1n << 64n) - 1n;
+
+/** Writes a uint128 (already range-checked) as 16 big-endian bytes at `offset`. */
+export function writeUint128(target: Buffer, offset: number, value: bigint): void {
+  target.writeBigUInt64BE(value >> 64n, offset);
+  target.writeBigUInt64BE(value & UINT64_MASK, offset + 8);
+}
+
+/** Reads 16 big-endian bytes at `offset` as a uint128. */
+export function readUint128(source: Buffer, offset: number): bigint {
+  return (source.readBigUInt64BE(offset) << 64n) | source.readBigUInt64BE(offset + 8);
+}

@@ -25,8 +25,10 @@ import {
   TIME_ATTESTATION_TYPES,
   UINT128_LENGTH,
 } from "./constants";
+import { keccak256Bytes } from "./keccak";
 import { ProtocolError } from "./errors";
 import {
+  asBuffer,
   assertUint128,
   assertUint32,
   bigintToFixedHex,
@@ -39,6 +41,7 @@ import {
   sliceHexBytes,
   toFixedHex,
   toHexStrict,
+  writeUint128,
 } from "./bytes";
 import { p256PublicKeyToUncompressed, type P256PublicKeyInput } from "./keys";
 import type { CrossChainTime, HardwareSignature, Hex, NodeEntry, TimeAttestation, TimeProof } from "./types";
@@ -51,16 +54,49 @@ export function cardIdFromPublicKey(publicKey: P256PublicKeyInput): Hex {
   return bytesToHexString(createHash("sha256").update(hexToByteArray(uncompressed)).digest());
 }
 
+const HW_MESSAGE_TAG_BYTES = Buffer.from(HW_MESSAGE_TAG.slice(2), "hex");
+const HW_MESSAGE_CARD_ID_OFFSET = HW_MESSAGE_TAG_BYTES.length;
+const HW_MESSAGE_MOMENT_OFFSET = HW_MESSAGE_CARD_ID_OFFSET + CARD_ID_LENGTH;
+if (HW_MESSAGE_MOMENT_OFFSET + UINT128_LENGTH !== HW_MESSAGE_LENGTH) {
+  // Unreachable by construction; kept so a change of a length constant cannot go unnoticed.
+  throw new ProtocolError("hwMessage length mismatch", { expected: HW_MESSAGE_LENGTH, actual: HW_MESSAGE_MOMENT_OFFSET + UINT128_LENGTH });
+}
+
+/** Writes the tag and nanoMoment (range-checked here) of an hwMessage; the caller writes the cardId. */
+function writeHwMessageFrame(message: Buffer, nanoMoment: bigint): void {
+  const moment = assertUint128(nanoMoment, "nanoMoment");
+  message.set(HW_MESSAGE_TAG_BYTES, 0);
+  writeUint128(message, HW_MESSAGE_MOMENT_OFFSET, moment);
+}
+
 /** "ATS/1 HW" (8) ‖ cardId (32) ‖ nanoMoment (16, big-endian): the 56 bytes the card signs. */
 export function hwMessage(cardId: Hex, nanoMoment: bigint): Uint8Array {
   const id = toFixedHex(cardId, CARD_ID_LENGTH, "cardId");
-  const moment = assertUint128(nanoMoment, "nanoMoment");
-  const message = hexToByteArray(concatHexStrings([HW_MESSAGE_TAG, id, bigintToFixedHex(moment, UINT128_LENGTH)]));
-  if (message.length !== HW_MESSAGE_LENGTH) {
-    // Unreachable by construction; kept so a change of a length constant cannot go unnoticed.
-    throw new ProtocolError("hwMessage length mismatch", { expected: HW_MESSAGE_LENGTH, actual: message.length });
-  }
+  const message = new Uint8Array(HW_MESSAGE_LENGTH);
+  const view = asBuffer(message);
+  writeHwMessageFrame(view, nanoMoment);
+  view.write(id.slice(2), HW_MESSAGE_CARD_ID_OFFSET, "hex");
   return message;
+}
+
+/** hwMessage with the cardId as its 32 bytes (a verifier holding the decoded hardware signature); a new Buffer. */
+export function hwMessageBytes(cardId: Uint8Array, nanoMoment: bigint): Buffer {
+  checkWord(cardId, "cardId");
+  const message = Buffer.allocUnsafe(HW_MESSAGE_LENGTH); // every byte is written below
+  writeHwMessageFrame(message, nanoMoment);
+  message.set(cardId, HW_MESSAGE_CARD_ID_OFFSET);
+  return message;
+}
+
+/** Throws ProtocolError unless `value` is exactly 32 bytes. */
+function checkWord(value: Uint8Array, field: string): void {
+  if (!(value instanceof Uint8Array) || value.length !== 32) {
+    throw new ProtocolError(`${field} must be 32 bytes, got ${value instanceof Uint8Array ? value.length : typeof value}`, {
+      field,
+      expectedBytes: 32,
+      actualBytes: value instanceof Uint8Array ? value.length : null,
+    });
+  }
 }
 
 /** sha256(hwMessage): what the P-256 precompile checks on-chain. */
@@ -86,7 +122,17 @@ export function decodeHardwareSignature(encoded: Hex): HardwareSignature {
 
 /** keccak256(r ‖ s) of the card's signature: the field the node signs (PROTOCOL.md §4). */
 export function hardwareSignatureHash(r: Hex, s: Hex): Hex {
-  return keccak256(concatHexStrings([toFixedHex(r, 32, "r"), toFixedHex(s, 32, "s")]));
+  const rHex = toFixedHex(r, 32, "r");
+  const sHex = toFixedHex(s, 32, "s");
+  return bytesToHexString(keccak256Bytes(Buffer.from(`${rHex.slice(2)}${sHex.slice(2)}`, "hex")));
+}
+
+/** hardwareSignatureHash over the 64 bytes r ‖ s (bytes 32–96 of a hardware signature); 32 bytes. */
+export function hardwareSignatureHashBytes(rAndS: Uint8Array): Buffer {
+  if (!(rAndS instanceof Uint8Array) || rAndS.length !== 64) {
+    throw new ProtocolError("r ‖ s must be 64 bytes", { field: "rAndS", expectedBytes: 64, actualBytes: rAndS instanceof Uint8Array ? rAndS.length : null });
+  }
+  return keccak256Bytes(rAndS);
 }
 
 // ---------------------------------------------------------------- node entries (§5)
@@ -174,24 +220,81 @@ export function timeAttestationTypeHash(): Hex {
 const DOMAIN_SEPARATOR: Hex = domainSeparator({ domain: EIP712_DOMAIN });
 const TIME_ATTESTATION_TYPEHASH: Hex = keccak256(`0x${Buffer.from(TIME_ATTESTATION_TYPE, "ascii").toString("hex")}`);
 
+/** A TimeAttestation whose 32-byte fields are bytes: what a verifier holds after decoding a proof. */
+export interface TimeAttestationBytes {
+  /** 32 bytes. */
+  cardId: Uint8Array;
+  /** The card's timestamp, ns (uint128). */
+  nanoMoment: bigint;
+  /** ns (uint32). */
+  accuracy: number;
+  /** keccak256(r ‖ s) of the card's signature (32 bytes). */
+  hardwareSignatureHash: Uint8Array;
+  /** The signing node's own reading, ns (uint128). */
+  nodeTimestamp: bigint;
+}
+
+// Scratch space of the hashing below: abi.encode(TYPEHASH, cardId, nanoMoment, accuracy, hardwareSignatureHash,
+// nodeTimestamp) as six words, and 0x1901 ‖ domainSeparator ‖ structHash. Each call fills and hashes them
+// synchronously (keccak copies its input), so reusing them is safe in this single-threaded module.
+const STRUCT_WORDS = Buffer.alloc(6 * 32);
+STRUCT_WORDS.write(TIME_ATTESTATION_TYPEHASH.slice(2), 0, "hex");
+const WORD_CARD_ID = 32;
+const WORD_NANO_MOMENT = 64;
+const WORD_ACCURACY = 96;
+const WORD_HARDWARE_SIGNATURE_HASH = 128;
+const WORD_NODE_TIMESTAMP = 160;
+const DIGEST_INPUT = Buffer.alloc(2 + 32 + 32);
+DIGEST_INPUT.write(`1901${DOMAIN_SEPARATOR.slice(2)}`, 0, "hex");
+
+/** Writes the integer words (range-checked by the caller); the word's high bytes stay zero. */
+function fillStructIntegers(nanoMoment: bigint, accuracy: number, nodeTimestamp: bigint): void {
+  writeUint128(STRUCT_WORDS, WORD_NANO_MOMENT + 16, nanoMoment);
+  STRUCT_WORDS.writeUInt32BE(accuracy, WORD_ACCURACY + 28);
+  writeUint128(STRUCT_WORDS, WORD_NODE_TIMESTAMP + 16, nodeTimestamp);
+}
+
+/** Fills STRUCT_WORDS from a hex attestation, with checkedAttestation's checks and errors. */
+function fillStructFromHex(att: TimeAttestation): void {
+  const checked = checkedAttestation(att);
+  STRUCT_WORDS.write(checked.cardId.slice(2), WORD_CARD_ID, "hex");
+  STRUCT_WORDS.write(checked.hardwareSignatureHash.slice(2), WORD_HARDWARE_SIGNATURE_HASH, "hex");
+  fillStructIntegers(checked.nanoMoment, checked.accuracy, checked.nodeTimestamp);
+}
+
+function digestOfFilledStruct(): Buffer {
+  DIGEST_INPUT.set(keccak256Bytes(STRUCT_WORDS), 34);
+  return keccak256Bytes(DIGEST_INPUT);
+}
+
 /** hashStruct(TimeAttestation) = keccak256(abi.encode(TYPEHASH, cardId, nanoMoment, accuracy, hwSigHash, nodeTimestamp)). */
 export function timeAttestationStructHash(att: TimeAttestation): Hex {
-  const checked = checkedAttestation(att);
-  return keccak256(
-    concatHexStrings([
-      TIME_ATTESTATION_TYPEHASH,
-      checked.cardId,
-      bigintToFixedHex(checked.nanoMoment, 32),
-      bigintToFixedHex(BigInt(checked.accuracy), 32),
-      checked.hardwareSignatureHash,
-      bigintToFixedHex(checked.nodeTimestamp, 32),
-    ]),
-  );
+  fillStructFromHex(att);
+  return bytesToHexString(keccak256Bytes(STRUCT_WORDS));
 }
 
 /** The EIP-712 digest each node signs: keccak256(0x1901 ‖ domainSeparator ‖ structHash). */
 export function timeAttestationDigest(att: TimeAttestation): Hex {
-  return keccak256(concatHexStrings(["0x1901", DOMAIN_SEPARATOR, timeAttestationStructHash(att)]));
+  return bytesToHexString(timeAttestationDigestBuffer(att));
+}
+
+/** timeAttestationDigest as its 32 bytes. */
+export function timeAttestationDigestBuffer(att: TimeAttestation): Buffer {
+  fillStructFromHex(att);
+  return digestOfFilledStruct();
+}
+
+/** timeAttestationDigest of an attestation held as bytes (same checks on the integers); 32 bytes. */
+export function timeAttestationDigestBytes(att: TimeAttestationBytes): Buffer {
+  checkWord(att.cardId, "attestation.cardId");
+  const nanoMoment = assertUint128(att.nanoMoment, "attestation.nanoMoment");
+  const accuracy = assertUint32(att.accuracy, "attestation.accuracy");
+  checkWord(att.hardwareSignatureHash, "attestation.hardwareSignatureHash");
+  const nodeTimestamp = assertUint128(att.nodeTimestamp, "attestation.nodeTimestamp");
+  STRUCT_WORDS.set(att.cardId, WORD_CARD_ID);
+  STRUCT_WORDS.set(att.hardwareSignatureHash, WORD_HARDWARE_SIGNATURE_HASH);
+  fillStructIntegers(nanoMoment, accuracy, nodeTimestamp);
+  return digestOfFilledStruct();
 }
 
 /** The same digest through viem's generic EIP-712 code: the oracle the fast path is tested against. */
@@ -210,12 +313,13 @@ export function timeAttestationForProof(
   proof: Pick<TimeProof, "nanoMoment" | "hardwareSignature" | "accuracy">,
   nodeTimestampNs: bigint,
 ): TimeAttestation {
-  const hardware = decodeHardwareSignature(proof.hardwareSignature);
+  // decodeHardwareSignature and hardwareSignatureHash, with the one validation of the 96 bytes.
+  const hardware = toFixedHex(proof.hardwareSignature, HARDWARE_SIGNATURE_LENGTH, "hardwareSignature");
   return {
-    cardId: hardware.cardId,
+    cardId: sliceHexBytes(hardware, 0, 32),
     nanoMoment: proof.nanoMoment,
     accuracy: proof.accuracy,
-    hardwareSignatureHash: hardwareSignatureHash(hardware.r, hardware.s),
+    hardwareSignatureHash: bytesToHexString(keccak256Bytes(Buffer.from(hardware.slice(66), "hex"))),
     nodeTimestamp: nodeTimestampNs,
   };
 }

@@ -5,6 +5,7 @@ export * from "./errors";
 export * from "./codec";
 export * from "./keys";
 export * from "./secp256k1";
+export * from "./keccak";
 export * from "./sign";
 export * from "./verify";
 export * from "./devca";

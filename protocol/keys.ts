@@ -5,9 +5,9 @@
 import { createPrivateKey, createPublicKey, type KeyObject } from "node:crypto";
 import { p256 } from "@noble/curves/nist.js";
 import { secp256k1 } from "@noble/curves/secp256k1.js";
-import { getAddress, keccak256 } from "viem";
 import { ProtocolError } from "./errors";
 import { UNCOMPRESSED_PUBLIC_KEY_LENGTH } from "./constants";
+import { keccak256Bytes } from "./keccak";
 import { bigintToFixedHex, bytesToHexString, hexToByteArray, toFixedHex, toHexStrict, sliceHexBytes } from "./bytes";
 import type { Address, Hex } from "./types";
 
@@ -107,8 +107,52 @@ export function p256PrivateScalar(key: KeyObject): Hex {
 /** Uncompressed secp256k1 public key → EIP-55 Ethereum address. */
 export function secp256k1PublicKeyToAddress(publicKey: Uint8Array): Address {
   const point = secp256k1.Point.fromBytes(publicKey);
-  const uncompressed = bytesToHexString(point.toBytes(false));
-  return getAddress(`0x${keccak256(`0x${uncompressed.slice(4)}`).slice(26)}`);
+  return addressOfUncompressedKey(point.toBytes(false));
+}
+
+/**
+ * The EIP-55 address of a 65-byte 0x04 ‖ X ‖ Y key WITHOUT checking that the point is on the curve: for keys a
+ * secp256k1 backend has just produced (recovery), which are points by construction. Anything else goes
+ * through secp256k1PublicKeyToAddress.
+ */
+export function addressOfUncompressedKey(publicKey: Uint8Array): Address {
+  if (publicKey.length !== UNCOMPRESSED_PUBLIC_KEY_LENGTH || publicKey[0] !== 0x04) {
+    throw new ProtocolError("public key is not 65 bytes 0x04 ‖ X ‖ Y", { actualBytes: publicKey.length });
+  }
+  return checksumAddressBytes(keccak256Bytes(publicKey.subarray(1)).subarray(12));
+}
+
+/** Checksummed forms of recent addresses: a verifier sees the same few nodes again and again (oldest out first). */
+const CHECKSUMMED_ADDRESSES = new Map<string, Address>();
+const CHECKSUMMED_ADDRESSES_CAPACITY = 1_024;
+
+/**
+ * EIP-55: the 20 address bytes as hex, each letter upper case where the matching nibble of keccak256(lowercase
+ * hex text) is ≥ 8. The same string as viem's getAddress (tested against it).
+ */
+export function checksumAddressBytes(address: Uint8Array): Address {
+  if (address.length !== 20) throw new ProtocolError("an address is 20 bytes", { actualBytes: address.length });
+  const lowercase = Buffer.from(address.buffer, address.byteOffset, 20).toString("hex");
+  const cached = CHECKSUMMED_ADDRESSES.get(lowercase);
+  if (cached !== undefined) return cached;
+  const checksummed = computeChecksum(lowercase);
+  if (CHECKSUMMED_ADDRESSES.size >= CHECKSUMMED_ADDRESSES_CAPACITY) {
+    CHECKSUMMED_ADDRESSES.delete(CHECKSUMMED_ADDRESSES.keys().next().value!);
+  }
+  CHECKSUMMED_ADDRESSES.set(lowercase, checksummed);
+  return checksummed;
+}
+
+function computeChecksum(lowercase: string): Address {
+  const text = Buffer.from(`0x${lowercase}`, "latin1");
+  const hash = keccak256Bytes(text.subarray(2));
+  for (let index = 0; index < 40; index += 1) {
+    const nibble = index % 2 === 0 ? hash[index >> 1]! >> 4 : hash[index >> 1]! & 0x0f;
+    // 0x61–0x66 are 'a'–'f'; minus 0x20 is 'A'–'F'. Digits have no case.
+    const position = index + 2;
+    if (nibble >= 8 && text[position]! >= 0x61) text[position] = text[position]! - 0x20;
+  }
+  return text.toString("latin1") as Address;
 }
 
 /** The Ethereum address of a node private key (32-byte hex). */

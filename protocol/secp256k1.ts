@@ -20,7 +20,9 @@
 import { randomBytes } from "node:crypto";
 import { secp256k1 as nobleSecp256k1 } from "@noble/curves/secp256k1.js";
 import { SECP256K1_HALF_N, SECP256K1_N, UNCOMPRESSED_PUBLIC_KEY_LENGTH } from "./constants";
+import { bigintToBytes } from "./bytes";
 import { ProtocolError } from "./errors";
+import { loadNativeAddon } from "./nativeAddon";
 
 /** Which implementation computes secp256k1 signatures and recoveries. */
 export type Secp256k1Backend = "libsecp256k1" | "noble";
@@ -87,6 +89,21 @@ function checkSignInputs(digest: Uint8Array, privateKey: Uint8Array): void {
   if (scalar === 0n || scalar >= SECP256K1_N) throw new ProtocolError("privateKey is not a valid secp256k1 scalar", {});
 }
 
+const N_BYTES = bigintToBytes(SECP256K1_N, 32);
+const HALF_N_BYTES = bigintToBytes(SECP256K1_HALF_N, 32);
+const ZERO_WORD = Buffer.alloc(32);
+
+/** r, s ∈ [1, n − 1] and s ≤ n/2, compared as big-endian bytes (which order like the integers). */
+function isLowSInRange(signature: Uint8Array): boolean {
+  const bytes = Buffer.from(signature.buffer, signature.byteOffset, 64);
+  return (
+    bytes.compare(ZERO_WORD, 0, 32, 0, 32) !== 0 &&
+    bytes.compare(N_BYTES, 0, 32, 0, 32) < 0 &&
+    bytes.compare(ZERO_WORD, 0, 32, 32, 64) !== 0 &&
+    bytes.compare(HALF_N_BYTES, 0, 32, 32, 64) <= 0
+  );
+}
+
 /** Refuses what ecrecover / OpenZeppelin ECDSA would: r, s ∉ [1, n − 1], s > n/2, recovery ∉ {0, 1}. */
 function checkRecoverInputs(digest: Uint8Array, signature: Uint8Array, recovery: number): void {
   checkLength(digest, 32, "digest");
@@ -94,6 +111,8 @@ function checkRecoverInputs(digest: Uint8Array, signature: Uint8Array, recovery:
   if (recovery !== 0 && recovery !== 1) {
     throw new ProtocolError("secp256k1 recovery id must be 0 or 1", { recovery: String(recovery) });
   }
+  if (isLowSInRange(signature)) return;
+  // Refused: the integers only for the error's evidence.
   const r = bytesToBigint(signature.subarray(0, 32));
   const s = bytesToBigint(signature.subarray(32, 64));
   if (r === 0n || r >= SECP256K1_N || s === 0n || s >= SECP256K1_N) {
@@ -197,30 +216,21 @@ export function assertSecp256k1KnownAnswer(implementation: Secp256k1Implementati
   }
 }
 
-interface NativeLoad {
-  implementation: Secp256k1Implementation | null;
-  modulePath: string | null;
-  failure: string | null;
-}
-
-function loadNative(): NativeLoad {
-  let modulePath: string;
-  try {
+const NATIVE_LOAD = loadNativeAddon<Secp256k1Implementation>({
+  load() {
     // `bindings` (not the package main): it throws when the addon does not load instead of falling back to JS.
-    modulePath = require.resolve("secp256k1/bindings");
+    const modulePath = require.resolve("secp256k1/bindings");
     const loaded: unknown = require(modulePath);
     if (!isNativeSecp256k1Module(loaded)) throw new Error("secp256k1/bindings does not export the expected functions");
     // Blinds libsecp256k1's signing context against side channels; signatures do not change (RFC 6979).
     loaded.contextRandomize(randomBytes(32));
-    const implementation = nativeImplementation(loaded);
-    assertSecp256k1KnownAnswer(implementation);
-    return { implementation, modulePath, failure: null };
-  } catch (error) {
-    return { implementation: null, modulePath: null, failure: error instanceof Error ? error.message : String(error) };
-  }
-}
-
-const NATIVE_LOAD = loadNative();
+    return { implementation: nativeImplementation(loaded), modulePath };
+  },
+  assertKnownAnswer: assertSecp256k1KnownAnswer,
+  // No worker thread loads this module today (node/core/signerWorker.ts runs noble by itself), so the load
+  // stays as it always was; protocol/keccak.ts, newer, refuses workers.
+  mainThreadOnly: false,
+});
 
 /** libsecp256k1 when its addon loaded and passed the known-answer test; otherwise null. */
 export const NATIVE_SECP256K1: Secp256k1Implementation | null = NATIVE_LOAD.implementation;

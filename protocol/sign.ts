@@ -5,19 +5,11 @@
  */
 import { sign as cryptoSign, type KeyObject } from "node:crypto";
 import { p256 } from "@noble/curves/nist.js";
-import { P256_HALF_N, P256_N, SECP256K1_HALF_N, SECP256K1_N } from "./constants";
+import { NODE_ENTRY_LENGTH, P256_HALF_N, P256_N, SECP256K1_HALF_N, SECP256K1_N } from "./constants";
 import { ProtocolError } from "./errors";
-import { bigintToFixedHex, bytesToHexString, concatHexStrings, hexToBigint, hexToByteArray, toFixedHex } from "./bytes";
-import {
-  cardIdFromPublicKey,
-  decodeNodeEntry,
-  encodeHardwareSignature,
-  encodeNodeEntry,
-  hwMessage,
-  timeAttestationDigest,
-  timeAttestationForProof,
-} from "./codec";
-import { nodeAddressFromPrivateKey, nodePrivateKeyHex, p256PublicKeyToUncompressed, secp256k1PublicKeyToAddress, type NodeKeyInput } from "./keys";
+import { asBuffer, bigintToBytes, bigintToFixedHex, bytesToHexString, concatHexStrings, hexToBigint, hexToByteArray, toFixedHex, writeUint128 } from "./bytes";
+import { cardIdFromPublicKey, decodeNodeEntry, encodeNodeEntry, hwMessage, timeAttestationDigestBuffer, timeAttestationForProof } from "./codec";
+import { addressOfUncompressedKey, nodeAddressFromPrivateKey, nodePrivateKeyHex, p256PublicKeyToUncompressed, type NodeKeyInput } from "./keys";
 import { recoverUncompressedPublicKey, signDigest } from "./secp256k1";
 import type { Address, Hex, NodeEntry, TimeAttestation, TimeProof } from "./types";
 
@@ -32,14 +24,28 @@ export function normalizeP256S(s: bigint): bigint {
   return s > P256_HALF_N ? P256_N - s : s;
 }
 
-/** A 64-byte P-256 r ‖ s with s normalised to the low half (PROTOCOL.md §3). */
-export function toLowSP256Signature(signature: Uint8Array): { r: Hex; s: Hex } {
+const P256_HALF_N_BYTES = bigintToBytes(P256_HALF_N, 32);
+
+/** A copy of the 64-byte P-256 r ‖ s with s normalised to the low half (PROTOCOL.md §3). */
+function lowSP256Bytes(signature: Uint8Array): Buffer {
   if (signature.length !== 64) {
     throw new ProtocolError("P-256 signature must be 64 bytes (IEEE P1363)", { actualBytes: signature.length });
   }
-  const hex = bytesToHexString(signature);
-  const s = normalizeP256S(hexToBigint(`0x${hex.slice(66)}`));
-  return { r: `0x${hex.slice(2, 66)}`, s: bigintToFixedHex(s, 32) };
+  const bytes = Buffer.from(signature);
+  // s > n/2 compared as big-endian bytes; only the high half (about every other OpenSSL signature) needs n − s.
+  if (bytes.compare(P256_HALF_N_BYTES, 0, 32, 32, 64) > 0) {
+    const s = BigInt(`0x${bytes.toString("hex", 32, 64)}`);
+    // No signer returns s ≥ n; n − s would be negative and has no 32-byte encoding.
+    if (s >= P256_N) throw new ProtocolError("P-256 signature s is not below n", { s: bigintToFixedHex(s, 32) });
+    bytes.write(bigintToFixedHex(normalizeP256S(s), 32).slice(2), 32, "hex");
+  }
+  return bytes;
+}
+
+/** A 64-byte P-256 r ‖ s with s normalised to the low half (PROTOCOL.md §3). */
+export function toLowSP256Signature(signature: Uint8Array): { r: Hex; s: Hex } {
+  const bytes = lowSP256Bytes(signature);
+  return { r: `0x${bytes.toString("hex", 0, 32)}`, s: `0x${bytes.toString("hex", 32, 64)}` };
 }
 
 function cardPublicKeyOf(cardKey: CardSigningKey): Hex {
@@ -73,9 +79,8 @@ export function cardIdOf(cardKey: CardSigningKey): Hex {
 
 /** Signs hwMessage(cardId, nanoMoment) with the card key: returns the 96-byte cardId ‖ r ‖ s, always low-S. */
 export function signHardware(cardKey: CardSigningKey, nanoMoment: bigint): Hex {
-  const cardId = cardIdOf(cardKey);
-  const { r, s } = toLowSP256Signature(rawP256Sign(cardKey, hwMessage(cardId, nanoMoment)));
-  return encodeHardwareSignature({ cardId, r, s });
+  const cardId = cardIdOf(cardKey); // lowercase 32-byte hex: encodeHardwareSignature's checks hold by construction
+  return `${cardId}${lowSP256Bytes(rawP256Sign(cardKey, hwMessage(cardId, nanoMoment))).toString("hex")}`;
 }
 
 /**
@@ -85,23 +90,22 @@ export function signHardware(cardKey: CardSigningKey, nanoMoment: bigint): Hex {
  */
 export function signNodeEntry(nodePrivateKey: NodeKeyInput, att: TimeAttestation): Hex {
   const key = hexToByteArray(nodePrivateKeyHex(nodePrivateKey));
-  const digestHex = timeAttestationDigest(att);
-  const digest = hexToByteArray(digestHex);
+  const digest = timeAttestationDigestBuffer(att); // checks every field of att, nodeTimestamp included
   const signature = signDigest(digest, key);
   if (signature.recovery !== 0 && signature.recovery !== 1) {
     // Recovery ids 2/3 (r ≥ n − p) have probability ~2^-128 and EIP-2098 cannot express them.
     throw new ProtocolError("node signature has an unrepresentable recovery id", { recovery: signature.recovery });
   }
-  const yParityAndS = signature.s | (BigInt(signature.recovery) << 255n);
-  const entry = {
-    nodeTimestampNs: att.nodeTimestamp,
-    r: bigintToFixedHex(signature.r, 32),
-    yParityAndS: bigintToFixedHex(yParityAndS, 32),
-  };
+  // nodeTimestamp (16) ‖ r (32) ‖ yParityAndS (32): s ≤ n/2 < 2^255 leaves bit 255 free for the y parity.
+  const entry = Buffer.alloc(NODE_ENTRY_LENGTH);
+  writeUint128(entry, 0, att.nodeTimestamp);
+  entry.set(signature.compact, 16);
+  entry[48] = entry[48]! | (signature.recovery << 7);
+  const entryHex = entry.toString("hex");
   // A NodeKey carries its address: seed the recovery memo so verifying our own proofs costs no ecrecover.
   // (A raw hex key would need a point multiplication to learn its address: not worth it here.)
-  if (typeof nodePrivateKey !== "string") rememberNodeSignature(digestHex, entry, nodePrivateKey.address);
-  return encodeNodeEntry(entry);
+  if (typeof nodePrivateKey !== "string") memoStore(nodeAddressMemoKeyOf(digest, entry.subarray(16)), nodePrivateKey.address);
+  return `0x${entryHex}`;
 }
 
 // ---------------------------------------------------------------- recovery memo
@@ -121,6 +125,11 @@ const nodeAddressMemo = new Map<string, Address>();
 
 function nodeAddressMemoKey(digest: Hex, r: Hex, yParityAndS: Hex): string {
   return `${digest}${r.slice(2)}${yParityAndS.slice(2)}`.toLowerCase();
+}
+
+/** nodeAddressMemoKey of bytes: digest (32) and the entry's r ‖ yParityAndS (64). Buffer hex is lowercase. */
+function nodeAddressMemoKeyOf(digest: Buffer, signature: Buffer): string {
+  return `0x${digest.toString("hex")}${signature.toString("hex")}`;
 }
 
 function memoStore(key: string, address: Address): void {
@@ -167,6 +176,55 @@ export function splitYParityAndS(yParityAndS: Hex): { yParity: 0 | 1; s: bigint 
   return { yParity: value >> 255n === 1n ? 1 : 0, s: value & ((1n << 255n) - 1n) };
 }
 
+const SECP256K1_N_BYTES = bigintToBytes(SECP256K1_N, 32);
+const SECP256K1_HALF_N_BYTES = bigintToBytes(SECP256K1_HALF_N, 32);
+const ZERO_WORD = Buffer.alloc(32);
+
+/** r of r ‖ yParityAndS as lowercase hex (error evidence). */
+function rHex(signature: Buffer): Hex {
+  return `0x${signature.toString("hex", 0, 32)}`;
+}
+
+/** A checked EIP-2098 signature: r ‖ s (s without the parity bit) and the y parity. */
+interface CheckedNodeSignature {
+  compact: Buffer;
+  yParity: 0 | 1;
+}
+
+/**
+ * Splits r ‖ yParityAndS (64 bytes) and refuses what ecrecover / OpenZeppelin's ECDSA would: r or s zero or ≥ n,
+ * s > n/2. The comparisons are on big-endian bytes, which order like the integers.
+ */
+function checkedNodeSignature(signature: Buffer, rEvidence: Hex | undefined): CheckedNodeSignature {
+  const compact = Buffer.from(signature);
+  const yParity = compact[32]! >> 7 === 1 ? 1 : 0;
+  compact[32] = compact[32]! & 0x7f;
+  const rOutOfRange = compact.compare(ZERO_WORD, 0, 32, 0, 32) === 0 || compact.compare(SECP256K1_N_BYTES, 0, 32, 0, 32) >= 0;
+  if (rOutOfRange || compact.compare(ZERO_WORD, 0, 32, 32, 64) === 0) {
+    throw new ProtocolError("node signature r or s out of range", { r: rEvidence ?? rHex(signature), s: `0x${compact.toString("hex", 32, 64)}` });
+  }
+  if (compact.compare(SECP256K1_HALF_N_BYTES, 0, 32, 32, 64) > 0) {
+    throw new ProtocolError("node signature is high-S", { s: `0x${compact.toString("hex", 32, 64)}` });
+  }
+  return { compact, yParity };
+}
+
+/** The memo, else the active secp256k1 backend; successful recoveries are memoised. */
+function recoverCheckedNodeSignature(digest: Buffer, signature: Buffer, checked: CheckedNodeSignature, rEvidence: Hex | undefined): Address {
+  const key = nodeAddressMemoKeyOf(digest, signature);
+  const known = memoLookup(key);
+  if (known !== undefined) return known;
+  let address: Address;
+  try {
+    // The backend validates r and s again, identically for libsecp256k1 and noble, and returns a curve point.
+    address = addressOfUncompressedKey(recoverUncompressedPublicKey(digest, checked.compact, checked.yParity));
+  } catch (cause) {
+    throw new ProtocolError("node signature does not recover to a public key", { r: rEvidence ?? rHex(signature) }, { cause });
+  }
+  memoStore(key, address);
+  return address;
+}
+
 /**
  * Recovers the node address that signed `att` in `entry`. Throws ProtocolError for what ecrecover would refuse
  * or OpenZeppelin's ECDSA rejects: r or s zero or ≥ n, high s, a point that does not recover. Successful
@@ -174,35 +232,31 @@ export function splitYParityAndS(yParityAndS: Hex): { yParity: 0 | 1; s: bigint 
  */
 export function recoverNodeAddress(att: TimeAttestation, entry: NodeEntry | Hex): Address {
   const decoded = typeof entry === "string" ? decodeNodeEntry(entry) : entry;
-  const r = hexToBigint(toFixedHex(decoded.r, 32, "nodeEntry.r"));
-  const { yParity, s } = splitYParityAndS(decoded.yParityAndS);
-  if (r === 0n || r >= SECP256K1_N || s === 0n) {
-    throw new ProtocolError("node signature r or s out of range", { r: decoded.r, s: bigintToFixedHex(s, 32) });
-  }
-  if (s > SECP256K1_HALF_N) {
-    throw new ProtocolError("node signature is high-S", { s: bigintToFixedHex(s, 32) });
-  }
-  let digestHex: Hex;
+  const r = toFixedHex(decoded.r, 32, "nodeEntry.r");
+  const yParityAndS = toFixedHex(decoded.yParityAndS, 32, "yParityAndS");
+  const signature = Buffer.from(`${r.slice(2)}${yParityAndS.slice(2)}`, "hex");
+  // Errors quote r as the caller wrote it (the entry's own text).
+  const checked = checkedNodeSignature(signature, decoded.r);
+  let digest: Buffer;
   try {
-    digestHex = timeAttestationDigest(att);
+    digest = timeAttestationDigestBuffer(att);
   } catch (cause) {
     throw new ProtocolError("node signature does not recover to a public key", { r: decoded.r }, { cause });
   }
-  const key = nodeAddressMemoKey(digestHex, toFixedHex(decoded.r, 32, "nodeEntry.r"), toFixedHex(decoded.yParityAndS, 32, "yParityAndS"));
-  const known = memoLookup(key);
-  if (known !== undefined) return known;
-  let address: Address;
-  try {
-    // r ‖ s, validated above; the backend validates again, identically for libsecp256k1 and noble.
-    const compact = new Uint8Array(64);
-    compact.set(hexToByteArray(toFixedHex(decoded.r, 32, "nodeEntry.r")), 0);
-    compact.set(hexToByteArray(bigintToFixedHex(s, 32)), 32);
-    address = secp256k1PublicKeyToAddress(recoverUncompressedPublicKey(hexToByteArray(digestHex), compact, yParity));
-  } catch (cause) {
-    throw new ProtocolError("node signature does not recover to a public key", { r: decoded.r }, { cause });
+  return recoverCheckedNodeSignature(digest, signature, checked, decoded.r);
+}
+
+/**
+ * recoverNodeAddress for a verifier holding bytes: `digest` is the 32-byte EIP-712 digest
+ * (timeAttestationDigestBytes), `signature` the entry's r ‖ yParityAndS (its last 64 bytes). Same checks, same
+ * errors, same memo, same address.
+ */
+export function recoverNodeAddressFromDigest(digest: Uint8Array, signature: Uint8Array): Address {
+  if (digest.length !== 32 || signature.length !== 64) {
+    throw new ProtocolError("digest must be 32 bytes and r ‖ yParityAndS 64 bytes", { digestBytes: digest.length, signatureBytes: signature.length });
   }
-  memoStore(key, address);
-  return address;
+  const signatureBytes = asBuffer(signature);
+  return recoverCheckedNodeSignature(asBuffer(digest), signatureBytes, checkedNodeSignature(signatureBytes, undefined), undefined);
 }
 
 export interface AssembleProofParameters {

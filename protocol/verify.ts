@@ -18,11 +18,18 @@ import {
   UINT128_MAX,
 } from "./constants";
 import { AtsError, ProtocolError } from "./errors";
-import { bytesToHexString, hexByteLength, hexToBigint, hexToByteArray, concatHexStrings } from "./bytes";
-import { decodeHardwareSignature, decodeNodeEntries, hwMessage, timeAttestationForProof } from "./codec";
-import type { KeyObject } from "node:crypto";
+import { bigintToBytes, bytesToHexString, hexByteLength, hexToByteArray, readUint128 } from "./bytes";
+import {
+  decodeNodeEntries,
+  hardwareSignatureHashBytes,
+  hwMessageBytes,
+  timeAttestationDigestBytes,
+  timeAttestationForProof,
+  type TimeAttestationBytes,
+} from "./codec";
+import type { KeyObject, VerifyKeyObjectInput } from "node:crypto";
 import { p256PublicKeyObject, p256PublicKeyToUncompressed } from "./keys";
-import { recoverNodeAddress } from "./sign";
+import { recoverNodeAddress, recoverNodeAddressFromDigest } from "./sign";
 import type { Address, CardRecord, Hex, TimeProof } from "./types";
 
 // ---------------------------------------------------------------- P-256 (card signatures)
@@ -31,19 +38,26 @@ const HEX_32_BYTES = /^0x[0-9a-fA-F]{64}$/;
 
 /** How many card public keys keep their parsed node:crypto KeyObject (a verifier sees few cards). */
 export const P256_KEY_CACHE_CAPACITY = 256;
-const p256KeyCache = new Map<string, { uncompressed: Uint8Array; keyObject: KeyObject }>();
+interface ParsedP256Key {
+  uncompressed: Uint8Array;
+  keyObject: KeyObject;
+  /** node:crypto verify options for this key (one object per key, not per call). */
+  verifyKey: VerifyKeyObjectInput;
+}
+const p256KeyCache = new Map<string, ParsedP256Key>();
 
 /**
  * The card key as SEC1 bytes and as a node:crypto KeyObject. Parsing and validating the point costs more than the
  * OpenSSL verification itself, and a verifier checks many proofs of the same few cards, so the parsed form is
  * kept per key (bounded; the oldest entry goes first). Keys that fail to parse are never cached.
  */
-function parsedP256Key(publicKey: Hex | Uint8Array): { uncompressed: Uint8Array; keyObject: KeyObject } {
+function parsedP256Key(publicKey: Hex | Uint8Array): ParsedP256Key {
   const cacheKey = (typeof publicKey === "string" ? publicKey : bytesToHexString(publicKey)).toLowerCase();
   const cached = p256KeyCache.get(cacheKey);
   if (cached !== undefined) return cached;
   const uncompressed = hexToByteArray(p256PublicKeyToUncompressed(publicKey));
-  const parsed = { uncompressed, keyObject: p256PublicKeyObject(uncompressed) };
+  const keyObject = p256PublicKeyObject(uncompressed);
+  const parsed: ParsedP256Key = { uncompressed, keyObject, verifyKey: { key: keyObject, dsaEncoding: "ieee-p1363" } };
   if (p256KeyCache.size >= P256_KEY_CACHE_CAPACITY) p256KeyCache.delete(p256KeyCache.keys().next().value!);
   p256KeyCache.set(cacheKey, parsed);
   return parsed;
@@ -52,6 +66,36 @@ function parsedP256Key(publicKey: Hex | Uint8Array): { uncompressed: Uint8Array;
 /** What a P-256 signature covers: the message (hashed here with SHA-256) or its SHA-256 digest. */
 export type P256SignedInput = { message: Uint8Array | Hex } | { digest: Hex };
 
+const P256_N_BYTES = bigintToBytes(P256_N, 32);
+const P256_HALF_N_BYTES = bigintToBytes(P256_HALF_N, 32);
+const ZERO_WORD = Buffer.alloc(32);
+
+/** r ‖ s (64 bytes) with r, s in [1, n) and s ≤ n/2, compared as big-endian bytes (which order like the integers). */
+function p256SignatureInRange(signature: Buffer): boolean {
+  return (
+    signature.compare(ZERO_WORD, 0, 32, 0, 32) !== 0 &&
+    signature.compare(P256_N_BYTES, 0, 32, 0, 32) < 0 &&
+    signature.compare(ZERO_WORD, 0, 32, 32, 64) !== 0 &&
+    signature.compare(P256_HALF_N_BYTES, 0, 32, 32, 64) <= 0
+  );
+}
+
+/** verifyP256Signature over bytes: `signature` is r ‖ s (64 bytes). Never throws. */
+function verifyP256SignatureBytes(input: { message: Uint8Array } | { digest: Uint8Array }, signature: Buffer, publicKey: Hex | Uint8Array): boolean {
+  try {
+    if (!p256SignatureInRange(signature)) return false;
+    const key = parsedP256Key(publicKey);
+    if ("digest" in input) {
+      return p256.verify(signature, input.digest, key.uncompressed, { prehash: false, lowS: true, format: "compact" });
+    }
+    // OpenSSL through node:crypto is an order of magnitude faster than pure-JS curve math for a full message;
+    // noble handles the prehashed case, which node:crypto cannot express for ECDSA. Both run under Wycheproof.
+    return cryptoVerify("sha256", input.message, key.verifyKey, signature);
+  } catch {
+    return false;
+  }
+}
+
 /**
  * ECDSA P-256 verification with the protocol's rule set: r and s in [1, n), s ≤ n/2 (low-S mandatory),
  * public key an uncompressed point on the curve. Returns false (never throws) for anything malformed.
@@ -59,19 +103,11 @@ export type P256SignedInput = { message: Uint8Array | Hex } | { digest: Hex };
 export function verifyP256Signature(input: P256SignedInput, r: Hex, s: Hex, publicKey: Hex | Uint8Array): boolean {
   try {
     if (!HEX_32_BYTES.test(r) || !HEX_32_BYTES.test(s)) return false;
-    const rValue = hexToBigint(r);
-    const sValue = hexToBigint(s);
-    if (rValue === 0n || rValue >= P256_N || sValue === 0n || sValue > P256_HALF_N) return false;
-    const key = parsedP256Key(publicKey);
-    const signature = hexToByteArray(concatHexStrings([r, s]));
-    if ("digest" in input) {
-      if (!HEX_32_BYTES.test(input.digest)) return false;
-      return p256.verify(signature, hexToByteArray(input.digest), key.uncompressed, { prehash: false, lowS: true, format: "compact" });
-    }
-    // OpenSSL through node:crypto is an order of magnitude faster than pure-JS curve math for a full message;
-    // noble handles the prehashed case, which node:crypto cannot express for ECDSA. Both run under Wycheproof.
+    if ("digest" in input && !HEX_32_BYTES.test(input.digest)) return false;
+    const signature = Buffer.from(`${r.slice(2)}${s.slice(2)}`, "hex");
+    if ("digest" in input) return verifyP256SignatureBytes({ digest: hexToByteArray(input.digest) }, signature, publicKey);
     const message = typeof input.message === "string" ? hexToByteArray(input.message) : input.message;
-    return cryptoVerify("sha256", message, { key: key.keyObject, dsaEncoding: "ieee-p1363" }, signature);
+    return verifyP256SignatureBytes({ message }, signature, publicKey);
   } catch {
     return false;
   }
@@ -168,13 +204,23 @@ function errorText(error: unknown): string {
   return error instanceof AtsError ? `${error.message} ${JSON.stringify(error.details)}` : String(error);
 }
 
+/** A proof's hardware signature that passed rule 1. */
+interface CheckedHardware {
+  /** Lowercase hex. */
+  cardId: Hex;
+  /** cardId (32) ‖ r (32) ‖ s (32). */
+  bytes: Buffer;
+}
+
 /** Rule 1: the card and its P-256 signature. */
-function checkHardware(proof: TimeProof, nowNs: bigint, ctx: VerifyTimeProofContext): Failure | Hex {
+function checkHardware(proof: TimeProof, nowNs: bigint, ctx: VerifyTimeProofContext): Failure | CheckedHardware {
   const length = hexByteLength(proof.hardwareSignature);
   if (length !== HARDWARE_SIGNATURE_LENGTH) {
     return fail("hardware-signature-length", `hardwareSignature is ${length} bytes, expected ${HARDWARE_SIGNATURE_LENGTH}`);
   }
-  const { cardId, r, s } = decodeHardwareSignature(proof.hardwareSignature);
+  // The shape check proved even-length hex, so the hex is decoded once, here, and never re-validated.
+  const bytes = Buffer.from(proof.hardwareSignature.slice(2), "hex");
+  const cardId: Hex = `0x${bytes.toString("hex", 0, 32)}`;
   const card = ctx.resolveCard(cardId);
   if (card === undefined) return fail("unknown-card", `card ${cardId} is not registered`);
   if (card.revoked) return fail("revoked-card", `card ${cardId} is revoked`);
@@ -184,25 +230,40 @@ function checkHardware(proof: TimeProof, nowNs: bigint, ctx: VerifyTimeProofCont
   if (card.validUntilNs !== undefined && nowNs > card.validUntilNs) {
     return fail("card-not-valid-now", `card ${cardId} was valid until ${card.validUntilNs} ns, now is ${nowNs} ns`);
   }
-  if (hexToBigint(s) > P256_HALF_N) return fail("high-s", `hardware signature s ${s} is above n/2`);
-  if (!verifyP256Signature({ message: hwMessage(cardId, proof.nanoMoment) }, r, s, card.publicKey)) {
+  if (bytes.compare(P256_HALF_N_BYTES, 0, 32, 64, 96) > 0) {
+    return fail("high-s", `hardware signature s 0x${bytes.toString("hex", 64, 96)} is above n/2`);
+  }
+  const message = hwMessageBytes(bytes.subarray(0, 32), proof.nanoMoment);
+  if (!verifyP256SignatureBytes({ message }, bytes.subarray(32, 96), card.publicKey)) {
     return fail("bad-hardware-signature", `P-256 signature does not verify for card ${cardId} at ${proof.nanoMoment} ns`);
   }
-  return cardId;
+  return { cardId, bytes };
 }
 
 /** Rule 2: node entries recover to active nodes, strictly ascending, at least nodeQuorum of them. */
-function checkNodes(proof: TimeProof, ctx: VerifyTimeProofContext): Failure | Address[] {
+function checkNodes(proof: TimeProof, hardware: CheckedHardware, ctx: VerifyTimeProofContext): Failure | Address[] {
   const length = hexByteLength(proof.nodeSignature);
   if (length === 0 || length % NODE_ENTRY_LENGTH !== 0) {
     return fail("node-signature-length", `nodeSignature is ${length} bytes, expected a non-empty multiple of ${NODE_ENTRY_LENGTH}`);
   }
+  const entries = Buffer.from(proof.nodeSignature.slice(2), "hex");
+  // What every entry signs, but its own nodeTimestamp (timeAttestationForProof, held as bytes).
+  const attestation: TimeAttestationBytes = {
+    cardId: hardware.bytes.subarray(0, 32),
+    nanoMoment: proof.nanoMoment,
+    accuracy: proof.accuracy,
+    hardwareSignatureHash: hardwareSignatureHashBytes(hardware.bytes.subarray(32, 96)),
+    nodeTimestamp: 0n,
+  };
   const addresses: Address[] = [];
   let previous = -1n;
-  for (const [index, entry] of decodeNodeEntries(proof.nodeSignature).entries()) {
+  for (let index = 0; index * NODE_ENTRY_LENGTH < length; index += 1) {
+    const offset = index * NODE_ENTRY_LENGTH;
     let address: Address;
     try {
-      address = recoverNodeAddress(timeAttestationForProof(proof, entry.nodeTimestampNs), entry);
+      // nodeTimestamp (16) ‖ r (32) ‖ yParityAndS (32)
+      attestation.nodeTimestamp = readUint128(entries, offset);
+      address = recoverNodeAddressFromDigest(timeAttestationDigestBytes(attestation), entries.subarray(offset + 16, offset + NODE_ENTRY_LENGTH));
     } catch (error) {
       return fail("bad-node-signature", `entry ${index}: ${errorText(error)}`);
     }
@@ -253,13 +314,13 @@ export function verifyTimeProof(proof: TimeProof, ctx: VerifyTimeProofContext): 
 }
 
 function checkProof(proof: TimeProof, ctx: VerifyTimeProofContext): VerifyTimeProofReturnType {
-  const cardId = checkHardware(proof, ctx.nowNs, ctx);
-  if (typeof cardId !== "string") return cardId;
-  const nodes = checkNodes(proof, ctx);
+  const hardware = checkHardware(proof, ctx.nowNs, ctx);
+  if ("valid" in hardware) return hardware;
+  const nodes = checkNodes(proof, hardware, ctx);
   if (!Array.isArray(nodes)) return nodes;
   const late = checkFreshnessAndAccuracy(proof, ctx);
   if (late !== undefined) return late;
-  return { valid: true, cardId, nodes };
+  return { valid: true, cardId: hardware.cardId, nodes };
 }
 
 /** The recovered node address of every entry, in proof order. Throws ProtocolError on malformed entries. */

@@ -1,5 +1,6 @@
 import { createHash } from "node:crypto";
 import { expect } from "chai";
+import fc from "fast-check";
 import { encodeAbiParameters, keccak256, toHex } from "viem";
 import {
   HW_MESSAGE_LENGTH,
@@ -17,9 +18,13 @@ import {
   encodeNodeEntries,
   encodeTimeProof,
   hardwareSignatureHash,
+  hardwareSignatureHashBytes,
   hwDigest,
   hwMessage,
+  hwMessageBytes,
   timeAttestationDigest,
+  timeAttestationDigestBuffer,
+  timeAttestationDigestBytes,
   timeAttestationDigestViem,
   timeAttestationStructHashViem,
   timeAttestationDomainSeparator,
@@ -160,6 +165,38 @@ describe("codec", () => {
       }
     });
 
+    it("computes the same digest from hex and from bytes as viem, on random attestations", () => {
+      const word = fc.uint8Array({ minLength: 32, maxLength: 32 });
+      const uint128 = fc.bigInt({ min: 0n, max: UINT128_MAX });
+      fc.assert(
+        fc.property(word, uint128, fc.nat({ max: 0xffff_ffff }), word, uint128, (cardId, nanoMoment, accuracy, hash, nodeTimestamp) => {
+          const hex: typeof att = {
+            cardId: `0x${Buffer.from(cardId).toString("hex")}`,
+            nanoMoment,
+            accuracy,
+            hardwareSignatureHash: `0x${Buffer.from(hash).toString("hex")}`,
+            nodeTimestamp,
+          };
+          const expected = timeAttestationDigestViem(hex);
+          expect(timeAttestationDigest(hex)).to.equal(expected);
+          expect(`0x${timeAttestationDigestBuffer(hex).toString("hex")}`).to.equal(expected);
+          const fromBytes = timeAttestationDigestBytes({ cardId, nanoMoment, accuracy, hardwareSignatureHash: hash, nodeTimestamp });
+          expect(`0x${fromBytes.toString("hex")}`).to.equal(expected);
+          expect(timeAttestationStructHash(hex)).to.equal(timeAttestationStructHashViem(hex));
+        }),
+        { numRuns: 200 },
+      );
+    });
+
+    it("checks the bytes form like the hex form", () => {
+      const fields = { cardId: Buffer.alloc(32), nanoMoment: 1n, accuracy: 1, hardwareSignatureHash: Buffer.alloc(32), nodeTimestamp: 1n };
+      expectProtocolError(() => timeAttestationDigestBytes({ ...fields, cardId: Buffer.alloc(31) }), { field: "attestation.cardId", actualBytes: 31 });
+      expectProtocolError(() => timeAttestationDigestBytes({ ...fields, hardwareSignatureHash: Buffer.alloc(33) }), { field: "attestation.hardwareSignatureHash" });
+      expectProtocolError(() => timeAttestationDigestBytes({ ...fields, nanoMoment: UINT128_MAX + 1n }), { field: "attestation.nanoMoment" });
+      expectProtocolError(() => timeAttestationDigestBytes({ ...fields, accuracy: 2 ** 32 }), { field: "attestation.accuracy" });
+      expectProtocolError(() => timeAttestationDigestBytes({ ...fields, nodeTimestamp: -1n }), { field: "attestation.nodeTimestamp" });
+    });
+
     it("binds every field: changing any one changes the digest", () => {
       const digest = timeAttestationDigest(att);
       expect(timeAttestationDigest({ ...att, accuracy: att.accuracy + 1 })).to.not.equal(digest);
@@ -167,6 +204,24 @@ describe("codec", () => {
       expect(timeAttestationDigest({ ...att, nodeTimestamp: att.nodeTimestamp + 1n })).to.not.equal(digest);
       expect(timeAttestationDigest({ ...att, cardId: bytes(32, "00") })).to.not.equal(digest);
       expect(timeAttestationDigest({ ...att, hardwareSignatureHash: bytes(32, "00") })).to.not.equal(digest);
+    });
+  });
+
+  describe("bytes forms of the hashed fields", () => {
+    it("hwMessageBytes and hardwareSignatureHashBytes equal their hex forms", () => {
+      fc.assert(
+        fc.property(fc.uint8Array({ minLength: 96, maxLength: 96 }), fc.bigInt({ min: 0n, max: UINT128_MAX }), (signature, nanoMoment) => {
+          const hex = `0x${Buffer.from(signature).toString("hex")}` as Hex;
+          const { cardId, r, s } = decodeHardwareSignature(hex);
+          expect(Buffer.from(hwMessageBytes(signature.subarray(0, 32), nanoMoment)).equals(hwMessage(cardId, nanoMoment))).to.equal(true);
+          expect(`0x${hardwareSignatureHashBytes(signature.subarray(32, 96)).toString("hex")}`).to.equal(hardwareSignatureHash(r, s));
+          expect(hardwareSignatureHash(r, s)).to.equal(keccak256(`0x${r.slice(2)}${s.slice(2)}`));
+        }),
+        { numRuns: 100 },
+      );
+      expectProtocolError(() => hwMessageBytes(new Uint8Array(31), 1n), { field: "cardId", actualBytes: 31 });
+      expectProtocolError(() => hwMessageBytes(new Uint8Array(32), -1n), { field: "nanoMoment" });
+      expectProtocolError(() => hardwareSignatureHashBytes(new Uint8Array(63)), { actualBytes: 63 });
     });
   });
 

@@ -10,6 +10,7 @@ import {
   encodeNodeEntry,
   nodeAddressMemoSize,
   recoverNodeAddress,
+  recoverNodeAddressFromDigest,
   rememberNodeSignature,
   signNodeEntry,
   timeAttestationDigest,
@@ -109,5 +110,48 @@ describe("node-address recovery memo", () => {
       expect(() => recoverNodeAddress(att, bad)).to.throw(ProtocolError);
       expect(() => recoverNodeAddress(att, encodeNodeEntry(bad))).to.throw(ProtocolError);
     }
+  });
+
+  it("is shared by recoverNodeAddressFromDigest (bytes), which checks and fails exactly like recoverNodeAddress", () => {
+    const att = attestation();
+    const entry = decodeNodeEntry(signNodeEntry(NODE_KEYS[0], att));
+    const digest = timeAttestationDigest(att);
+    const digestBytes = Buffer.from(digest.slice(2), "hex");
+    const signatureOf = (e: { r: Hex; yParityAndS: Hex }) => Buffer.from(`${e.r.slice(2)}${e.yParityAndS.slice(2)}`, "hex");
+    expect(recoverNodeAddressFromDigest(digestBytes, signatureOf(entry))).to.equal(NODE_ADDRESSES[0]);
+    expect(nodeAddressMemoSize()).to.equal(1);
+    clearNodeAddressMemo();
+    rememberNodeSignature(digest, entry, MARKER);
+    expect(recoverNodeAddressFromDigest(digestBytes, signatureOf(entry))).to.equal(MARKER);
+    expect(recoverNodeAddressFromDigest(new Uint8Array(digestBytes), new Uint8Array(signatureOf(entry)))).to.equal(MARKER);
+
+    const parity = BigInt(entry.yParityAndS) >> 255n;
+    const bad = [
+      { ...entry, yParityAndS: toWord((parity << 255n) | (SECP256K1_HALF_N + 1n)) },
+      { ...entry, yParityAndS: toWord(parity << 255n) },
+      { ...entry, r: toWord(SECP256K1_N) },
+      { ...entry, r: toWord(0n) },
+    ];
+    const errorOf = (run: () => unknown): { message: string; details: unknown } => {
+      try {
+        run();
+      } catch (error) {
+        expect(error).to.be.instanceOf(ProtocolError);
+        return { message: (error as ProtocolError).message, details: (error as ProtocolError).details };
+      }
+      throw new Error("expected a ProtocolError");
+    };
+    for (const signature of bad) {
+      rememberNodeSignature(digest, signature, NODE_ADDRESSES[0]!);
+      expect(errorOf(() => recoverNodeAddressFromDigest(digestBytes, signatureOf(signature)))).to.deep.equal(
+        errorOf(() => recoverNodeAddress(att, signature)),
+      );
+    }
+    // In range but not recoverable (5 is no x coordinate on secp256k1); not seeded: an in-range seed would answer.
+    const unrecoverable = { ...entry, r: toWord(5n) };
+    expect(errorOf(() => recoverNodeAddressFromDigest(digestBytes, signatureOf(unrecoverable)))).to.deep.equal(
+      errorOf(() => recoverNodeAddress(att, unrecoverable)),
+    );
+    expect(() => recoverNodeAddressFromDigest(digestBytes.subarray(1), signatureOf(entry))).to.throw(ProtocolError);
   });
 });
