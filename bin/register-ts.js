@@ -26,6 +26,8 @@ function compilerOptions() {
   // One file at a time, emitted to memory: no output directory, no declaration files, source maps inline.
   return {
     ...options,
+    // rootDir and outDir only shape emitted paths; a file outside rootDir (a script under /tmp) must still load.
+    rootDir: undefined,
     outDir: undefined,
     declaration: false,
     sourceMap: false,

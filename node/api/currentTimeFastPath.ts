@@ -17,6 +17,7 @@ import type { IncomingMessage, ServerResponse } from "node:http";
 import type { FastifyBaseLogger } from "fastify";
 import { API_KEY_HEADER } from "./auth";
 import { admitClient, type TransportContext } from "./context";
+import type { SignedTime } from "../core/types";
 import { toHttpError, type HttpErrorAnswer } from "./errorMapping";
 
 export const CURRENT_TIME_PATH = "/time/current";
@@ -48,12 +49,20 @@ export function createCurrentTimeFastPath(context: TransportContext, log: Fastif
   let serving = true;
 
   // The route sets cache-control on its 200 only; errors carry just the JSON content type, as fastify sends them.
-  const answer = (response: ServerResponse, statusCode: number, headers: Record<string, string>, body: string): void => {
-    response.writeHead(statusCode, { ...headers, "content-length": Buffer.byteLength(body) });
+  const answer = (response: ServerResponse, statusCode: number, headers: Record<string, string | number>, body: string | Buffer): void => {
+    response.writeHead(statusCode, headers);
     response.end(body);
     metrics.countRequest("rest", CURRENT_TIME_PATH, String(statusCode));
   };
-  const errorHeaders = { "content-type": JSON_CONTENT_TYPE };
+  // A proof is served thousands of times: its bytes and headers are made once, when it first goes out.
+  let cached: { signed: SignedTime; body: Buffer; headers: Record<string, string | number> } | null = null;
+  const encoded = (signed: SignedTime) => {
+    if (cached === null || cached.signed !== signed) {
+      const body = Buffer.from(signed.body, "utf8");
+      cached = { signed, body, headers: { ...CURRENT_TIME_HEADERS, "content-length": body.length } };
+    }
+    return cached;
+  };
 
   return {
     tryServe(request, response) {
@@ -65,11 +74,13 @@ export function createCurrentTimeFastPath(context: TransportContext, log: Fastif
         }
         const signed = service.current();
         metrics.countServedProof("rest", signed);
-        answer(response, 200, CURRENT_TIME_HEADERS, signed.body);
+        const { body, headers } = encoded(signed);
+        answer(response, 200, headers, body);
       } catch (error) {
         const mapped = toHttpError(error);
         logRequestError(log, error, CURRENT_TIME_PATH, mapped);
-        answer(response, mapped.statusCode, errorHeaders, JSON.stringify(errorBody(mapped)));
+        const body = JSON.stringify(errorBody(mapped));
+        answer(response, mapped.statusCode, { "content-type": JSON_CONTENT_TYPE, "content-length": Buffer.byteLength(body) }, body);
       }
       return true;
     },

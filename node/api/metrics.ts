@@ -53,15 +53,43 @@ export interface NodeMetrics {
   readonly contentType: string;
 }
 
+/**
+ * Increments of one labelled counter child, kept as a plain number on the hot path and handed to prom-client when
+ * the registry is scraped: prom-client hashes the label set on every inc(), which measured ~5 % of answering
+ * GET /time/current under load (two counters per request).
+ */
+class CounterTally {
+  #pending = 0;
+  constructor(private readonly child: Counter.Internal) {}
+  add(): void {
+    this.#pending += 1;
+  }
+  flush(): void {
+    if (this.#pending === 0) return;
+    this.child.inc(this.#pending);
+    this.#pending = 0;
+  }
+}
+
+function flushAll(tallies: Iterable<CounterTally>): void {
+  for (const tally of tallies) tally.flush();
+}
+
 export function createNodeMetrics(options: { defaultMetrics?: boolean } = {}): NodeMetrics {
   const registry = new Registry();
   if (options.defaultMetrics ?? true) collectDefaultMetrics({ register: registry });
+
+  const requestTallies = new Map<string, CounterTally>();
+  const servedTallies = new Map<Transport, { served: CounterTally; age: Histogram.Internal<"transport"> }>();
 
   const requestsTotal = new Counter({
     name: METRIC_NAMES.requestsTotal,
     help: "Requests answered, by transport, route and status",
     labelNames: ["transport", "route", "status"] as const,
     registers: [registry],
+    collect() {
+      flushAll(requestTallies.values());
+    },
   });
   const accuracyNs = new Histogram({
     name: METRIC_NAMES.accuracyNs,
@@ -95,6 +123,9 @@ export function createNodeMetrics(options: { defaultMetrics?: boolean } = {}): N
     help: "Proofs handed out, by transport",
     labelNames: ["transport"] as const,
     registers: [registry],
+    collect() {
+      flushAll([...servedTallies.values()].map((tally) => tally.served));
+    },
   });
 
   const proofAgeNs = new Histogram({
@@ -105,8 +136,6 @@ export function createNodeMetrics(options: { defaultMetrics?: boolean } = {}): N
     registers: [registry],
   });
 
-  const requestChildren = new Map<string, Counter.Internal>();
-  const servedChildren = new Map<Transport, { served: Counter.Internal; age: Histogram.Internal<"transport"> }>();
   // Until a service is bound there is no node clock: served proofs are counted, their age is not observed.
   let clockNs: (() => bigint) | null = null;
 
@@ -121,21 +150,21 @@ export function createNodeMetrics(options: { defaultMetrics?: boolean } = {}): N
     contentType: registry.contentType,
     countRequest(transport, route, status) {
       const key = `${transport}\u0000${route}\u0000${status}`;
-      let child = requestChildren.get(key);
-      if (child === undefined) {
-        child = requestsTotal.labels(transport, route, status);
-        requestChildren.set(key, child);
+      let tally = requestTallies.get(key);
+      if (tally === undefined) {
+        tally = new CounterTally(requestsTotal.labels(transport, route, status));
+        requestTallies.set(key, tally);
       }
-      child.inc();
+      tally.add();
     },
     countServedProof(transport, current) {
-      let children = servedChildren.get(transport);
-      if (children === undefined) {
-        children = { served: servedProofsTotal.labels(transport), age: proofAgeNs.labels(transport) };
-        servedChildren.set(transport, children);
+      let tallies = servedTallies.get(transport);
+      if (tallies === undefined) {
+        tallies = { served: new CounterTally(servedProofsTotal.labels(transport)), age: proofAgeNs.labels(transport) };
+        servedTallies.set(transport, tallies);
       }
-      children.served.inc();
-      if (current !== undefined && clockNs !== null) children.age.observe(Number(clockNs() - current.proof.nanoMoment));
+      tallies.served.add();
+      if (current !== undefined && clockNs !== null) tallies.age.observe(Number(clockNs() - current.proof.nanoMoment));
     },
     bindService(service) {
       const offProof = service.onProof(observeAttestation);
