@@ -17,10 +17,11 @@
  *
  * Freshness under load: a loaded event loop runs timers late (a loop turn answering 100 requests takes
  * milliseconds), so ticks alone let a served proof age by the loop's delay. With `refreshAfterNs` set (the
- * node's `refreshAfterNs` setting, default 1 ms) and signing in the main thread, current() signs a new proof
- * when the cached one is older than that: the request pays ~0.15 ms, at most about one request per refresh
- * interval does, and a tick that finds a proof younger than half an interval skips signing. Idle, the tick keeps
- * the cache (and streams, archive, health) fresh as before.
+ * node's `refreshAfterNs` setting, off by default) and signing in the main thread, current() signs a new proof
+ * when the cached one is older than that: the request pays one attestation, and a tick that finds a proof
+ * younger than half an interval skips signing. The price under saturation is about one attestation per
+ * (refreshAfterNs − attestation time): at 1 ms, half a core of this class (measured: `npm run bench:node`).
+ * Idle, the tick keeps the cache (and streams, archive, health) fresh as before.
  *
  * Safety rules:
  * - the node refuses to sign while the card's measured error exceeds the accuracy bound (the accuracy in the

@@ -38,6 +38,21 @@ describe("TimeService", function () {
     expect(info.tickIntervalNs).to.equal(1_000_000n);
   });
 
+  it("wires refreshAfterNs: off by default; when set, a request that finds an older proof gets a new one", async () => {
+    // 60 s ticks: only start() and on-demand refreshes sign.
+    const off = await started({ tickIntervalNs: "60000000000" });
+    const first = off.service.current();
+    await new Promise((resolve) => setTimeout(resolve, 5));
+    expect(off.service.current()).to.equal(first);
+    const on = await started({ tickIntervalNs: "60000000000", refreshAfterNs: "1000000" });
+    const before = on.service.current();
+    const attestationsBefore = on.service.stats().attestationsTotal;
+    await new Promise((resolve) => setTimeout(resolve, 5));
+    const refreshed = on.service.current();
+    expect(refreshed.proof.nanoMoment > before.proof.nanoMoment).to.equal(true);
+    expect(on.service.stats().attestationsTotal).to.equal(attestationsBefore + 1);
+  });
+
   it("verify() reports why a proof fails: bad signature, unknown node, too old, too far ahead, accuracy", async () => {
     const { service, identity, card } = await started();
     const { proof } = service.current();
