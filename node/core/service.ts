@@ -4,6 +4,7 @@
  * (protocol/verify.ts + protocol/certs.ts). It owns no sockets: transports are thin adapters over it.
  */
 import { createHash } from "node:crypto";
+import { setTimeout as delay } from "node:timers/promises";
 import type { Logger } from "pino";
 import { verifyCardCertificateChain } from "../../protocol/certs";
 import { decodeHardwareSignature } from "../../protocol/codec";
@@ -114,15 +115,27 @@ export function createTimeService(parameters: CreateTimeServiceParameters): Core
   let running = false;
   let unsubscribeArchive: (() => void) | null = null;
 
-  /** The freshest servable proof with nanoMoment ≥ executeAtNs; waits (timers) while the card clock is earlier. */
+  /** Aborted by stop(): a delivery waiting for the card clock gives up at once instead of signing after stop. */
+  let stopping = new AbortController();
+
+  function throwIfStopping(): void {
+    if (!running || stopping.signal.aborted) throw new UnavailableError("node is stopping: no new proofs", {});
+  }
+
+  /**
+   * The freshest servable proof with nanoMoment ≥ executeAtNs; waits (timers, at most PROOF_WAIT_ROUNDS × 1 s)
+   * while the card clock is earlier. Throws UnavailableError once the service stops, without signing.
+   */
   async function proofAtOrAfter(executeAtNs: bigint): Promise<SignedTime> {
     for (let round = 0; round < PROOF_WAIT_ROUNDS; round += 1) {
+      throwIfStopping();
       const cached = attestor.latest;
       if (cached !== null && cached.proof.nanoMoment >= executeAtNs) return attestor.current();
       const cardNowNs = card.readTimeNs();
       if (cardNowNs >= executeAtNs) return attestor.attest();
-      const waitMs = Number((executeAtNs - cardNowNs + NS_PER_MS - 1n) / NS_PER_MS);
-      await new Promise((resolve) => setTimeout(resolve, Math.min(Math.max(waitMs, 1), 1_000)));
+      const waitMs = Math.min(Math.max(Number((executeAtNs - cardNowNs + NS_PER_MS - 1n) / NS_PER_MS), 1), 1_000);
+      // stop() aborts the wait (AbortError); the next round's check then ends the loop without signing.
+      await delay(waitMs, undefined, { signal: stopping.signal }).catch(() => undefined);
     }
     throw new UnavailableError("the card clock did not reach executeAt", { executeAtNs: executeAtNs.toString() });
   }
@@ -341,6 +354,7 @@ export function createTimeService(parameters: CreateTimeServiceParameters): Core
         throw error;
       }
       running = true;
+      stopping = new AbortController();
       attestor.start();
       schedules.start();
       logger.info(
@@ -352,6 +366,7 @@ export function createTimeService(parameters: CreateTimeServiceParameters): Core
     stop: async () => {
       if (!running) return;
       running = false;
+      stopping.abort();
       attestor.stop();
       unsubscribeArchive?.();
       unsubscribeArchive = null;

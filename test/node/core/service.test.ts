@@ -53,6 +53,31 @@ describe("TimeService", function () {
     expect(on.service.stats().attestationsTotal).to.equal(attestationsBefore + 1);
   });
 
+  it("stop() ends a delivery waiting for the card clock at once, without signing after stop", async () => {
+    // The node clock runs 30 s ahead of the card: a due schedule waits (1 s rounds) for the card to catch up.
+    const dir = tempDir("service-stop");
+    cleanups.push(() => dir.remove());
+    const built = await buildService(testConfig(dir.path, { tickIntervalNs: "60000000000" }), {
+      nodeClockNs: () => BigInt(Date.now()) * MS + 30_000n * MS,
+    });
+    const { service } = built;
+    await service.start();
+    let stopped = false;
+    cleanups.push(async () => {
+      if (!stopped) await service.stop();
+    });
+    service.schedule(service.nowNs(), "http://127.0.0.1:9/callback");
+    await new Promise((resolve) => setTimeout(resolve, 300)); // the worker picks the due row and starts waiting
+    const attestationsAtStop = service.stats().attestationsTotal;
+    const outcome = await Promise.race([
+      service.stop().then(() => "stopped"),
+      new Promise((resolve) => setTimeout(() => resolve("still waiting after 5 s"), 5_000)),
+    ]);
+    stopped = true;
+    expect(outcome).to.equal("stopped");
+    expect(service.stats().attestationsTotal).to.equal(attestationsAtStop);
+  });
+
   it("verify() reports why a proof fails: bad signature, unknown node, too old, too far ahead, accuracy", async () => {
     const { service, identity, card } = await started();
     const { proof } = service.current();
