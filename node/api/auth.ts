@@ -13,11 +13,12 @@
  * UTF-8 text of `clientRequestMessage()`:
  *     "ATS/1 REQ|<request_id>|<nonce>|<type>|<at_ns>|<client_id>|<issued_at_ms>"
  * (type is the enum name, e.g. CURRENT_TIME; at_ns is the decimal string or empty). The recovered address must
- * equal the registered one, and a (client_id, nonce) pair is accepted once within the replay window (bounded
- * LRU: at most `maxNonces` remembered, each for `nonceWindowMs`).
+ * equal the registered one, and a (client_id, nonce) pair is accepted once: the nonce is remembered for as long
+ * as issued_at_ms keeps the request fresh. At most `maxNoncesPerClient` live nonces per client; beyond that the
+ * client is refused ("Rate limit exceeded") rather than a live nonce forgotten.
  */
 import { getAddress, isAddress, recoverMessageAddress, type Hex as ViemHex } from "viem";
-import { AuthError, ValidationError } from "../../protocol/errors";
+import { AuthError, RateLimitError, ValidationError } from "../../protocol/errors";
 import type { Address } from "../../protocol/types";
 import { apiKeyMatches, hashApiKey, type ApiKeyHash } from "../config";
 
@@ -75,18 +76,23 @@ export function clientRequestMessage(fields: ClientRequestFields): string {
 export interface ClientSignatureOptions {
   /** client_id → EIP-55 or lowercase secp256k1 address. */
   clientAddresses: Readonly<Record<string, string>>;
-  /** How long a used nonce is remembered, ms (default 10 minutes). */
+  /** Replay window, ms (default 10 minutes): a request is fresh while issued_at_ms is within half of it of now. */
   nonceWindowMs?: number;
-  /** Most nonces remembered at once (default 100,000); the oldest are forgotten first. */
-  maxNonces?: number;
+  /**
+   * Most live nonces remembered per client (default 100,000; at the default 100 requests/s a client uses at most
+   * 60,000 in a window). A client at the bound gets "Rate limit exceeded" until its oldest nonces expire: nonces
+   * are never forgotten early, so a flood cannot make an earlier request replayable.
+   */
+  maxNoncesPerClient?: number;
   nowMs?: () => number;
 }
 
 export class ClientSignatureVerifier {
   private readonly addresses = new Map<string, Address>();
-  private readonly seenNonces = new Map<string, number>();
+  /** clientId → nonce → when it stops mattering (issued_at + half the window, ms), in arrival order. */
+  private readonly liveNonces = new Map<string, Map<string, number>>();
   private readonly nonceWindowMs: number;
-  private readonly maxNonces: number;
+  private readonly maxNoncesPerClient: number;
   private readonly nowMs: () => number;
 
   constructor(options: ClientSignatureOptions) {
@@ -97,7 +103,7 @@ export class ClientSignatureVerifier {
       this.addresses.set(clientId, getAddress(address));
     }
     this.nonceWindowMs = options.nonceWindowMs ?? 10 * 60_000;
-    this.maxNonces = options.maxNonces ?? 100_000;
+    this.maxNoncesPerClient = options.maxNoncesPerClient ?? 100_000;
     this.nowMs = options.nowMs ?? (() => Date.now());
   }
 
@@ -126,12 +132,13 @@ export class ClientSignatureVerifier {
       throw new AuthError("Invalid client signature", { clientId: fields.clientId }, { cause });
     }
     if (recovered !== expected) throw new AuthError("Invalid client signature", { clientId: fields.clientId });
-    this.consumeNonce(fields.clientId, fields.nonce);
+    this.consumeNonce(fields.clientId, fields.nonce, Number(fields.issuedAtMs));
   }
 
   /**
-   * A signed request is fresh within half the replay window either way (client clocks drift); its nonce is then
-   * remembered for the whole window, so no accepted request can be accepted again later.
+   * A signed request is fresh while issued_at_ms is within half the replay window of now, either way (client
+   * clocks drift); its nonce is remembered until issued_at_ms leaves that window, so no accepted request can be
+   * accepted again.
    */
   private checkIssuedAt(fields: ClientRequestFields): void {
     if (!/^[0-9]{1,16}$/.test(fields.issuedAtMs)) {
@@ -143,19 +150,22 @@ export class ClientSignatureVerifier {
     }
   }
 
-  private consumeNonce(clientId: string, nonce: string): void {
+  private consumeNonce(clientId: string, nonce: string, issuedAtMs: number): void {
     const now = this.nowMs();
-    const key = `${clientId}|${nonce}`;
-    const seenAt = this.seenNonces.get(key);
-    if (seenAt !== undefined && now - seenAt < this.nonceWindowMs) {
-      throw new AuthError("Nonce already used", { clientId });
+    let nonces = this.liveNonces.get(clientId);
+    if (nonces === undefined) {
+      nonces = new Map();
+      this.liveNonces.set(clientId, nonces);
     }
-    this.seenNonces.delete(key);
-    this.seenNonces.set(key, now);
-    // Forget expired nonces from the old end, and the oldest beyond the bound.
-    for (const [oldKey, at] of this.seenNonces) {
-      if (this.seenNonces.size <= this.maxNonces && now - at < this.nonceWindowMs) break;
-      this.seenNonces.delete(oldKey);
+    // Expired entries leave from the old end (arrival order ≈ expiry order; a straggler waits for the next pass).
+    for (const [oldNonce, expiresAtMs] of nonces) {
+      if (expiresAtMs >= now) break;
+      nonces.delete(oldNonce);
     }
+    const expiresAtMs = nonces.get(nonce);
+    if (expiresAtMs !== undefined && expiresAtMs >= now) throw new AuthError("Nonce already used", { clientId });
+    // Fail closed: forgetting a live nonce to make room would let its request be replayed.
+    if (nonces.size >= this.maxNoncesPerClient) throw new RateLimitError({ clientId, liveNonces: nonces.size });
+    nonces.set(nonce, issuedAtMs + this.nonceWindowMs / 2);
   }
 }

@@ -2,9 +2,11 @@ import { expect } from "chai";
 import * as grpc from "@grpc/grpc-js";
 import { AtsError, AuthError, NotFoundError, ProtocolError, RateLimitError, UnavailableError, ValidationError } from "../../../protocol/errors";
 import { hashApiKey } from "../../../node/config";
-import { ApiKeyAuth, clientRequestMessage } from "../../../node/api/auth";
+import { privateKeyToAccount } from "viem/accounts";
+import { ApiKeyAuth, ClientSignatureVerifier, clientRequestMessage, type ClientRequestFields } from "../../../node/api/auth";
 import { INTERNAL_ERROR_MESSAGE, fromGrpcStatus, fromHttpStatus, toGrpcError, toHttpError, toJsonRpcError } from "../../../node/api/errorMapping";
 import { RateLimiter } from "../../../node/api/rateLimit";
+import { expectRejects } from "../core/helpers";
 
 describe("node/api/rateLimit RateLimiter", function () {
   it("allows `burst` requests at once, then refills at ratePerSecond", function () {
@@ -85,5 +87,51 @@ describe("node/api/errorMapping", function () {
     expect(toHttpError(secret)).to.deep.equal({ statusCode: 500, error: "Internal Server Error", message: INTERNAL_ERROR_MESSAGE, serverFault: true });
     expect(toGrpcError(secret)).to.deep.equal({ code: grpc.status.INTERNAL, details: INTERNAL_ERROR_MESSAGE, serverFault: true });
     expect(toJsonRpcError(secret)).to.deep.equal({ code: -32603, message: INTERNAL_ERROR_MESSAGE, serverFault: true });
+  });
+});
+
+describe("node/api/auth ClientSignatureVerifier nonces", function () {
+  const account = privateKeyToAccount(`0x${"11".repeat(32)}`);
+  const other = privateKeyToAccount(`0x${"22".repeat(32)}`);
+  const WINDOW_MS = 600_000;
+  let nowMs = 1_800_000_000_000;
+
+  function verifier(maxNoncesPerClient: number) {
+    return new ClientSignatureVerifier({
+      clientAddresses: { a: account.address, b: other.address },
+      nonceWindowMs: WINDOW_MS,
+      maxNoncesPerClient,
+      nowMs: () => nowMs,
+    });
+  }
+
+  async function signed(clientId: "a" | "b", nonce: string, issuedAtMs = nowMs): Promise<[ClientRequestFields, Uint8Array]> {
+    const fields = { requestId: "r", nonce, type: "CURRENT_TIME", atNs: "", clientId, issuedAtMs: String(issuedAtMs) };
+    const signature = await (clientId === "a" ? account : other).signMessage({ message: clientRequestMessage(fields) });
+    return [fields, Buffer.from(signature.slice(2), "hex")];
+  }
+
+  it("accepts a nonce once while its issued_at keeps the request fresh, then the request is stale anyway", async function () {
+    const v = verifier(10);
+    const request = await signed("a", "n-1");
+    await v.check(...request);
+    nowMs += WINDOW_MS / 2; // the last moment issued_at is still fresh: the nonce must still be remembered
+    await expectRejects(v.check(...request), AuthError, "Nonce already used");
+    nowMs += 1;
+    await expectRejects(v.check(...request), AuthError, "outside the replay window");
+  });
+
+  it("refuses a flooding client with 'Rate limit exceeded' instead of forgetting a live nonce; others unaffected", async function () {
+    const v = verifier(3);
+    const first = await signed("a", "n-1");
+    await v.check(...first);
+    await v.check(...(await signed("a", "n-2")));
+    await v.check(...(await signed("a", "n-3")));
+    await expectRejects(v.check(...(await signed("a", "n-4"))), RateLimitError, "Rate limit exceeded");
+    await expectRejects(v.check(...first), AuthError, "Nonce already used"); // still remembered: no replay
+    await v.check(...(await signed("b", "n-1"))); // another client's nonces are its own
+    // Once the first nonces expire (issued_at out of the window), the client has room again.
+    nowMs += WINDOW_MS / 2 + 1;
+    await v.check(...(await signed("a", "n-5")));
   });
 });
