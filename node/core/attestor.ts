@@ -9,8 +9,8 @@
  * and the secp256k1 signature (≈ 80 % of the cost) run in a worker thread (signerWorker.ts, `signInWorker`,
  * default on only for noble; with libsecp256k1 a tick costs ~0.2 ms and signs in the main thread): per tick the
  * main thread only checks tamper and accuracy, reads the card clock, has the card sign (the card driver's call),
- * posts the request, and swaps its cached proof when the entry comes back. Until the worker has loaded and passed its known-answer test, and if it ever fails,
- * ticks sign in the main thread as before. `attest()` (on demand: attestNow, schedule delivery) always signs
+ * posts the request, and swaps its cached proof when the entry comes back. Until the worker has loaded and
+ * passed its known-answer test, and if it ever fails, ticks sign in the main thread as before. `attest()` (on demand: attestNow, schedule delivery) always signs
  * synchronously in the calling thread. Ticks never overlap: the next tick is armed only after the previous one
  * finished (worker reply included), so the effective period is max(tickInterval, signing round trip + the 1 ms
  * timer granularity). `tickIntervalNs` trades CPU for proof freshness.
@@ -57,8 +57,8 @@ export interface AttestorOptions {
   maxServeAgeNs: bigint;
   /**
    * current() signs a fresh proof first when the cached one is older than this, ns; 0n (default) = never. Only
-   * while ticks sign in the main thread (libsecp256k1, ~0.15 ms): a busy event loop delays timers, not requests,
-   * so this is what bounds the age of a served proof under load. See current().
+   * while ticks sign in the main thread (libsecp256k1: 0.15–0.4 ms an attestation): a busy event loop delays
+   * timers, not requests, so this is what bounds the age of a served proof under load. See current().
    */
   refreshAfterNs?: bigint;
   /** The node's own clock, ns since the Unix epoch (the nodeTimestamp it signs). */
