@@ -67,21 +67,23 @@ export function createCurrentTimeFastPath(context: TransportContext, log: Fastif
   return {
     tryServe(request, response) {
       if (!serving || request.method !== "GET" || request.url !== CURRENT_TIME_PATH) return false;
+      let signed: SignedTime;
       try {
         if (guarded) {
           const header = request.headers[API_KEY_HEADER];
           admitClient(context, typeof header === "string" ? header : undefined, request.socket.remoteAddress);
         }
-        const signed = service.current();
-        metrics.countServedProof("rest", signed);
-        const { body, headers } = encoded(signed);
-        answer(response, 200, headers, body);
+        signed = service.current();
       } catch (error) {
         const mapped = toHttpError(error);
         logRequestError(log, error, CURRENT_TIME_PATH, mapped);
         const body = JSON.stringify(errorBody(mapped));
         answer(response, mapped.statusCode, { "content-type": JSON_CONTENT_TYPE, "content-length": Buffer.byteLength(body) }, body);
+        return true;
       }
+      metrics.countServedProof("rest", signed);
+      const { body, headers } = encoded(signed);
+      answer(response, 200, headers, body);
       return true;
     },
     stop() {
