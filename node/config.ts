@@ -444,7 +444,7 @@ export const SETTINGS = {
     kind: "list",
     env: "ATS_SCHEDULE_ALLOWED_CALLBACK_HOSTS",
     description:
-      "SSRF guard: callback hosts allowed besides loopback (localhost, 127.0.0.0/8, ::1). '*' allows every host name and public IP literal (private, link-local and CGNAT literals must be listed exactly; host names are not resolved); empty (default) allows loopback only.",
+      "SSRF guard: callback hosts allowed besides loopback (localhost, 127.0.0.0/8, ::1), each a host name or IP matched exactly. '*' allows every host name and public IP literal (non-public literals must be listed exactly). Each delivery attempt resolves the host and connects only to the addresses it checked: a name admitted by '*' must resolve to public addresses only, localhost to loopback only; an exactly listed name may resolve to private addresses (list internal receivers by name), and an exactly listed IP is accepted whatever name resolves to it. Empty (default) allows loopback only.",
     default: [],
     max: 1_000,
     pattern: /^[0-9A-Za-z.:\-*[\]]{1,255}$/,

@@ -27,8 +27,8 @@ export { buildSignedTime } from "./signedTime";
 
 export interface CreateTimeServiceFromConfigOptions {
   logger: Logger;
-  /** Extra dependencies for tests (clock, fetch, jitter). */
-  deps?: Pick<CreateTimeServiceParameters, "nodeClockNs" | "fetch" | "random">;
+  /** Extra dependencies for tests (clock, callback resolver and transport, jitter). */
+  deps?: Pick<CreateTimeServiceParameters, "nodeClockNs" | "resolveCallbackHost" | "callbackTransport" | "random">;
 }
 
 /**

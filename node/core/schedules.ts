@@ -11,13 +11,18 @@
  * node crashes between the receiver's 2xx and that mark, the schedule is delivered again after restart:
  * receivers must dedupe by `id` (also sent as the `Idempotency-Key` header). Each attempt carries a fresh proof
  * (still taken at or after executeAt), so a late retry still carries a proof young enough for on-chain use.
- * Failed attempts (non-2xx, timeout, network error, redirect) are retried with exponential backoff and jitter
+ * Failed attempts (non-2xx, timeout, network error, redirect, refused address) are retried with exponential backoff and jitter
  * up to `maxAttempts`, then the schedule is `failed`.
  *
- * SSRF guard: callback URLs must be http(s) without credentials, and by default only loopback hosts are
- * allowed (localhost, 127.0.0.0/8, [::1]); `allowedCallbackHosts` lists further host names or IPs exactly, or
- * "*" for any host. Redirects are not followed (a 3xx is a failed attempt), so an allowed host cannot bounce
- * the node to a forbidden one. An allowed DNS name is trusted to resolve where the operator expects.
+ * SSRF guard (callbackGuard.ts): callback URLs must be http(s) without credentials, and by default only loopback
+ * hosts are allowed (localhost, 127.0.0.0/8, [::1]); `allowedCallbackHosts` lists further host names or IPs
+ * exactly, or "*" for any host name and public IP literal. At every attempt the host is admitted again against
+ * the current list, resolved once (all addresses), and every address checked: a wildcard-admitted name must
+ * resolve to public addresses only, localhost to loopback only, while an exactly listed name is trusted to
+ * resolve anywhere (internal receivers are listed on purpose); an exactly listed IP is acceptable for any name.
+ * The connection is pinned to the checked addresses (no second lookup, so no DNS rebinding between check and
+ * connect); TLS still checks the certificate against the host name. Redirects are not followed (a 3xx is a
+ * failed attempt), so an allowed host cannot bounce the node to a forbidden one.
  *
  * The worker never busy-waits: one timer is armed for the next due row (capped at 60 s, then re-armed).
  */
@@ -26,6 +31,14 @@ import type { Logger } from "pino";
 import { UINT128_MAX } from "../../protocol/constants";
 import { NotFoundError, UnavailableError, ValidationError } from "../../protocol/errors";
 import type { ProofJson } from "../../protocol/types";
+import {
+  admitCallbackHost,
+  httpCallbackTransport,
+  postCallback,
+  systemResolveHost,
+  type CallbackTransport,
+  type ResolveHost,
+} from "./callbackGuard";
 import { blobToNs, nsToBlob, openDatabase, type SqliteDatabase, type SqliteStatement } from "./sqlite";
 import type { ScheduleRecord, ScheduleStatus, SignedTime } from "./types";
 
@@ -34,7 +47,6 @@ import type { ScheduleRecord, ScheduleStatus, SignedTime } from "./types";
 
 const DECIMAL_NS = /^(0|[1-9][0-9]{0,38})$/;
 const MAX_CALLBACK_URL_LENGTH = 2_048;
-const LOOPBACK_IPV4 = /^127\.(\d{1,3})\.(\d{1,3})\.(\d{1,3})$/;
 
 /** Parses an untrusted executeAt: a decimal string of ns (or a bigint), uint128. Throws ValidationError. */
 export function parseExecuteAt(value: unknown, field = "executeAt"): bigint {
@@ -46,30 +58,7 @@ export function parseExecuteAt(value: unknown, field = "executeAt"): bigint {
   return parsed;
 }
 
-export function isLoopbackHost(hostname: string): boolean {
-  return hostname === "localhost" || hostname === "[::1]" || LOOPBACK_IPV4.test(hostname);
-}
-
-/**
- * An IP-literal host (as WHATWG URL serialises it: dotted IPv4, bracketed IPv6) in a non-public range: private,
- * link-local (cloud metadata at 169.254.169.254), carrier-grade NAT, unspecified, multicast, IPv6 ULA,
- * link-local or IPv4-mapped. The `*` wildcard admits public hosts only; such literals must be listed exactly.
- */
-export function isNonPublicIpLiteral(hostname: string): boolean {
-  const v4 = /^(\d{1,3})\.(\d{1,3})\.(\d{1,3})\.(\d{1,3})$/.exec(hostname);
-  if (v4 !== null) {
-    const [a, b] = [Number(v4[1]), Number(v4[2])];
-    return (
-      a === 0 || a === 10 || a === 127 || a >= 224 || (a === 169 && b === 254) || (a === 172 && b >= 16 && b <= 31) ||
-      (a === 192 && b === 168) || (a === 100 && b >= 64 && b <= 127)
-    );
-  }
-  if (hostname.startsWith("[")) {
-    const v6 = hostname.slice(1, -1);
-    return v6 === "::" || v6 === "::1" || /^f[cd]/.test(v6) || /^fe[89ab]/.test(v6) || /^ff/.test(v6) || v6.startsWith("::ffff:");
-  }
-  return false;
-}
+export { isLoopbackHost, isNonPublicAddress, isNonPublicIpLiteral } from "./callbackGuard";
 
 /**
  * Validates a callback URL against the SSRF guard and returns it normalised (WHATWG URL serialisation).
@@ -91,10 +80,8 @@ export function validateCallbackUrl(value: unknown, allowedHosts: readonly strin
   }
   if (url.username !== "" || url.password !== "") throw new ValidationError(field, "must not carry credentials", {});
   const host = url.hostname.toLowerCase();
-  const listed = allowedHosts.some((entry) => entry.toLowerCase() === host);
-  const wildcard = allowedHosts.includes("*") && !isNonPublicIpLiteral(host);
-  const allowed = isLoopbackHost(host) || listed || wildcard;
-  if (!allowed) {
+  // Addresses are checked at delivery (they may change until then); here only the host itself.
+  if (admitCallbackHost(host, allowedHosts) === null) {
     throw new ValidationError(field, `host ${host} is not allowed (loopback only unless scheduleAllowedCallbackHosts lists it)`, { host });
   }
   return url.toString();
@@ -151,8 +138,13 @@ export interface ScheduleServiceOptions {
   /** A proof whose nanoMoment is ≥ executeAtNs (waits or signs as needed). */
   proofAtOrAfter: (executeAtNs: bigint) => Promise<SignedTime>;
   logger: Logger;
-  /** Defaults to globalThis.fetch. */
-  fetch?: typeof fetch;
+  /** Resolves callback host names at each attempt; defaults to the system resolver (dns.lookup, all addresses). */
+  resolveCallbackHost?: ResolveHost;
+  /**
+   * Sends callback POSTs; defaults to node:http(s) pinned to the checked addresses. A replacement must connect
+   * only to `request.addresses` (tests).
+   */
+  callbackTransport?: CallbackTransport;
   /** Defaults to Math.random (jitter only; not security relevant). */
   random?: () => number;
   /** Concurrent deliveries (default 16). */
@@ -225,9 +217,12 @@ function rowToRecord(row: ScheduleRow): ScheduleRecord {
   };
 }
 
-function errorText(error: unknown): string {
-  const text = error instanceof Error ? `${error.name}: ${error.message}` : String(error);
+function truncated(text: string): string {
   return text.length > MAX_ERROR_CHARS ? `${text.slice(0, MAX_ERROR_CHARS)}…` : text;
+}
+
+function errorText(error: unknown): string {
+  return truncated(error instanceof Error ? `${error.name}: ${error.message}` : String(error));
 }
 
 export interface ScheduleStats {
@@ -240,7 +235,8 @@ export class ScheduleService {
   readonly #options: ScheduleServiceOptions;
   readonly #logger: Logger;
   readonly #db: SqliteDatabase;
-  readonly #fetch: typeof fetch;
+  readonly #resolveHost: ResolveHost;
+  readonly #transport: CallbackTransport;
   readonly #random: () => number;
   readonly #maxConcurrent: number;
   readonly #statements: Record<
@@ -255,7 +251,8 @@ export class ScheduleService {
   constructor(options: ScheduleServiceOptions) {
     this.#options = options;
     this.#logger = options.logger.child({ component: "schedules" });
-    this.#fetch = options.fetch ?? globalThis.fetch;
+    this.#resolveHost = options.resolveCallbackHost ?? systemResolveHost;
+    this.#transport = options.callbackTransport ?? httpCallbackTransport;
     this.#random = options.random ?? Math.random;
     this.#maxConcurrent = options.maxConcurrentDeliveries ?? 16;
     this.#db = openExclusively(options.dataDir);
@@ -420,7 +417,8 @@ export class ScheduleService {
     try {
       signed = await this.#options.proofAtOrAfter(executeAtNs);
     } catch (error) {
-      if (!this.#db.open) return;
+      // Stopping is not the schedule's fault: the row stays as it is and is resumed at the next start.
+      if (!this.#db.open || shutdown.aborted) return;
       // No proof means no POST: still an attempt, so a tampered node gives up after maxAttempts.
       this.#statements.markDelivering.run(null, nsToBlob(this.#options.nowNs()), id);
       this.#failAttempt(id, attempt, `no proof: ${errorText(error)}`, log);
@@ -439,15 +437,16 @@ export class ScheduleService {
     this.#stats.attemptsTotal += 1;
     let failure: string | null = null;
     try {
-      const response = await this.#fetch(row.callback_url, {
-        method: "POST",
+      const attemptFailure = await postCallback({
+        url: row.callback_url,
+        allowedHosts: this.#options.allowedCallbackHosts,
         headers: { "content-type": "application/json", "idempotency-key": id, "user-agent": "ats-node" },
         body: JSON.stringify(body),
-        redirect: "manual",
         signal: AbortSignal.any([AbortSignal.timeout(this.#options.deliveryTimeoutMs), shutdown]),
+        resolveHost: this.#resolveHost,
+        transport: this.#transport,
       });
-      await response.body?.cancel().catch(() => undefined);
-      if (response.status < 200 || response.status > 299) failure = `callback answered HTTP ${response.status}`;
+      failure = attemptFailure === null ? null : truncated(attemptFailure);
     } catch (error) {
       failure = errorText(error);
     }

@@ -17,6 +17,7 @@ import { createAnchoredClock } from "../card/hostClock";
 import { redactedConfig, signingErrorBoundNs, type NodeConfig } from "../config";
 import { ProofArchive } from "./archive";
 import { Attestor } from "./attestor";
+import type { CallbackTransport, ResolveHost } from "./callbackGuard";
 import { ScheduleService } from "./schedules";
 import type {
   HealthReport,
@@ -41,8 +42,10 @@ export interface CreateTimeServiceParameters {
   logger: Logger;
   /** The node's own clock (ns since the Unix epoch); defaults to the host clock anchored to the wall clock. */
   nodeClockNs?: () => bigint;
-  /** For schedule callbacks; defaults to globalThis.fetch. */
-  fetch?: typeof fetch;
+  /** How schedule callbacks resolve host names (default: the system resolver): see callbackGuard.ts. */
+  resolveCallbackHost?: ResolveHost;
+  /** How schedule callbacks are POSTed over the pinned connection (default: node:http/https): see callbackGuard.ts. */
+  callbackTransport?: CallbackTransport;
   /** Jitter source for delivery retries; defaults to Math.random. */
   random?: () => number;
   /** stop() also closes the card (the service built it). Default false. */
@@ -344,7 +347,8 @@ export function createTimeService(parameters: CreateTimeServiceParameters): Core
           nowNs: nodeClockNs,
           proofAtOrAfter,
           logger,
-          ...(parameters.fetch === undefined ? {} : { fetch: parameters.fetch }),
+          ...(parameters.resolveCallbackHost === undefined ? {} : { resolveCallbackHost: parameters.resolveCallbackHost }),
+          ...(parameters.callbackTransport === undefined ? {} : { callbackTransport: parameters.callbackTransport }),
           ...(parameters.random === undefined ? {} : { random: parameters.random }),
         });
       } catch (error) {

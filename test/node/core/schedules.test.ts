@@ -1,18 +1,24 @@
 import { expect } from "chai";
 import Database from "better-sqlite3";
 import { readFileSync } from "node:fs";
+import { createServer } from "node:http";
+import type { AddressInfo } from "node:net";
 import { join } from "node:path";
 import { NotFoundError, UnavailableError, ValidationError } from "../../../protocol/errors";
 import { proofFromJson } from "../../../protocol/json";
+import type { CallbackRequest, ResolvedAddress } from "../../../node/core/callbackGuard";
 import {
   parseExecuteAt,
   retryDelayMs,
+  ScheduleService,
   validateCallbackUrl,
   validateExecuteAt,
   type ScheduleDeliveryBody,
+  type ScheduleServiceOptions,
 } from "../../../node/core/schedules";
+import { buildSignedTime } from "../../../node/core/signedTime";
 import { nsToBlob } from "../../../node/core/sqlite";
-import { buildService, startCallbackServer, tempDir, testConfig, waitFor, type CallbackServer } from "./helpers";
+import { buildService, silentLogger, startCallbackServer, tempDir, testConfig, waitFor, type CallbackServer } from "./helpers";
 
 const MS = 1_000_000n;
 
@@ -278,5 +284,162 @@ describe("scheduled deliveries", function () {
     old.close();
     const { service } = await node(dataDir);
     expect(service.getSchedule("old-row")).to.include({ id: "old-row", status: "delivered" });
+  });
+});
+
+describe("scheduled deliveries: SSRF guard at delivery time", function () {
+  this.timeout(30_000);
+  const dirs: { remove(): void }[] = [];
+  const servers: CallbackServer[] = [];
+  const stops: (() => Promise<void>)[] = [];
+  afterEach(async () => {
+    for (const stop of stops.splice(0)) await stop();
+    for (const server of servers.splice(0)) await server.close();
+    for (const dir of dirs.splice(0)) dir.remove();
+  });
+
+  /** A schedule service on its own, with a well-formed (unsigned) proof: these tests are about where the POST goes. */
+  function data(): string {
+    const dir = tempDir("schedules-ssrf");
+    dirs.push(dir);
+    return dir.path;
+  }
+
+  function service(overrides: Partial<ScheduleServiceOptions>, { dataDir = data(), start = true } = {}): ScheduleService {
+    const schedules = new ScheduleService({
+      dataDir,
+      maxAttempts: 2,
+      baseBackoffMs: 10,
+      maxBackoffMs: 20,
+      deliveryTimeoutMs: 5_000,
+      maxHorizonNs: 3_600_000n * MS,
+      maxPastNs: 60_000n * MS,
+      maxPending: 100,
+      allowedCallbackHosts: [],
+      nowNs,
+      proofAtOrAfter: async (executeAtNs) =>
+        buildSignedTime({ nanoMoment: executeAtNs, hardwareSignature: `0x${"11".repeat(96)}`, nodeSignature: `0x${"22".repeat(80)}`, accuracy: 50 }, nowNs()),
+      logger: silentLogger(),
+      ...overrides,
+    });
+    if (start) schedules.start();
+    stops.push(() => schedules.stop());
+    return schedules;
+  }
+
+  /** A fake resolver: each name answers its addresses in turn (the last one repeats); records every lookup. */
+  function resolver(answers: Record<string, string[][]>) {
+    const lookups: string[] = [];
+    const resolveCallbackHost = async (hostname: string): Promise<ResolvedAddress[]> => {
+      lookups.push(hostname);
+      const queue = answers[hostname] ?? [[]];
+      const next = queue.length > 1 ? queue.shift()! : queue[0]!;
+      return next.map((address) => ({ address, family: address.includes(":") ? 6 : 4 }));
+    };
+    return { lookups, resolveCallbackHost };
+  }
+
+  /** A transport that connects nowhere: records each request and answers the statuses in turn (then 200). */
+  function recordingTransport(statuses: number[] = []) {
+    const sent: CallbackRequest[] = [];
+    const callbackTransport = async (request: CallbackRequest) => {
+      sent.push(request);
+      return statuses.shift() ?? 200;
+    };
+    return { sent, callbackTransport };
+  }
+
+  async function callbackServer(statuses: number[] = []) {
+    const server = await startCallbackServer(statuses);
+    servers.push(server);
+    return server;
+  }
+
+  const refusal = (host: string, address: string) =>
+    `callback host ${host} resolved to ${address}, a non-public address (list it in scheduleAllowedCallbackHosts to allow)`;
+
+  it("refuses a wildcard-admitted name that resolves to loopback: no connection, every attempt, a clear lastError", async () => {
+    const server = await callbackServer();
+    const dns = resolver({ "evil.test": [["127.0.0.1"]] });
+    const schedules = service({ allowedCallbackHosts: ["*"], resolveCallbackHost: dns.resolveCallbackHost });
+    const port = new URL(server.url).port;
+    const record = schedules.schedule(nowNs(), `http://evil.test:${port}/callback`);
+    await waitFor(() => schedules.get(record.id).status === "failed", 20_000, "refusal");
+    expect(schedules.get(record.id)).to.include({ attempts: 2, lastError: refusal("evil.test", "127.0.0.1") });
+    expect(dns.lookups).to.deep.equal(["evil.test", "evil.test"]);
+    expect(server.received).to.have.length(0);
+    expect(schedules.stats()).to.include({ deliveredTotal: 0, failedTotal: 1 });
+  });
+
+  it("refuses wildcard names resolving to private, link-local (metadata), mapped or ULA addresses without connecting", async () => {
+    const bad = ["10.0.0.5", "169.254.169.254", "::ffff:10.0.0.1", "fe80::1", "fc00::1", "100.64.0.1", "0.0.0.0"];
+    const dns = resolver(Object.fromEntries(bad.map((address, index) => [`n${index}.test`, [["93.184.216.34", address]]])));
+    const transport = recordingTransport();
+    const schedules = service({ allowedCallbackHosts: ["*"], maxAttempts: 1, ...dns, ...transport });
+    const ids = bad.map((_, index) => schedules.schedule(nowNs(), `https://n${index}.test/cb`).id);
+    await waitFor(() => ids.every((id) => schedules.get(id).status === "failed"), 20_000, "refusals");
+    bad.forEach((address, index) => expect(schedules.get(ids[index]!).lastError, address).to.equal(refusal(`n${index}.test`, address)));
+    expect(transport.sent).to.have.length(0);
+  });
+
+  it("delivers to an exactly listed name resolving to a non-public address, over a connection pinned to it", async () => {
+    const server = await callbackServer();
+    const dns = resolver({ "receiver.test": [["127.0.0.1"]] });
+    const schedules = service({ allowedCallbackHosts: ["receiver.test"], resolveCallbackHost: dns.resolveCallbackHost });
+    const port = new URL(server.url).port;
+    const record = schedules.schedule(nowNs(), `http://receiver.test:${port}/callback`);
+    await waitFor(() => schedules.get(record.id).status === "delivered", 20_000, "delivery");
+    // receiver.test has no DNS record: the POST reached the server through the one checked lookup only.
+    expect(dns.lookups).to.deep.equal(["receiver.test"]);
+    expect(server.received).to.have.length(1);
+    expect(server.received[0]!.headers).to.include({ host: `receiver.test:${port}`, "idempotency-key": record.id, "user-agent": "ats-node" });
+    expect((server.received[0]!.body as ScheduleDeliveryBody).id).to.equal(record.id);
+  });
+
+  it("hands the transport exactly the addresses it checked, and checks again at every attempt (DNS rebinding)", async () => {
+    const dns = resolver({ "flip.test": [["93.184.216.34"], ["10.0.0.5"]], "internal.test": [["10.1.2.3"]] });
+    const transport = recordingTransport([503]);
+    const schedules = service({ allowedCallbackHosts: ["*", "internal.test"], ...dns, ...transport });
+    const flip = schedules.schedule(nowNs(), "https://flip.test/cb");
+    await waitFor(() => schedules.get(flip.id).status === "failed", 20_000, "refusal on retry");
+    expect(schedules.get(flip.id)).to.include({ attempts: 2, lastError: refusal("flip.test", "10.0.0.5") });
+    expect(transport.sent.map(({ url, addresses }) => [url.host, addresses])).to.deep.equal([["flip.test", [{ address: "93.184.216.34", family: 4 }]]]);
+
+    const internal = schedules.schedule(nowNs(), "https://internal.test/cb");
+    await waitFor(() => schedules.get(internal.id).status === "delivered", 20_000, "delivery");
+    expect(transport.sent[1]!.addresses).to.deep.equal([{ address: "10.1.2.3", family: 4 }]);
+    expect(transport.sent[1]!.headers).to.deep.equal({ "content-type": "application/json", "idempotency-key": internal.id, "user-agent": "ats-node" });
+  });
+
+  it("re-checks a stored callback against the current list after a restart", async () => {
+    const transport = recordingTransport();
+    const dns = resolver({ "receiver.test": [["10.0.0.5"]] });
+    const dataDir = data();
+    const first = service({ allowedCallbackHosts: ["receiver.test"], ...dns, ...transport }, { dataDir, start: false });
+    const record = first.schedule(nowNs(), "https://receiver.test/cb");
+    await first.stop(); // never started: nothing delivered
+    const second = service({ allowedCallbackHosts: [], maxAttempts: 1, ...dns, ...transport }, { dataDir });
+    await waitFor(() => second.get(record.id).status === "failed", 20_000, "refusal");
+    expect(second.get(record.id).lastError).to.equal(
+      "callback host receiver.test is no longer allowed (loopback only unless scheduleAllowedCallbackHosts lists it)",
+    );
+    expect(dns.lookups).to.have.length(0);
+    expect(transport.sent).to.have.length(0);
+  });
+
+  it("fails an attempt whose receiver never answers within deliveryTimeoutMs", async () => {
+    const silent = createServer(() => undefined);
+    await new Promise<void>((resolve) => silent.listen(0, "127.0.0.1", resolve));
+    stops.push(
+      () =>
+        new Promise<void>((resolve) => {
+          silent.closeAllConnections();
+          silent.close(() => resolve());
+        }),
+    );
+    const schedules = service({ deliveryTimeoutMs: 150, maxAttempts: 1 });
+    const record = schedules.schedule(nowNs(), `http://127.0.0.1:${(silent.address() as AddressInfo).port}/cb`);
+    await waitFor(() => schedules.get(record.id).status === "failed", 20_000, "timeout");
+    expect(schedules.get(record.id).lastError).to.contain("TimeoutError");
   });
 });
