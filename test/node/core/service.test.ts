@@ -66,7 +66,7 @@ describe("TimeService", function () {
     cleanups.push(async () => {
       if (!stopped) await service.stop();
     });
-    service.schedule(service.nowNs(), "http://127.0.0.1:9/callback");
+    const { id } = service.schedule(service.nowNs(), "http://127.0.0.1:9/callback");
     await new Promise((resolve) => setTimeout(resolve, 300)); // the worker picks the due row and starts waiting
     const attestationsAtStop = service.stats().attestationsTotal;
     const outcome = await Promise.race([
@@ -76,6 +76,13 @@ describe("TimeService", function () {
     stopped = true;
     expect(outcome).to.equal("stopped");
     expect(service.stats().attestationsTotal).to.equal(attestationsAtStop);
+    // Stopping cost the schedule no attempt: it is resumed as it was at the next start.
+    const restarted = await buildService(testConfig(dir.path, { tickIntervalNs: "60000000000" }), {
+      nodeClockNs: () => BigInt(Date.now()) * MS + 30_000n * MS,
+    });
+    await restarted.service.start();
+    cleanups.push(() => restarted.service.stop());
+    expect(restarted.service.getSchedule(id)).to.include({ status: "scheduled", attempts: 0, lastError: null });
   });
 
   it("verify() reports why a proof fails: bad signature, unknown node, too old, too far ahead, accuracy", async () => {
