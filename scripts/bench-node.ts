@@ -13,7 +13,8 @@
  * Proof age is measured where it is defined, in the node: `timerpc_proof_age_ns` (node clock − nanoMoment when
  * each answer is built), read from /metrics before and after a run; quantiles are interpolated inside histogram
  * buckets like Prometheus' histogram_quantile. A client-side probe adds the HTTP round trip for comparison.
- * Micro-benchmarks (verify, card sign) run in this process after the load runs.
+ * Micro-benchmarks (verify, card sign) and the client-side probe run last, in a fresh child process on the load
+ * core (no heap or timers left over from the load runs).
  *
  * The node runs twice: with the defaults, and with `refreshAfterNs` = 1 ms (proof age bounded under any load, at a
  * CPU price). Each load row also gives the CPU "steal" meanwhile: on a virtual machine, time the hypervisor gave to
@@ -51,13 +52,15 @@ const VERIFY_WARMUP = 500;
 const NODE_CORE = 0;
 const LOAD_CORE = 1;
 
-function commandExists(command: string): boolean {
-  return spawnSync(command, ["--version"], { stdio: "ignore" }).error === undefined;
+/** Whether `command` can be run (its version flag answers at all). */
+function commandExists(command: string, versionFlag = "--version"): boolean {
+  return spawnSync(command, [versionFlag], { stdio: "ignore" }).error === undefined;
 }
 
 /** Whether processes can be pinned: taskset present, ≥ 2 cores, not turned off. */
 const PINNING = process.env.BENCH_PIN !== "0" && cpus().length >= 2 && commandExists("taskset");
-const WRK = process.env.BENCH_LOAD !== "autocannon" && spawnSync("wrk", ["-v"], { stdio: "ignore" }).error === undefined;
+/** Whether max-throughput runs use wrk (installed, not turned off). */
+const WRK = process.env.BENCH_LOAD !== "autocannon" && commandExists("wrk", "-v");
 
 /** Pins every thread of `pid` (present and future) to one core. */
 function pin(pid: number, core: number): void {
