@@ -195,6 +195,8 @@ interface ITimeOracle {
 
     /// @notice Deactivates a node, and discards the stored proof ({TimeProofCleared}).
     /// `REGISTRAR_ROLE` or `GUARDIAN_ROLE`.
+    /// @dev Deactivating below `nodeQuorum` active nodes is allowed on purpose: it is the guardian's emergency
+    /// brake, after which no proof verifies until nodes are registered again or the admin lowers the quorum.
     function deactivateNode(address node) external;
 
     /// @notice Sets how old (ns, against the chain clock) an accepted proof may be. Only `DEFAULT_ADMIN_ROLE`.
@@ -208,6 +210,8 @@ interface ITimeOracle {
 
     /// @notice Sets how many distinct active nodes must co-sign a proof (1 ≤ quorum ≤ MAX_NODES).
     /// Only `DEFAULT_ADMIN_ROLE`.
+    /// @dev Not bounded by the number of currently active nodes, so nodes can be registered after the quorum is
+    /// raised; until enough are active, no proof verifies (`verifyTimeProof` returns false).
     function setNodeQuorum(uint64 quorum) external;
 
     // ---------------------------------------------------------------------------------------------- time
