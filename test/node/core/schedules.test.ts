@@ -80,8 +80,11 @@ describe("schedule validation (pure)", () => {
   });
 });
 
-describe("scheduled deliveries", function () {
-  this.timeout(60_000);
+/**
+ * Temporary data folders, callback servers and started services of one describe block, all released after each
+ * test (services first, then servers, then folders), also when the test failed.
+ */
+function useScheduleFixtures(prefix: string) {
   const dirs: { remove(): void }[] = [];
   const servers: CallbackServer[] = [];
   const stops: (() => Promise<void>)[] = [];
@@ -90,24 +93,31 @@ describe("scheduled deliveries", function () {
     for (const server of servers.splice(0)) await server.close();
     for (const dir of dirs.splice(0)) dir.remove();
   });
+  return {
+    /** Cleanups run after the test (push a stop function; a test that stopped a service itself may pop it). */
+    stops,
+    data(): string {
+      const dir = tempDir(prefix);
+      dirs.push(dir);
+      return dir.path;
+    },
+    async callbackServer(statuses: number[] = []): Promise<CallbackServer> {
+      const server = await startCallbackServer(statuses);
+      servers.push(server);
+      return server;
+    },
+  };
+}
+
+describe("scheduled deliveries", function () {
+  this.timeout(60_000);
+  const { stops, data, callbackServer } = useScheduleFixtures("schedules");
 
   async function node(dataDir: string, overrides: Parameters<typeof testConfig>[1] = {}) {
     const built = await buildService(testConfig(dataDir, { scheduleBaseBackoffMs: 20, scheduleMaxBackoffMs: 80, ...overrides }));
     await built.service.start();
     stops.push(() => built.service.stop());
     return built;
-  }
-
-  async function callbackServer(statuses: number[] = []) {
-    const server = await startCallbackServer(statuses);
-    servers.push(server);
-    return server;
-  }
-
-  function data(): string {
-    const dir = tempDir("schedules");
-    dirs.push(dir);
-    return dir.path;
   }
 
   it("delivers { id, executeAt, nanoMoment, proof } with a proof taken at or after executeAt", async () => {
@@ -289,21 +299,9 @@ describe("scheduled deliveries", function () {
 
 describe("scheduled deliveries: SSRF guard at delivery time", function () {
   this.timeout(30_000);
-  const dirs: { remove(): void }[] = [];
-  const servers: CallbackServer[] = [];
-  const stops: (() => Promise<void>)[] = [];
-  afterEach(async () => {
-    for (const stop of stops.splice(0)) await stop();
-    for (const server of servers.splice(0)) await server.close();
-    for (const dir of dirs.splice(0)) dir.remove();
-  });
+  const { stops, data, callbackServer } = useScheduleFixtures("schedules-ssrf");
 
   /** A schedule service on its own, with a well-formed (unsigned) proof: these tests are about where the POST goes. */
-  function data(): string {
-    const dir = tempDir("schedules-ssrf");
-    dirs.push(dir);
-    return dir.path;
-  }
 
   function service(overrides: Partial<ScheduleServiceOptions>, { dataDir = data(), start = true } = {}): ScheduleService {
     const schedules = new ScheduleService({
@@ -347,12 +345,6 @@ describe("scheduled deliveries: SSRF guard at delivery time", function () {
       return statuses.shift() ?? 200;
     };
     return { sent, callbackTransport };
-  }
-
-  async function callbackServer(statuses: number[] = []) {
-    const server = await startCallbackServer(statuses);
-    servers.push(server);
-    return server;
   }
 
   const refusal = (host: string, address: string) =>
