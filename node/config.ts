@@ -8,7 +8,7 @@
  * objects. In the environment, lists are comma-separated and maps are JSON. Relative paths in the file resolve
  * against the file's folder; relative paths from the environment resolve against the working directory.
  */
-import { createHash, timingSafeEqual } from "node:crypto";
+import { createHash, createPrivateKey, timingSafeEqual, X509Certificate, type KeyObject } from "node:crypto";
 import { existsSync, readFileSync } from "node:fs";
 import { dirname, isAbsolute, resolve } from "node:path";
 import { ValidationError } from "../protocol/errors";
@@ -130,6 +130,22 @@ export const SETTINGS = {
     description: "Password of the node keystore (keyDir/node.json) when it is encrypted; empty = plain dev keystore.",
     default: "",
     secret: true,
+  }),
+  tlsCertFile: setting({
+    kind: "path",
+    env: "ATS_TLS_CERT_FILE",
+    description:
+      "PEM certificate chain (leaf first) of the node's servers. Set together with tlsKeyFile: REST and WebSocket then serve HTTPS/WSS and gRPC TLS on the same ports. Empty (default): plaintext (bind loopback or terminate TLS in front).",
+    default: "",
+    secret: false,
+  }),
+  tlsKeyFile: setting({
+    kind: "path",
+    env: "ATS_TLS_KEY_FILE",
+    description:
+      "PEM private key (unencrypted PKCS#8, SEC1 or PKCS#1) of tlsCertFile. The path is shown; the key is read at start, checked against the certificate, and never logged.",
+    default: "",
+    secret: false,
   }),
   dataDir: setting({
     kind: "path",
@@ -811,7 +827,8 @@ export function loadConfig(options: LoadConfigOptions = {}): NodeConfig {
     } else if (name in fileValues) {
       value = parseSetting(name, fileValues[name], { kind: "file", file: options.file ?? "" }, fileDir);
     } else {
-      value = definition.kind === "path" ? resolvePath(cwd, definition.default as string) : definition.default;
+      // An empty path default means "not set" (tlsCertFile, tlsKeyFile) and stays empty.
+      value = definition.kind === "path" && definition.default !== "" ? resolvePath(cwd, definition.default as string) : definition.default;
     }
     result[name] = value;
   }
@@ -839,6 +856,7 @@ function checkCrossFieldRules(config: NodeConfig): void {
   if (config.grpcEnabled && config.restPort !== 0 && config.restPort === config.grpcPort) {
     fail("grpcPort", source, "must differ from restPort", config.grpcPort);
   }
+  checkTlsPair(config);
   if (BigInt(config.accuracyNs) > config.maxAcceptableDriftNs) {
     // Not fatal for the node itself, but then its own proofs fail its own verify(): refuse the mistake early.
     fail("accuracyNs", source, `must not exceed maxAcceptableDriftNs (${config.maxAcceptableDriftNs}), or the node's own proofs fail verification`, config.accuracyNs);
@@ -848,6 +866,93 @@ function checkCrossFieldRules(config: NodeConfig): void {
 /** The threshold above which the attestor refuses to sign (maxMeasuredErrorNs, or accuracyNs when 0). */
 export function signingErrorBoundNs(config: NodeConfig): number {
   return config.maxMeasuredErrorNs === 0 ? config.accuracyNs : config.maxMeasuredErrorNs;
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// TLS of the node's servers
+
+/** tlsCertFile and tlsKeyFile come together or not at all. */
+function checkTlsPair(config: Pick<NodeConfig, "tlsCertFile" | "tlsKeyFile">): void {
+  if ((config.tlsCertFile === "") === (config.tlsKeyFile === "")) return;
+  const [missing, present] = config.tlsCertFile === "" ? (["tlsCertFile", "tlsKeyFile"] as const) : (["tlsKeyFile", "tlsCertFile"] as const);
+  throw new ValidationError(
+    `config.${missing}`,
+    `must be set when ${present} is (TLS needs both the certificate and its key, or neither) [env ${SETTINGS[missing].env}]`,
+    { setting: missing },
+  );
+}
+
+/**
+ * The certificate chain and private key of the node's servers, read and checked once at start. The key lives in a
+ * private field: neither JSON.stringify, util.inspect nor a pino log line of this object shows it.
+ */
+export class TlsMaterial {
+  /** PEM certificate chain as read from tlsCertFile (leaf first). */
+  readonly certificateChainPem: Buffer;
+  /** Subject and end of validity of the leaf certificate (for the start log). */
+  readonly subject: string;
+  readonly validTo: string;
+  readonly #privateKeyPem: Buffer;
+
+  constructor(certificateChainPem: Buffer, privateKeyPem: Buffer, leaf: X509Certificate) {
+    this.certificateChainPem = certificateChainPem;
+    this.#privateKeyPem = privateKeyPem;
+    this.subject = leaf.subject;
+    this.validTo = leaf.validTo;
+  }
+
+  /** The PEM private key, for server credentials only. */
+  privateKeyPem(): Buffer {
+    return this.#privateKeyPem;
+  }
+}
+
+function tlsError(name: "tlsCertFile" | "tlsKeyFile", path: string, message: string, cause?: unknown): ValidationError {
+  return new ValidationError(`config.${name}`, `${path} ${message} [env ${SETTINGS[name].env}]`, { setting: name, file: path }, cause === undefined ? {} : { cause });
+}
+
+function readTlsFile(name: "tlsCertFile" | "tlsKeyFile", path: string): Buffer {
+  try {
+    return readFileSync(path);
+  } catch (cause) {
+    const code = (cause as NodeJS.ErrnoException).code;
+    throw tlsError(name, path, `cannot be read${code === undefined ? "" : ` (${code})`}`, cause);
+  }
+}
+
+/**
+ * Reads tlsCertFile and tlsKeyFile when set (null when both are empty: plaintext): the certificate must parse as
+ * PEM X.509, the key as an unencrypted PEM private key, and the key must be the certificate's. Every error is a
+ * ValidationError naming the setting and the file; none carries key material.
+ */
+export function loadTlsMaterial(config: Pick<NodeConfig, "tlsCertFile" | "tlsKeyFile">): TlsMaterial | null {
+  checkTlsPair(config);
+  if (config.tlsCertFile === "") return null;
+  const certificateChainPem = readTlsFile("tlsCertFile", config.tlsCertFile);
+  if (!certificateChainPem.includes("-----BEGIN CERTIFICATE-----")) throw tlsError("tlsCertFile", config.tlsCertFile, "holds no PEM certificate");
+  let leaf: X509Certificate;
+  try {
+    leaf = new X509Certificate(certificateChainPem); // the first certificate of the chain
+  } catch (cause) {
+    throw tlsError("tlsCertFile", config.tlsCertFile, "is not a valid PEM X.509 certificate", cause);
+  }
+  const privateKeyPem = readTlsFile("tlsKeyFile", config.tlsKeyFile);
+  let key: KeyObject;
+  try {
+    key = createPrivateKey({ key: privateKeyPem, format: "pem" });
+  } catch (cause) {
+    // Only the error code: an OpenSSL message about a key file is not worth the risk of echoing any of it.
+    const code = (cause as NodeJS.ErrnoException).code;
+    throw tlsError("tlsKeyFile", config.tlsKeyFile, `is not an unencrypted PEM private key${code === undefined ? "" : ` (${code})`}`);
+  }
+  let matches = false;
+  try {
+    matches = leaf.checkPrivateKey(key);
+  } catch {
+    matches = false;
+  }
+  if (!matches) throw tlsError("tlsKeyFile", config.tlsKeyFile, `does not hold the private key of the certificate in ${config.tlsCertFile}`);
+  return new TlsMaterial(certificateChainPem, privateKeyPem, leaf);
 }
 
 /** A JSON-safe view of the configuration for logs: secrets hidden, ns as decimal strings, PEMs counted. */

@@ -1,15 +1,16 @@
 /**
  * Starts an attesting node: the TimeService (built from config unless one is passed), REST + WebSocket on one
  * fastify server (config.restPort) and gRPC on its own port (config.grpcPort), all bound to config.host
- * (127.0.0.1 by default). Port 0 picks a free port; `endpoints` reports the real ones. `close()` stops accepting,
- * closes streams (WebSocket 1001, gRPC streams cut after a short grace), lets in-flight requests finish within
- * config.shutdownGraceMs, then stops the service if startNode built it.
+ * (127.0.0.1 by default). With tlsCertFile/tlsKeyFile all of them serve TLS (HTTPS, WSS, gRPC over TLS); the
+ * files are read and checked before anything starts. Port 0 picks a free port; `endpoints` reports the real ones.
+ * `close()` stops accepting, closes streams (WebSocket 1001, gRPC streams cut after a short grace), lets in-flight
+ * requests finish within config.shutdownGraceMs, then stops the service if startNode built it.
  *
  * A passed-in `service` is owned by the caller: startNode neither starts nor stops it.
  */
 import type { FastifyInstance } from "fastify";
 import type { Logger } from "pino";
-import type { NodeConfig } from "./config";
+import { loadTlsMaterial, type NodeConfig } from "./config";
 import { createTimeServiceFromConfig } from "./core";
 import type { TimeService } from "./core/types";
 import { createTransportContext, DEFAULT_TRANSPORT_LIMITS, type TransportContext, type TransportLimits } from "./api/context";
@@ -19,12 +20,14 @@ import { buildRestApp } from "./api/rest";
 import { attachStreamServer, WS_STREAM_PATH, type StreamServer } from "./api/ws";
 
 export interface NodeEndpoints {
-  /** e.g. "http://127.0.0.1:8080" (REST base URL, no trailing slash). */
+  /** e.g. "http://127.0.0.1:8080", "https://…" with TLS (REST base URL, no trailing slash). */
   rest: string;
-  /** e.g. "127.0.0.1:50051" (gRPC target); "" when config.grpcEnabled is false. */
+  /** e.g. "127.0.0.1:50051" (gRPC target, TLS or not: see `tls`); "" when config.grpcEnabled is false. */
   grpc: string;
-  /** e.g. "ws://127.0.0.1:8080/v1/stream". */
+  /** e.g. "ws://127.0.0.1:8080/v1/stream", "wss://…" with TLS. */
   ws: string;
+  /** Whether every transport serves TLS (tlsCertFile/tlsKeyFile set): gRPC clients need SSL credentials. */
+  tls: boolean;
 }
 
 export interface StartNodeParameters {
@@ -75,6 +78,8 @@ const RATE_LIMIT_SWEEP_INTERVAL_MS = 60_000;
 
 export async function startNode(parameters: StartNodeParameters): Promise<RunningNode> {
   const { config, logger } = parameters;
+  // Before the service starts: a bad certificate or key fails the start with an error naming the file.
+  const tls = loadTlsMaterial(config);
   const ownsService = parameters.service === undefined;
   const service = parameters.service ?? (await createTimeServiceFromConfig(config, { logger }));
   if (ownsService) await service.start();
@@ -111,20 +116,22 @@ export async function startNode(parameters: StartNodeParameters): Promise<Runnin
   };
 
   try {
-    app = buildRestApp(context);
+    app = buildRestApp(context, { tls });
     streams = attachStreamServer(app.server, context);
     await app.listen({ host: config.host, port: config.restPort });
     const restAddress = app.server.address();
     const restPort = typeof restAddress === "object" && restAddress !== null ? restAddress.port : config.restPort;
-    if (config.grpcEnabled) grpcServer = await startGrpcServer(context, config.host, config.grpcPort);
+    if (config.grpcEnabled) grpcServer = await startGrpcServer(context, config.host, config.grpcPort, tls);
 
     const host = urlHost(config.host);
     const endpoints: NodeEndpoints = {
-      rest: `http://${host}:${restPort}`,
+      rest: `${tls === null ? "http" : "https"}://${host}:${restPort}`,
       grpc: grpcServer === undefined ? "" : `${host}:${grpcServer.port}`,
-      ws: `ws://${host}:${restPort}${WS_STREAM_PATH}`,
+      ws: `${tls === null ? "ws" : "wss"}://${host}:${restPort}${WS_STREAM_PATH}`,
+      tls: tls !== null,
     };
-    logger.info({ endpoints, authRequired: context.auth.required, maxRequestsPerSecond: config.maxRequestsPerSecond }, "node listening");
+    const certificate = tls === null ? {} : { certificate: { subject: tls.subject, validTo: tls.validTo } };
+    logger.info({ endpoints, ...certificate, authRequired: context.auth.required, maxRequestsPerSecond: config.maxRequestsPerSecond }, "node listening");
     return { endpoints, service, metrics, close };
   } catch (error) {
     await close().catch((closeError: unknown) => logger.error({ err: closeError }, "cleanup after failed start failed"));

@@ -35,12 +35,14 @@ export interface CertificateValidity {
   notAfter?: Date;
 }
 
-async function toWebSigningKey(privateKey: KeyObject): Promise<CryptoKey> {
+/** A node:crypto P-256 private key as the WebCrypto signing key @peculiar/x509 signs certificates with. */
+export async function toWebSigningKey(privateKey: KeyObject): Promise<CryptoKey> {
   const der = privateKey.export({ format: "der", type: "pkcs8" });
   return (await webcrypto.subtle.importKey("pkcs8", der, ECDSA_P256_SHA256, false, ["sign"])) as CryptoKey;
 }
 
-async function toWebPublicKey(key: KeyObject): Promise<CryptoKey> {
+/** A node:crypto P-256 key (public, or the public half of a private one) as a WebCrypto public key. */
+export async function toWebPublicKey(key: KeyObject): Promise<CryptoKey> {
   const der = (key.type === "public" ? key : createPublicKey(key)).export({ format: "der", type: "spki" });
   return (await webcrypto.subtle.importKey("spki", der, ECDSA_P256_SHA256, true, ["verify"])) as CryptoKey;
 }

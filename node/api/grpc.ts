@@ -5,9 +5,10 @@
  *
  * Every TimeRPC call: metadata `x-api-key` (when keys are configured) → rate limit ("Rate limit exceeded",
  * RESOURCE_EXHAUSTED) → request checks (INVALID_ARGUMENT naming the field) → the service → one reply. Errors are
- * mapped in errorMapping.ts only. The health service needs no key. Plaintext (insecure credentials): bind to
- * loopback or put TLS in front; the node signs what it serves, so transport integrity is not what makes a proof
- * trustworthy, but API keys travel in metadata.
+ * mapped in errorMapping.ts only. The health service needs no key. TLS (server credentials from tlsCertFile /
+ * tlsKeyFile, no client certificates) when configured, else plaintext: then bind to loopback or put TLS in front;
+ * the node signs what it serves, so transport integrity is not what makes a proof trustworthy, but API keys travel
+ * in metadata.
  */
 import * as grpc from "@grpc/grpc-js";
 import * as protoLoader from "@grpc/proto-loader";
@@ -15,6 +16,7 @@ import { join } from "node:path";
 import { NotFoundError, UnavailableError, ValidationError } from "../../protocol/errors";
 import { parseNsString } from "../../protocol/json";
 import type { Hex, TimeProof } from "../../protocol/types";
+import type { TlsMaterial } from "../config";
 import type { SignedTime } from "../core/types";
 import { API_KEY_HEADER } from "./auth";
 import { admitClient, verifyWithOptionalChain, type TransportContext } from "./context";
@@ -462,12 +464,23 @@ export function createGrpcServer(context: TransportContext): grpc.Server {
   return server;
 }
 
-/** Binds `host:port` (0 = a free port) and starts serving. */
-export async function startGrpcServer(context: TransportContext, host: string, port: number): Promise<GrpcServerHandle> {
+/** Server credentials: TLS with the node's certificate (no client certificates asked) or, without it, insecure. */
+function serverCredentials(tls: TlsMaterial | null): grpc.ServerCredentials {
+  if (tls === null) return grpc.ServerCredentials.createInsecure();
+  return grpc.ServerCredentials.createSsl(null, [{ cert_chain: tls.certificateChainPem, private_key: tls.privateKeyPem() }], false);
+}
+
+/** Binds `host:port` (0 = a free port) and starts serving, over TLS when `tls` is given. */
+export async function startGrpcServer(
+  context: TransportContext,
+  host: string,
+  port: number,
+  tls: TlsMaterial | null = null,
+): Promise<GrpcServerHandle> {
   const server = createGrpcServer(context);
   const bindHost = host.includes(":") && !host.startsWith("[") ? `[${host}]` : host;
   const boundPort = await new Promise<number>((resolve, reject) => {
-    server.bindAsync(`${bindHost}:${port}`, grpc.ServerCredentials.createInsecure(), (error, actual) => {
+    server.bindAsync(`${bindHost}:${port}`, serverCredentials(tls), (error, actual) => {
       if (error !== null) reject(error);
       else resolve(actual);
     });

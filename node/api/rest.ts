@@ -16,11 +16,13 @@
  * rejected by the schema where a decimal string is due, never rounded into a different moment. Every error goes
  * through the one error handler (errorMapping.ts): 4xx with a message for the caller, 5xx generic.
  */
-import { createServer } from "node:http";
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
+import { createServer as createHttpsServer } from "node:https";
 import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance, type FastifyReply, type FastifyRequest } from "fastify";
 import { ValidationError } from "../../protocol/errors";
 import { parseJsonLossless, parseNsString } from "../../protocol/json";
 import type { Hex, ProofJson, TimeProof } from "../../protocol/types";
+import type { TlsMaterial } from "../config";
 import type { ScheduleRecord } from "../core/types";
 import { API_KEY_HEADER, clientKeyForIp } from "./auth";
 import { admitClient, verifyWithOptionalChain, type TransportContext } from "./context";
@@ -117,6 +119,8 @@ export interface RestAppOptions {
    * every request through fastify (tests compare the two).
    */
   fastPath?: boolean;
+  /** Serve HTTPS (and so WSS on the same server) with this certificate and key; plaintext HTTP when absent. */
+  tls?: TlsMaterial | null;
 }
 
 export function buildRestApp(context: TransportContext, options: RestAppOptions = {}): FastifyInstance {
@@ -132,10 +136,21 @@ export function buildRestApp(context: TransportContext, options: RestAppOptions 
     keepAliveTimeout: limits.keepAliveTimeoutMs,
     // Fastify applies the three timeouts above only to a server it creates itself: a factory sets them too.
     serverFactory: (handler) => {
-      const server = createServer(
-        { requestTimeout: limits.requestTimeoutMs, keepAliveTimeout: limits.keepAliveTimeoutMs },
-        fastPath === null ? handler : (request, response) => fastPath.tryServe(request, response) || handler(request, response),
-      );
+      const timeouts = { requestTimeout: limits.requestTimeoutMs, keepAliveTimeout: limits.keepAliveTimeoutMs };
+      const serve =
+        fastPath === null
+          ? handler
+          : (request: IncomingMessage, response: ServerResponse) => fastPath.tryServe(request, response) || handler(request, response);
+      const tls = options.tls ?? null;
+      // An https.Server is an http.Server with a TLS socket: fastify, the fast path and the WebSocket upgrade
+      // (ws.ts) see the same requests. The handshake gets the connection timeout too.
+      const server: Server =
+        tls === null
+          ? createServer(timeouts, serve)
+          : createHttpsServer(
+              { ...timeouts, cert: tls.certificateChainPem, key: tls.privateKeyPem(), handshakeTimeout: limits.connectionTimeoutMs },
+              serve,
+            );
       server.setTimeout(limits.connectionTimeoutMs);
       return server;
     },

@@ -9,10 +9,14 @@
  *   without a context it asks the node (`POST /time/verify`).
  * - `stream({ intervalNs, onUpdate })`: WebSocket subscription (`/v1/stream`).
  * - `grpc.getCurrentTime()` etc. over @grpc/grpc-js when `grpcEndpoint` is given.
+ * - TLS: an https:// endpoint means HTTPS and WSS; `tls` (or an https:// endpoint) means gRPC over TLS. `tls.ca`
+ *   trusts a private CA or a self-signed node certificate instead of the system roots, on all three transports
+ *   (REST then goes through node:https, since the global fetch takes no per-request CA).
  * Errors are the classes of protocol/errors.ts (ValidationError, AuthError, NotFoundError, RateLimitError,
  * UnavailableError, AtsError "INTERNAL").
  */
 import * as grpc from "@grpc/grpc-js";
+import { request as httpsRequest, Agent as HttpsAgent } from "node:https";
 import WebSocket from "ws";
 import { AtsError, UnavailableError, ValidationError } from "../../protocol/errors";
 import { parseJsonLossless, proofFromJson, stringifyJsonLossless } from "../../protocol/json";
@@ -41,6 +45,11 @@ export interface TimeClientOptions {
   grpcEndpoint?: string;
   /** WebSocket URL; defaults to the endpoint with ws(s):// and path /v1/stream. */
   wsEndpoint?: string;
+  /**
+   * For a node serving TLS (its `endpoints.tls`). gRPC uses TLS when this is set or `endpoint` is https://;
+   * REST and WebSocket follow their URL's scheme.
+   */
+  tls?: TimeClientTlsOptions;
   /** Per-attempt timeout (default 5,000 ms). */
   timeoutMs?: number;
   /** Retries after the first attempt on retryable failures (default 2). */
@@ -48,6 +57,11 @@ export interface TimeClientOptions {
   /** First backoff (default 100 ms); doubles per retry, full jitter, capped by backoffMaxMs (default 2,000 ms). */
   backoffBaseMs?: number;
   backoffMaxMs?: number;
+}
+
+export interface TimeClientTlsOptions {
+  /** PEM certificate(s) to trust for the node (a private CA or a self-signed node certificate); default: system roots. */
+  ca?: string | Buffer;
 }
 
 export interface FetchedProof {
@@ -177,6 +191,44 @@ function toFetched(json: unknown): FetchedProof {
   return { proof: parsed.proof, json: json as ProofJson, cardId: parsed.cardId, receivedAtNs: nowNs() };
 }
 
+/** One HTTP exchange: status and body text. Network failures and timeouts reject. */
+type HttpSend = (
+  method: string,
+  url: string,
+  headers: Record<string, string>,
+  body: string | undefined,
+  signal: AbortSignal,
+) => Promise<{ status: number; text: string }>;
+
+const fetchSend: HttpSend = async (method, url, headers, body, signal) => {
+  const init: RequestInit = { method, headers, signal };
+  if (body !== undefined) init.body = body;
+  const response = await fetch(url, init);
+  return { status: response.status, text: await response.text() };
+};
+
+/**
+ * node:https with the caller's CA in `agent` (the global fetch cannot take one per request). Rejects like fetch:
+ * a timeout with the signal's reason (TimeoutError), a connection cut before the whole body with an error.
+ */
+function httpsSend(agent: HttpsAgent): HttpSend {
+  return (method, url, headers, body, signal) =>
+    new Promise((resolve, reject) => {
+      const onError = (error: Error): void => reject(signal.aborted ? (signal.reason as Error) : error);
+      const outgoing = httpsRequest(url, { method, headers, agent, signal }, (response) => {
+        const chunks: Buffer[] = [];
+        response.on("data", (chunk: Buffer) => chunks.push(chunk));
+        response.on("end", () => resolve({ status: response.statusCode ?? 0, text: Buffer.concat(chunks).toString("utf8") }));
+        response.on("error", onError);
+        response.on("close", () => {
+          if (!response.complete) onError(new Error("connection closed before the whole response"));
+        });
+      });
+      outgoing.on("error", onError);
+      outgoing.end(body);
+    });
+}
+
 export function createTimeClient(options: TimeClientOptions): TimeClient {
   const base = options.endpoint.replace(/\/+$/, "");
   const timeoutMs = options.timeoutMs ?? 5_000;
@@ -184,6 +236,11 @@ export function createTimeClient(options: TimeClientOptions): TimeClient {
   const backoffBaseMs = options.backoffBaseMs ?? 100;
   const backoffMaxMs = options.backoffMaxMs ?? 2_000;
   const wsEndpoint = options.wsEndpoint ?? `${base.replace(/^http/, "ws")}/v1/stream`;
+  const ca = options.tls?.ca;
+  // Only a caller-given CA needs node:https; otherwise fetch (system roots for https://), as without TLS.
+  const httpsAgent = ca !== undefined && base.startsWith("https:") ? new HttpsAgent({ ca, keepAlive: true }) : undefined;
+  const send = httpsAgent === undefined ? fetchSend : httpsSend(httpsAgent);
+  const grpcTls = options.tls !== undefined || base.startsWith("https:");
 
   async function withRetries<T>(attempt: () => Promise<T>, retryable: (error: unknown) => boolean = isRetryable): Promise<T> {
     for (let index = 0; ; index += 1) {
@@ -213,13 +270,11 @@ export function createTimeClient(options: TimeClientOptions): TimeClient {
       const headers: Record<string, string> = { accept: "application/json" };
       if (options.apiKey !== undefined) headers[API_KEY_HEADER] = options.apiKey;
       if (body !== undefined) headers["content-type"] = "application/json";
-      const init: RequestInit = { method, headers, signal: AbortSignal.timeout(timeoutMs) };
-      if (body !== undefined) init.body = stringifyJsonLossless(body);
-      let response: Response;
+      const payload = body === undefined ? undefined : stringifyJsonLossless(body);
+      let status: number;
       let text: string;
       try {
-        response = await fetch(`${base}${path}`, init);
-        text = await response.text();
+        ({ status, text } = await send(method, `${base}${path}`, headers, payload, AbortSignal.timeout(timeoutMs)));
       } catch (cause) {
         // Network failures and timeouts become UnavailableError (retryable), with the cause attached.
         const reason = cause instanceof Error ? cause.name : "network error";
@@ -233,14 +288,14 @@ export function createTimeClient(options: TimeClientOptions): TimeClient {
           value = null;
         }
       }
-      if (!response.ok) {
+      if (status < 200 || status > 299) {
         const message =
           typeof value === "object" && value !== null && typeof (value as { message?: unknown }).message === "string"
             ? (value as { message: string }).message
-            : `HTTP ${response.status}`;
-        throw fromHttpStatus(response.status, message);
+            : `HTTP ${status}`;
+        throw fromHttpStatus(status, message);
       }
-      return { status: response.status, value };
+      return { status, value };
     }, retryable);
   }
 
@@ -259,7 +314,10 @@ export function createTimeClient(options: TimeClientOptions): TimeClient {
     if (options.grpcEndpoint === undefined) throw new ValidationError("grpcEndpoint", "is required for gRPC calls");
     if (grpcClient === undefined) {
       const { timeClient } = loadProtos();
-      grpcClient = new timeClient(options.grpcEndpoint, grpc.credentials.createInsecure());
+      const credentials = grpcTls
+        ? grpc.credentials.createSsl(ca === undefined ? null : Buffer.from(ca))
+        : grpc.credentials.createInsecure();
+      grpcClient = new timeClient(options.grpcEndpoint, credentials);
     }
     return grpcClient as grpc.Client & Record<string, unknown>;
   }
@@ -340,7 +398,7 @@ export function createTimeClient(options: TimeClientOptions): TimeClient {
       return new Promise<TimeStream>((resolve, reject) => {
         const headers: Record<string, string> = {};
         if (options.apiKey !== undefined) headers[API_KEY_HEADER] = options.apiKey;
-        const socket = new WebSocket(wsEndpoint, { headers, handshakeTimeout: timeoutMs });
+        const socket = new WebSocket(wsEndpoint, { headers, handshakeTimeout: timeoutMs, ...(ca === undefined ? {} : { ca }) });
         let subscriptionId: string | undefined;
         const timer = setTimeout(() => {
           socket.terminate();
@@ -410,6 +468,7 @@ export function createTimeClient(options: TimeClientOptions): TimeClient {
     grpc: grpcApi,
     close() {
       grpcApi.close();
+      httpsAgent?.destroy();
     },
   };
 }
