@@ -449,10 +449,12 @@ export class Attestor {
     const generation = this.#generation;
     let signer: NodeSignerThread;
     try {
-      signer = new NodeSignerThread(this.#options.nodeKey, (error) => {
-        if (this.#signer !== signer) return;
-        this.#logger.error({ err: error }, "signer thread failed; signing in the main thread from now on");
-        this.#closeSigner();
+      signer = new NodeSignerThread(this.#options.nodeKey, {
+        onFailure: (error) => {
+          if (this.#signer !== signer) return;
+          this.#logger.error({ err: error }, "signer thread failed; signing in the main thread from now on");
+          this.#closeSigner();
+        },
       });
     } catch (error) {
       this.#logger.warn({ err: error }, "could not start the signer thread; signing in the main thread");

@@ -122,8 +122,15 @@ parentPort.on("message", (request) => {
 parentPort.postMessage({ ready: true, backend });
 `;
 
-/** How long one signature may take in the worker (normally well under a millisecond). */
+/** How long one signature may take in the worker by default (normally well under a millisecond). */
 export const SIGN_TIMEOUT_MS = 1_000;
+
+export interface NodeSignerThreadOptions {
+  /** Runs once if the worker dies or errors (not after close()). */
+  onFailure?: (error: Error) => void;
+  /** A sign() without a reply after this many ms rejects (default SIGN_TIMEOUT_MS). */
+  signTimeoutMs?: number;
+}
 
 interface Pending {
   resolve(result: NodeSignResult): void;
@@ -144,10 +151,11 @@ export class NodeSignerThread {
   #failure: Error | null = null;
   #onFailure: ((error: Error) => void) | null;
   #markFailed: (error: Error) => void = () => undefined;
+  readonly #signTimeoutMs: number;
 
-  /** `onFailure` runs once if the worker dies or errors (not after close()). */
-  constructor(nodeKey: NodeKey, onFailure?: (error: Error) => void) {
-    this.#onFailure = onFailure ?? null;
+  constructor(nodeKey: NodeKey, options: NodeSignerThreadOptions = {}) {
+    this.#onFailure = options.onFailure ?? null;
+    this.#signTimeoutMs = options.signTimeoutMs ?? SIGN_TIMEOUT_MS;
     const nodePrivateKey = hexToByteArray(nodeKey.exportPrivateKey());
     try {
       this.#worker = new Worker(WORKER_SOURCE, {
@@ -198,10 +206,11 @@ export class NodeSignerThread {
     this.#nextId += 1;
     return new Promise<NodeSignResult>((resolve, reject) => {
       // A reply that never comes (a wedged thread) must not stall the attestor's ticks for good: the request
-      // fails after SIGN_TIMEOUT_MS, and the attestor then closes this thread and signs in the main thread.
+      // fails after the sign timeout, and the attestor then closes this thread and signs in the main thread. A
+      // reply that comes later finds no pending entry and is dropped.
       const timer = setTimeout(() => {
-        if (this.#pending.delete(id)) reject(new Error(`signer thread: no reply within ${SIGN_TIMEOUT_MS} ms`));
-      }, SIGN_TIMEOUT_MS);
+        if (this.#pending.delete(id)) reject(new Error(`signer thread: no reply within ${this.#signTimeoutMs} ms`));
+      }, this.#signTimeoutMs);
       timer.unref();
       this.#pending.set(id, {
         resolve: (result) => {

@@ -71,6 +71,30 @@ describe("Signer thread (node/core/signerWorker.ts)", () => {
     expect(thread.pendingCount).to.equal(0);
   });
 
+  it("rejects a request without a reply in time, and a late reply never answers another request", async () => {
+    const { identity, card } = await setup();
+    const thread = new NodeSignerThread(identity.nodeKey, { signTimeoutMs: 5 });
+    threads.push(thread);
+    await thread.ready;
+    const nanoMoment = card.readTimeNs();
+    const request: NodeSignRequest = { nanoMoment, hardwareSignature: card.signHardware(nanoMoment), accuracy: 50, nodeTimestampNs: nanoMoment };
+    // The worker signs one request after the other: 200 at once take far longer than 5 ms in all, so the last
+    // ones time out while the first ones are answered.
+    const requests = Array.from({ length: 200 }, (_, index) => ({ ...request, nodeTimestampNs: nanoMoment + BigInt(index) }));
+    const outcomes = await Promise.allSettled(requests.map((each) => thread.sign(each)));
+    const timedOut = outcomes.filter((outcome) => outcome.status === "rejected");
+    expect(timedOut.length).to.be.greaterThan(0);
+    for (const outcome of timedOut) expect(String((outcome as PromiseRejectedResult).reason)).to.contain("no reply within 5 ms");
+    expect(thread.pendingCount).to.equal(0);
+    // Every answered request got its own entry (distinct nodeTimestamps), never a reply meant for another.
+    outcomes.forEach((outcome, index) => {
+      if (outcome.status === "fulfilled") {
+        const each = requests[index]!;
+        expect(outcome.value.entry).to.equal(signNodeEntry(identity.nodeKey, timeAttestationForProof(each, each.nodeTimestampNs)));
+      }
+    });
+  });
+
   it("attestor: ticks move to the worker, proofs verify, and the node's own proofs need no recovery", async () => {
     const { options, verifyAt, identity } = await setup({ signInWorker: true });
     const attestor = new Attestor(options);
