@@ -11,8 +11,8 @@
  * node crashes between the receiver's 2xx and that mark, the schedule is delivered again after restart:
  * receivers must dedupe by `id` (also sent as the `Idempotency-Key` header). Each attempt carries a fresh proof
  * (still taken at or after executeAt), so a late retry still carries a proof young enough for on-chain use.
- * Failed attempts (non-2xx, timeout, network error, redirect, refused address) are retried with exponential backoff and jitter
- * up to `maxAttempts`, then the schedule is `failed`.
+ * Failed attempts (non-2xx, timeout, network error, redirect, refused address) are retried with exponential
+ * backoff and jitter up to `maxAttempts`, then the schedule is `failed`.
  *
  * SSRF guard (callbackGuard.ts): callback URLs must be http(s) without credentials, and by default only loopback
  * hosts are allowed (localhost, 127.0.0.0/8, [::1]); `allowedCallbackHosts` lists further host names or IPs
