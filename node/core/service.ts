@@ -109,7 +109,8 @@ export function createTimeService(parameters: CreateTimeServiceParameters): Core
     maxServeAgeNs: config.maxAttestationAgeNs,
     refreshAfterNs: config.refreshAfterNs,
     nodeClockNs,
-    logger,
+    // Components bind their own `component` to the caller's logger (a child of ours would print the key twice).
+    logger: parameters.logger,
   });
 
   let archive: ProofArchive | null = null;
@@ -346,7 +347,7 @@ export function createTimeService(parameters: CreateTimeServiceParameters): Core
           allowedCallbackHosts: config.scheduleAllowedCallbackHosts,
           nowNs: nodeClockNs,
           proofAtOrAfter,
-          logger,
+          logger: parameters.logger,
           ...(parameters.resolveCallbackHost === undefined ? {} : { resolveCallbackHost: parameters.resolveCallbackHost }),
           ...(parameters.callbackTransport === undefined ? {} : { callbackTransport: parameters.callbackTransport }),
           ...(parameters.random === undefined ? {} : { random: parameters.random }),
