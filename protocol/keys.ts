@@ -63,18 +63,16 @@ export function p256PublicKeyCoordinates(input: P256PublicKeyInput): { x: Hex; y
   return { x: sliceHexBytes(key, 1, 33), y: sliceHexBytes(key, 33, 65) };
 }
 
+/** The JWK of a P-256 key from its hex coordinates (and scalar, for a private key): node:crypto imports JWKs. */
+function p256Jwk(x: Hex, y: Hex, d?: Hex): { kty: "EC"; crv: "P-256"; x: string; y: string; d?: string } {
+  const base64url = (value: Hex): string => Buffer.from(value.slice(2), "hex").toString("base64url");
+  return { kty: "EC", crv: "P-256", x: base64url(x), y: base64url(y), ...(d === undefined ? {} : { d: base64url(d) }) };
+}
+
 /** A node:crypto public KeyObject for an uncompressed P-256 key. */
 export function p256PublicKeyObject(input: P256PublicKeyInput): KeyObject {
   const { x, y } = p256PublicKeyCoordinates(input);
-  return createPublicKey({
-    key: {
-      kty: "EC",
-      crv: "P-256",
-      x: Buffer.from(x.slice(2), "hex").toString("base64url"),
-      y: Buffer.from(y.slice(2), "hex").toString("base64url"),
-    },
-    format: "jwk",
-  });
+  return createPublicKey({ key: p256Jwk(x, y), format: "jwk" });
 }
 
 /** A node:crypto private KeyObject from a raw 32-byte P-256 scalar (used for fixed dev/vector keys). */
@@ -82,16 +80,7 @@ export function p256PrivateKeyObject(privateKey: Hex): KeyObject {
   const scalar = toFixedHex(privateKey, 32, "privateKey");
   const publicKey = bytesToHexString(p256.getPublicKey(hexToByteArray(scalar), false));
   const { x, y } = p256PublicKeyCoordinates(publicKey);
-  return createPrivateKey({
-    key: {
-      kty: "EC",
-      crv: "P-256",
-      d: Buffer.from(scalar.slice(2), "hex").toString("base64url"),
-      x: Buffer.from(x.slice(2), "hex").toString("base64url"),
-      y: Buffer.from(y.slice(2), "hex").toString("base64url"),
-    },
-    format: "jwk",
-  });
+  return createPrivateKey({ key: p256Jwk(x, y, scalar), format: "jwk" });
 }
 
 /** The raw 32-byte scalar of a P-256 private KeyObject. Handle with care: this is key material. */
