@@ -88,6 +88,19 @@ async function deploySchedulerFixture() {
     return publicClient.waitForTransactionReceipt({ hash });
   }
 
+  /**
+   * A cancel or expire transaction ended the call: it emitted `event` with the bounty refunded to the callee, the
+   * status is `status`, and the call can be neither executed (even with a proof inside its window) nor cancelled.
+   */
+  async function expectEnded(hash: Hex, event: "CallCancelled" | "CallExpired", callId: Hex, request: ScheduledCall, status: number): Promise<void> {
+    const receipt = await publicClient.waitForTransactionReceipt({ hash });
+    expect(eventOf(scheduler.abi, receipt, event)).to.deep.equal({ callId, refund: BOUNTY });
+    expect(await scheduler.read.callStatus([callId])).to.equal(status);
+    expect(await publicClient.getBalance({ address: callee.address })).to.equal(BOUNTY);
+    await expectRevert(asExecutor.simulate.executeCall([request, proofAt(EXECUTE_AT)]), "SchedulerCallNotScheduled", [callId, status]);
+    await expectRevert(callee.simulate.cancel([request]), "SchedulerCallNotScheduled", [callId, status]);
+  }
+
   const calldata = {
     ping: (value: bigint) => encodeFunctionData({ abi: callee.abi, functionName: "ping", args: [value] }),
     fail: (code: bigint) => encodeFunctionData({ abi: callee.abi, functionName: "fail", args: [code] }),
@@ -98,7 +111,7 @@ async function deploySchedulerFixture() {
     reenter: () => encodeFunctionData({ abi: callee.abi, functionName: "reenter" }),
   };
 
-  return { scheduler, asExecutor, asStranger, callee, publicClient, deployer, executor, stranger, schedule, execute, calldata };
+  return { scheduler, asExecutor, asStranger, callee, publicClient, deployer, executor, stranger, schedule, execute, expectEnded, calldata };
 }
 
 describe("TimeScheduler", () => {
@@ -402,19 +415,9 @@ describe("TimeScheduler", () => {
 
   describe("cancelCall", () => {
     it("lets the scheduler cancel before execution and refunds the bounty", async () => {
-      const { scheduler, callee, publicClient, asExecutor, schedule, calldata } =
-        await loadFixture(deploySchedulerFixture);
+      const { callee, schedule, expectEnded, calldata } = await loadFixture(deploySchedulerFixture);
       const { callId, request } = await schedule(calldata.ping(1n));
-      const hash = await callee.write.cancel([request]);
-      const receipt = await publicClient.waitForTransactionReceipt({ hash });
-      expect(eventOf(scheduler.abi, receipt, "CallCancelled")).to.deep.equal({ callId, refund: BOUNTY });
-      expect(await scheduler.read.callStatus([callId])).to.equal(Status.Cancelled);
-      expect(await publicClient.getBalance({ address: callee.address })).to.equal(BOUNTY);
-      await expectRevert(asExecutor.simulate.executeCall([request, proofAt(EXECUTE_AT)]), "SchedulerCallNotScheduled", [
-        callId,
-        Status.Cancelled,
-      ]);
-      await expectRevert(callee.simulate.cancel([request]), "SchedulerCallNotScheduled", [callId, Status.Cancelled]);
+      await expectEnded(await callee.write.cancel([request]), "CallCancelled", callId, request, Status.Cancelled);
     });
 
     it("refuses a cancellation by anyone but the scheduler", async () => {
@@ -444,22 +447,10 @@ describe("TimeScheduler", () => {
     });
 
     it("lets anyone expire a call past its deadline and refunds the bounty to the scheduler", async () => {
-      const { scheduler, callee, asStranger, asExecutor, publicClient, schedule, calldata } =
-        await loadFixture(deploySchedulerFixture);
+      const { scheduler, asStranger, schedule, expectEnded, calldata } = await loadFixture(deploySchedulerFixture);
       const { callId, request } = await schedule(calldata.ping(1n));
-      const later = DEADLINE / NS_PER_SECOND + 1n;
-      await scheduler.write.setNow([later]);
-      const hash = await asStranger.write.expireCall([request]);
-      const receipt = await publicClient.waitForTransactionReceipt({ hash });
-      expect(eventOf(scheduler.abi, receipt, "CallExpired")).to.deep.equal({ callId, refund: BOUNTY });
-      expect(await scheduler.read.callStatus([callId])).to.equal(Status.Expired);
-      expect(await publicClient.getBalance({ address: callee.address })).to.equal(BOUNTY);
-      // Neither executable (even with a proof inside the window) nor cancellable any more.
-      await expectRevert(asExecutor.simulate.executeCall([request, proofAt(EXECUTE_AT)]), "SchedulerCallNotScheduled", [
-        callId,
-        Status.Expired,
-      ]);
-      await expectRevert(callee.simulate.cancel([request]), "SchedulerCallNotScheduled", [callId, Status.Expired]);
+      await scheduler.write.setNow([DEADLINE / NS_PER_SECOND + 1n]);
+      await expectEnded(await asStranger.write.expireCall([request]), "CallExpired", callId, request, Status.Expired);
     });
 
     for (const [mode, label] of [
