@@ -3,49 +3,16 @@
  * cached attestation byte for byte, and it passes protocol/verify.ts and the oracle's verifyTimeProof unchanged.
  */
 import { expect } from "chai";
-import * as grpc from "@grpc/grpc-js";
-import WebSocket from "ws";
 import { loadFixture } from "@nomicfoundation/hardhat-network-helpers";
 import { parseJsonLossless, proofFromJson } from "../../../protocol/json";
 import { createVerifyContext, verifyTimeProof } from "../../../protocol/verify";
 import type { ProofJson, TimeProof } from "../../../protocol/types";
-import { loadProtos, type TimeResponseMessage } from "../../../node/api/grpc";
-import { proofJsonFromMessage } from "../../../node/client";
 import { deployOracleFixture } from "../../contracts/fixtures";
-import { startTestNode, type TestNode } from "./helpers";
+import { grpcCurrentProof, startTestNode, streamedProof, type TestNode } from "./helpers";
 
 async function restProof(t: TestNode): Promise<ProofJson> {
   const response = await fetch(`${t.node.endpoints.rest}/time/current`);
   return parseJsonLossless(await response.text()) as ProofJson;
-}
-
-function grpcProof(t: TestNode): Promise<ProofJson> {
-  const { timeClient } = loadProtos();
-  const client = new timeClient(t.node.endpoints.grpc, grpc.credentials.createInsecure()) as unknown as grpc.Client & {
-    GetCurrentTime(request: unknown, callback: (error: grpc.ServiceError | null, response?: TimeResponseMessage) => void): void;
-  };
-  return new Promise((resolve, reject) => {
-    client.GetCurrentTime({ type: "CURRENT_TIME" }, (error, response) => {
-      client.close();
-      if (error !== null || response === undefined) reject(error ?? new Error("no response"));
-      else resolve(proofJsonFromMessage(response.nano_moment, response.proof));
-    });
-  });
-}
-
-function wsProof(t: TestNode): Promise<ProofJson> {
-  return new Promise((resolve, reject) => {
-    const socket = new WebSocket(t.node.endpoints.ws);
-    socket.on("open", () => socket.send(JSON.stringify({ type: "subscribe", interval: 1_000_000_000, accuracy: "hardware", includeProof: true })));
-    socket.on("message", (data) => {
-      const frame = parseJsonLossless(String(data)) as { nanoMoment?: string; proof?: ProofJson["proof"] };
-      if (frame.nanoMoment !== undefined && frame.proof !== undefined) {
-        socket.terminate();
-        resolve({ nanoMoment: frame.nanoMoment, proof: frame.proof });
-      }
-    });
-    socket.on("error", reject);
-  });
 }
 
 describe("node/api across transports", function () {
@@ -55,7 +22,7 @@ describe("node/api across transports", function () {
     const t = await startTestNode({ identity: fixture.dev, overrides: { tickIntervalNs: "60000000000", refreshAfterNs: "0" } });
     try {
       // A 60 s tick and no on-demand refresh: every transport reads the same cached attestation.
-      const [rest, ws, rpc] = [await restProof(t), await wsProof(t), await grpcProof(t)];
+      const [rest, ws, rpc] = [await restProof(t), await streamedProof(t.node.endpoints.ws), await grpcCurrentProof(t.node.endpoints.grpc)];
       expect(ws).to.deep.equal(rest);
       expect(rpc).to.deep.equal(rest);
       expect(JSON.stringify(rest)).to.equal(t.service.current().body);

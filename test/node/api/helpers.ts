@@ -5,7 +5,13 @@
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import * as grpc from "@grpc/grpc-js";
 import pino, { type Logger } from "pino";
+import WebSocket, { type ClientOptions } from "ws";
+import { parseJsonLossless } from "../../../protocol/json";
+import type { ProofJson } from "../../../protocol/types";
+import { loadProtos, type TimeResponseMessage } from "../../../node/api/grpc";
+import { proofJsonFromMessage } from "../../../node/client";
 import { createDevIdentity, type DevIdentity } from "../../../protocol/devca";
 import { DevTimeCard } from "../../../node/card/dev";
 import { loadConfig, type NodeConfig, type SettingName } from "../../../node/config";
@@ -116,4 +122,39 @@ export async function http(
     json = null;
   }
   return { status: response.status, text, json, headers: response.headers };
+}
+
+/** The first proof pushed on a `/v1/stream` subscription with includeProof (ws:// or wss:// with `options.ca`). */
+export function streamedProof(url: string, options: ClientOptions = {}): Promise<ProofJson> {
+  return new Promise((resolve, reject) => {
+    const socket = new WebSocket(url, options);
+    socket.on("open", () => socket.send(JSON.stringify({ type: "subscribe", interval: 1_000_000_000, accuracy: "hardware", includeProof: true })));
+    socket.on("message", (data) => {
+      const frame = parseJsonLossless(String(data)) as { nanoMoment?: string; proof?: ProofJson["proof"] };
+      if (frame.nanoMoment !== undefined && frame.proof !== undefined) {
+        socket.terminate();
+        resolve({ nanoMoment: frame.nanoMoment, proof: frame.proof });
+      }
+    });
+    socket.on("error", reject);
+  });
+}
+
+/** One gRPC GetCurrentTime (CURRENT_TIME, 3 s deadline) as the proof's JSON form. */
+export function grpcCurrentProof(target: string, credentials: grpc.ChannelCredentials = grpc.credentials.createInsecure()): Promise<ProofJson> {
+  const { timeClient } = loadProtos();
+  const client = new timeClient(target, credentials) as unknown as grpc.Client & {
+    GetCurrentTime(
+      request: unknown,
+      options: grpc.CallOptions,
+      callback: (error: grpc.ServiceError | null, response?: TimeResponseMessage) => void,
+    ): void;
+  };
+  return new Promise((resolve, reject) => {
+    client.GetCurrentTime({ type: "CURRENT_TIME" }, { deadline: Date.now() + 3_000 }, (error, response) => {
+      client.close();
+      if (error !== null || response === undefined) reject(error ?? new Error("no response"));
+      else resolve(proofJsonFromMessage(response.nano_moment, response.proof));
+    });
+  });
 }

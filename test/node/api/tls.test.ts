@@ -12,7 +12,6 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { inspect } from "node:util";
 import pino from "pino";
-import WebSocket from "ws";
 import { createDevManufacturerCa, toWebPublicKey, toWebSigningKey, type DevManufacturerCa } from "../../../protocol/devca";
 import { UnavailableError, ValidationError } from "../../../protocol/errors";
 import { parseJsonLossless, proofFromJson } from "../../../protocol/json";
@@ -20,10 +19,9 @@ import type { ProofJson } from "../../../protocol/types";
 import { createVerifyContext, verifyTimeProof } from "../../../protocol/verify";
 import { ECDSA_P256_SHA256, x509 } from "../../../protocol/x509";
 import { loadConfig, loadTlsMaterial, redactedConfig } from "../../../node/config";
-import { loadProtos, type TimeResponseMessage } from "../../../node/api/grpc";
-import { createTimeClient, proofJsonFromMessage } from "../../../node/client";
+import { createTimeClient } from "../../../node/client";
 import { startNode } from "../../../node/server";
-import { startTestNode, type TestNode } from "./helpers";
+import { grpcCurrentProof, startTestNode, streamedProof, type TestNode } from "./helpers";
 
 const DAY_MS = 86_400_000;
 
@@ -64,39 +62,6 @@ function httpsGet(url: string, ca: string): Promise<{ status: number; text: stri
     })
       .on("error", reject)
       .end();
-  });
-}
-
-function wssProof(url: string, ca: string): Promise<ProofJson> {
-  return new Promise((resolve, reject) => {
-    const socket = new WebSocket(url, { ca });
-    socket.on("open", () => socket.send(JSON.stringify({ type: "subscribe", interval: 1_000_000_000, accuracy: "hardware", includeProof: true })));
-    socket.on("message", (data) => {
-      const frame = parseJsonLossless(String(data)) as { nanoMoment?: string; proof?: ProofJson["proof"] };
-      if (frame.nanoMoment !== undefined && frame.proof !== undefined) {
-        socket.terminate();
-        resolve({ nanoMoment: frame.nanoMoment, proof: frame.proof });
-      }
-    });
-    socket.on("error", reject);
-  });
-}
-
-function grpcProof(target: string, credentials: grpc.ChannelCredentials): Promise<ProofJson> {
-  const { timeClient } = loadProtos();
-  const client = new timeClient(target, credentials) as unknown as grpc.Client & {
-    GetCurrentTime(
-      request: unknown,
-      options: grpc.CallOptions,
-      callback: (error: grpc.ServiceError | null, response?: TimeResponseMessage) => void,
-    ): void;
-  };
-  return new Promise((resolve, reject) => {
-    client.GetCurrentTime({ type: "CURRENT_TIME" }, { deadline: Date.now() + 3_000 }, (error, response) => {
-      client.close();
-      if (error !== null || response === undefined) reject(error ?? new Error("no response"));
-      else resolve(proofJsonFromMessage(response.nano_moment, response.proof));
-    });
   });
 }
 
@@ -158,7 +123,7 @@ describe("node/api TLS", function () {
     expect(await rejection(fetch(`${endpoints.rest.replace(/^https/, "http")}/time/current`))).to.be.instanceOf(Error);
     // The system roots do not know the test CA.
     expect(await rejection(fetch(`${endpoints.rest}/time/current`))).to.be.instanceOf(Error);
-    const insecure = (await rejection(grpcProof(endpoints.grpc, grpc.credentials.createInsecure()))) as grpc.ServiceError;
+    const insecure = (await rejection(grpcCurrentProof(endpoints.grpc, grpc.credentials.createInsecure()))) as grpc.ServiceError;
     expect(insecure.code).to.be.oneOf([grpc.status.UNAVAILABLE, grpc.status.DEADLINE_EXCEEDED]);
   });
 
@@ -167,8 +132,8 @@ describe("node/api TLS", function () {
     const response = await httpsGet(`${endpoints.rest}/time/current`, ca.certificatePem);
     expect(response.status).to.equal(200);
     const rest = parseJsonLossless(response.text) as ProofJson;
-    const ws = await wssProof(endpoints.ws, ca.certificatePem);
-    const rpc = await grpcProof(endpoints.grpc, grpc.credentials.createSsl(Buffer.from(ca.certificatePem)));
+    const ws = await streamedProof(endpoints.ws, { ca: ca.certificatePem });
+    const rpc = await grpcCurrentProof(endpoints.grpc, grpc.credentials.createSsl(Buffer.from(ca.certificatePem)));
     expect(ws).to.deep.equal(rest);
     expect(rpc).to.deep.equal(rest);
 
