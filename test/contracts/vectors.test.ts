@@ -7,39 +7,10 @@ import fs from "node:fs";
 import path from "node:path";
 import hre from "hardhat";
 import { sliceHex, type Address, type Hex } from "viem";
-import { NS_PER_SECOND, createVerifyContext, verifyTimeProof, type TimeProof } from "../../protocol";
+import { NS_PER_SECOND, verifyTimeProof } from "../../protocol";
+import { contextFromVector, proofFromVector, type ContextVector, type VerificationCase } from "../vectors/build-vectors";
 import { loadFixture } from "./fixtures";
 
-interface VectorCard {
-  cardId: Hex;
-  publicKey: Hex;
-  x: Hex;
-  y: Hex;
-  revoked: boolean;
-  validFromNs: string;
-  validUntilNs: string;
-}
-interface VectorNode {
-  address: Address;
-  validFromNs: string;
-  validUntilNs: string;
-  active?: boolean;
-}
-interface VectorContext {
-  nowNs: string;
-  nodeQuorum: number;
-  maxAttestationAgeNs: string;
-  maxFutureDriftNs: string;
-  maxAcceptableDriftNs: string;
-  cards: VectorCard[];
-  nodes: VectorNode[];
-}
-interface ProofJsonVector {
-  nanoMoment: string;
-  hardwareSignature: Hex;
-  nodeSignature: Hex;
-  accuracy: number;
-}
 interface Vectors {
   constants: { HW_MESSAGE_TAG: Hex; HARDWARE_SIGNATURE_LENGTH: number; NODE_ENTRY_LENGTH: number; TIME_ATTESTATION_TYPEHASH: Hex; DOMAIN_SEPARATOR: Hex };
   hwMessages: { cardId: Hex; nanoMoment: string; hwMessage: Hex; hwDigest: Hex }[];
@@ -52,22 +23,18 @@ interface Vectors {
     entry: Hex;
   }[];
   verification: {
-    cases: { name: string; description: string; context: VectorContext; proof: ProofJsonVector; expected: { valid: boolean; reason?: string } }[];
+    cases: VerificationCase[];
   };
 }
 
 const vectors = JSON.parse(fs.readFileSync(path.join(__dirname, "..", "vectors", "protocol-v1.json"), "utf8")) as Vectors;
-
-function toProof(json: ProofJsonVector): TimeProof {
-  return { nanoMoment: BigInt(json.nanoMoment), hardwareSignature: json.hardwareSignature, nodeSignature: json.nodeSignature, accuracy: json.accuracy };
-}
 
 async function deployLibFixture() {
   return hre.viem.deployContract("TimeProofLibHarness", []);
 }
 
 /** An oracle configured exactly as a vector's context (clock pinned to nowNs, which is whole seconds). */
-async function oracleFor(context: VectorContext) {
+async function oracleFor(context: ContextVector) {
   const [admin] = await hre.viem.getWalletClients();
   const oracle = await hre.viem.deployContract("TimeOracleHarness", [admin!.account.address]);
   const nowNs = BigInt(context.nowNs);
@@ -80,7 +47,6 @@ async function oracleFor(context: VectorContext) {
   }
   for (const node of context.nodes) {
     await oracle.write.registerNode([node.address, BigInt(node.validFromNs), BigInt(node.validUntilNs)]);
-    if (node.active === false) await oracle.write.deactivateNode([node.address]);
   }
   if (BigInt(context.maxAttestationAgeNs) !== (await oracle.read.maxAttestationAge())) {
     await oracle.write.setMaxAttestationAge([BigInt(context.maxAttestationAgeNs)]);
@@ -93,28 +59,6 @@ async function oracleFor(context: VectorContext) {
   }
   if (BigInt(context.nodeQuorum) !== (await oracle.read.nodeQuorum())) await oracle.write.setNodeQuorum([BigInt(context.nodeQuorum)]);
   return oracle;
-}
-
-function tsContext(context: VectorContext) {
-  return createVerifyContext({
-    cards: Object.fromEntries(
-      context.cards.map((card) => [
-        card.cardId,
-        { publicKey: card.publicKey, revoked: card.revoked, validFromNs: BigInt(card.validFromNs), validUntilNs: BigInt(card.validUntilNs) },
-      ]),
-    ),
-    nodes: context.nodes.map((node) => ({
-      address: node.address,
-      validFromNs: BigInt(node.validFromNs),
-      validUntilNs: BigInt(node.validUntilNs),
-      ...(node.active === undefined ? {} : { active: node.active }),
-    })),
-    nowNs: BigInt(context.nowNs),
-    nodeQuorum: context.nodeQuorum,
-    maxAttestationAgeNs: BigInt(context.maxAttestationAgeNs),
-    maxFutureDriftNs: BigInt(context.maxFutureDriftNs),
-    maxAcceptableDriftNs: BigInt(context.maxAcceptableDriftNs),
-  });
 }
 
 describe("golden vectors (test/vectors/protocol-v1.json)", () => {
@@ -169,10 +113,10 @@ describe("golden vectors (test/vectors/protocol-v1.json)", () => {
         const key = JSON.stringify(vector.context);
         if (!oracles.has(key)) oracles.set(key, await oracleFor(vector.context));
         const oracle = oracles.get(key)!;
-        const proof = toProof(vector.proof);
-        const ts = verifyTimeProof(proof, tsContext(vector.context));
+        const proof = proofFromVector(vector.proof);
+        const ts = verifyTimeProof(proof, contextFromVector(vector.context));
         expect(ts.valid, `TypeScript (${ts.valid ? "valid" : ts.reason})`).to.equal(vector.expected.valid);
-        if (!ts.valid && vector.expected.reason !== undefined) expect(ts.reason).to.equal(vector.expected.reason);
+        if (!ts.valid && vector.expected.reason !== null) expect(ts.reason).to.equal(vector.expected.reason);
         expect(await oracle.read.verifyTimeProof([proof]), "Solidity").to.equal(vector.expected.valid);
       });
     }
