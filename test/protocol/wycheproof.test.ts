@@ -5,37 +5,12 @@
  * contract tests (test/contracts/), so both sides see identical inputs.
  */
 import { createHash } from "node:crypto";
-import { readFileSync } from "node:fs";
-import { join } from "node:path";
 import { expect } from "chai";
-import { P256_HALF_N, verifyP256Signature, type Hex } from "../../protocol";
-
-interface WycheproofTest {
-  tcId: number;
-  comment: string;
-  msg: string;
-  sig: string;
-  result: "valid" | "invalid" | "acceptable";
-  flags: string[];
-}
-
-interface WycheproofFile {
-  algorithm: string;
-  numberOfTests: number;
-  testGroups: { key: { uncompressed: string; curve: string }; sha: string; type: string; tests: WycheproofTest[] }[];
-}
-
-const WYCHEPROOF_P256_FILE = join(__dirname, "..", "vectors", "wycheproof", "ecdsa_secp256r1_sha256_p1363_test.json");
-
-/** What the protocol must decide for one vector. */
-function protocolExpectation(test: WycheproofTest): boolean {
-  if (test.result !== "valid") return false;
-  // A valid vector always has a 64-byte signature; its s decides.
-  return BigInt(`0x${test.sig.slice(64)}`) <= P256_HALF_N;
-}
+import { P256_N, verifyP256Signature, type Hex } from "../../protocol";
+import { loadWycheproofP256, protocolAccepts } from "../vectors/wycheproof";
 
 describe("Wycheproof ECDSA P-256 SHA-256 P1363 through verifyP256Signature", () => {
-  const file = JSON.parse(readFileSync(WYCHEPROOF_P256_FILE, "utf8")) as WycheproofFile;
+  const file = loadWycheproofP256();
 
   it("runs every test of the file and agrees with 'valid and low-S' on each", () => {
     let run = 0;
@@ -55,7 +30,7 @@ describe("Wycheproof ECDSA P-256 SHA-256 P1363 through verifyP256Signature", () 
         // The same decision over the SHA-256 digest: the path the contract's precompile check mirrors.
         const digest = `0x${createHash("sha256").update(Buffer.from(test.msg, "hex")).digest("hex")}` as Hex;
         const acceptedDigest = verifyP256Signature({ digest }, r, s, publicKey);
-        const expected = protocolExpectation(test);
+        const expected = protocolAccepts(test);
         if (accepted !== expected || acceptedDigest !== expected) {
           disagreements.push(`tcId ${test.tcId} (${test.result}, ${test.comment}): message=${accepted} digest=${acceptedDigest}`);
         }
@@ -74,12 +49,11 @@ describe("Wycheproof ECDSA P-256 SHA-256 P1363 through verifyP256Signature", () 
   });
 
   it("accepts the low-S twin of every high-S valid vector (the refusal is about S, not the signature)", () => {
-    const n = 0xffffffff00000000ffffffffffffffffbce6faada7179e84f3b9cac2fc632551n;
     let twins = 0;
     for (const group of file.testGroups) {
       for (const test of group.tests) {
-        if (test.result !== "valid" || protocolExpectation(test)) continue;
-        const lowS = (n - BigInt(`0x${test.sig.slice(64)}`)).toString(16).padStart(64, "0");
+        if (test.result !== "valid" || protocolAccepts(test)) continue;
+        const lowS = (P256_N - BigInt(`0x${test.sig.slice(64)}`)).toString(16).padStart(64, "0");
         expect(
           verifyP256Signature({ message: `0x${test.msg}` as Hex }, `0x${test.sig.slice(0, 64)}`, `0x${lowS}`, `0x${group.key.uncompressed}`),
           `tcId ${test.tcId}`,
