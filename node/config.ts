@@ -456,6 +456,25 @@ export const SETTINGS = {
     max: 10_000_000,
     secret: false,
   }),
+  scheduleMaxConcurrentDeliveries: setting({
+    kind: "integer",
+    env: "ATS_SCHEDULE_MAX_CONCURRENT_DELIVERIES",
+    description: "Callback deliveries in flight at once, node-wide.",
+    default: 16,
+    min: 1,
+    max: 1_024,
+    secret: false,
+  }),
+  scheduleMaxConcurrentDeliveriesPerClient: setting({
+    kind: "integer",
+    env: "ATS_SCHEDULE_MAX_CONCURRENT_DELIVERIES_PER_CLIENT",
+    description:
+      "Callback deliveries of one client (API key, else IP) in flight at once; free slots go to the client with the fewest in flight, so one client's hanging or overdue callbacks cannot delay the others'. At most scheduleMaxConcurrentDeliveries.",
+    default: 4,
+    min: 1,
+    max: 1_024,
+    secret: false,
+  }),
   scheduleAllowedCallbackHosts: setting({
     kind: "list",
     env: "ATS_SCHEDULE_ALLOWED_CALLBACK_HOSTS",
@@ -849,6 +868,14 @@ function checkCrossFieldRules(config: NodeConfig): void {
   }
   if (config.wsMinIntervalNs > config.wsMaxIntervalNs) {
     fail("wsMinIntervalNs", source, `must not exceed wsMaxIntervalNs (${config.wsMaxIntervalNs})`, config.wsMinIntervalNs);
+  }
+  if (config.scheduleMaxConcurrentDeliveriesPerClient > config.scheduleMaxConcurrentDeliveries) {
+    fail(
+      "scheduleMaxConcurrentDeliveriesPerClient",
+      source,
+      `must not exceed scheduleMaxConcurrentDeliveries (${config.scheduleMaxConcurrentDeliveries})`,
+      config.scheduleMaxConcurrentDeliveriesPerClient,
+    );
   }
   if (config.scheduleBaseBackoffMs > config.scheduleMaxBackoffMs) {
     fail("scheduleBaseBackoffMs", source, `must not exceed scheduleMaxBackoffMs (${config.scheduleMaxBackoffMs})`, config.scheduleBaseBackoffMs);

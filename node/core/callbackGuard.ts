@@ -19,6 +19,7 @@ import { promises as dns, type LookupAddress, type LookupOptions } from "node:dn
 import http from "node:http";
 import https from "node:https";
 import { BlockList, isIP, type LookupFunction } from "node:net";
+import { untilAborted } from "./abort";
 
 // ---------------------------------------------------------------------------------------------------------------
 // Address classification (pure)
@@ -280,15 +281,6 @@ export function createHttpCallbackTransport(tls: Pick<https.RequestOptions, "ca"
 }
 
 export const httpCallbackTransport: CallbackTransport = createHttpCallbackTransport();
-
-function untilAborted<T>(promise: Promise<T>, signal: AbortSignal): Promise<T> {
-  if (signal.aborted) return Promise.reject(signal.reason as unknown);
-  return new Promise<T>((resolve, reject) => {
-    const onAbort = () => reject(signal.reason as unknown);
-    signal.addEventListener("abort", onAbort, { once: true });
-    promise.then(resolve, reject).finally(() => signal.removeEventListener("abort", onAbort));
-  });
-}
 
 export interface PostCallbackParameters {
   /** The stored (validated, normalised) callback URL. */

@@ -25,12 +25,24 @@
  * failed attempt), so an allowed host cannot bounce the node to a forbidden one.
  *
  * The worker never busy-waits: one timer is armed for the next due row (capped at 60 s, then re-armed).
+ *
+ * Every attempt ends, whatever the receiver or the transport does: its POST is aborted after deliveryTimeoutMs
+ * by a timer this module holds and clears (not AbortSignal.timeout() inside AbortSignal.any(): on Node 20 such a
+ * timeout signal can be garbage-collected before it fires, and a receiver that accepts and never answers then
+ * holds a delivery slot for ever), and a watchdog of deliveryTimeoutMs + maxProofWaitMs ends the attempt even
+ * when the proof wait or a transport ignores the abort.
+ *
+ * Fairness: delivery slots are shared across clients (the API key's client key, else the caller's address). At
+ * most maxConcurrentDeliveriesPerClient attempts of one client run at once, and a free slot goes to the due row
+ * of the client with the fewest attempts in flight (ties: the earliest due), so a client whose many callbacks hang
+ * or are overdue delays its own deliveries, not everyone's.
  */
 import { randomUUID } from "node:crypto";
 import type { Logger } from "pino";
 import { UINT128_MAX } from "../../protocol/constants";
 import { NotFoundError, UnavailableError, ValidationError } from "../../protocol/errors";
 import type { ProofJson } from "../../protocol/types";
+import { timeoutReason, untilAborted } from "./abort";
 import {
   admitCallbackHost,
   httpCallbackTransport,
@@ -107,6 +119,46 @@ export function validateExecuteAt(executeAtNs: unknown, window: ScheduleWindow, 
   return value;
 }
 
+/** A due row offered to the fair picker: its id, its client, and rows of one client in due order. */
+export interface DueCandidate {
+  id: string;
+  clientKey: string;
+}
+
+/**
+ * Chooses up to `room` rows to deliver now, sharing slots across clients: each pick goes to the client with the
+ * fewest attempts in flight (counting the picks so far), never beyond `maxPerClient`; ties go to the client whose
+ * candidate came first (`candidates` is ordered by due time, so that is the earliest due). Pure; O(room · clients).
+ */
+export function pickFairly<T extends DueCandidate>(
+  candidates: readonly T[],
+  inFlightByClient: ReadonlyMap<string, number>,
+  room: number,
+  maxPerClient: number,
+): T[] {
+  const queues = new Map<string, T[]>();
+  for (const candidate of candidates) {
+    const queue = queues.get(candidate.clientKey);
+    if (queue === undefined) queues.set(candidate.clientKey, [candidate]);
+    else queue.push(candidate);
+  }
+  const load = new Map<string, number>();
+  for (const key of queues.keys()) load.set(key, inFlightByClient.get(key) ?? 0);
+  const picked: T[] = [];
+  while (picked.length < room) {
+    let best: string | undefined;
+    for (const [key, queue] of queues) {
+      const keyLoad = load.get(key) ?? 0;
+      if (queue.length === 0 || keyLoad >= maxPerClient) continue;
+      if (best === undefined || keyLoad < (load.get(best) ?? 0)) best = key;
+    }
+    if (best === undefined) break;
+    picked.push(queues.get(best)!.shift()!);
+    load.set(best, (load.get(best) ?? 0) + 1);
+  }
+  return picked;
+}
+
 /**
  * Delay before retry number `attempt` (1 = the retry after the first failure): exponential
  * base·2^(attempt−1) capped at max, with "equal jitter" (half fixed, half random) so retries of many schedules
@@ -149,6 +201,13 @@ export interface ScheduleServiceOptions {
   random?: () => number;
   /** Concurrent deliveries (default 16). */
   maxConcurrentDeliveries?: number;
+  /**
+   * Time an attempt may take for its proof, on top of the POST timeout: the watchdog ends the attempt after
+   * deliveryTimeoutMs + this, and a claimed row is not due again before then (default 10 s).
+   */
+  maxProofWaitMs?: number;
+  /** Concurrent deliveries of one client (default a quarter of maxConcurrentDeliveries, at least 1). */
+  maxConcurrentDeliveriesPerClient?: number;
 }
 
 /** What the callback receives (JSON). */
@@ -176,8 +235,10 @@ interface ScheduleRow {
 }
 
 const MAX_TIMER_MS = 60_000;
-/** Time a claimed row gets for taking its proof and the POST, on top of the POST timeout. */
-const CLAIM_SLACK_MS = 10_000;
+/** Default of ScheduleServiceOptions.maxProofWaitMs. */
+const DEFAULT_MAX_PROOF_WAIT_MS = 10_000;
+/** Due rows read per dispatch for each free slot (the fair picker chooses among them). */
+const CANDIDATES_PER_SLOT = 8;
 const NS_PER_MS = 1_000_000n;
 const MAX_ERROR_CHARS = 500;
 
@@ -225,6 +286,14 @@ function errorText(error: unknown): string {
   return truncated(error instanceof Error ? `${error.name}: ${error.message}` : String(error));
 }
 
+/** How far one attempt got: whether its POST started (else it failed taking the proof), and the POST's timer. */
+interface AttemptProgress {
+  posted: boolean;
+  /** Decimal ns of the proof being delivered, once posted. */
+  nanoMoment: string | null;
+  postTimer: NodeJS.Timeout | undefined;
+}
+
 export interface ScheduleStats {
   deliveredTotal: number;
   failedTotal: number;
@@ -239,11 +308,14 @@ export class ScheduleService {
   readonly #transport: CallbackTransport;
   readonly #random: () => number;
   readonly #maxConcurrent: number;
+  readonly #maxConcurrentPerClient: number;
+  /** The watchdog of one attempt: the proof wait plus the POST timeout. */
+  readonly #attemptLimitMs: number;
   readonly #statements: Record<
-    "insert" | "get" | "nextDue" | "due" | "pending" | "pendingForClient" | "claim" | "markDelivering" | "markDelivered" | "markRetry" | "markFailed" | "resumeInFlight",
+    "insert" | "get" | "nextDue" | "dueByClient" | "pending" | "pendingForClient" | "claim" | "markDelivering" | "markDelivered" | "markRetry" | "markFailed" | "resumeInFlight",
     SqliteStatement
   >;
-  readonly #inFlight = new Map<string, { controller: AbortController; done: Promise<void> }>();
+  readonly #inFlight = new Map<string, { controller: AbortController; done: Promise<void>; clientKey: string }>();
   readonly #stats: ScheduleStats = { deliveredTotal: 0, failedTotal: 0, attemptsTotal: 0 };
   #timer: NodeJS.Timeout | null = null;
   #running = false;
@@ -255,6 +327,11 @@ export class ScheduleService {
     this.#transport = options.callbackTransport ?? httpCallbackTransport;
     this.#random = options.random ?? Math.random;
     this.#maxConcurrent = options.maxConcurrentDeliveries ?? 16;
+    this.#attemptLimitMs = options.deliveryTimeoutMs + (options.maxProofWaitMs ?? DEFAULT_MAX_PROOF_WAIT_MS);
+    this.#maxConcurrentPerClient = Math.min(
+      this.#maxConcurrent,
+      options.maxConcurrentDeliveriesPerClient ?? Math.max(1, Math.floor(this.#maxConcurrent / 4)),
+    );
     this.#db = openExclusively(options.dataDir);
     this.#db.exec(`
       CREATE TABLE IF NOT EXISTS schedules (
@@ -288,8 +365,12 @@ export class ScheduleService {
       nextDue: this.#db.prepare(
         "SELECT next_attempt_at_ns FROM schedules WHERE next_attempt_at_ns IS NOT NULL ORDER BY next_attempt_at_ns LIMIT 1",
       ),
-      due: this.#db.prepare(
-        `SELECT ${columns} FROM schedules WHERE next_attempt_at_ns IS NOT NULL AND next_attempt_at_ns <= ? ORDER BY next_attempt_at_ns LIMIT ?`,
+      // Each client's earliest due rows (at most ? per client), first rows of all clients before second rows.
+      dueByClient: this.#db.prepare(
+        `SELECT * FROM (
+           SELECT ${columns}, client_key, ROW_NUMBER() OVER (PARTITION BY client_key ORDER BY next_attempt_at_ns) AS client_rank
+           FROM schedules WHERE next_attempt_at_ns IS NOT NULL AND next_attempt_at_ns <= ?
+         ) WHERE client_rank <= ? ORDER BY client_rank, next_attempt_at_ns LIMIT ?`,
       ),
       pending: this.#db.prepare("SELECT COUNT(*) AS n FROM schedules WHERE next_attempt_at_ns IS NOT NULL"),
       pendingForClient: this.#db.prepare("SELECT COUNT(*) AS n FROM schedules WHERE next_attempt_at_ns IS NOT NULL AND client_key = ?"),
@@ -391,74 +472,99 @@ export class ScheduleService {
     const room = this.#maxConcurrent - this.#inFlight.size;
     if (room > 0) {
       const nowNs = this.#options.nowNs();
-      const rows = this.#statements.due.all(nsToBlob(nowNs), room) as ScheduleRow[];
+      const candidates = (
+        this.#statements.dueByClient.all(nsToBlob(nowNs), this.#maxConcurrentPerClient, room * CANDIDATES_PER_SLOT) as (ScheduleRow & {
+          client_key: string;
+        })[]
+      )
+        .filter((row) => !this.#inFlight.has(row.id))
+        .map((row) => ({ id: row.id, clientKey: row.client_key, row }));
+      const inFlightByClient = new Map<string, number>();
+      for (const { clientKey } of this.#inFlight.values()) inFlightByClient.set(clientKey, (inFlightByClient.get(clientKey) ?? 0) + 1);
       // Claimed rows are not due again until the claim expires (a crash mid-delivery resumes them then).
-      const claimUntilNs = nowNs + BigInt(this.#options.deliveryTimeoutMs + CLAIM_SLACK_MS) * NS_PER_MS;
-      for (const row of rows) {
-        if (this.#inFlight.has(row.id)) continue;
+      const claimUntilNs = nowNs + BigInt(this.#attemptLimitMs) * NS_PER_MS;
+      for (const { row, clientKey } of pickFairly(candidates, inFlightByClient, room, this.#maxConcurrentPerClient)) {
         this.#statements.claim.run(nsToBlob(claimUntilNs), row.id);
         const controller = new AbortController();
         const done = this.#deliver(row, controller.signal).finally(() => {
           this.#inFlight.delete(row.id);
           this.#arm();
         });
-        this.#inFlight.set(row.id, { controller, done });
+        this.#inFlight.set(row.id, { controller, done, clientKey });
       }
     }
     this.#arm();
   }
 
+  /**
+   * One attempt, bounded in time whatever the proof source, resolver, transport or receiver do (see the header):
+   * the attempt's own controller is aborted by the POST timer, by the watchdog, or by shutdown.
+   */
   async #deliver(row: ScheduleRow, shutdown: AbortSignal): Promise<void> {
     const id = row.id;
-    const executeAtNs = blobToNs(row.execute_at_ns);
     const attempt = row.attempts + 1;
     const log = this.#logger.child({ scheduleId: id, attempt });
-    let signed: SignedTime;
+    const controller = new AbortController();
+    const onShutdown = (): void => controller.abort(shutdown.reason);
+    if (shutdown.aborted) return;
+    shutdown.addEventListener("abort", onShutdown, { once: true });
+    const watchdogMs = this.#attemptLimitMs;
+    const watchdog = setTimeout(() => controller.abort(timeoutReason(`attempt did not finish within ${watchdogMs} ms`)), watchdogMs);
+    const progress: AttemptProgress = { posted: false, nanoMoment: null, postTimer: undefined };
+    let failure: string | null;
     try {
-      signed = await this.#options.proofAtOrAfter(executeAtNs);
+      failure = await untilAborted(this.#attempt(row, controller, progress), controller.signal);
     } catch (error) {
-      // Stopping is not the schedule's fault: the row stays as it is and is resumed at the next start.
-      if (!this.#db.open || shutdown.aborted) return;
-      // No proof means no POST: still an attempt, so a tampered node gives up after maxAttempts.
-      this.#statements.markDelivering.run(null, nsToBlob(this.#options.nowNs()), id);
-      this.#failAttempt(id, attempt, `no proof: ${errorText(error)}`, log);
+      failure = progress.posted ? errorText(error) : `no proof: ${errorText(error)}`;
+    } finally {
+      clearTimeout(watchdog);
+      clearTimeout(progress.postTimer);
+      shutdown.removeEventListener("abort", onShutdown);
+    }
+    // Stopping is not the schedule's fault: the row stays as it is (`delivering` rows resume at the next start).
+    if (!this.#db.open || (shutdown.aborted && failure !== null)) return;
+    if (failure === null) {
+      this.#statements.markDelivered.run(nsToBlob(this.#options.nowNs()), id);
+      this.#stats.deliveredTotal += 1;
+      log.info({ nanoMoment: progress.nanoMoment }, "schedule delivered");
       return;
     }
-    if (!this.#db.open || shutdown.aborted) return;
+    // No proof means no POST: still an attempt, so a tampered node gives up after maxAttempts.
+    if (!progress.posted) this.#statements.markDelivering.run(null, nsToBlob(this.#options.nowNs()), id);
+    this.#failAttempt(id, attempt, failure, log);
+  }
+
+  /** Takes the proof, marks the row `delivering` and POSTs; null on a 2xx, else why the attempt failed. */
+  async #attempt(row: ScheduleRow, controller: AbortController, progress: AttemptProgress): Promise<string | null> {
+    const { signal } = controller;
+    const executeAtNs = blobToNs(row.execute_at_ns);
+    const signed = await this.#options.proofAtOrAfter(executeAtNs);
+    // Checked right before the row is touched: an attempt ended by the watchdog or shutdown writes nothing more.
+    if (signal.aborted || !this.#db.open) throw signal.reason ?? new Error("schedule store closed");
     const body: ScheduleDeliveryBody = {
-      id,
+      id: row.id,
       executeAt: executeAtNs.toString(),
       nanoMoment: signed.json.nanoMoment,
       proof: signed.json.proof,
     };
+    const { deliveryTimeoutMs } = this.#options;
     // In flight until the POST times out (+1 s): a crash leaves the row due again soon after restart.
-    const inFlightUntilNs = this.#options.nowNs() + BigInt(this.#options.deliveryTimeoutMs + 1_000) * NS_PER_MS;
-    this.#statements.markDelivering.run(signed.body, nsToBlob(inFlightUntilNs), id);
+    const inFlightUntilNs = this.#options.nowNs() + BigInt(deliveryTimeoutMs + 1_000) * NS_PER_MS;
+    this.#statements.markDelivering.run(signed.body, nsToBlob(inFlightUntilNs), row.id);
     this.#stats.attemptsTotal += 1;
-    let failure: string | null = null;
-    try {
-      const attemptFailure = await postCallback({
-        url: row.callback_url,
-        allowedHosts: this.#options.allowedCallbackHosts,
-        headers: { "content-type": "application/json", "idempotency-key": id, "user-agent": "ats-node" },
-        body: JSON.stringify(body),
-        signal: AbortSignal.any([AbortSignal.timeout(this.#options.deliveryTimeoutMs), shutdown]),
-        resolveHost: this.#resolveHost,
-        transport: this.#transport,
-      });
-      failure = attemptFailure === null ? null : truncated(attemptFailure);
-    } catch (error) {
-      failure = errorText(error);
-    }
-    if (!this.#db.open) return;
-    if (shutdown.aborted && failure !== null) return; // stays `delivering`; resumed at the next start
-    if (failure === null) {
-      this.#statements.markDelivered.run(nsToBlob(this.#options.nowNs()), id);
-      this.#stats.deliveredTotal += 1;
-      log.info({ nanoMoment: body.nanoMoment }, "schedule delivered");
-      return;
-    }
-    this.#failAttempt(id, attempt, failure, log);
+    progress.posted = true;
+    progress.nanoMoment = body.nanoMoment;
+    progress.postTimer = setTimeout(() => controller.abort(timeoutReason(`callback did not answer within ${deliveryTimeoutMs} ms`)), deliveryTimeoutMs);
+    const attemptFailure = await postCallback({
+      url: row.callback_url,
+      allowedHosts: this.#options.allowedCallbackHosts,
+      headers: { "content-type": "application/json", "idempotency-key": row.id, "user-agent": "ats-node" },
+      body: JSON.stringify(body),
+      signal,
+      resolveHost: this.#resolveHost,
+      transport: this.#transport,
+    });
+    return attemptFailure === null ? null : truncated(attemptFailure);
   }
 
   #failAttempt(id: string, attempt: number, failure: string, log: Logger): void {

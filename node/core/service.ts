@@ -344,6 +344,8 @@ export function createTimeService(parameters: CreateTimeServiceParameters): Core
           maxPastNs: config.scheduleMaxPastNs,
           maxPending: config.scheduleMaxPending,
           maxPendingPerClient: config.scheduleMaxPendingPerClient,
+          maxConcurrentDeliveries: config.scheduleMaxConcurrentDeliveries,
+          maxConcurrentDeliveriesPerClient: config.scheduleMaxConcurrentDeliveriesPerClient,
           allowedCallbackHosts: config.scheduleAllowedCallbackHosts,
           nowNs: nodeClockNs,
           proofAtOrAfter,

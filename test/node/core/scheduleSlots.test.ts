@@ -1,0 +1,146 @@
+/**
+ * Delivery slots of the schedule worker: every attempt ends (POST timer held by the worker, watchdog), and slots
+ * are shared fairly across clients. Issue 7, defect 1.
+ */
+import { expect } from "chai";
+import { setFlagsFromString } from "node:v8";
+import { runInNewContext } from "node:vm";
+import type { CallbackRequest } from "../../../node/core/callbackGuard";
+import { pickFairly, ScheduleService, type ScheduleServiceOptions } from "../../../node/core/schedules";
+import { buildSignedTime } from "../../../node/core/signedTime";
+import { silentLogger, tempDir, waitFor } from "./helpers";
+
+const MS = 1_000_000n;
+const nowNs = (): bigint => BigInt(Date.now()) * MS;
+
+/** The engine's garbage collector, made callable for this test process (as `node --expose-gc` would). */
+function collectGarbage(): () => void {
+  setFlagsFromString("--expose-gc");
+  return runInNewContext("gc") as () => void;
+}
+
+describe("pickFairly (pure)", () => {
+  const rows = (spec: string): { id: string; clientKey: string }[] =>
+    spec.split(" ").map((entry, index) => ({ id: `${entry}${index}`, clientKey: entry }));
+
+  it("gives each free slot to the client with the fewest in flight, earliest due first among equals", () => {
+    // Client a has many overdue rows before b's and c's.
+    const picked = pickFairly(rows("a a a a a a b c b"), new Map(), 4, 16).map((row) => row.clientKey);
+    expect(picked).to.deep.equal(["a", "b", "c", "a"]);
+  });
+
+  it("counts attempts already in flight and never exceeds the per-client cap", () => {
+    const picked = pickFairly(rows("a a a a b"), new Map([["a", 3]]), 8, 4).map((row) => row.clientKey);
+    expect(picked).to.deep.equal(["b", "a"]);
+    expect(pickFairly(rows("a a a"), new Map([["a", 4]]), 8, 4)).to.deep.equal([]);
+  });
+
+  it("keeps each client's rows in due order", () => {
+    const picked = pickFairly(rows("a b a b"), new Map(), 4, 4).map((row) => row.id);
+    expect(picked).to.deep.equal(["a0", "b1", "a2", "b3"]);
+  });
+});
+
+describe("schedule delivery slots", function () {
+  this.timeout(30_000);
+  const cleanups: (() => Promise<void> | void)[] = [];
+  afterEach(async () => {
+    for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
+  });
+
+  function service(overrides: Partial<ScheduleServiceOptions>): ScheduleService {
+    const dir = tempDir("schedule-slots");
+    const schedules = new ScheduleService({
+      dataDir: dir.path,
+      maxAttempts: 1,
+      baseBackoffMs: 10,
+      maxBackoffMs: 20,
+      deliveryTimeoutMs: 5_000,
+      maxHorizonNs: 3_600_000n * MS,
+      maxPastNs: 60_000n * MS,
+      maxPending: 10_000,
+      allowedCallbackHosts: [],
+      nowNs,
+      proofAtOrAfter: async (executeAtNs) =>
+        buildSignedTime({ nanoMoment: executeAtNs, hardwareSignature: `0x${"11".repeat(96)}`, nodeSignature: `0x${"22".repeat(80)}`, accuracy: 50 }, nowNs()),
+      logger: silentLogger(),
+      ...overrides,
+    });
+    schedules.start();
+    cleanups.push(() => dir.remove());
+    cleanups.push(() => schedules.stop());
+    return schedules;
+  }
+
+  /** A receiver that accepts every POST and never answers; it gives up only when the request is aborted. */
+  function hangingTransport() {
+    const started: CallbackRequest[] = [];
+    const callbackTransport = (request: CallbackRequest) =>
+      new Promise<number>((_resolve, reject) => {
+        started.push(request);
+        request.signal.addEventListener("abort", () => reject(request.signal.reason as Error), { once: true });
+      });
+    return { started, callbackTransport };
+  }
+
+  it("ends a hanging POST after deliveryTimeoutMs even when garbage collection runs meanwhile", async () => {
+    // On Node 20 a timeout signal held only by AbortSignal.any() can be collected before it fires.
+    const gc = collectGarbage();
+    const { started, callbackTransport } = hangingTransport();
+    const schedules = service({ deliveryTimeoutMs: 200, callbackTransport });
+    const record = schedules.schedule(nowNs(), "http://127.0.0.1:9/hangs");
+    await waitFor(() => started.length === 1, 5_000, "the POST");
+    for (let round = 0; round < 5; round += 1) {
+      gc();
+      await new Promise((resolve) => setTimeout(resolve, 20));
+    }
+    await waitFor(() => schedules.get(record.id).status === "failed", 5_000, "the attempt to time out");
+    expect(schedules.get(record.id).lastError).to.equal("TimeoutError: callback did not answer within 200 ms");
+  });
+
+  it("ends an attempt whose transport ignores the abort (watchdog), freeing its slot", async () => {
+    const requests: CallbackRequest[] = [];
+    const ignoresAbort = (request: CallbackRequest) => {
+      requests.push(request);
+      return new Promise<number>(() => undefined);
+    };
+    const schedules = service({ deliveryTimeoutMs: 100, callbackTransport: ignoresAbort, maxConcurrentDeliveries: 1 });
+    const first = schedules.schedule(nowNs(), "http://127.0.0.1:9/first");
+    const second = schedules.schedule(nowNs(), "http://127.0.0.1:9/second");
+    await waitFor(() => schedules.get(second.id).status === "failed", 5_000, "both attempts to end");
+    expect(schedules.get(first.id).status).to.equal("failed");
+    expect(schedules.get(first.id).lastError).to.equal("TimeoutError: callback did not answer within 100 ms");
+    expect(requests.map((request) => request.url.pathname)).to.deep.equal(["/first", "/second"]);
+  });
+
+  it("ends an attempt whose proof never comes (watchdog), as a failed attempt without a POST", async () => {
+    const { started, callbackTransport } = hangingTransport();
+    const never = () => new Promise<never>(() => undefined);
+    const schedules = service({ deliveryTimeoutMs: 100, maxProofWaitMs: 50, proofAtOrAfter: never, callbackTransport });
+    const record = schedules.schedule(nowNs(), "http://127.0.0.1:9/never");
+    await waitFor(() => schedules.get(record.id).status === "failed", 5_000, "the watchdog");
+    expect(schedules.get(record.id).lastError).to.equal("no proof: TimeoutError: attempt did not finish within 150 ms");
+    expect(started).to.have.length(0);
+  });
+
+  it("delivers another client's schedule while one client's many overdue callbacks hang", async () => {
+    const { started, callbackTransport: hanging } = hangingTransport();
+    const delivered: string[] = [];
+    const callbackTransport = (request: CallbackRequest) => {
+      if (request.url.pathname === "/healthy") {
+        delivered.push(request.url.pathname);
+        return Promise.resolve(200);
+      }
+      return hanging(request);
+    };
+    const schedules = service({ deliveryTimeoutMs: 60_000, callbackTransport, maxConcurrentDeliveries: 16, maxConcurrentDeliveriesPerClient: 4 });
+    // The attacker's callbacks were due a minute ago: they sort before everything else.
+    for (let index = 0; index < 100; index += 1) schedules.schedule(nowNs() - 50_000n * MS, "http://127.0.0.1:9/hang", "attacker");
+    await waitFor(() => started.length === 4, 5_000, "the attacker's slots to fill");
+    const victim = schedules.schedule(nowNs(), "http://127.0.0.1:9/healthy", "victim");
+    await waitFor(() => schedules.get(victim.id).status === "delivered", 5_000, "the victim's delivery");
+    expect(delivered).to.deep.equal(["/healthy"]);
+    // The attacker holds at most its per-client share of the 16 slots.
+    expect(started).to.have.length(4);
+  });
+});
