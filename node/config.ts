@@ -220,6 +220,14 @@ export const SETTINGS = {
     patternHint: "a 20-byte 0x address",
     secret: false,
   }),
+  requireClientSignature: setting({
+    kind: "boolean",
+    env: "ATS_REQUIRE_CLIENT_SIGNATURE",
+    description:
+      "false (default): client_signature is checked only when a gRPC GetCurrentTime names a client_id registered in clientPublicKeys; any other id passes unsigned (the API key is then the only authentication). true: every GetCurrentTime must name a registered client_id and carry its valid signature, else UNAUTHENTICATED. Needs a non-empty clientPublicKeys.",
+    default: false,
+    secret: false,
+  }),
   maxRequestsPerSecond: setting({
     kind: "integer",
     env: "MAX_REQUESTS_PER_SECOND",
@@ -265,6 +273,16 @@ export const SETTINGS = {
     max: 1_000_000,
     secret: false,
   }),
+  streamMaxPushesPerSecond: setting({
+    kind: "integer",
+    env: "ATS_STREAM_MAX_PUSHES_PER_SECOND",
+    description:
+      "Updates per second pushed to all streams together (WebSocket subscriptions and gRPC StreamTime); beyond it updates are skipped, spread over the subscribers, so streams cannot take the node from request clients.",
+    default: 20_000,
+    min: 1,
+    max: 10_000_000,
+    secret: false,
+  }),
   wsMaxSubscriptionsPerConnection: setting({
     kind: "integer",
     env: "ATS_WS_MAX_SUBSCRIPTIONS_PER_CONNECTION",
@@ -290,6 +308,36 @@ export const SETTINGS = {
     default: 65_536,
     min: 1_024,
     max: 16_777_216,
+    secret: false,
+  }),
+  maxConnections: setting({
+    kind: "integer",
+    env: "ATS_MAX_CONNECTIONS",
+    description:
+      "Open REST/WebSocket connections, all clients together; more are closed as they are accepted. Keep it below the process's file-descriptor limit (ulimit -n).",
+    default: 8_192,
+    min: 1,
+    max: 1_000_000,
+    secret: false,
+  }),
+  maxConnectionsPerAddress: setting({
+    kind: "integer",
+    env: "ATS_MAX_CONNECTIONS_PER_ADDRESS",
+    description:
+      "Open REST/WebSocket connections from one remote address; more are closed as they are accepted. Behind a reverse proxy every client has the proxy's address: raise it there.",
+    default: 256,
+    min: 1,
+    max: 1_000_000,
+    secret: false,
+  }),
+  maxPipelinedRequests: setting({
+    kind: "integer",
+    env: "ATS_MAX_PIPELINED_REQUESTS",
+    description:
+      "HTTP/1.1 requests one connection may have received and not yet been answered (pipelining); a connection beyond it is closed and its address's new connections are refused for 1 s, doubling on repeat up to 60 s. A connection answered 429 is not read for a moment, and one answered 429 eight times in a row is closed.",
+    default: 16,
+    min: 1,
+    max: 1_024,
     secret: false,
   }),
   requestTimeoutMs: setting({
@@ -882,6 +930,9 @@ function checkCrossFieldRules(config: NodeConfig): void {
   }
   if (config.grpcEnabled && config.restPort !== 0 && config.restPort === config.grpcPort) {
     fail("grpcPort", source, "must differ from restPort", config.grpcPort);
+  }
+  if (config.requireClientSignature && Object.keys(config.clientPublicKeys).length === 0) {
+    fail("requireClientSignature", source, "needs at least one registered client in clientPublicKeys, or every GetCurrentTime would be refused", true);
   }
   checkTlsPair(config);
   if (BigInt(config.accuracyNs) > config.maxAcceptableDriftNs) {

@@ -14,6 +14,7 @@ import { loadTlsMaterial, type NodeConfig } from "./config";
 import { createTimeServiceFromConfig } from "./core";
 import type { TimeService } from "./core/types";
 import { createTransportContext, DEFAULT_TRANSPORT_LIMITS, type TransportContext, type TransportLimits } from "./api/context";
+import { DEFAULT_CONNECTION_LIMITS } from "./api/connectionGuard";
 import { startGrpcServer, type GrpcServerHandle } from "./api/grpc";
 import { createNodeMetrics, type NodeMetrics } from "./api/metrics";
 import { buildRestApp } from "./api/rest";
@@ -66,6 +67,13 @@ export function transportLimitsFromConfig(config: NodeConfig): TransportLimits {
     grpcMaxReceiveMessageBytes: config.grpcMaxMessageBytes,
     grpcMinStreamIntervalNs: config.wsMinIntervalNs,
     grpcMaxStreamIntervalNs: config.wsMaxIntervalNs,
+    streamMaxPushesPerSecond: config.streamMaxPushesPerSecond,
+    connections: {
+      ...DEFAULT_CONNECTION_LIMITS,
+      maxConnections: config.maxConnections,
+      maxConnectionsPerAddress: config.maxConnectionsPerAddress,
+      maxPipelinedRequests: config.maxPipelinedRequests,
+    },
   };
 }
 
@@ -93,6 +101,7 @@ export async function startNode(parameters: StartNodeParameters): Promise<Runnin
     apiKeyHashes: config.apiKeys,
     maxRequestsPerSecond: config.maxRequestsPerSecond,
     clientPublicKeys: config.clientPublicKeys,
+    requireClientSignature: config.requireClientSignature,
     limits: { ...transportLimitsFromConfig(config), ...parameters.limits },
   });
 
@@ -110,7 +119,9 @@ export async function startNode(parameters: StartNodeParameters): Promise<Runnin
     await streams?.close();
     await Promise.race([Promise.all([app?.close(), grpcServer?.close()]), graceTimer]);
     grpcServer?.server.forceShutdown();
+    context.pushes.close();
     unbindMetrics();
+    context.clientErrorLog.flush(); // the counts of the last sampling window, before "node stopped"
     if (ownsService) await service.stop();
     logger.info("node stopped");
   };

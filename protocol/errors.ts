@@ -83,12 +83,21 @@ export class AuthError extends AtsError {
   }
 }
 
-/** The message is fixed by PROTOCOL.md §9 (JSON-RPC rate limiting). */
+export interface RateLimitErrorOptions extends AtsErrorOptions {
+  /** For a quota that is not the request rate (e.g. pending schedules per client): says which one. */
+  message?: string;
+}
+
+/**
+ * A client over one of its limits (429 / RESOURCE_EXHAUSTED). The request rate's refusal carries the fixed
+ * MESSAGE of PROTOCOL.md §9 (JSON-RPC rate limiting), the default; other per-client quotas name themselves.
+ */
 export class RateLimitError extends AtsError {
   override name = "RateLimitError";
   static readonly MESSAGE = "Rate limit exceeded";
-  constructor(details: AtsErrorDetails = {}, options: AtsErrorOptions = {}) {
-    super("RATE_LIMIT", RateLimitError.MESSAGE, details, options);
+  constructor(details: AtsErrorDetails = {}, options: RateLimitErrorOptions = {}) {
+    const { message = RateLimitError.MESSAGE, ...rest } = options;
+    super("RATE_LIMIT", message, details, rest);
   }
 }
 

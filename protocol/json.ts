@@ -10,12 +10,46 @@ import { preview, sliceHexBytes } from "./bytes";
 import type { Hex, ProofJson, TimeProof } from "./types";
 
 /**
+ * Deepest array/object nesting parseJsonLossless accepts. Protocol messages nest 2 levels; the parser recurses
+ * per level, so without a bound a few KB of `[[[[…` end in the engine's "Maximum call stack size exceeded".
+ */
+export const MAX_JSON_NESTING_DEPTH = 32;
+
+/**
+ * True when `text` opens more than `maxDepth` arrays/objects at once. One linear pass, no recursion, no
+ * allocation: brackets inside strings (escapes included) do not count. Unbalanced text is left to the parser.
+ */
+export function exceedsJsonNestingDepth(text: string, maxDepth: number): boolean {
+  let depth = 0;
+  let inString = false;
+  for (let i = 0; i < text.length; i += 1) {
+    const c = text.charCodeAt(i);
+    if (inString) {
+      if (c === 0x5c /* \ */) i += 1; // the escaped character, even a quote, is string content
+      else if (c === 0x22 /* " */) inString = false;
+    } else if (c === 0x22) {
+      inString = true;
+    } else if (c === 0x5b /* [ */ || c === 0x7b /* { */) {
+      depth += 1;
+      if (depth > maxDepth) return true;
+    } else if (c === 0x5d /* ] */ || c === 0x7d /* } */) {
+      depth -= 1;
+    }
+  }
+  return false;
+}
+
+/**
  * Parses untrusted JSON text without losing precision: safe integers become `number`, larger integers
  * `bigint` (exact, never rounded); numerals with a fraction or exponent stay `LosslessNumber` (their text kept)
  * because the protocol has no fractional fields and validators must be able to refuse them.
- * Throws ValidationError (field "$") on a syntax error.
+ * Throws ValidationError on `field` (default "$"; transports name the body or message): "nesting deeper than
+ * 32 levels" (checked before parsing) or "malformed JSON (<the parser's reason>)".
  */
-export function parseJsonLossless(text: string): unknown {
+export function parseJsonLossless(text: string, field = "$"): unknown {
+  if (exceedsJsonNestingDepth(text, MAX_JSON_NESTING_DEPTH)) {
+    throw new ValidationError(field, `nesting deeper than ${MAX_JSON_NESTING_DEPTH} levels`, { maxDepth: MAX_JSON_NESTING_DEPTH });
+  }
   try {
     return parseLossless(text, null, (numeral: string) => {
       if (!isInteger(numeral)) return new LosslessNumber(numeral);
@@ -23,7 +57,8 @@ export function parseJsonLossless(text: string): unknown {
       return value >= BigInt(Number.MIN_SAFE_INTEGER) && value <= BigInt(Number.MAX_SAFE_INTEGER) ? Number(value) : value;
     });
   } catch (cause) {
-    throw new ValidationError("$", "is not valid JSON", { reason: cause instanceof Error ? cause.message : String(cause) }, { cause });
+    const reason = cause instanceof Error ? cause.message : String(cause);
+    throw new ValidationError(field, `malformed JSON (${reason})`, { reason }, { cause });
   }
 }
 

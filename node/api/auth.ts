@@ -9,13 +9,20 @@
  * presented key is compared against every stored digest in constant time (config.ts `apiKeyMatches`).
  *
  * Client signatures (gRPC `TimeRequest.client_signature`) — when the node has an address registered for the
- * request's `client_id`, the request must carry a 65-byte secp256k1 signature, EIP-191 `personal_sign` over the
- * UTF-8 text of `clientRequestMessage()`:
+ * request's `client_id` (setting `clientPublicKeys`), the request must carry a 65-byte secp256k1 signature,
+ * EIP-191 `personal_sign` over the UTF-8 text of `clientRequestMessage()`:
  *     "ATS/1 REQ|<request_id>|<nonce>|<type>|<at_ns>|<client_id>|<issued_at_ms>"
  * (type is the enum name, e.g. CURRENT_TIME; at_ns is the decimal string or empty). The recovered address must
  * equal the registered one, and a (client_id, nonce) pair is accepted once: the nonce is remembered for as long
  * as issued_at_ms keeps the request fresh. At most `maxNoncesPerClient` live nonces per client; beyond that the
  * client is refused ("Rate limit exceeded") rather than a live nonce forgotten.
+ *
+ * Policy — by default (`requireClientSignature` false) a signature is enforced ONLY for registered client ids: a
+ * request with an empty or unregistered `client_id` passes unsigned, so `client_id` alone proves nothing and the
+ * API key stays the authentication of such callers. Registration binds an id to a key; it does not make signing
+ * mandatory for the node. With `requireClientSignature` true, every GetCurrentTime must name a registered
+ * `client_id` and carry its valid signature (UNAUTHENTICATED otherwise, saying what is missing). Only
+ * GetCurrentTime carries a signature: StreamTime, VerifyTime and ScheduleAttestation rely on API keys either way.
  */
 import { getAddress, isAddress, recoverMessageAddress, type Hex as ViemHex } from "viem";
 import { AuthError, RateLimitError, ValidationError } from "../../protocol/errors";
@@ -84,6 +91,11 @@ export interface ClientSignatureOptions {
    * are never forgotten early, so a flood cannot make an earlier request replayable.
    */
   maxNoncesPerClient?: number;
+  /**
+   * true: every request must name a registered client and be signed (setting `requireClientSignature`).
+   * false (default): only requests naming a registered client are checked; the others pass unsigned.
+   */
+  requireSignature?: boolean;
   nowMs?: () => number;
 }
 
@@ -93,6 +105,7 @@ export class ClientSignatureVerifier {
   private readonly liveNonces = new Map<string, Map<string, number>>();
   private readonly nonceWindowMs: number;
   private readonly maxNoncesPerClient: number;
+  private readonly requireSignature: boolean;
   private readonly nowMs: () => number;
 
   constructor(options: ClientSignatureOptions) {
@@ -104,21 +117,33 @@ export class ClientSignatureVerifier {
     }
     this.nonceWindowMs = options.nonceWindowMs ?? 10 * 60_000;
     this.maxNoncesPerClient = options.maxNoncesPerClient ?? 100_000;
+    this.requireSignature = options.requireSignature ?? false;
     this.nowMs = options.nowMs ?? (() => Date.now());
   }
 
-  /** True when `clientId` has a registered key, i.e. its requests must be signed. */
+  /** True when requests naming `clientId` must be signed: it has a registered key, or the node requires it. */
   requiresSignature(clientId: string): boolean {
-    return this.addresses.has(clientId);
+    return this.requireSignature || this.addresses.has(clientId);
   }
 
   /**
-   * Verifies the signature of a request from a registered client and consumes its nonce. Requests from clients
-   * without a registered key pass unchanged (the API key is their authentication).
+   * Verifies the signature of a request from a registered client and consumes its nonce. Without
+   * `requireSignature`, requests from clients without a registered key pass unchanged (the API key is their
+   * authentication); with it, they are refused.
    */
   async check(fields: ClientRequestFields, signature: Uint8Array): Promise<void> {
     const expected = this.addresses.get(fields.clientId);
-    if (expected === undefined) return;
+    if (expected === undefined) {
+      if (!this.requireSignature) return;
+      // The id is the caller's own input: it goes to the log evidence, not back into the message.
+      throw new AuthError(
+        fields.clientId === ""
+          ? "Missing client_id: this node requires signed requests from a registered client (client_id + client_signature)"
+          : "Unregistered client_id: this node requires signed requests from a registered client (client_id + client_signature)",
+        { clientId: fields.clientId },
+      );
+    }
+    if (signature.length === 0) throw new AuthError("Missing client_signature: client_id is registered, its requests must be signed");
     if (signature.length !== 65) throw new AuthError("client_signature must be 65 bytes (r ‖ s ‖ v)");
     if (fields.nonce.length === 0) throw new AuthError("A signed request needs a nonce");
     this.checkIssuedAt(fields);

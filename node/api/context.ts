@@ -8,8 +8,11 @@ import type { CoreTimeService } from "../core/service";
 import type { TimeProof } from "../../protocol/types";
 import type { TimeService, VerifyOutcome } from "../core/types";
 import { ApiKeyAuth, ClientSignatureVerifier, clientKeyForIp } from "./auth";
+import { DEFAULT_CONNECTION_LIMITS, type ConnectionLimits } from "./connectionGuard";
 import { createNodeMetrics, type NodeMetrics } from "./metrics";
+import { PushScheduler } from "./pushScheduler";
 import { RateLimiter } from "./rateLimit";
+import { SampledLog } from "./sampledLog";
 import { StreamQuota } from "./streamQuota";
 
 /** Transport limits. Defaults suit a public node; tests override some. Units are in every name. */
@@ -29,7 +32,7 @@ export interface TransportLimits {
   /** Concurrent streams (WebSocket connections plus gRPC StreamTime calls) per client: "Rate limit exceeded" beyond. */
   maxStreamsPerClient: number;
   wsMaxSubscriptionsPerConnection: number;
-  /** Bounds of a subscription interval, ns; pushes are timed with 1 ms granularity. */
+  /** Bounds of a subscription interval, ns; pushes are timed with 1 ms granularity (pushScheduler.ts). */
   wsMinIntervalNs: bigint;
   wsMaxIntervalNs: bigint;
   /** Bad messages tolerated per connection before it is closed with 1008 (policy violation). */
@@ -43,6 +46,10 @@ export interface TransportLimits {
   /** Bounds of a StreamTime interval, ns. */
   grpcMinStreamIntervalNs: bigint;
   grpcMaxStreamIntervalNs: bigint;
+  /** Pushes per second of all streams together (WebSocket subscriptions and gRPC StreamTime); more are skipped. */
+  streamMaxPushesPerSecond: number;
+  /** Connection caps, pipelining depth and refusal bounds of the REST/WebSocket server (connectionGuard.ts). */
+  connections: ConnectionLimits;
 }
 
 export const DEFAULT_TRANSPORT_LIMITS: Readonly<TransportLimits> = {
@@ -63,6 +70,8 @@ export const DEFAULT_TRANSPORT_LIMITS: Readonly<TransportLimits> = {
   grpcMaxFutureWaitNs: 10_000_000_000n,
   grpcMinStreamIntervalNs: 1_000_000n,
   grpcMaxStreamIntervalNs: 3_600_000_000_000n,
+  streamMaxPushesPerSecond: 20_000,
+  connections: DEFAULT_CONNECTION_LIMITS,
 };
 
 /**
@@ -80,6 +89,10 @@ export interface TransportContext {
   rateLimiter: RateLimiter;
   /** Long-lived streams per client and in all, shared by the WebSocket and gRPC transports. */
   streams: StreamQuota;
+  /** The shared timers and push budget of every stream (WebSocket subscriptions, gRPC StreamTime). */
+  pushes: PushScheduler;
+  /** Client errors of every transport, logged sampled and without stacks (server faults go to `logger`). */
+  clientErrorLog: SampledLog;
   limits: TransportLimits;
 }
 
@@ -92,20 +105,30 @@ export interface CreateTransportContextParameters {
   maxRequestsPerSecond?: number;
   /** client_id → secp256k1 address whose signature gRPC requests of that client must carry. */
   clientPublicKeys?: Readonly<Record<string, string>>;
+  /** Every GetCurrentTime must name a registered client_id and be signed (default false: only registered ids). */
+  requireClientSignature?: boolean;
   limits?: Partial<TransportLimits>;
   metrics?: NodeMetrics;
+  /** Sampling window of `clientErrorLog` (default sampledLog.ts DEFAULT_SAMPLE_WINDOW_MS). */
+  clientErrorLogWindowMs?: number;
 }
 
 export function createTransportContext(parameters: CreateTransportContextParameters): TransportContext {
   const limits = { ...DEFAULT_TRANSPORT_LIMITS, ...parameters.limits };
+  const metrics = parameters.metrics ?? createNodeMetrics();
   return {
     service: parameters.service,
     logger: parameters.logger,
-    metrics: parameters.metrics ?? createNodeMetrics(),
+    metrics,
     auth: new ApiKeyAuth(parameters.apiKeyHashes ?? []),
-    clientSignatures: new ClientSignatureVerifier({ clientAddresses: parameters.clientPublicKeys ?? {} }),
+    clientSignatures: new ClientSignatureVerifier({
+      clientAddresses: parameters.clientPublicKeys ?? {},
+      requireSignature: parameters.requireClientSignature ?? false,
+    }),
     rateLimiter: new RateLimiter({ ratePerSecond: parameters.maxRequestsPerSecond ?? 0 }),
     streams: new StreamQuota({ maxPerClient: limits.maxStreamsPerClient, maxTotal: limits.wsMaxConnections }),
+    pushes: new PushScheduler({ maxPushesPerSecond: limits.streamMaxPushesPerSecond, onSkipped: (count) => metrics.countSkippedPushes(count) }),
+    clientErrorLog: new SampledLog(parameters.logger, { windowMs: parameters.clientErrorLogWindowMs }),
     limits,
   };
 }

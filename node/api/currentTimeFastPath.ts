@@ -19,6 +19,7 @@ import { API_KEY_HEADER } from "./auth";
 import { admitClient, type TransportContext } from "./context";
 import type { SignedTime } from "../core/types";
 import { toHttpError, type HttpErrorAnswer } from "./errorMapping";
+import type { SampledLog } from "./sampledLog";
 
 export const CURRENT_TIME_PATH = "/time/current";
 export const JSON_CONTENT_TYPE = "application/json; charset=utf-8";
@@ -30,10 +31,20 @@ export function errorBody(answer: HttpErrorAnswer): { statusCode: number; error:
   return { statusCode: answer.statusCode, error: answer.error, message: answer.message };
 }
 
-/** Logs a refused or failed request the way the REST error handler does: server faults at error level. */
-export function logRequestError(log: FastifyBaseLogger, error: unknown, url: string, answer: HttpErrorAnswer): void {
+/**
+ * Logs a refused or failed REST request (the error handler and the fast path): a server fault at error level with
+ * its stack, every one (ours to fix); a client error sampled and without stack (sampledLog.ts), so a flood of
+ * refusals cannot turn into a flood of log.
+ */
+export function logRequestError(
+  log: FastifyBaseLogger,
+  clientErrors: SampledLog,
+  error: unknown,
+  url: string,
+  answer: HttpErrorAnswer,
+): void {
   if (answer.serverFault) log.error({ err: error, url }, "request failed");
-  else log.info({ err: error, url, statusCode: answer.statusCode }, "request rejected");
+  else clientErrors.clientError({ transport: "rest", status: String(answer.statusCode), route: url, error });
 }
 
 export interface CurrentTimeFastPath {
@@ -76,7 +87,7 @@ export function createCurrentTimeFastPath(context: TransportContext, log: Fastif
         signed = service.current();
       } catch (error) {
         const mapped = toHttpError(error);
-        logRequestError(log, error, CURRENT_TIME_PATH, mapped);
+        logRequestError(log, context.clientErrorLog, error, CURRENT_TIME_PATH, mapped);
         const body = JSON.stringify(errorBody(mapped));
         answer(response, mapped.statusCode, { "content-type": JSON_CONTENT_TYPE, "content-length": Buffer.byteLength(body) }, body);
         return true;

@@ -98,12 +98,26 @@ const HTTP_REASON: Readonly<Record<number, string>> = {
   431: "Request Header Fields Too Large",
 };
 
+/** The answer to a request its client abandoned (no one reads it: it is for the log and the metrics). */
+export const CLIENT_ABORT_MESSAGE = "client closed the connection before the request was complete";
+
+/**
+ * Node's error when the client closes the connection before sending the whole request (e.g. headers with
+ * `content-length: N`, then fewer than N bytes and a close or reset): the request stream emits Error "aborted"
+ * with code ECONNRESET, and fastify hands it to the error handler from its body reader. A request handler sees
+ * ECONNRESET only from its own client: the client's doing, not a server fault.
+ */
+function isClientAbort(err: unknown): boolean {
+  return err instanceof Error && (err as Error & { code?: unknown }).code === "ECONNRESET";
+}
+
 export function toHttpError(err: unknown): HttpErrorAnswer {
   if (err instanceof AtsError) {
     const mapped = HTTP_BY_CODE[err.code];
     const serverFault = mapped.statusCode >= 500 && err.code === "INTERNAL";
     return { ...mapped, message: serverFault ? INTERNAL_ERROR_MESSAGE : err.message, serverFault };
   }
+  if (isClientAbort(err)) return { statusCode: 400, error: "Bad Request", message: CLIENT_ABORT_MESSAGE, serverFault: false };
   if (isFrameworkClientError(err)) {
     return {
       statusCode: err.statusCode,
@@ -172,7 +186,7 @@ export function fromHttpStatus(statusCode: number, message: string): AtsError {
     case 404:
       return new NotFoundError(message, details);
     case 429:
-      return new RateLimitError(details);
+      return new RateLimitError(details, { message });
     case 503:
       return new UnavailableError(message, details);
     default:
@@ -191,7 +205,7 @@ export function fromGrpcStatus(code: GrpcStatus, details: string): AtsError {
     case GrpcStatus.NOT_FOUND:
       return new NotFoundError(details, evidence);
     case GrpcStatus.RESOURCE_EXHAUSTED:
-      return new RateLimitError(evidence);
+      return new RateLimitError(evidence, { message: details });
     case GrpcStatus.UNAVAILABLE:
     case GrpcStatus.DEADLINE_EXCEEDED:
       return new UnavailableError(details, evidence);

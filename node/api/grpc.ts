@@ -4,11 +4,12 @@
  * `grpc.health.v1.Health` from proto/health.proto.
  *
  * Every TimeRPC call: metadata `x-api-key` (when keys are configured) → rate limit ("Rate limit exceeded",
- * RESOURCE_EXHAUSTED) → request checks (INVALID_ARGUMENT naming the field) → the service → one reply. Errors are
- * mapped in errorMapping.ts only. The health service needs no key. TLS (server credentials from tlsCertFile /
- * tlsKeyFile, no client certificates) when configured, else plaintext: then bind to loopback or put TLS in front;
- * the node signs what it serves, so transport integrity is not what makes a proof trustworthy, but API keys travel
- * in metadata.
+ * RESOURCE_EXHAUSTED) → request checks (INVALID_ARGUMENT naming the field; malformed protobuf bytes, e.g. invalid
+ * UTF-8 or a truncated field, are caught by the strict deserializers of grpcWire.ts) → the service → one reply.
+ * Errors are mapped in errorMapping.ts only. The health service needs no key. TLS (server credentials from
+ * tlsCertFile / tlsKeyFile, no client certificates) when configured, else plaintext: then bind to loopback or put
+ * TLS in front; the node signs what it serves, so transport integrity is not what makes a proof trustworthy, but
+ * API keys travel in metadata.
  */
 import * as grpc from "@grpc/grpc-js";
 import * as protoLoader from "@grpc/proto-loader";
@@ -21,6 +22,7 @@ import type { SignedTime } from "../core/types";
 import { API_KEY_HEADER } from "./auth";
 import { admitClient, verifyWithOptionalChain, type TransportContext } from "./context";
 import { toGrpcError } from "./errorMapping";
+import { throwIfRejected, withStrictRequestDecoding } from "./grpcWire";
 import { checkDurationNs, nodeEntryCount } from "./input";
 import type { Transport } from "./metrics";
 
@@ -142,6 +144,18 @@ export function loadProtos(): LoadedProtos {
   return loaded;
 }
 
+let strictTimeService: grpc.ServiceDefinition | undefined;
+
+/**
+ * TimeRPC as the server registers it: request deserializers that check the wire format first (grpcWire.ts) and
+ * hand a malformed request to the handler as a RejectedRequest (INVALID_ARGUMENT), not a throw (INTERNAL).
+ * Built once per process; the client side keeps loadProtos().timeService.
+ */
+function loadStrictTimeService(): grpc.ServiceDefinition {
+  strictTimeService ??= withStrictRequestDecoding(loadProtos().timeService, TIME_PROTO_PATH, TIME_SERVICE_NAME);
+  return strictTimeService;
+}
+
 // ------------------------------------------------------------------ conversions
 
 const MAX_ID_CHARS = 128;
@@ -242,9 +256,11 @@ export function createGrpcServer(context: TransportContext): grpc.Server {
 
   function fail(route: string, error: unknown): grpc.ServiceError {
     const answer = toGrpcError(error);
+    const status = grpc.status[answer.code] ?? String(answer.code);
+    // Server faults in full; client errors sampled and without stacks (sampledLog.ts).
     if (answer.serverFault) log.error({ err: error, route }, "rpc failed");
-    else log.info({ err: error, route, code: grpc.status[answer.code] }, "rpc rejected");
-    metrics.countRequest(TRANSPORT, route, grpc.status[answer.code] ?? String(answer.code));
+    else context.clientErrorLog.clientError({ transport: TRANSPORT, status, route, error });
+    metrics.countRequest(TRANSPORT, route, status);
     return Object.assign(new Error(answer.details), { code: answer.code, details: answer.details, metadata: new grpc.Metadata() });
   }
 
@@ -254,7 +270,11 @@ export function createGrpcServer(context: TransportContext): grpc.Server {
   ): grpc.handleUnaryCall<Req, Res> {
     return (call, callback) => {
       Promise.resolve()
-        .then(() => handler(call, admit(call as grpc.ServerUnaryCall<unknown, unknown>)))
+        .then(() => {
+          const clientKey = admit(call as grpc.ServerUnaryCall<unknown, unknown>);
+          throwIfRejected(call.request); // malformed bytes (grpcWire.ts): INVALID_ARGUMENT naming the field
+          return handler(call, clientKey);
+        })
         .then(
           (response) => {
             metrics.countRequest(TRANSPORT, route, "OK");
@@ -366,20 +386,21 @@ export function createGrpcServer(context: TransportContext): grpc.Server {
 
   const streamTime: grpc.handleServerStreamingCall<StreamRequestMessage, TimeResponseMessage> = (call) => {
     const route = "StreamTime";
-    let timer: NodeJS.Timeout | undefined;
+    let stopPushes: (() => void) | undefined;
     let offTamper: (() => void) | undefined;
     let release: (() => void) | undefined;
     const finish = (error?: unknown): void => {
-      if (timer !== undefined) clearInterval(timer);
+      stopPushes?.();
       offTamper?.();
       release?.();
-      timer = undefined;
+      stopPushes = undefined;
       offTamper = undefined;
       release = undefined;
       if (error !== undefined) call.emit("error", fail(route, error));
     };
     try {
       const clientKey = admit(call as grpc.ServerWritableStream<unknown, unknown>);
+      throwIfRejected(call.request);
       // One slot per open stream, shared with the client's WebSocket connections.
       release = streams.acquire(clientKey);
       const requestId = boundedString("request_id", call.request.request_id);
@@ -402,7 +423,8 @@ export function createGrpcServer(context: TransportContext): grpc.Server {
       };
       metrics.countRequest(TRANSPORT, route, "OK");
       offTamper = service.onTamper((reason) => finish(new UnavailableError(reason)));
-      timer = setInterval(send, Math.max(1, Number(intervalNs / 1_000_000n)));
+      // The node-wide push timers and budget shared with WebSocket subscriptions (pushScheduler.ts).
+      stopPushes = context.pushes.add(Number(intervalNs / 1_000_000n), send);
       call.on("cancelled", () => finish());
       call.on("close", () => finish());
       send();
@@ -454,7 +476,7 @@ export function createGrpcServer(context: TransportContext): grpc.Server {
     "grpc.keepalive_time_ms": 60_000,
     "grpc.keepalive_timeout_ms": 10_000,
   });
-  server.addService(protos.timeService, {
+  server.addService(loadStrictTimeService(), {
     GetCurrentTime: getCurrentTime,
     StreamTime: streamTime,
     VerifyTime: verifyTime,

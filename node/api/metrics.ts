@@ -4,7 +4,8 @@
  *
  * - timerpc_requests_total{transport,route,status}: every answered request / RPC / WebSocket message.
  *   transport ∈ rest | ws | grpc; route is the route pattern or RPC name; status the HTTP status, gRPC status
- *   name or "ok"/"error" for WebSocket messages.
+ *   name or "ok"/"error"/"rate_limited" for WebSocket messages; "aborted" for a REST request its client abandoned
+ *   (it gets no response). Every refusal is counted here; the log only samples them (sampledLog.ts).
  * - timerpc_accuracy_ns: the accuracy (ns) signed into each attestation the node produced.
  * - timerpc_consensus_latency: seconds from the card's reading (nanoMoment) to the node's completed signature
  *   (producedAtNs). With a single node this is the attestation latency; the mesh issue will observe the
@@ -12,11 +13,16 @@
  * - timerpc_node_drift_ns: the card's latest measured error against the host reference clock (ns).
  * - timerpc_tamper_events_total: tamper events reported by the card.
  * - timerpc_served_proofs_total{transport}: proofs handed out (REST current, WS pushes, gRPC responses).
+ * - timerpc_stream_pushes_skipped_total: stream updates (WebSocket, gRPC StreamTime) skipped because the node-wide
+ *   push budget (streamMaxPushesPerSecond) was spent.
+ * - timerpc_connections_dropped_total{reason}: REST/WebSocket connections closed by the connection guard
+ *   (server_full, address_full, penalised: on accept; pipelining, refusals: while open).
  * - timerpc_proof_age_ns{transport}: age of each proof handed out (node clock − nanoMoment when the response is
  *   built), nanoseconds: the freshness clients get, tick interval and event-loop delay included.
  */
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from "prom-client";
 import type { SignedTime, TimeService } from "../core/types";
+import type { DropReason } from "./connectionGuard";
 
 export const METRIC_NAMES = {
   requestsTotal: "timerpc_requests_total",
@@ -26,6 +32,8 @@ export const METRIC_NAMES = {
   tamperEventsTotal: "timerpc_tamper_events_total",
   servedProofsTotal: "timerpc_served_proofs_total",
   proofAgeNs: "timerpc_proof_age_ns",
+  connectionsDroppedTotal: "timerpc_connections_dropped_total",
+  streamPushesSkippedTotal: "timerpc_stream_pushes_skipped_total",
 } as const;
 
 /** Bucket bounds of timerpc_proof_age_ns: fine around the 1 ms target, coarse up to the 60 s maximum age. */
@@ -46,6 +54,10 @@ export interface NodeMetrics {
    * or future by design and are only counted.
    */
   countServedProof(transport: Transport, current?: SignedTime): void;
+  /** Counts stream updates skipped for want of push budget. */
+  countSkippedPushes(count: number): void;
+  /** Counts a connection the connection guard closed. */
+  countDroppedConnection(reason: DropReason): void;
   /** Observes every attestation and tamper event of the service; returns the unbind function. */
   bindService(service: TimeService): () => void;
   /** Prometheus text exposition. */
@@ -136,6 +148,19 @@ export function createNodeMetrics(options: { defaultMetrics?: boolean } = {}): N
     registers: [registry],
   });
 
+  const connectionsDroppedTotal = new Counter({
+    name: METRIC_NAMES.connectionsDroppedTotal,
+    help: "REST/WebSocket connections closed by the connection guard, by reason",
+    labelNames: ["reason"] as const,
+    registers: [registry],
+  });
+
+  const streamPushesSkippedTotal = new Counter({
+    name: METRIC_NAMES.streamPushesSkippedTotal,
+    help: "Stream updates skipped because the node-wide push budget was spent",
+    registers: [registry],
+  });
+
   // Until a service is bound there is no node clock: served proofs are counted, their age is not observed.
   let clockNs: (() => bigint) | null = null;
 
@@ -165,6 +190,12 @@ export function createNodeMetrics(options: { defaultMetrics?: boolean } = {}): N
       }
       tallies.served.add();
       if (current !== undefined && clockNs !== null) tallies.age.observe(Number(clockNs() - current.proof.nanoMoment));
+    },
+    countSkippedPushes(count) {
+      streamPushesSkippedTotal.inc(count);
+    },
+    countDroppedConnection(reason) {
+      connectionsDroppedTotal.inc({ reason });
     },
     bindService(service) {
       const offProof = service.onProof(observeAttestation);

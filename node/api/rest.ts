@@ -13,18 +13,21 @@
  *   GET  /metrics             Prometheus text                                                           [open]
  *
  * Request bodies are parsed losslessly (protocol/json.ts): an unquoted integer above 2^53 is kept exact and then
- * rejected by the schema where a decimal string is due, never rounded into a different moment. Every error goes
- * through the one error handler (errorMapping.ts): 4xx with a message for the caller, 5xx generic.
+ * rejected by the schema where a decimal string is due, never rounded into a different moment. They must be
+ * strict UTF-8 (jsonBody.ts): invalid bytes, a BOM or nesting deeper than 32 levels → 400, another charset → 415.
+ * Every error goes through the one error handler (errorMapping.ts): 4xx with a message for the caller, 5xx
+ * generic. Client errors are logged sampled and without stacks (sampledLog.ts), server faults in full.
  */
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import { createServer as createHttpsServer } from "node:https";
 import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance, type FastifyReply, type FastifyRequest } from "fastify";
 import { ValidationError } from "../../protocol/errors";
-import { parseJsonLossless, parseNsString } from "../../protocol/json";
+import { parseNsString } from "../../protocol/json";
 import type { Hex, ProofJson, TimeProof } from "../../protocol/types";
 import type { TlsMaterial } from "../config";
 import type { ScheduleRecord } from "../core/types";
 import { API_KEY_HEADER, clientKeyForIp } from "./auth";
+import { guardConnections } from "./connectionGuard";
 import { admitClient, verifyWithOptionalChain, type TransportContext } from "./context";
 import {
   createCurrentTimeFastPath,
@@ -35,6 +38,7 @@ import {
   logRequestError,
 } from "./currentTimeFastPath";
 import { toHttpError } from "./errorMapping";
+import { checkJsonCharset, parseJsonBody } from "./jsonBody";
 import {
   errorResponseSchema,
   healthSchema,
@@ -136,21 +140,30 @@ export function buildRestApp(context: TransportContext, options: RestAppOptions 
     keepAliveTimeout: limits.keepAliveTimeoutMs,
     // Fastify applies the three timeouts above only to a server it creates itself: a factory sets them too.
     serverFactory: (handler) => {
-      const timeouts = { requestTimeout: limits.requestTimeoutMs, keepAliveTimeout: limits.keepAliveTimeoutMs };
-      const serve =
-        fastPath === null
-          ? handler
-          : (request: IncomingMessage, response: ServerResponse) => fastPath.tryServe(request, response) || handler(request, response);
+      const timeouts = {
+        requestTimeout: limits.requestTimeoutMs,
+        // The request line and headers get the same bound (Node's default is 60 s on its own).
+        headersTimeout: limits.requestTimeoutMs,
+        keepAliveTimeout: limits.keepAliveTimeoutMs,
+        // Node enforces requestTimeout/headersTimeout only when it sweeps its connections (default every 30 s,
+        // so a 10 s timeout cut slow clients after up to 40 s): sweep at a tenth of the timeout, 100 ms to 1 s.
+        connectionsCheckingInterval: Math.min(1_000, Math.max(100, Math.floor(limits.requestTimeoutMs / 10))),
+      };
       const tls = options.tls ?? null;
       // An https.Server is an http.Server with a TLS socket: fastify, the fast path and the WebSocket upgrade
       // (ws.ts) see the same requests. The handshake gets the connection timeout too.
       const server: Server =
         tls === null
-          ? createServer(timeouts, serve)
-          : createHttpsServer(
-              { ...timeouts, cert: tls.certificateChainPem, key: tls.privateKeyPem(), handshakeTimeout: limits.connectionTimeoutMs },
-              serve,
-            );
+          ? createServer(timeouts)
+          : createHttpsServer({ ...timeouts, cert: tls.certificateChainPem, key: tls.privateKeyPem(), handshakeTimeout: limits.connectionTimeoutMs });
+      const connections = guardConnections(server, {
+        limits: limits.connections,
+        onDrop: (reason) => metrics.countDroppedConnection(reason),
+      });
+      server.on("request", (request: IncomingMessage, response: ServerResponse) => {
+        if (!connections.admit(request, response)) return;
+        if (fastPath === null || !fastPath.tryServe(request, response)) handler(request, response);
+      });
       server.setTimeout(limits.connectionTimeoutMs);
       return server;
     },
@@ -161,19 +174,19 @@ export function buildRestApp(context: TransportContext, options: RestAppOptions 
 
   // Only JSON request bodies, parsed losslessly.
   app.removeAllContentTypeParsers();
-  app.addContentTypeParser("application/json", { parseAs: "string" }, (_request, body, done) => {
+  // Raw bytes, decoded here (jsonBody.ts): fastify's string decoding would replace invalid UTF-8 silently.
+  app.addContentTypeParser("application/json", { parseAs: "buffer" }, (request, body, done) => {
     try {
-      done(null, parseJsonLossless(body as string));
-    } catch (cause) {
-      const reason = cause instanceof ValidationError ? cause.details["reason"] : undefined;
-      const detail = typeof reason === "string" ? ` (${reason})` : "";
-      done(new ValidationError("body", `malformed JSON${detail}`), undefined);
+      checkJsonCharset(request.headers["content-type"]);
+      done(null, parseJsonBody(body as Buffer));
+    } catch (error) {
+      done(error as Error, undefined);
     }
   });
 
   app.setErrorHandler((error, request, reply) => {
     const answer = toHttpError(error);
-    logRequestError(request.log, error, request.url, answer);
+    logRequestError(request.log, context.clientErrorLog, error, request.url, answer);
     void reply.code(answer.statusCode).type(JSON_CONTENT_TYPE).send(errorBody(answer));
   });
   // While closing, fastify answers 503 (return503OnClosing): the fast path steps aside for it.
@@ -192,6 +205,12 @@ export function buildRestApp(context: TransportContext, options: RestAppOptions 
 
   app.addHook("onResponse", (request, reply, done) => {
     metrics.countRequest("rest", request.routeOptions.url ?? "unmatched", String(reply.statusCode));
+    done();
+  });
+  // A request its client abandons (e.g. closes before sending the body it announced) gets no response, so
+  // onResponse never sees it: counted here as "aborted", a client error like any 4xx, never a 5xx.
+  app.addHook("onRequestAbort", (request, done) => {
+    metrics.countRequest("rest", request.routeOptions.url ?? "unmatched", "aborted");
     done();
   });
 

@@ -11,7 +11,8 @@
  *   {"type":"subscribe","interval":<ns, JSON integer>,"accuracy":"hardware","includeProof"?:<bool>}
  *       → {"type":"subscribed","id":"<id>","interval":<ns>}
  *   {"type":"unsubscribe","id":"<id>"} → {"type":"unsubscribed","id":"<id>"}
- * Server → client, every interval of each subscription, from the service's cached proofs (no signing here):
+ * Server → client, every interval of each subscription, from the service's cached proofs (no signing here; one
+ * timer per distinct interval and a node-wide push budget, pushScheduler.ts, so updates may be skipped under load):
  *   {"nanoMoment":"<dec>","accuracy":<ns>,"id":"<subscription id>"[,"proof":{…PROTOCOL.md §9 proof…}]}
  * Errors: {"type":"error","message":"…"} for bad JSON, unknown types or fields, bad interval, too many
  * subscriptions, binary frames, and "Rate limit exceeded" (each client message takes a rate-limit token). The
@@ -52,7 +53,8 @@ interface Subscription {
   id: string;
   intervalNs: bigint;
   includeProof: boolean;
-  timer: NodeJS.Timeout;
+  /** Stops its pushes (context.pushes). */
+  cancel: () => void;
 }
 
 interface ConnectionState {
@@ -75,12 +77,8 @@ function isPlainObject(value: unknown): value is Record<string, unknown> {
 
 /** Schema check of one client message (by hand: the shapes are tiny and the errors name the field). */
 export function parseClientMessage(text: string, limits: { minIntervalNs: bigint; maxIntervalNs: bigint }): ClientMessage {
-  let value: unknown;
-  try {
-    value = parseJsonLossless(text);
-  } catch {
-    throw new ValidationError("message", "malformed JSON");
-  }
+  // Throws "message: malformed JSON (…)" or "message: nesting deeper than 32 levels" (checked before parsing).
+  const value = parseJsonLossless(text, "message");
   if (!isPlainObject(value)) throw new ValidationError("message", "must be a JSON object");
   const type = value["type"];
   if (type === "subscribe") {
@@ -142,7 +140,7 @@ class FrameCache {
 }
 
 export function attachStreamServer(server: Server, context: TransportContext): StreamServer {
-  const { service, logger, metrics, rateLimiter, streams, limits } = context;
+  const { service, logger, metrics, rateLimiter, streams, pushes, limits, clientErrorLog } = context;
   const log = logger.child({ transport: "ws" });
   const wss = new WebSocketServer({ noServer: true, maxPayload: limits.wsMaxPayloadBytes, clientTracking: true });
   const states = new Map<WebSocket, ConnectionState>();
@@ -154,7 +152,7 @@ export function attachStreamServer(server: Server, context: TransportContext): S
   }
 
   function stopSubscriptions(state: ConnectionState): void {
-    for (const subscription of state.subscriptions.values()) clearInterval(subscription.timer);
+    for (const subscription of state.subscriptions.values()) subscription.cancel();
     state.subscriptions.clear();
   }
 
@@ -186,8 +184,11 @@ export function attachStreamServer(server: Server, context: TransportContext): S
 
   function reject(ws: WebSocket, state: ConnectionState, error: unknown): void {
     const { message, serverFault } = toWsErrorMessage(error);
+    const status = error instanceof RateLimitError ? "rate_limited" : "error";
+    // Server faults in full; client errors sampled and without stacks (sampledLog.ts).
     if (serverFault) log.error({ err: error }, "stream message failed");
-    metrics.countRequest("ws", "message", error instanceof RateLimitError ? "rate_limited" : "error");
+    else clientErrorLog.clientError({ transport: "ws", status, route: "message", error });
+    metrics.countRequest("ws", "message", status);
     state.errors += 1;
     send(ws, { type: "error", message });
     if (state.errors > limits.wsMaxErrorsPerConnection) {
@@ -212,20 +213,20 @@ export function attachStreamServer(server: Server, context: TransportContext): S
         }
         state.nextId += 1;
         const id = String(state.nextId);
-        const intervalMs = Number(message.intervalNs / NS_PER_MS);
         const subscription: Subscription = {
           id,
           intervalNs: message.intervalNs,
           includeProof: message.includeProof,
-          timer: setInterval(() => push(ws, subscription), Math.max(1, intervalMs)),
+          cancel: () => undefined,
         };
+        subscription.cancel = pushes.add(Number(message.intervalNs / NS_PER_MS), () => push(ws, subscription));
         state.subscriptions.set(id, subscription);
         send(ws, { type: "subscribed", id, interval: Number(message.intervalNs) });
         push(ws, subscription); // the first update at once
       } else {
         const subscription = state.subscriptions.get(message.id);
         if (subscription === undefined) throw new ValidationError("id", `no subscription "${message.id}"`);
-        clearInterval(subscription.timer);
+        subscription.cancel();
         state.subscriptions.delete(message.id);
         send(ws, { type: "unsubscribed", id: message.id });
       }
@@ -252,6 +253,7 @@ export function attachStreamServer(server: Server, context: TransportContext): S
     } catch (error) {
       const answer = toHttpError(error);
       if (answer.serverFault) log.error({ err: error }, "upgrade failed");
+      else clientErrorLog.clientError({ transport: "ws", status: String(answer.statusCode), route: "upgrade", error });
       metrics.countRequest("ws", "upgrade", String(answer.statusCode));
       refuseUpgrade(socket, answer.statusCode, answer.error, answer.message);
       return;
@@ -267,7 +269,8 @@ export function attachStreamServer(server: Server, context: TransportContext): S
         stopSubscriptions(state);
         states.delete(ws);
       });
-      ws.on("error", (error) => log.info({ err: error, clientKey }, "stream connection error"));
+      // The ws library's errors are the client's frames (too large, invalid UTF-8, bad opcode) or a reset.
+      ws.on("error", (error) => clientErrorLog.clientError({ transport: "ws", status: "connection_error", route: "connection", error }));
     });
   }
 

@@ -40,7 +40,7 @@
 import { randomUUID } from "node:crypto";
 import type { Logger } from "pino";
 import { UINT128_MAX } from "../../protocol/constants";
-import { NotFoundError, UnavailableError, ValidationError } from "../../protocol/errors";
+import { NotFoundError, RateLimitError, UnavailableError, ValidationError } from "../../protocol/errors";
 import type { ProofJson } from "../../protocol/types";
 import { timeoutReason, untilAborted } from "./abort";
 import {
@@ -417,7 +417,11 @@ export class ScheduleService {
     return { ...this.#stats };
   }
 
-  /** Validates and commits a schedule; the row is on disk when this returns. Throws ValidationError. */
+  /**
+   * Validates and commits a schedule; the row is on disk when this returns. Throws ValidationError (bad input),
+   * RateLimitError (this client's pending quota: 429 / RESOURCE_EXHAUSTED) or UnavailableError (the node-wide
+   * cap: 503 / UNAVAILABLE). Quotas are not field errors: the same request succeeds once schedules are delivered.
+   */
   schedule(executeAtNs: bigint, callbackUrl: string, clientKey = ""): ScheduleRecord {
     const nowNs = this.#options.nowNs();
     const executeAt = validateExecuteAt(executeAtNs, {
@@ -428,12 +432,16 @@ export class ScheduleService {
     const url = validateCallbackUrl(callbackUrl, this.#options.allowedCallbackHosts);
     const pending = (this.#statements.pending.get() as { n: number }).n;
     if (pending >= this.#options.maxPending) {
-      throw new ValidationError("executeAt", `too many pending schedules (${pending}, limit ${this.#options.maxPending})`, {});
+      // The node's total is not the caller's business: the numbers stay in the details, out of the answer.
+      throw new UnavailableError("node holds too many pending schedules", { pending, maxPending: this.#options.maxPending });
     }
     const maxPerClient = this.#options.maxPendingPerClient ?? this.#options.maxPending;
     const pendingForClient = (this.#statements.pendingForClient.get(clientKey) as { n: number }).n;
     if (pendingForClient >= maxPerClient) {
-      throw new ValidationError("executeAt", `too many pending schedules for this client (${pendingForClient}, limit ${maxPerClient})`, {});
+      throw new RateLimitError(
+        { pending: pendingForClient, maxPendingPerClient: maxPerClient },
+        { message: `too many pending schedules for this client (${pendingForClient}, limit ${maxPerClient})` },
+      );
     }
     const id = randomUUID();
     this.#statements.insert.run(id, nsToBlob(executeAt), url, nsToBlob(nowNs), nsToBlob(executeAt), clientKey);

@@ -23,6 +23,13 @@ describe("errors", () => {
     expect(new ConsensusError(ConsensusError.DIVERGENCE_TOO_HIGH).message).to.equal("Time divergence too high");
   });
 
+  it("let a quota other than the request rate name itself, still as a RATE_LIMIT error with its cause", () => {
+    const cause = new Error("inner");
+    const quota = new RateLimitError({ pending: 2 }, { message: "too many pending schedules for this client (2, limit 2)", cause });
+    expect(quota).to.include({ code: "RATE_LIMIT", message: "too many pending schedules for this client (2, limit 2)", cause });
+    expect(new RateLimitError({}, { cause }).message).to.equal(RateLimitError.MESSAGE);
+  });
+
   it("walk the cause chain like viem's BaseError", () => {
     const root = new TypeError("socket closed");
     const middle = new ProtocolError("decode failed", {}, { cause: root });

@@ -1,6 +1,8 @@
 import { expect } from "chai";
 import {
+  MAX_JSON_NESTING_DEPTH,
   ValidationError,
+  exceedsJsonNestingDepth,
   parseJsonLossless,
   proofFromJson,
   proofFromJsonText,
@@ -49,6 +51,24 @@ describe("json", () => {
 
     it("reports a syntax error as a ValidationError on $", () => {
       expectField(() => parseJsonLossless("{"), "$");
+    });
+
+    it("refuses nesting deeper than 32 levels before parsing, on the field the caller names", () => {
+      expect(MAX_JSON_NESTING_DEPTH).to.equal(32);
+      const nested = (depth: number): string => "[".repeat(depth) + "]".repeat(depth);
+      expect(parseJsonLossless(nested(32))).to.be.an("array");
+      expect(() => parseJsonLossless(nested(33), "body")).to.throw(ValidationError, "body: nesting deeper than 32 levels");
+      // Unclosed, far beyond the engine's stack: the bound answers, not a RangeError.
+      expect(() => parseJsonLossless("[".repeat(100_000))).to.throw(ValidationError, "$: nesting deeper than 32 levels");
+      expect(() => parseJsonLossless(`{"a":${"{\"b\":".repeat(40)}1${"}".repeat(41)}`)).to.throw(ValidationError, "nesting deeper");
+    });
+
+    it("counts no brackets inside strings, escaped quotes included", () => {
+      expect(exceedsJsonNestingDepth(JSON.stringify({ a: "[".repeat(100) }), 32)).to.equal(false);
+      expect(exceedsJsonNestingDepth(JSON.stringify({ a: `\\"${"{".repeat(100)}` }), 32)).to.equal(false);
+      // JSON text ["\\"[[[…: the string holds one escaped backslash and ends before the brackets, which count.
+      expect(exceedsJsonNestingDepth(`["\\\\"${"[".repeat(40)}`, 32)).to.equal(true);
+      expect(exceedsJsonNestingDepth("{}".repeat(1_000), 1)).to.equal(false);
     });
   });
 

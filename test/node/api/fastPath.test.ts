@@ -3,6 +3,7 @@ import type { FastifyInstance } from "fastify";
 import { UnavailableError } from "../../../protocol/errors";
 import { hashApiKey } from "../../../node/config";
 import type { SignedTime } from "../../../node/core/types";
+import { DEFAULT_CONNECTION_LIMITS } from "../../../node/api/connectionGuard";
 import { createTransportContext, type TransportContext } from "../../../node/api/context";
 import { createCurrentTimeFastPath } from "../../../node/api/currentTimeFastPath";
 import { buildRestApp } from "../../../node/api/rest";
@@ -40,6 +41,8 @@ describe("node/api/currentTimeFastPath", function () {
         logger: testLogger(),
         apiKeyHashes: [hashApiKey(apiKey)],
         maxRequestsPerSecond: 8,
+        // No read pause after a 429: the two apps' buckets must refill on the same request timeline.
+        limits: { connections: { ...DEFAULT_CONNECTION_LIMITS, refusalPauseMs: 0 } },
       });
       const app = buildRestApp(context, { fastPath });
       const index = apps.length;

@@ -6,6 +6,8 @@ import { clientRequestMessage } from "../../../node/api/auth";
 import { loadProtos, type TimeResponseMessage } from "../../../node/api/grpc";
 import { proofJsonFromMessage } from "../../../node/client";
 import { proofFromJson } from "../../../protocol/json";
+import { ValidationError } from "../../../protocol/errors";
+import { loadConfig } from "../../../node/config";
 import { http, startTestNode, waitFor, type TestNode } from "./helpers";
 
 type Callback<T> = (error: grpc.ServiceError | null, response?: T) => void;
@@ -135,9 +137,10 @@ describe("node/api/grpc", function () {
     const unknownEnum = await rawUnary(t.node.endpoints.grpc, "GetCurrentTime", Buffer.from([0x18, 0x07]));
     expect(unknownEnum.code).to.equal(grpc.status.INVALID_ARGUMENT);
     expect(unknownEnum.details).to.match(/unknown RequestType 7/);
-    // Garbage bytes are not a TimeRequest at all.
+    // Garbage bytes are not a TimeRequest at all: a client error naming the problem, not INTERNAL.
     const garbage = await rawUnary(t.node.endpoints.grpc, "GetCurrentTime", Buffer.from([0xff, 0xff, 0xff, 0xff]));
-    expect(garbage.code).to.not.equal(grpc.status.OK);
+    expect(garbage.code).to.equal(grpc.status.INVALID_ARGUMENT);
+    expect(garbage.details).to.match(/^request: truncated: tag at byte 0/);
     // Oversized message: field 2 (nonce), 200,000 bytes, length as a varint.
     const nonceLength = 200_000;
     const lengthVarint = [(nonceLength & 0x7f) | 0x80, ((nonceLength >> 7) & 0x7f) | 0x80, nonceLength >> 14];
@@ -304,13 +307,58 @@ describe("node/api/grpc auth, client signatures, rate limit and tamper", functio
         code: grpc.status.UNAUTHENTICATED,
         details: "Signed request outside the replay window",
       });
-      // Unregistered clients need no signature.
+      // Unregistered clients need no signature (the default policy, requireClientSignature false).
       const anonymous = await call<TimeResponseMessage>(client, "GetCurrentTime", { type: "CURRENT_TIME", client_id: "someone-else" });
       expect(anonymous.nano_moment).to.match(/^[1-9]/);
     } finally {
       client.close();
       await t.close();
     }
+  });
+
+  it("requireClientSignature: every GetCurrentTime needs a registered client_id and its signature (UNAUTHENTICATED saying what is missing)", async function () {
+    const t = await startTestNode({ overrides: { clientPublicKeys: { "client-a": account.address }, requireClientSignature: true } });
+    const client = timeClient(t.node.endpoints.grpc);
+    try {
+      const noClientId = await status(call(client, "GetCurrentTime", { type: "CURRENT_TIME" }));
+      expect(noClientId.code).to.equal(grpc.status.UNAUTHENTICATED);
+      expect(noClientId.details).to.match(/^Missing client_id: this node requires signed requests/);
+      const unregistered = await status(call(client, "GetCurrentTime", { type: "CURRENT_TIME", client_id: "someone-else" }));
+      expect(unregistered.code).to.equal(grpc.status.UNAUTHENTICATED);
+      expect(unregistered.details).to.match(/^Unregistered client_id: this node requires signed requests/);
+      const unsigned = await status(call(client, "GetCurrentTime", { type: "CURRENT_TIME", client_id: "client-a", nonce: "n-1", issued_at_ms: String(Date.now()) }));
+      expect(unsigned.code).to.equal(grpc.status.UNAUTHENTICATED);
+      expect(unsigned.details).to.match(/^Missing client_signature/);
+      const fields = { requestId: "r-1", nonce: "n-1", type: "CURRENT_TIME", atNs: "", clientId: "client-a", issuedAtMs: String(Date.now()) };
+      const signature = await account.signMessage({ message: clientRequestMessage(fields) });
+      const signed = await call<TimeResponseMessage>(client, "GetCurrentTime", {
+        request_id: fields.requestId,
+        nonce: fields.nonce,
+        type: fields.type,
+        client_id: fields.clientId,
+        issued_at_ms: fields.issuedAtMs,
+        client_signature: Buffer.from(signature.slice(2), "hex"),
+      });
+      expect(signed.request_id).to.equal("r-1");
+    } finally {
+      client.close();
+      await t.close();
+    }
+  });
+
+  it("requireClientSignature without any clientPublicKeys fails at config load, naming the setting", function () {
+    let caught: unknown;
+    try {
+      loadConfig({ env: { ATS_REQUIRE_CLIENT_SIGNATURE: "true" } });
+    } catch (error) {
+      caught = error;
+    }
+    expect(caught).to.be.instanceOf(ValidationError);
+    expect((caught as ValidationError).field).to.equal("config.requireClientSignature");
+    expect((caught as ValidationError).message).to.contain("clientPublicKeys").and.contain("ATS_REQUIRE_CLIENT_SIGNATURE");
+    const config = loadConfig({ env: { ATS_REQUIRE_CLIENT_SIGNATURE: "true", ATS_CLIENT_PUBLIC_KEYS: JSON.stringify({ "client-a": account.address }) } });
+    expect(config.requireClientSignature).to.equal(true);
+    expect(loadConfig({ env: {} }).requireClientSignature).to.equal(false);
   });
 
   it("answers UNAVAILABLE after tamper and ends open streams with the reason", async function () {

@@ -154,6 +154,40 @@ describe("node/api/rest", function () {
       expect(wrongType.status).to.equal(415);
       expect((await current()).nanoMoment).to.be.a("string"); // still serving
     });
+
+    it("answers 415 to JSON declared in another charset than UTF-8, and takes utf-8 in any case, quoted or not", async function () {
+      const body = JSON.stringify(await current());
+      const post = (contentType: string) => http(base, "POST", "/time/verify", { body, headers: { "content-type": contentType } });
+      for (const contentType of [
+        "application/json; charset=utf-16",
+        "application/json; charset=ISO-8859-1",
+        'application/json; charset="utf-16le"',
+        "application/json; charset=utf-8; charset=utf-16",
+      ]) {
+        const response = await post(contentType);
+        expect(response.status, contentType).to.equal(415);
+        expect(response.json, contentType).to.include({ statusCode: 415, error: "Unsupported Media Type" });
+        expect((response.json as { message: string }).message, contentType).to.match(/charset .*UTF-8/);
+      }
+      for (const contentType of ["application/json", "application/json; charset=utf-8", "application/json;charset=UTF-8", 'application/json; charset="utf-8"']) {
+        expect((await post(contentType)).status, contentType).to.equal(200);
+      }
+    });
+
+    it("refuses JSON nested deeper than 32 levels with 400 naming the bound (not the engine's stack overflow)", async function () {
+      // 10,000 levels fit the body limit unclosed; before the bound the parser recursed until the stack overflowed.
+      for (const body of ["[".repeat(10_000), `{"nanoMoment":${"[".repeat(32)}${"]".repeat(32)}}`]) {
+        const response = await http(base, "POST", "/time/verify", { body });
+        expect(response.status, body.slice(0, 40)).to.equal(400);
+        expect(response.json).to.include({ message: "body: nesting deeper than 32 levels" });
+      }
+      // 32 levels are parsed (the schema then refuses the shape); brackets inside strings do not count.
+      for (const body of ["[".repeat(32) + "]".repeat(32), JSON.stringify({ nanoMoment: "[".repeat(100) })]) {
+        const response = await http(base, "POST", "/time/verify", { body });
+        expect(response.status).to.equal(400);
+        expect((response.json as { message: string }).message).not.to.contain("nesting");
+      }
+    });
   });
 
   describe("schedules", function () {
@@ -195,6 +229,41 @@ describe("node/api/rest", function () {
       expect(bogusId.status).to.equal(400);
       const after = await http(base, "GET", `/time/schedule/${id}`);
       expect(after.json).to.deep.equal(before.json);
+    });
+
+    it("refuses a body that is not strict UTF-8 (invalid bytes, a BOM) with 400 and stores nothing", async function () {
+      let stored = 0;
+      const counting = Object.create(t.service) as typeof t.service;
+      counting.schedule = (executeAtNs, callbackUrl, clientKey) => {
+        stored += 1;
+        return t.service.schedule(executeAtNs, callbackUrl, clientKey);
+      };
+      const app = buildRestApp(createTransportContext({ service: counting, logger: testLogger() }));
+      const executeAt = (nowNs() + 3_600_000_000_000n).toString();
+      const json = Buffer.from(JSON.stringify({ executeAt, callback: "http://127.0.0.1:9/hook-X" }));
+      // The body with its "X" replaced by bytes that are not UTF-8 (decoded leniently they became U+FFFD, a valid URL).
+      const withXAs = (bytes: number[]): Buffer => Buffer.concat([json.subarray(0, json.indexOf("X")), Buffer.from(bytes), json.subarray(json.indexOf("X") + 1)]);
+      const cases: Array<[string, Buffer, string]> = [
+        ["a lone 0xff", withXAs([0xff]), "body: is not valid UTF-8"],
+        ["an overlong '/'", withXAs([0xc0, 0xaf]), "body: is not valid UTF-8"],
+        ["a UTF-16 surrogate", withXAs([0xed, 0xa0, 0x80]), "body: is not valid UTF-8"],
+        ["a truncated sequence", withXAs([0xe2, 0x82]), "body: is not valid UTF-8"],
+        ["a byte order mark", Buffer.concat([Buffer.from([0xef, 0xbb, 0xbf]), json]), "body: must not start with a byte order mark (send UTF-8 JSON without one, RFC 8259 §8.1)"],
+      ];
+      try {
+        for (const [label, payload, message] of cases) {
+          const response = await app.inject({ method: "POST", url: "/time/schedule", headers: { "content-type": "application/json" }, payload });
+          expect(response.statusCode, label).to.equal(400);
+          expect(response.json(), label).to.include({ message });
+        }
+        expect(stored).to.equal(0);
+        // The same body in clean UTF-8 is stored: the refusals were about the bytes.
+        const clean = await app.inject({ method: "POST", url: "/time/schedule", headers: { "content-type": "application/json" }, payload: json });
+        expect(clean.statusCode, clean.body).to.equal(201);
+        expect(stored).to.equal(1);
+      } finally {
+        await app.close();
+      }
     });
   });
 
@@ -343,5 +412,34 @@ describe("node/api/rest on tamper", function () {
     } finally {
       await t.close();
     }
+  });
+});
+
+describe("node/api/rest schedule quotas", function () {
+  const [keyA, keyB] = ["quota-key-a-0123456789", "quota-key-b-0123456789"];
+  let t: TestNode;
+
+  before(async function () {
+    t = await startTestNode({ overrides: { apiKeys: [keyA, keyB], scheduleMaxPending: 3, scheduleMaxPendingPerClient: 2 } });
+  });
+  after(async function () {
+    await t?.close();
+  });
+
+  it("answers a client over its pending quota 429 naming the quota, and a full node 503 (neither a field error)", async function () {
+    const schedule = (apiKey: string) =>
+      http(t.node.endpoints.rest, "POST", "/time/schedule", {
+        headers: { "x-api-key": apiKey },
+        body: JSON.stringify({ executeAt: (nowNs() + 3_600_000_000_000n).toString(), callback: "http://127.0.0.1:9/quota" }),
+      });
+    expect((await schedule(keyA)).status).to.equal(201);
+    expect((await schedule(keyA)).status).to.equal(201);
+    const overQuota = await schedule(keyA);
+    expect(overQuota.status).to.equal(429);
+    expect(overQuota.json).to.deep.equal({ statusCode: 429, error: "Too Many Requests", message: "too many pending schedules for this client (2, limit 2)" });
+    expect((await schedule(keyB)).status).to.equal(201); // another client is not held by A's quota
+    const full = await schedule(keyB);
+    expect(full.status).to.equal(503);
+    expect(full.json).to.deep.equal({ statusCode: 503, error: "Service Unavailable", message: "node holds too many pending schedules" });
   });
 });

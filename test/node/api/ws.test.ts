@@ -174,6 +174,24 @@ describe("node/api/ws", function () {
   it("refuses other upgrade paths with 404", async function () {
     expect(await upgradeStatus(t.node.endpoints.ws.replace("/v1/stream", "/v2/other"))).to.equal(404);
   });
+
+  it("answers messages nested deeper than 32 levels with an error naming the bound, and keeps the connection", async function () {
+    // Frames large enough for 10,000 levels (the parser overflowed the stack on them before the bound).
+    const deep = await startTestNode({ overrides: { wsMaxMessageBytes: 32_768 } });
+    const client = await Client.open(deep.node.endpoints.ws);
+    try {
+      for (const message of ["[".repeat(10_000), `{"type":"subscribe","interval":${"[".repeat(33)}${"]".repeat(33)}}`]) {
+        client.send(message);
+        const error = await client.next(isError, `error for ${message.slice(0, 40)}`);
+        expect(error["message"]).to.equal("message: nesting deeper than 32 levels");
+      }
+      client.send({ type: "subscribe", interval: 5_000_000, accuracy: "hardware" });
+      await client.next((frame) => frame["type"] === "subscribed", "subscribed after the deep messages");
+    } finally {
+      client.close();
+      await deep.close();
+    }
+  });
 });
 
 describe("node/api/ws auth, rate limit, connection bound and tamper", function () {

@@ -4,7 +4,7 @@ import { readFileSync } from "node:fs";
 import { createServer } from "node:http";
 import type { AddressInfo } from "node:net";
 import { join } from "node:path";
-import { NotFoundError, UnavailableError, ValidationError } from "../../../protocol/errors";
+import { NotFoundError, RateLimitError, UnavailableError, ValidationError } from "../../../protocol/errors";
 import { proofFromJson } from "../../../protocol/json";
 import type { CallbackRequest, ResolvedAddress } from "../../../node/core/callbackGuard";
 import {
@@ -243,12 +243,15 @@ describe("scheduled deliveries", function () {
     expect(readFileSync(join(dataDir, "schedules.sqlite")).subarray(0, 15).toString()).to.equal("SQLite format 3");
   });
 
-  it("refuses new schedules beyond scheduleMaxPending", async () => {
+  it("refuses new schedules beyond scheduleMaxPending as unavailable (503), not as a field error", async () => {
     const server = await callbackServer();
     const { service } = await node(data(), { scheduleMaxPending: 2 });
     service.schedule(nowNs() + 60_000n * MS, server.url);
     service.schedule(nowNs() + 60_000n * MS, server.url);
-    expect(() => service.schedule(nowNs() + 60_000n * MS, server.url)).to.throw(ValidationError, "too many pending");
+    // The node's totals stay out of the answer (details only).
+    expect(() => service.schedule(nowNs() + 60_000n * MS, server.url))
+      .to.throw(UnavailableError)
+      .with.property("message", "node holds too many pending schedules");
   });
 
   it("holds each client to scheduleMaxPendingPerClient, so one client cannot fill the node for everyone", async () => {
@@ -257,7 +260,10 @@ describe("scheduled deliveries", function () {
     const at = nowNs() + 60_000n * MS;
     service.schedule(at, server.url, "key:aaaa");
     service.schedule(at, server.url, "key:aaaa");
-    expect(() => service.schedule(at, server.url, "key:aaaa")).to.throw(ValidationError, "too many pending schedules for this client");
+    // A quota (429 / RESOURCE_EXHAUSTED), not a field error: the message names the quota, not executeAt.
+    expect(() => service.schedule(at, server.url, "key:aaaa"))
+      .to.throw(RateLimitError)
+      .with.property("message", "too many pending schedules for this client (2, limit 2)");
     expect(service.schedule(at, server.url, "ip:127.0.0.1").status).to.equal("scheduled");
   });
 

@@ -1,0 +1,199 @@
+/**
+ * Connection-level defences of the REST/WebSocket server: what a per-client rate limit cannot do on its own.
+ *
+ * - Connection caps: at most `maxConnections` open connections in all and `maxConnectionsPerAddress` from one
+ *   remote address; a connection beyond either is closed as it is accepted, before a byte is parsed. Without them
+ *   idle or slow connections from one address exhaust the process's file descriptors and everyone's requests fail.
+ * - Pipelining depth: Node parses a whole socket read (64 kB, ~1,800 pipelined GETs) at once and dispatches every
+ *   request in it, and a cheap 429 keeps the connection open, so one pipelining connection can take the event loop
+ *   from everyone, and one that never reads its answers makes the server buffer them without bound. A connection
+ *   with more than `maxPipelinedRequests` requests received and not yet answered is closed (browsers and ordinary
+ *   clients never pipeline; an honest pipelining client stays far below the bound).
+ * - Refusals: after a 429 (client over its rate) the connection is not read for `refusalPauseMs` (about the time
+ *   its rate-limit bucket needs for one token), so an over-rate client is slowed by backpressure instead of being
+ *   answered as fast as it can send; a connection whose last `maxRefusalsPerConnection` answers were all 429 (a
+ *   pipelined batch) is closed instead of being answered again.
+ * - Penalty: an address whose connection was closed for pipelining has new connections closed on accept for
+ *   `penaltyMs`, doubled on each repeat (at most `maxPenaltyMs`), so its sockets are not read at all meanwhile.
+ *   Penalties are kept for at most `maxPenalisedAddresses` addresses (the oldest is dropped).
+ *
+ * A connection closed while open is closed gracefully: it is no longer read, requests after the violation are not
+ * answered, and the answers already given are flushed before the socket is destroyed (at most CLOSE_GRACE_MS
+ * later, for a client that does not read them). Node dispatches the rest of a read it has parsed anyway (it does
+ * not stop parsing a buffer); `admit()` turns each of those away with a single check.
+ */
+import type { IncomingMessage, Server, ServerResponse } from "node:http";
+import type { Socket } from "node:net";
+
+export interface ConnectionLimits {
+  /** Open connections of the server, all addresses together. */
+  maxConnections: number;
+  /** Open connections from one remote address. */
+  maxConnectionsPerAddress: number;
+  /** Requests received on one connection and not yet answered. */
+  maxPipelinedRequests: number;
+  /** Consecutive 429 answers on one connection before it is closed. */
+  maxRefusalsPerConnection: number;
+  /** How long a connection is not read after a 429 (0: not paused). */
+  refusalPauseMs: number;
+  /** First penalty of an address whose connection was closed for abuse; doubles on repeat. */
+  penaltyMs: number;
+  maxPenaltyMs: number;
+  maxPenalisedAddresses: number;
+}
+
+export const DEFAULT_CONNECTION_LIMITS: Readonly<ConnectionLimits> = {
+  maxConnections: 8_192,
+  maxConnectionsPerAddress: 256,
+  maxPipelinedRequests: 16,
+  maxRefusalsPerConnection: 8,
+  refusalPauseMs: 100,
+  penaltyMs: 1_000,
+  maxPenaltyMs: 60_000,
+  maxPenalisedAddresses: 10_000,
+};
+
+/** Why a connection was dropped (label of timerpc_connections_dropped_total). */
+export type DropReason = "server_full" | "address_full" | "penalised" | "pipelining" | "refusals";
+
+/** Longest a connection being closed waits for its client to read the answers it was given. */
+const CLOSE_GRACE_MS = 1_000;
+
+interface SocketState {
+  address: string;
+  /** Admitted requests whose answers are not yet flushed. */
+  pending: number;
+  /** Closed for a violation: nothing more is admitted; destroyed once `pending` is 0. */
+  closing: boolean;
+  /** The latest request's response: its status is known by the next request of a pipelined read. */
+  last: ServerResponse | null;
+  consecutiveRefusals: number;
+}
+
+interface Penalty {
+  untilMs: number;
+  nextMs: number;
+}
+
+export interface ConnectionGuard {
+  /**
+   * Call first for every request. False when the request must not be answered: its connection was (or is now)
+   * closed for exceeding a bound.
+   */
+  admit(request: IncomingMessage, response: ServerResponse): boolean;
+  /** Open connections, all addresses. */
+  readonly connectionCount: number;
+}
+
+export interface ConnectionGuardOptions {
+  limits: ConnectionLimits;
+  onDrop: (reason: DropReason, address: string) => void;
+  /** Monotonic milliseconds (tests). */
+  nowMs?: () => number;
+}
+
+export function guardConnections(server: Server, options: ConnectionGuardOptions): ConnectionGuard {
+  const { limits, onDrop } = options;
+  const nowMs = options.nowMs ?? (() => performance.now());
+  const perAddress = new Map<string, number>();
+  /** Insertion-ordered: the first entry is the oldest penalty. */
+  const penalties = new Map<string, Penalty>();
+  const states = new WeakMap<Socket, SocketState>();
+  let open = 0;
+
+  const drop = (socket: Socket, reason: DropReason, address: string): void => {
+    onDrop(reason, address);
+    socket.destroy();
+  };
+
+  function closeGracefully(socket: Socket, state: SocketState, reason: DropReason): void {
+    if (state.closing) return;
+    state.closing = true;
+    onDrop(reason, state.address);
+    socket.pause();
+    if (state.pending === 0) socket.destroy();
+    else setTimeout(() => socket.destroy(), CLOSE_GRACE_MS).unref();
+  }
+
+  function penalise(address: string): void {
+    const previous = penalties.get(address);
+    const durationMs = previous === undefined ? limits.penaltyMs : Math.min(previous.nextMs, limits.maxPenaltyMs);
+    penalties.delete(address);
+    if (penalties.size >= limits.maxPenalisedAddresses) {
+      const oldest = penalties.keys().next();
+      if (oldest.done !== true) penalties.delete(oldest.value);
+    }
+    penalties.set(address, { untilMs: nowMs() + durationMs, nextMs: durationMs * 2 });
+  }
+
+  /** Stops reading a socket for refusalPauseMs (requests already read are still answered). */
+  function pauseReading(socket: Socket): void {
+    if (limits.refusalPauseMs <= 0 || socket.destroyed || socket.isPaused()) return;
+    socket.pause();
+    setTimeout(() => {
+      if (!socket.destroyed) socket.resume();
+    }, limits.refusalPauseMs).unref();
+  }
+
+  function penalised(address: string): boolean {
+    const penalty = penalties.get(address);
+    if (penalty === undefined) return false;
+    // Past the penalty the entry stays (its doubling remembers the repeat) until the next penalty or eviction.
+    return nowMs() < penalty.untilMs;
+  }
+
+  // 'connection' is the raw TCP socket for http and https alike: counted before any TLS handshake or parsing.
+  server.on("connection", (socket: Socket) => {
+    const address = socket.remoteAddress ?? "unknown";
+    if (penalised(address)) return drop(socket, "penalised", address);
+    if (open >= limits.maxConnections) return drop(socket, "server_full", address);
+    const fromAddress = perAddress.get(address) ?? 0;
+    if (fromAddress >= limits.maxConnectionsPerAddress) return drop(socket, "address_full", address);
+    open += 1;
+    perAddress.set(address, fromAddress + 1);
+    socket.once("close", () => {
+      open -= 1;
+      const left = (perAddress.get(address) ?? 1) - 1;
+      if (left <= 0) perAddress.delete(address);
+      else perAddress.set(address, left);
+    });
+  });
+
+  return {
+    get connectionCount() {
+      return open;
+    },
+    admit(request, response) {
+      const socket = request.socket;
+      if (socket.destroyed) return false;
+      let state = states.get(socket);
+      if (state === undefined) {
+        state = { address: socket.remoteAddress ?? "unknown", pending: 0, closing: false, last: null, consecutiveRefusals: 0 };
+        states.set(socket, state);
+      }
+      if (state.closing) return false;
+      const { last } = state;
+      if (last !== null && last.headersSent) state.consecutiveRefusals = last.statusCode === 429 ? state.consecutiveRefusals + 1 : 0;
+      if (state.consecutiveRefusals >= limits.maxRefusalsPerConnection) {
+        closeGracefully(socket, state, "refusals");
+        return false;
+      }
+      if (state.pending >= limits.maxPipelinedRequests) {
+        penalise(state.address);
+        closeGracefully(socket, state, "pipelining");
+        return false;
+      }
+      state.pending += 1;
+      state.last = response;
+      const owner = state;
+      response.once("close", () => {
+        owner.pending -= 1;
+        if (owner.closing && owner.pending === 0) socket.destroy();
+      });
+      response.once("finish", () => {
+        if (response.statusCode === 429) pauseReading(socket);
+      });
+      return true;
+    },
+  };
+}

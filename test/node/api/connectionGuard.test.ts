@@ -1,0 +1,187 @@
+/**
+ * Connection-level defences of the REST server (issue 7, defects 2 and 4): pipelining depth, refusals, connection
+ * caps per address and in total, and request/header timeouts enforced on time. Raw TCP on loopback; the "other
+ * client" connects from 127.0.0.2 (Linux routes all of 127.0.0.0/8 to lo).
+ */
+import { expect } from "chai";
+import { connect, type Socket } from "node:net";
+import { DEFAULT_CONNECTION_LIMITS, type ConnectionLimits } from "../../../node/api/connectionGuard";
+import { startTestNode, waitFor, type TestNode } from "./helpers";
+
+const GET_CURRENT = "GET /time/current HTTP/1.1\r\nHost: node\r\n\r\n";
+
+interface RawConnection {
+  socket: Socket;
+  /** Everything received so far. */
+  received(): string;
+  /** Statuses of the answers received so far, in order. */
+  statuses(): number[];
+  closed: Promise<void>;
+  isClosed(): boolean;
+}
+
+/** A raw TCP connection to the node's REST port, from `localAddress`; destroyed by `cleanups`. */
+async function rawConnection(restUrl: string, localAddress = "127.0.0.1"): Promise<RawConnection> {
+  const { port } = new URL(restUrl);
+  const socket = connect({ host: "127.0.0.1", port: Number(port), localAddress });
+  let text = "";
+  let closed = false;
+  socket.setEncoding("latin1");
+  socket.on("data", (chunk: string) => {
+    text += chunk;
+  });
+  socket.on("error", () => undefined);
+  const closedPromise = new Promise<void>((resolve) =>
+    socket.once("close", () => {
+      closed = true;
+      resolve();
+    }),
+  );
+  await new Promise<void>((resolve, reject) => {
+    socket.once("connect", resolve);
+    socket.once("error", reject);
+  });
+  return {
+    socket,
+    received: () => text,
+    statuses: () => [...text.matchAll(/HTTP\/1\.1 (\d{3})/g)].map((match) => Number(match[1])),
+    closed: closedPromise,
+    isClosed: () => closed,
+  };
+}
+
+describe("node/api connection guard", function () {
+  this.timeout(30_000);
+  let t: TestNode | undefined;
+  const sockets: Socket[] = [];
+  afterEach(async () => {
+    for (const socket of sockets.splice(0)) socket.destroy();
+    await t?.close();
+    t = undefined;
+  });
+
+  async function start(connections: Partial<ConnectionLimits>, overrides: Record<string, unknown> = {}): Promise<TestNode> {
+    t = await startTestNode({ overrides, limits: { connections: { ...DEFAULT_CONNECTION_LIMITS, ...connections } } });
+    return t;
+  }
+  async function open(localAddress = "127.0.0.1"): Promise<RawConnection> {
+    const connection = await rawConnection(t!.node.endpoints.rest, localAddress);
+    sockets.push(connection.socket);
+    return connection;
+  }
+  /** A counter of /metrics, read from an address no test penalises or fills (127.0.0.9). */
+  async function metric(reason: string): Promise<number> {
+    const scraper = await open("127.0.0.9");
+    scraper.socket.end("GET /metrics HTTP/1.1\r\nHost: node\r\nConnection: close\r\n\r\n");
+    await scraper.closed;
+    const text = scraper.received();
+    const match = new RegExp(`timerpc_connections_dropped_total\\{reason="${reason}"\\} (\\d+)`).exec(text);
+    return match === null ? 0 : Number(match[1]);
+  }
+
+  it("closes a connection that pipelines beyond maxPipelinedRequests, and refuses its address for the penalty", async () => {
+    await start({ maxPipelinedRequests: 4, penaltyMs: 60_000 });
+    const flooder = await open();
+    flooder.socket.write(GET_CURRENT.repeat(1_800));
+    await flooder.closed;
+    // The answers given before the violation are flushed; none after it.
+    expect(flooder.statuses()).to.deep.equal([200, 200, 200, 200]);
+    // The same address is refused on accept while penalised: closed without an answer.
+    const again = await open();
+    again.socket.write(GET_CURRENT);
+    await again.closed;
+    expect(again.received()).to.equal("");
+    // Another address is served meanwhile.
+    const other = await open("127.0.0.2");
+    other.socket.write(GET_CURRENT);
+    await waitFor(() => other.statuses().length === 1, "the other client's answer");
+    expect(other.statuses()).to.deep.equal([200]);
+    expect(await metric("pipelining")).to.equal(1);
+    expect(await metric("penalised")).to.equal(1);
+  });
+
+  it("closes a connection that never reads its answers before the server buffers more than the pipelining bound", async () => {
+    await start({ maxPipelinedRequests: 16 });
+    const silent = await open();
+    silent.socket.pause(); // reads nothing: answers pile up in the node until the bound
+    for (let batch = 0; batch < 50 && !silent.isClosed(); batch += 1) {
+      silent.socket.write(GET_CURRENT.repeat(500));
+      await new Promise((resolve) => setTimeout(resolve, 10));
+    }
+    await silent.closed;
+    expect(await metric("pipelining")).to.equal(1);
+  });
+
+  it("closes a connection answered 429 maxRefusalsPerConnection times in a row", async () => {
+    await start({ maxPipelinedRequests: 64, maxRefusalsPerConnection: 8 }, { maxRequestsPerSecond: 5 });
+    const client = await open();
+    client.socket.write(GET_CURRENT.repeat(30));
+    await client.closed;
+    // The burst of 5, then 8 refusals; the 14th request closes the connection unanswered.
+    expect(client.statuses()).to.deep.equal([200, 200, 200, 200, 200, 429, 429, 429, 429, 429, 429, 429, 429]);
+    expect(client.received()).to.contain("Rate limit exceeded");
+    expect(await metric("refusals")).to.equal(1);
+  });
+
+  it("does not read a connection for refusalPauseMs after a 429", async () => {
+    await start({ refusalPauseMs: 400 }, { maxRequestsPerSecond: 1 });
+    const client = await open();
+    client.socket.write(GET_CURRENT);
+    await waitFor(() => client.statuses().length === 1, "the first answer");
+    client.socket.write(GET_CURRENT);
+    await waitFor(() => client.statuses().length === 2, "the refusal");
+    const refusedAtMs = performance.now();
+    client.socket.write(GET_CURRENT);
+    await waitFor(() => client.statuses().length === 3, "the third answer");
+    expect(client.statuses().slice(0, 2)).to.deep.equal([200, 429]);
+    // A lower bound only: a busy machine can make it later, never earlier.
+    expect(performance.now() - refusedAtMs).to.be.at.least(350);
+  });
+
+  it("caps connections per address: the one beyond is closed on accept, another address still connects", async () => {
+    await start({ maxConnectionsPerAddress: 3 });
+    for (let index = 0; index < 3; index += 1) await open();
+    const beyond = await open();
+    await beyond.closed;
+    expect(beyond.received()).to.equal("");
+    const other = await open("127.0.0.2");
+    other.socket.write(GET_CURRENT);
+    await waitFor(() => other.statuses().length === 1, "the other address's answer");
+    expect(other.statuses()).to.deep.equal([200]);
+    expect(await metric("address_full")).to.equal(1);
+  });
+
+  it("caps connections in total", async () => {
+    await start({ maxConnections: 4, maxConnectionsPerAddress: 3 });
+    for (let index = 0; index < 3; index += 1) await open("127.0.0.1");
+    await open("127.0.0.3");
+    const beyond = await open("127.0.0.2");
+    await beyond.closed;
+    expect(beyond.received()).to.equal("");
+    expect(t!.node.endpoints.rest).to.be.a("string");
+  });
+
+  it("cuts a slowloris request (headers trickled) within requestTimeoutMs, not Node's 30 s sweep", async () => {
+    await start({}, { requestTimeoutMs: 500 });
+    const slow = await open();
+    const startedMs = performance.now();
+    slow.socket.write("GET /time/current HTTP/1.1\r\n");
+    const trickle = setInterval(() => slow.socket.write("X"), 100);
+    try {
+      await Promise.race([slow.closed, new Promise((_, reject) => setTimeout(() => reject(new Error("not cut within 5 s")), 5_000))]);
+    } finally {
+      clearInterval(trickle);
+    }
+    expect(performance.now() - startedMs).to.be.below(5_000);
+    expect(slow.statuses()).to.deep.equal([408]);
+  });
+
+  it("cuts a request whose body never comes within requestTimeoutMs", async () => {
+    await start({}, { requestTimeoutMs: 500 });
+    const slow = await open();
+    slow.socket.write("POST /time/verify HTTP/1.1\r\nHost: node\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{");
+    await Promise.race([slow.closed, new Promise((_, reject) => setTimeout(() => reject(new Error("not cut within 5 s")), 5_000))]);
+    // The request is already being handled, so Node closes the connection without a 408.
+    expect(slow.isClosed()).to.equal(true);
+  });
+});
