@@ -25,7 +25,7 @@ import {ITimeConsumer} from "./interfaces/ITimeConsumer.sol";
  * partition time and `[start, end)` is {onlyWithin}.
  */
 abstract contract TimeConsumer is ITimeConsumer {
-    /// @dev The accuracy bound of PROTOCOL.md §6's example consumer, in ns.
+    /// @dev The accuracy bound of the example consumer of docs/protocol.md §6.7, in ns.
     uint32 private constant _DEFAULT_MAX_ACCURACY_NS = 100;
 
     ITimeOracle private immutable _TIME_ORACLE;
@@ -82,7 +82,7 @@ abstract contract TimeConsumer is ITimeConsumer {
      * strength. Returns the attested moment (ns).
      */
     function _verifiedTime(TimeProof calldata proof) internal view returns (uint128 nanoMoment) {
-        // PROTOCOL.md §6 fixes these two revert strings, so they are strings, not custom errors.
+        // docs/protocol.md §11.3 fixes these two revert strings, so they are strings, not custom errors.
         // solhint-disable-next-line gas-custom-errors
         require(_TIME_ORACLE.verifyTimeProof(proof), "Invalid time proof");
         // solhint-disable-next-line gas-custom-errors

@@ -4,30 +4,25 @@ pragma solidity 0.8.30;
 import {AccessControl} from "@openzeppelin/contracts/access/AccessControl.sol";
 import {P256} from "@openzeppelin/contracts/utils/cryptography/P256.sol";
 import {ITimeOracle, TimeProof} from "./interfaces/ITimeOracle.sol";
+import {SnapshotLib} from "./libraries/SnapshotLib.sol";
 import {TimeProofLib} from "./libraries/TimeProofLib.sol";
-import {TimeScheduler} from "./TimeScheduler.sol";
 
 /**
  * @title TimeOracle
- * @notice Registry of time cards and attesting nodes, verifier of time proofs (PROTOCOL.md §6), store of the
- * latest verified proof, and (through {TimeScheduler}) a scheduler of calls for attested moments.
+ * @notice Registry of time cards and attesting nodes, verifier of time proofs (docs/protocol.md §6) and store of the
+ * latest verified proof. Scheduling lives in its own deployment, {TimeScheduler}, which verifies through
+ * {verifyTimeProof} like every other client, so the oracle's code, function dispatch and gas do not move with it.
  *
  * Design: the authoritative registry lives in ordinary storage (mappings plus lists of the active entries, read
  * through {getCard}, {getNode}, {nodes}, {cards}). What verification needs — the settings, the active nodes sorted
  * by address with their validity windows, and the active cards with their keys and windows — is copied into an
- * immutable *snapshot*: a data contract whose code is `0x00 ‖ data` (the SSTORE2 pattern; the leading STOP byte
- * makes it uncallable). Every registry or settings change writes a new snapshot, and one storage slot holds its
- * address and size. A verification therefore reads one cold slot and one cold account instead of a slot per node
- * and three per card, and looks nodes up in memory. Sizes are bounded ({MAX_NODES}, {MAX_CARDS}), so the
- * snapshot, the loops over it and the rewrite cost are bounded too.
- *
- * Snapshot data layout (big-endian, packed):
- *   header (32):         maxAttestationAgeNs u64 ‖ maxFutureDriftNs u64 ‖ maxAcceptableDriftNs u64 ‖
- *                        nodeQuorum u8 ‖ nodeCount u8 ‖ cardCount u8 ‖ 5 zero bytes
- *   nodeCount × 36:      address (20) ‖ validFromNs u64 ‖ validUntilNs u64, strictly ascending by address
- *   cardCount × 112:     cardId (32) ‖ publicKeyX (32) ‖ publicKeyY (32) ‖ validFromNs u64 ‖ validUntilNs u64
+ * immutable *snapshot* written by {SnapshotLib} (an SSTORE2 data contract; the layout is documented there). Every
+ * registry or settings change writes a new snapshot, and one storage slot holds its address and size. A
+ * verification therefore reads one cold slot and one cold account instead of a slot per node and three per card,
+ * and looks nodes up in memory. Sizes are bounded ({MAX_NODES}, {MAX_CARDS}), so the snapshot, the loops over it
+ * and the rewrite cost are bounded too.
  */
-contract TimeOracle is ITimeOracle, TimeScheduler, AccessControl {
+contract TimeOracle is ITimeOracle, AccessControl {
     /// @notice May register cards and nodes (and revoke / deactivate them).
     bytes32 public constant REGISTRAR_ROLE = keccak256("REGISTRAR_ROLE");
     /// @notice May only revoke cards and deactivate nodes: the emergency brake.
@@ -43,42 +38,77 @@ contract TimeOracle is ITimeOracle, TimeScheduler, AccessControl {
     /// @notice Upper bound of `maxAttestationAge` and `maxFutureDrift`: one day, in ns.
     uint64 public constant MAX_TIME_BOUND_NS = 86_400 * 1e9;
 
-    /// @notice Default settings (PLAN.md): 60 s, 15 s, 1,000 ns, quorum 1.
+    /// @notice Default settings (docs/protocol.md §6.3): 60 s, 15 s, 1,000 ns, quorum 1.
     uint64 public constant DEFAULT_MAX_ATTESTATION_AGE_NS = 60 * 1e9;
     uint64 public constant DEFAULT_MAX_FUTURE_DRIFT_NS = 15 * 1e9;
     uint64 public constant DEFAULT_MAX_ACCEPTABLE_DRIFT_NS = 1_000;
     uint64 public constant DEFAULT_NODE_QUORUM = 1;
 
-    uint256 private constant _HEADER_LENGTH = 32;
-    uint256 private constant _NODE_RECORD_LENGTH = 36;
-    uint256 private constant _CARD_RECORD_LENGTH = 112;
-    /// @dev Creation code that returns the rest of itself as runtime code (SSTORE2, as in Solady):
-    /// PUSH2 len, DUP1, PUSH1 0x0a, RETURNDATASIZE, CODECOPY, RETURNDATASIZE, RETURN — 10 bytes, `len` at bytes 1–2.
-    uint256 private constant _INIT_CODE_LENGTH = 10;
-
     /// @dev Outcomes of {_verifyFast}.
     uint256 private constant _INVALID = 0;
     uint256 private constant _VALID = 1;
     uint256 private constant _UNCONFIRMED = 2;
-    /// @dev TimeProofLib's constants repeated as literals, because inline assembly cannot reference another
-    /// contract's constants. A wrong copy fails the tests: every valid golden vector (hashes) or the high-S ones.
-    bytes32 private constant _TIME_ATTESTATION_TYPEHASH =
+
+    // ---- Copies for the assembly of {_verifyFast}, which cannot name another contract's constants. Each is named
+    // after the library constant it copies (with a leading underscore), and test/contracts/constants.test.ts
+    // compares every one, by name, with the library's value (TimeOracleHarness exposes them). Internal, not
+    // private, only so that the harness can read them.
+
+    /// @dev {TimeProofLib.HW_MESSAGE_TAG} ("ATS/1 HW"); left-aligned in assembly, as every bytesN constant.
+    bytes8 internal constant _HW_MESSAGE_TAG = 0x4154532f31204857;
+    /// @dev {TimeProofLib.HW_MESSAGE_LENGTH}.
+    uint256 internal constant _HW_MESSAGE_LENGTH = 56;
+    /// @dev {TimeProofLib.HARDWARE_SIGNATURE_LENGTH}.
+    uint256 internal constant _HARDWARE_SIGNATURE_LENGTH = 96;
+    /// @dev {TimeProofLib.NODE_ENTRY_LENGTH}.
+    uint256 internal constant _NODE_ENTRY_LENGTH = 80;
+    /// @dev {TimeProofLib.TIME_ATTESTATION_TYPEHASH}.
+    bytes32 internal constant _TIME_ATTESTATION_TYPEHASH =
         0x030352a3afa93a98e94bda9577f77735d5b631dd7b9db0db84b850c251368983;
-    bytes32 private constant _DOMAIN_SEPARATOR = 0x550927e2d732602b9254069392a8cdeeb0a7a13a05389eb7d43bcb9660038f42;
+    /// @dev {TimeProofLib.TYPED_DATA_PREFIX} (0x1901); left-aligned in assembly.
+    bytes2 internal constant _TYPED_DATA_PREFIX = 0x1901;
+    /// @dev {TimeProofLib.DOMAIN_SEPARATOR}.
+    bytes32 internal constant _DOMAIN_SEPARATOR = 0x550927e2d732602b9254069392a8cdeeb0a7a13a05389eb7d43bcb9660038f42;
+    /// @dev {TimeProofLib.P256_N}.
+    uint256 internal constant _P256_N = 0xFFFFFFFF00000000FFFFFFFFFFFFFFFFBCE6FAADA7179E84F3B9CAC2FC632551;
+    /// @dev {TimeProofLib.P256_HALF_N}.
+    uint256 internal constant _P256_HALF_N = 0x7FFFFFFF800000007FFFFFFFFFFFFFFFDE737D56D38BCF4279DCE5617E3192A8;
+    /// @dev {TimeProofLib.SECP256K1_HALF_N}.
+    uint256 internal constant _SECP256K1_HALF_N = 0x7FFFFFFFFFFFFFFFFFFFFFFFFFFFFFFF5D576E7357A4501DDFE92F46681B20A0;
+    /// @dev {TimeProofLib.S_MASK}.
+    uint256 internal constant _S_MASK = (1 << 255) - 1;
+    /// @dev {SnapshotLib.DATA_OFFSET}.
+    uint256 internal constant _DATA_OFFSET = 1;
+    /// @dev {SnapshotLib.HEADER_LENGTH}.
+    uint256 internal constant _HEADER_LENGTH = 32;
+    /// @dev {SnapshotLib.MAX_ATTESTATION_AGE_SHIFT}.
+    uint256 internal constant _MAX_ATTESTATION_AGE_SHIFT = 192;
+    /// @dev {SnapshotLib.MAX_FUTURE_DRIFT_SHIFT}.
+    uint256 internal constant _MAX_FUTURE_DRIFT_SHIFT = 128;
+    /// @dev {SnapshotLib.MAX_ACCEPTABLE_DRIFT_SHIFT}.
+    uint256 internal constant _MAX_ACCEPTABLE_DRIFT_SHIFT = 64;
+    /// @dev {SnapshotLib.NODE_QUORUM_BYTE}.
+    uint256 internal constant _NODE_QUORUM_BYTE = 24;
+    /// @dev {SnapshotLib.NODE_COUNT_BYTE}.
+    uint256 internal constant _NODE_COUNT_BYTE = 25;
+    /// @dev {SnapshotLib.CARD_COUNT_BYTE}.
+    uint256 internal constant _CARD_COUNT_BYTE = 26;
+    /// @dev {SnapshotLib.NODE_RECORD_LENGTH}.
+    uint256 internal constant _NODE_RECORD_LENGTH = 36;
+    /// @dev {SnapshotLib.NODE_VALID_FROM_OFFSET}.
+    uint256 internal constant _NODE_VALID_FROM_OFFSET = 20;
+    /// @dev {SnapshotLib.NODE_VALID_UNTIL_OFFSET}.
+    uint256 internal constant _NODE_VALID_UNTIL_OFFSET = 28;
+    /// @dev {SnapshotLib.CARD_RECORD_LENGTH}.
+    uint256 internal constant _CARD_RECORD_LENGTH = 112;
+    /// @dev {SnapshotLib.CARD_PUBLIC_KEY_OFFSET}.
+    uint256 internal constant _CARD_PUBLIC_KEY_OFFSET = 32;
+    /// @dev {SnapshotLib.CARD_VALID_FROM_OFFSET}.
+    uint256 internal constant _CARD_VALID_FROM_OFFSET = 96;
+    /// @dev {SnapshotLib.CARD_VALID_UNTIL_OFFSET}.
+    uint256 internal constant _CARD_VALID_UNTIL_OFFSET = 104;
 
-    uint256 private constant _P256_N = 0xFFFFFFFF00000000FFFFFFFFFFFFFFFFBCE6FAADA7179E84F3B9CAC2FC632551;
-    uint256 private constant _P256_HALF_N = 0x7FFFFFFF800000007FFFFFFFFFFFFFFFDE737D56D38BCF4279DCE5617E3192A8;
-    uint256 private constant _SECP256K1_HALF_N = 0x7FFFFFFFFFFFFFFFFFFFFFFFFFFFFFFF5D576E7357A4501DDFE92F46681B20A0;
-    uint256 private constant _S_MASK = (1 << 255) - 1;
-
-    /// @dev One slot each: packed settings, and the snapshot reference.
-    struct Settings {
-        uint64 maxAttestationAgeNs;
-        uint64 maxFutureDriftNs;
-        uint64 maxAcceptableDriftNs;
-        uint64 nodeQuorum;
-    }
-
+    /// @dev The current snapshot, in one slot (the settings, {SnapshotLib.Settings}, fill another).
     struct SnapshotRef {
         address pointer;
         uint32 size; // bytes of data, without the leading STOP byte
@@ -101,7 +131,7 @@ contract TimeOracle is ITimeOracle, TimeScheduler, AccessControl {
         uint32 listIndex;
     }
 
-    Settings private _settings;
+    SnapshotLib.Settings private _settings;
     SnapshotRef private _snapshot;
 
     mapping(bytes32 cardId => CardRecord) private _cards;
@@ -120,7 +150,7 @@ contract TimeOracle is ITimeOracle, TimeScheduler, AccessControl {
      */
     constructor(address admin) {
         _grantRole(DEFAULT_ADMIN_ROLE, admin);
-        _settings = Settings({
+        _settings = SnapshotLib.Settings({
             maxAttestationAgeNs: DEFAULT_MAX_ATTESTATION_AGE_NS,
             maxFutureDriftNs: DEFAULT_MAX_FUTURE_DRIFT_NS,
             maxAcceptableDriftNs: DEFAULT_MAX_ACCEPTABLE_DRIFT_NS,
@@ -353,13 +383,13 @@ contract TimeOracle is ITimeOracle, TimeScheduler, AccessControl {
     // ================================================================================================ verification
 
     /**
-     * @dev PROTOCOL.md §6; never reverts on malformed proof bytes. The hot path {_verifyFast} is written in assembly
+     * @dev docs/protocol.md §6; never reverts on malformed proof bytes. Hot path {_verifyFast} is written in assembly
      * to meet the gas goals (scripts/bench-gas.ts); it computes exactly what {TimeProofLib}'s readable functions
      * compute (hwDigest, hardwareSignatureHash, timeAttestationDigest, recoverNode), and the tests check both
      * against the same golden vectors. The result does not depend on the order of the checks, so the cheap ones
      * run first and the P-256 precompile last.
      */
-    function _isValidTimeProof(TimeProof calldata proof) internal view override returns (bool) {
+    function _isValidTimeProof(TimeProof calldata proof) private view returns (bool) {
         (uint256 outcome, uint256 p256Input) = _verifyFast(proof, _clockNs(), false);
         return _conclude(outcome, p256Input);
     }
@@ -381,13 +411,13 @@ contract TimeOracle is ITimeOracle, TimeScheduler, AccessControl {
         }
     }
 
-    /// @dev The chain clock, seconds. The one overridable clock of the oracle (and its scheduler).
-    function _now() internal view virtual override returns (uint256) {
+    /// @dev The chain clock, seconds. The one overridable clock of the oracle (TimeOracleHarness pins it).
+    function _now() internal view virtual returns (uint256) {
         return block.timestamp;
     }
 
     /**
-     * @dev All of PROTOCOL.md §6 in one pass over calldata and the snapshot.
+     * @dev All of docs/protocol.md §6 in one pass over calldata and the snapshot.
      * @param answerCaller set only by {verifyTimeProof}: a final outcome (_INVALID or _VALID) then ends the call
      * at once with the ABI-encoded bool (assembly `return`), which skips the Solidity epilogue on the hot path
      * @return outcome _INVALID, _VALID, or _UNCONFIRMED (all rules hold except that the P-256 precompile did not
@@ -424,14 +454,14 @@ contract TimeOracle is ITimeOracle, TimeScheduler, AccessControl {
                         let ref := sload(_snapshot.slot)
                         let size := shr(160, ref)
                         p256Input := add(cursor, size) // byte-aligned is enough for the scratch use below
-                        extcodecopy(ref, cursor, 1, size)
+                        extcodecopy(ref, cursor, _DATA_OFFSET, size)
                         header := mload(cursor)
                     }
                     // header = maxAttestationAgeNs u64 ‖ maxFutureDriftNs u64 ‖ maxAcceptableDriftNs u64 ‖ quorum u8
                     // ‖ nodeCount u8 ‖ cardCount u8 (bytes 24, 25 and 26, read with `byte`). Records: nodeCount × 36
-                    // bytes, then cardCount × 112 bytes.
-                    cursor := add(cursor, 32)
-                    let nodesEnd := add(cursor, mul(byte(25, header), 36))
+                    // bytes, then cardCount × 112 bytes ({SnapshotLib}).
+                    cursor := add(cursor, _HEADER_LENGTH)
+                    let nodesEnd := add(cursor, mul(byte(_NODE_COUNT_BYTE, header), _NODE_RECORD_LENGTH))
 
                     // ---- The proof's shape, read straight from calldata (cheaper than Solidity's accessors, and
                     // never reverting). Tuple at `proof`: nanoMoment, offset of hardwareSignature, offset of
@@ -452,12 +482,15 @@ contract TimeOracle is ITimeOracle, TimeScheduler, AccessControl {
                             or(
                                 or(
                                     // rule 3: more than maxAttestationAge old
-                                    lt(add(nanoMoment, shr(192, header)), nowNs),
+                                    lt(add(nanoMoment, shr(_MAX_ATTESTATION_AGE_SHIFT, header)), nowNs),
                                     // rule 3: more than maxFutureDrift ahead
-                                    gt(nanoMoment, add(nowNs, and(shr(128, header), 0xffffffffffffffff)))
+                                    gt(
+                                        nanoMoment,
+                                        add(nowNs, and(shr(_MAX_FUTURE_DRIFT_SHIFT, header), 0xffffffffffffffff))
+                                    )
                                 ),
                                 // rule 4: above maxAcceptableDrift
-                                gt(accuracy, and(shr(64, header), 0xffffffffffffffff))
+                                gt(accuracy, and(shr(_MAX_ACCEPTABLE_DRIFT_SHIFT, header), 0xffffffffffffffff))
                             )
                         )
                     }
@@ -465,22 +498,25 @@ contract TimeOracle is ITimeOracle, TimeScheduler, AccessControl {
                     entry := add(proof, entry) // the length word, then the entries
                     {
                         let length := calldataload(entry)
-                        let entryCount := div(length, 80)
+                        let entryCount := div(length, _NODE_ENTRY_LENGTH)
                         entry := add(entry, 0x20)
                         entriesEnd := add(entry, length)
                         failed := or(
                             or(
                                 failed,
                                 // Rule 1: exactly HARDWARE_SIGNATURE_LENGTH (96) bytes, inside the calldata.
-                                or(xor(calldataload(sub(hw, 0x20)), 96), gt(add(hw, 96), calldatasize()))
+                                or(
+                                    xor(calldataload(sub(hw, 0x20)), _HARDWARE_SIGNATURE_LENGTH),
+                                    gt(add(hw, _HARDWARE_SIGNATURE_LENGTH), calldatasize())
+                                )
                             ),
                             or(
                                 // Rule 2: a whole number of NODE_ENTRY_LENGTH (80) byte entries, at most
                                 // MAX_NODE_ENTRIES (so the loop is bounded), inside the calldata, and at least
                                 // nodeQuorum of them: the quorum is at least 1 (the constructor's default, and
                                 // setNodeQuorum's lower bound), so an empty list fails too.
-                                or(mod(length, 80), gt(entryCount, MAX_NODE_ENTRIES)),
-                                or(gt(entriesEnd, calldatasize()), lt(entryCount, byte(24, header)))
+                                or(mod(length, _NODE_ENTRY_LENGTH), gt(entryCount, MAX_NODE_ENTRIES)),
+                                or(gt(entriesEnd, calldatasize()), lt(entryCount, byte(_NODE_QUORUM_BYTE, header)))
                             )
                         )
                     }
@@ -492,16 +528,21 @@ contract TimeOracle is ITimeOracle, TimeScheduler, AccessControl {
                     // the result is discarded.
                     card := nodesEnd
                     {
-                        let cardsEnd := add(card, mul(byte(26, header), 112))
+                        let cardsEnd := add(card, mul(byte(_CARD_COUNT_BYTE, header), _CARD_RECORD_LENGTH))
                         let cardId := calldataload(hw)
-                        for {} and(lt(card, cardsEnd), iszero(eq(mload(card), cardId))) { card := add(card, 112) } {}
+                        for {} and(lt(card, cardsEnd), iszero(eq(mload(card), cardId))) {
+                            card := add(card, _CARD_RECORD_LENGTH)
+                        } {}
                         failed := or(failed, eq(card, cardsEnd)) // unknown or revoked
                     }
                     failed := or(
                         or(
                             failed,
                             // not valid now: validFromNs u64 at card + 96, validUntilNs u64 at card + 104
-                            or(lt(nowNs, shr(192, mload(add(card, 96)))), gt(nowNs, shr(192, mload(add(card, 104)))))
+                            or(
+                                lt(nowNs, shr(192, mload(add(card, _CARD_VALID_FROM_OFFSET)))),
+                                gt(nowNs, shr(192, mload(add(card, _CARD_VALID_UNTIL_OFFSET))))
+                            )
                         ),
                         or(
                             // r outside [1, n − 1] (r − 1 wraps for 0)
@@ -536,10 +577,10 @@ contract TimeOracle is ITimeOracle, TimeScheduler, AccessControl {
                 mstore(add(p256Input, 0x60), calldataload(add(proof, 0x60))) // accuracy, a clean uint32 (checked above)
                 {
                     let previous := 0
-                    for {} lt(entry, entriesEnd) { entry := add(entry, 80) } {
+                    for {} lt(entry, entriesEnd) { entry := add(entry, _NODE_ENTRY_LENGTH) } {
                         // entry = nodeTimestamp (16) ‖ r (32) ‖ yParityAndS (32)
                         mstore(add(p256Input, 0xa0), shr(128, calldataload(entry)))
-                        mstore(add(p256Input, 0xc0), hex"1901")
+                        mstore(add(p256Input, 0xc0), _TYPED_DATA_PREFIX)
                         mstore(add(p256Input, 0xc2), _DOMAIN_SEPARATOR)
                         mstore(add(p256Input, 0xe2), keccak256(p256Input, 0xc0)) // structHash
                         mstore(add(p256Input, 0xa0), keccak256(add(p256Input, 0xc0), 0x42)) // EIP-712 digest
@@ -555,7 +596,7 @@ contract TimeOracle is ITimeOracle, TimeScheduler, AccessControl {
                         if iszero(staticcall(gas(), 0x01, add(p256Input, 0xa0), 0x80, 0x00, 0x20)) { revert(0, 0) }
                         let signer := mload(0x00)
                         // Advance to the first record with an address ≥ signer: at the latest the sentinel at nodesEnd.
-                        for {} lt(shr(96, mload(cursor)), signer) { cursor := add(cursor, 36) } {}
+                        for {} lt(shr(96, mload(cursor)), signer) { cursor := add(cursor, _NODE_RECORD_LENGTH) } {}
                         if or(
                             or(
                                 gt(s, _SECP256K1_HALF_N), // high-S (EIP-2)
@@ -566,13 +607,13 @@ contract TimeOracle is ITimeOracle, TimeScheduler, AccessControl {
                                 xor(shr(96, mload(cursor)), signer),
                                 // not valid now: validFromNs u64 at cursor + 20, validUntilNs u64 at cursor + 28
                                 or(
-                                    lt(nowNs, shr(192, mload(add(cursor, 20)))),
-                                    gt(nowNs, shr(192, mload(add(cursor, 28))))
+                                    lt(nowNs, shr(192, mload(add(cursor, _NODE_VALID_FROM_OFFSET)))),
+                                    gt(nowNs, shr(192, mload(add(cursor, _NODE_VALID_UNTIL_OFFSET))))
                                 )
                             )
                         ) { break }
                         previous := signer
-                        cursor := add(cursor, 36)
+                        cursor := add(cursor, _NODE_RECORD_LENGTH)
                     }
                 }
                 if lt(entry, entriesEnd) { break } // an entry failed
@@ -580,16 +621,17 @@ contract TimeOracle is ITimeOracle, TimeScheduler, AccessControl {
                 // ---- Rule 1: the P-256 signature, last. h = sha256("ATS/1 HW" ‖ cardId ‖ nanoMoment) is written
                 // over the first word of the input (the 56 message bytes fit in the 160 bytes used; the precompile
                 // reads its input before writing its output).
-                mstore(p256Input, shl(192, 0x4154532f31204857))
+                mstore(p256Input, _HW_MESSAGE_TAG)
                 mstore(add(p256Input, 8), calldataload(hw))
                 mstore(add(p256Input, 40), shl(128, calldataload(proof))) // nanoMoment
                 // The call cannot fail but out of gas (the precompile takes any input), and its success is not
                 // tested: it costs 84 gas, so failing means under 84 gas was forwarded, i.e. 63/64 of what
                 // remained, which leaves under 2 gas here. The next instruction then runs out of gas, reverting
                 // the whole call as a test would.
-                pop(staticcall(gas(), 0x02, p256Input, 56, p256Input, 0x20))
+                pop(staticcall(gas(), 0x02, p256Input, _HW_MESSAGE_LENGTH, p256Input, 0x20))
                 calldatacopy(add(p256Input, 0x20), add(hw, 32), 64) // r ‖ s
-                mcopy(add(p256Input, 0x60), add(card, 32), 64) // public key x ‖ y (validated at registration)
+                // public key x ‖ y (validated at registration)
+                mcopy(add(p256Input, 0x60), add(card, _CARD_PUBLIC_KEY_OFFSET), 64)
                 // P256VERIFY answers the word 1 for a valid signature and nothing otherwise (or when absent). A
                 // failed call (out of gas) leaves the zeroed word too: "unconfirmed", for {_conclude} to settle.
                 // Yul evaluates arguments right to left, so the call is its own statement before the read.
@@ -632,91 +674,38 @@ contract TimeOracle is ITimeOracle, TimeScheduler, AccessControl {
     // ================================================================================================ snapshot
 
     /**
-     * @dev Writes a new snapshot of the settings and the active nodes and cards (layout in the contract doc).
-     * Bounded: at most 32 + 32·36 + 32·112 = 4,768 bytes.
+     * @dev Writes a new snapshot of the settings and the active nodes and cards ({SnapshotLib.write}, which sorts
+     * the nodes). Bounded: at most 32 + 32·36 + 32·112 = 4,768 bytes.
      */
-    // solhint-disable-next-line function-max-lines
     function _writeSnapshot() private {
-        Settings memory settings = _settings;
-        address[] memory nodeList = _sortedNodes();
-        bytes32[] memory cardList = _cardList;
-        uint256 size = _HEADER_LENGTH +
-            nodeList.length *
-            _NODE_RECORD_LENGTH +
-            cardList.length *
-            _CARD_RECORD_LENGTH;
-
-        // init code ‖ 0x00 ‖ data, plus 32 bytes of slack because the packed writes below store whole words.
-        bytes memory code = new bytes(_INIT_CODE_LENGTH + 1 + size + 32);
-        uint256 header = (uint256(settings.maxAttestationAgeNs) << 192) |
-            (uint256(settings.maxFutureDriftNs) << 128) |
-            (uint256(settings.maxAcceptableDriftNs) << 64) |
-            (uint256(settings.nodeQuorum) << 56) | // ≤ MAX_NODES, fits a byte
-            (nodeList.length << 48) | // ≤ MAX_NODES
-            (cardList.length << 40); // ≤ MAX_CARDS
-        uint256 p;
-        assembly ("memory-safe") {
-            // Writes inside `code` only: every mstore below starts before the end of the data and the buffer has
-            // 32 bytes of slack after it. Words are written in ascending order, each overwriting only the zero tail
-            // of the previous one.
-            let start := add(code, 0x20)
-            // PUSH2 (1 + size) DUP1 PUSH1 0x0a RETURNDATASIZE CODECOPY RETURNDATASIZE RETURN
-            mstore(start, or(shl(248, 0x61), or(shl(232, add(size, 1)), shl(176, 0x80600a3d393df3))))
-            // Byte 10 stays 0x00: the STOP that makes the data contract uncallable.
-            p := add(start, 11)
-            mstore(p, header)
-            p := add(p, 32)
+        uint256 nodeCount = _nodeList.length; // ≤ MAX_NODES
+        uint256 cardCount = _cardList.length; // ≤ MAX_CARDS
+        SnapshotLib.Node[] memory nodeRecords = new SnapshotLib.Node[](nodeCount);
+        for (uint256 i = 0; i < nodeCount; ++i) {
+            address node = _nodeList[i];
+            NodeRecord storage record = _nodes[node];
+            nodeRecords[i] = SnapshotLib.Node({
+                node: node,
+                validFromNs: record.validFromNs,
+                validUntilNs: record.validUntilNs
+            });
         }
-        for (uint256 i = 0; i < nodeList.length; ++i) {
-            NodeRecord storage record = _nodes[nodeList[i]];
-            address node = nodeList[i];
-            uint256 window = (uint256(record.validFromNs) << 64) | record.validUntilNs;
-            assembly ("memory-safe") {
-                // See above: within `code`, ascending, each write only overwrites the previous zero tail.
-                mstore(p, shl(96, node))
-                mstore(add(p, 20), shl(128, window))
-                p := add(p, 36)
-            }
+        SnapshotLib.Card[] memory cardRecords = new SnapshotLib.Card[](cardCount);
+        for (uint256 i = 0; i < cardCount; ++i) {
+            bytes32 cardId = _cardList[i];
+            CardRecord storage record = _cards[cardId];
+            cardRecords[i] = SnapshotLib.Card({
+                cardId: cardId,
+                publicKeyX: record.publicKeyX,
+                publicKeyY: record.publicKeyY,
+                validFromNs: record.validFromNs,
+                validUntilNs: record.validUntilNs
+            });
         }
-        for (uint256 i = 0; i < cardList.length; ++i) {
-            CardRecord storage record = _cards[cardList[i]];
-            bytes32 cardId = cardList[i];
-            bytes32 qx = record.publicKeyX;
-            bytes32 qy = record.publicKeyY;
-            uint256 window = (uint256(record.validFromNs) << 64) | record.validUntilNs;
-            assembly ("memory-safe") {
-                // See above: within `code`, ascending, each write only overwrites the previous zero tail.
-                mstore(p, cardId)
-                mstore(add(p, 32), qx)
-                mstore(add(p, 64), qy)
-                mstore(add(p, 96), shl(128, window))
-                p := add(p, 112)
-            }
-        }
-        address pointer;
-        assembly ("memory-safe") {
-            // Drop the slack from the length, then deploy: the init code returns `0x00 ‖ data` as the runtime code.
-            let length := add(add(_INIT_CODE_LENGTH, 1), size)
-            mstore(code, length)
-            pointer := create(0, add(code, 0x20), length)
-        }
+        (address pointer, uint256 size) = SnapshotLib.write(_settings, nodeRecords, cardRecords);
         if (pointer == address(0)) revert TimeOracleSnapshotWriteFailed();
         _snapshot = SnapshotRef({pointer: pointer, size: uint32(size)}); // size ≤ 4,768
-        emit SnapshotWritten(pointer, nodeList.length, cardList.length);
-    }
-
-    /// @dev The active nodes sorted ascending (insertion sort: at most MAX_NODES elements).
-    function _sortedNodes() private view returns (address[] memory sorted) {
-        sorted = _nodeList;
-        for (uint256 i = 1; i < sorted.length; ++i) {
-            address key = sorted[i];
-            uint256 j = i;
-            while (j > 0 && sorted[j - 1] > key) {
-                sorted[j] = sorted[j - 1];
-                --j;
-            }
-            sorted[j] = key;
-        }
+        emit SnapshotWritten(pointer, nodeCount, cardCount);
     }
 
     // ================================================================================================ helpers

@@ -2,13 +2,15 @@
 pragma solidity 0.8.30;
 
 import {ReentrancyGuard} from "@openzeppelin/contracts/utils/ReentrancyGuard.sol";
-import {TimeProof} from "./interfaces/ITimeOracle.sol";
+import {ITimeOracle, TimeProof} from "./interfaces/ITimeOracle.sol";
 import {ITimeScheduler} from "./interfaces/ITimeScheduler.sol";
 
 /**
  * @title TimeScheduler
- * @notice Calls scheduled for an attested moment (see {ITimeScheduler}). Abstract: the oracle inherits it and
- * supplies proof verification ({_isValidTimeProof}) and the chain clock ({_now}).
+ * @notice Calls scheduled for an attested moment (see {ITimeScheduler}). Its own deployment, holding the chain's
+ * oracle as {TimeBridge} and {TimeConsumer} do: every proof is verified by `ITimeOracle.verifyTimeProof`, so the
+ * scheduler can change without touching the oracle's code, function dispatch or gas. The chain clock (deadlines,
+ * expiry) is read through the one overridable {_now}.
  *
  * Storage: one slot per call (`callId → status`, `callId = keccak256(abi.encode(request))`), one shared counter
  * (the nonce) and a map of payments that could not be pushed. The request itself lives only in the
@@ -28,7 +30,7 @@ import {ITimeScheduler} from "./interfaces/ITimeScheduler.sol";
  * - payments never block: bounties and refunds are pushed with a gas stipend and, if that fails, owed to the
  *   payee, who pulls them with {withdrawOwed}.
  */
-abstract contract TimeScheduler is ITimeScheduler, ReentrancyGuard {
+contract TimeScheduler is ITimeScheduler, ReentrancyGuard {
     /// @notice Smallest gas limit a call may ask for.
     uint32 public constant MIN_CALL_GAS_LIMIT = 10_000;
     /// @notice Largest gas limit a call may ask for (well below the 2^24 transaction gas cap of EIP-7825).
@@ -41,17 +43,34 @@ abstract contract TimeScheduler is ITimeScheduler, ReentrancyGuard {
     uint256 public constant MAX_RETURN_DATA = 256;
     /// @notice Gas forwarded with a pushed payment; a payee that needs more is paid through {withdrawOwed}.
     uint256 public constant PAYMENT_GAS_STIPEND = 20_000;
+    /// @notice Execution window (ns) of `scheduleCall(executeAt, data)`: 1 hour, time for keepers to act.
+    uint64 public constant DEFAULT_EXECUTION_WINDOW_NS = 3_600 * 1e9;
+    /// @notice Gas limit of `scheduleCall(executeAt, data)`: enough for a callback that writes a few slots.
+    uint32 public constant DEFAULT_CALL_GAS_LIMIT = 200_000;
 
     /// @dev Gas the CALL itself charges before the callee's share is computed, plus the opcodes between the check
     /// and the CALL: a cold account access (2,600), a second one when the callee is an EIP-7702 delegated account
     /// (2,600), rounded up. Over-estimating only asks the executor for a little more gas; under-estimating is
     /// caught by the post-call check.
     uint256 private constant _CALL_OVERHEAD_GAS = 5_700;
-    uint256 private constant _SCHEDULER_NS_PER_SECOND = 1e9;
+    uint256 private constant _NS_PER_SECOND = 1e9;
+
+    ITimeOracle private immutable _TIME_ORACLE;
 
     mapping(bytes32 callId => CallStatus) private _callStatus;
     mapping(address payee => uint256 amount) private _owed;
     uint64 private _callCount;
+
+    /// @param oracle This chain's oracle: it verifies the proofs that execute calls.
+    constructor(ITimeOracle oracle) {
+        if (address(oracle) == address(0)) revert SchedulerZeroOracle();
+        _TIME_ORACLE = oracle;
+    }
+
+    /// @inheritdoc ITimeScheduler
+    function scheduleCall(uint128 executeAt, bytes calldata data) external payable returns (bytes32 callId) {
+        return _scheduleCall(executeAt, DEFAULT_EXECUTION_WINDOW_NS, DEFAULT_CALL_GAS_LIMIT, data);
+    }
 
     /// @inheritdoc ITimeScheduler
     function scheduleCall(
@@ -60,29 +79,7 @@ abstract contract TimeScheduler is ITimeScheduler, ReentrancyGuard {
         uint32 gasLimit,
         bytes calldata data
     ) external payable returns (bytes32 callId) {
-        if (gasLimit < MIN_CALL_GAS_LIMIT || gasLimit > MAX_CALL_GAS_LIMIT) {
-            revert SchedulerGasLimitOutOfRange(gasLimit, MIN_CALL_GAS_LIMIT, MAX_CALL_GAS_LIMIT);
-        }
-        if (window < MIN_EXECUTION_WINDOW_NS || window > MAX_EXECUTION_WINDOW_NS) {
-            revert SchedulerWindowOutOfRange(window, MIN_EXECUTION_WINDOW_NS, MAX_EXECUTION_WINDOW_NS);
-        }
-        if (msg.value > type(uint96).max) revert SchedulerBountyTooLarge(msg.value);
-        uint256 deadline = uint256(executeAt) + window;
-        uint256 nowNs = _nowNs();
-        if (nowNs > deadline) revert SchedulerDeadlinePassed(deadline, nowNs);
-
-        ScheduledCall memory request = ScheduledCall({
-            caller: msg.sender,
-            nonce: _callCount++,
-            executeAt: executeAt,
-            window: window,
-            gasLimit: gasLimit,
-            bounty: uint96(msg.value), // fits: checked above
-            data: data
-        });
-        callId = keccak256(abi.encode(request));
-        _callStatus[callId] = CallStatus.Scheduled;
-        emit CallScheduled(callId, msg.sender, request);
+        return _scheduleCall(executeAt, window, gasLimit, data);
     }
 
     /// @inheritdoc ITimeScheduler
@@ -92,11 +89,12 @@ abstract contract TimeScheduler is ITimeScheduler, ReentrancyGuard {
     ) external nonReentrant returns (bool success) {
         bytes32 callId = _requireScheduled(request);
         uint128 nanoMoment = proof.nanoMoment;
-        // Cheap window checks first, the signature checks last.
+        // Cheap window checks first, the oracle's verification last.
         if (nanoMoment < request.executeAt) revert SchedulerTooEarly(request.executeAt, nanoMoment);
         uint256 deadline = uint256(request.executeAt) + request.window;
         if (nanoMoment > deadline) revert SchedulerTooLate(deadline, nanoMoment);
-        if (!_isValidTimeProof(proof)) revert SchedulerInvalidProof(callId, nanoMoment);
+        // A view call: the oracle cannot re-enter here, and it never reverts on a malformed proof (it answers false).
+        if (!_TIME_ORACLE.verifyTimeProof(proof)) revert SchedulerInvalidProof(callId, nanoMoment);
 
         // Effects before the interaction: a re-entering callee finds the call settled.
         _callStatus[callId] = CallStatus.Executed;
@@ -148,6 +146,11 @@ abstract contract TimeScheduler is ITimeScheduler, ReentrancyGuard {
     }
 
     /// @inheritdoc ITimeScheduler
+    function timeOracle() external view returns (ITimeOracle) {
+        return _TIME_ORACLE;
+    }
+
+    /// @inheritdoc ITimeScheduler
     function callStatus(bytes32 callId) external view returns (CallStatus) {
         return _callStatus[callId];
     }
@@ -167,14 +170,46 @@ abstract contract TimeScheduler is ITimeScheduler, ReentrancyGuard {
         return _callCount;
     }
 
-    /// @dev Whether `proof` verifies (PROTOCOL.md §6). Supplied by the oracle; must not revert.
-    function _isValidTimeProof(TimeProof calldata proof) internal view virtual returns (bool);
+    /// @dev The chain clock in seconds: `block.timestamp`. The one overridable clock (SchedulerHarness pins it).
+    function _now() internal view virtual returns (uint256) {
+        return block.timestamp;
+    }
 
-    /// @dev The chain clock in seconds (normally `block.timestamp`). Supplied by the oracle.
-    function _now() internal view virtual returns (uint256);
+    /// @dev Both forms of {scheduleCall}: validates, records the call as `Scheduled` and emits the request.
+    function _scheduleCall(
+        uint128 executeAt,
+        uint64 window,
+        uint32 gasLimit,
+        bytes calldata data
+    ) private returns (bytes32 callId) {
+        if (gasLimit < MIN_CALL_GAS_LIMIT || gasLimit > MAX_CALL_GAS_LIMIT) {
+            revert SchedulerGasLimitOutOfRange(gasLimit, MIN_CALL_GAS_LIMIT, MAX_CALL_GAS_LIMIT);
+        }
+        if (window < MIN_EXECUTION_WINDOW_NS || window > MAX_EXECUTION_WINDOW_NS) {
+            revert SchedulerWindowOutOfRange(window, MIN_EXECUTION_WINDOW_NS, MAX_EXECUTION_WINDOW_NS);
+        }
+        if (msg.value > type(uint96).max) revert SchedulerBountyTooLarge(msg.value);
+        uint256 deadline = uint256(executeAt) + window;
+        uint256 nowNs = _nowNs();
+        if (nowNs > deadline) revert SchedulerDeadlinePassed(deadline, nowNs);
 
+        ScheduledCall memory request = ScheduledCall({
+            caller: msg.sender,
+            nonce: _callCount++,
+            executeAt: executeAt,
+            window: window,
+            gasLimit: gasLimit,
+            bounty: uint96(msg.value), // fits: checked above
+            data: data
+        });
+        callId = keccak256(abi.encode(request));
+        _callStatus[callId] = CallStatus.Scheduled;
+        emit CallScheduled(callId, msg.sender, request);
+    }
+
+    /// @dev The chain clock in nanoseconds.
     function _nowNs() private view returns (uint256) {
-        return _now() * _SCHEDULER_NS_PER_SECOND;
+        return _now() * _NS_PER_SECOND;
     }
 
     /// @dev Returns the request's id, reverting unless the call is in the `Scheduled` state.

@@ -3,24 +3,32 @@
  *
  *   ats-node keys init <dir> [--force]   create a dev manufacturer CA, a card key + certificate and a node key
  *                                        (node keystore encrypted when ATS_KEYSTORE_PASSWORD is set); prints the
- *                                        public summary only
- *   ats-node start --config <file>       start a node from a JSON config file (+ ATS_* environment overrides)
- *   ats-node dev                         start a node with fresh dev keys in a temp folder; prints its endpoints
- *   ats-node settings                    print the settings table (name, env variable, default, bounds)
+ *                                        public summary only. The folder keeps the CA's certificate (ca.pem, the
+ *                                        trusted root), never its private key: that is discarded once the card
+ *                                        certificate is signed (a node never needs it)
+ *   ats-node start --config <file> [--pretty]   start a node from a JSON config file (+ ATS_* environment overrides)
+ *   ats-node dev [--pretty]              start a node with fresh dev keys in a temp folder; prints its endpoints
+ *   ats-node settings [--config <file>] [--json]   the settings as a table (name, env variable, default, with
+ *                                        --config the value from the file + environment, secrets redacted, short
+ *                                        description); --json: the full table as JSON (with bounds)
+ *   ats-node --version                   package and protocol version
  *
- * Results go to stdout as JSON (one object); logs go to stderr (pino). SIGINT/SIGTERM close the node gracefully
- * (a second signal exits at once).
+ * Results go to stdout as JSON (one object); logs go to stderr (pino JSON lines, or readable lines with --pretty /
+ * ATS_LOG_FORMAT=pretty). A listen failure (busy port …) is one line naming the setting. SIGINT/SIGTERM close the
+ * node gracefully (a second signal exits at once).
  */
-import { existsSync, mkdtempSync, rmSync } from "node:fs";
+import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { parseArgs } from "node:util";
-import pino, { type Logger } from "pino";
+import type { Logger } from "pino";
+import { HW_MESSAGE_TAG_ASCII } from "../protocol/constants";
 import { createDevIdentity } from "../protocol/devca";
 import { AtsError } from "../protocol/errors";
 import { KEY_FILES, saveKeyDir } from "../protocol/keystore";
 import type { Address, Hex } from "../protocol/types";
-import { describeSettings, loadConfig, type NodeConfig, type SettingName } from "./config";
+import { describeSettings, loadConfig, redactedConfig, type NodeConfig, type SettingDescription, type SettingName } from "./config";
+import { createCliLogger } from "./logFormat";
 
 /** The part of node/server.ts the CLI needs (loaded lazily so `keys init` does not load the transports). */
 export interface NodeHandle {
@@ -38,22 +46,29 @@ export interface CliIo {
   startNode?: StartNodeFunction;
   /** Resolves when the process should shut down; defaults to the first SIGINT/SIGTERM. */
   shutdownSignal?: () => Promise<string>;
-  /** Logger factory; defaults to pino on stderr at config.logLevel. */
+  /** Logger factory; defaults to pino on stderr at config.logLevel, in config.logFormat. */
   logger?: (config: NodeConfig) => Logger;
 }
 
 const USAGE = `usage:
   ats-node keys init <dir> [--force]
-  ats-node start --config <file>
-  ats-node dev
-  ats-node settings`;
+  ats-node start --config <file> [--pretty]
+  ats-node dev [--pretty]
+  ats-node settings [--config <file>] [--json]
+  ats-node --version`;
 
 function printJson(io: CliIo, value: unknown): void {
   io.stdout(JSON.stringify(value, (_key, item: unknown) => (typeof item === "bigint" ? item.toString() : item), 2));
 }
 
-function defaultLogger(config: NodeConfig): Logger {
-  return pino({ level: config.logLevel, name: "ats-node" }, pino.destination(2));
+/** io.logger, else pino on stderr: JSON lines, or readable lines through io.stderr when config.logFormat is pretty. */
+function loggerFactory(io: CliIo): (config: NodeConfig) => Logger {
+  return io.logger ?? ((config) => createCliLogger({ level: config.logLevel, format: config.logFormat, writeLine: io.stderr }));
+}
+
+/** `--pretty` as a setting override (start, dev). */
+function prettyOverride(pretty: boolean | undefined): Partial<Record<SettingName, unknown>> {
+  return pretty === true ? { logFormat: "pretty" } : {};
 }
 
 function waitForSignal(): Promise<string> {
@@ -101,11 +116,12 @@ async function keysInit(args: string[], io: CliIo): Promise<number> {
     files: Object.values(KEY_FILES),
     trustedRoot: join(dir, KEY_FILES.caCertificate),
   });
+  io.stderr(`ats-node: the dev CA's private key was not kept (a node never needs it): ${KEY_FILES.caCertificate} is the trusted root`);
   return 0;
 }
 
 async function runNode(config: NodeConfig, io: CliIo): Promise<number> {
-  const logger = (io.logger ?? defaultLogger)(config);
+  const logger = loggerFactory(io)(config);
   const startNode = await loadStartNode(io);
   const node = await startNode({ config, logger });
   printJson(io, { endpoints: node.endpoints });
@@ -116,12 +132,12 @@ async function runNode(config: NodeConfig, io: CliIo): Promise<number> {
 }
 
 async function start(args: string[], io: CliIo): Promise<number> {
-  const { values } = parseArgs({ args, options: { config: { type: "string" } } });
+  const { values } = parseArgs({ args, options: { config: { type: "string" }, pretty: { type: "boolean" } } });
   if (values.config === undefined) {
     io.stderr(`start needs --config <file>\n${USAGE}`);
     return 2;
   }
-  const config = loadConfig({ file: resolve(io.cwd, values.config), env: io.env, cwd: io.cwd });
+  const config = loadConfig({ file: resolve(io.cwd, values.config), env: io.env, cwd: io.cwd, overrides: prettyOverride(values.pretty) });
   return runNode(config, io);
 }
 
@@ -143,6 +159,8 @@ export interface StartDevNodeParameters {
   cwd: string;
   logger: (config: NodeConfig) => Logger;
   startNode?: StartNodeFunction;
+  /** Further settings (e.g. logFormat from `--pretty`); the keys, data folder and trusted root stay the dev ones. */
+  overrides?: Partial<Record<SettingName, unknown>>;
 }
 
 /**
@@ -157,6 +175,7 @@ export async function startDevNode(parameters: StartDevNodeParameters): Promise<
     const keyDir = join(root, "keys");
     const summary = await saveKeyDir(keyDir, identity);
     const overrides: Partial<Record<SettingName, unknown>> = {
+      ...parameters.overrides,
       keyDir,
       dataDir: join(root, "data"),
       trustedRootsPem: [identity.ca.certificatePem],
@@ -187,8 +206,8 @@ export async function startDevNode(parameters: StartDevNodeParameters): Promise<
 }
 
 async function dev(args: string[], io: CliIo): Promise<number> {
-  parseArgs({ args, options: {} });
-  const startParameters: StartDevNodeParameters = { env: io.env, cwd: io.cwd, logger: io.logger ?? defaultLogger };
+  const { values } = parseArgs({ args, options: { pretty: { type: "boolean" } } });
+  const startParameters: StartDevNodeParameters = { env: io.env, cwd: io.cwd, logger: loggerFactory(io), overrides: prettyOverride(values.pretty) };
   if (io.startNode !== undefined) startParameters.startNode = io.startNode;
   const devNode = await startDevNode(startParameters);
   printJson(io, {
@@ -202,9 +221,56 @@ async function dev(args: string[], io: CliIo): Promise<number> {
   return 0;
 }
 
-function settings(io: CliIo): number {
-  printJson(io, describeSettings());
+/** The first sentence of a description, cut to `max` characters. */
+function shortDescription(text: string, max = 64): string {
+  const sentence = /^.*?\.(?=\s|$)/.exec(text)?.[0] ?? text;
+  return sentence.length <= max ? sentence : `${sentence.slice(0, max - 1)}…`;
+}
+
+/** A table cell: strings without JSON quotes (the empty string stays `""`), everything else as JSON. */
+function cellValue(value: unknown): string {
+  if (typeof value === "string") return value === "" ? '""' : value;
+  return JSON.stringify(value) ?? String(value);
+}
+
+function settingsTable(rows: readonly SettingDescription[], values: Record<string, unknown> | undefined): string {
+  const header = values === undefined ? ["SETTING", "ENV", "DEFAULT", "DESCRIPTION"] : ["SETTING", "ENV", "DEFAULT", "VALUE", "DESCRIPTION"];
+  const lines = rows.map((row) => {
+    const defaultText = cellValue(row.default.startsWith('"') ? (JSON.parse(row.default) as unknown) : row.default);
+    const cells = [row.name, [row.env, ...row.envAliases].join(", "), defaultText];
+    if (values !== undefined) cells.push(cellValue(values[row.name]));
+    cells.push(shortDescription(row.description));
+    return cells;
+  });
+  const widths = header.map((title, column) => Math.max(title.length, ...lines.map((cells) => cells[column]!.length)));
+  const render = (cells: readonly string[]) =>
+    cells
+      .map((cell, column) => (column === cells.length - 1 ? cell : cell.padEnd(widths[column]!)))
+      .join("  ")
+      .trimEnd();
+  const footer = [
+    "",
+    "Environment variables override the config file. Relative paths: from the config file's folder (file) or the working directory (environment).",
+    "Secret values are redacted. Full descriptions and bounds: ats-node settings --json",
+  ];
+  return [render(header), ...lines.map(render), ...footer].join("\n");
+}
+
+function settings(args: string[], io: CliIo): number {
+  const { values } = parseArgs({ args, options: { json: { type: "boolean" }, config: { type: "string" } } });
+  const rows = describeSettings();
+  // With --config: the values the node would run with (file + environment), secrets redacted.
+  const current =
+    values.config === undefined ? undefined : redactedConfig(loadConfig({ file: resolve(io.cwd, values.config), env: io.env, cwd: io.cwd }));
+  if (values.json === true) printJson(io, current === undefined ? rows : rows.map((row) => ({ ...row, value: current[row.name] })));
+  else io.stdout(settingsTable(rows, current));
   return 0;
+}
+
+/** `ats-node 0.1.0 (protocol ATS/1)`: the package version, and the protocol's tag from protocol/constants.ts. */
+function versionText(): string {
+  const { version } = JSON.parse(readFileSync(join(__dirname, "..", "package.json"), "utf8")) as { version: string };
+  return `ats-node ${version} (protocol ${HW_MESSAGE_TAG_ASCII.split(" ")[0] ?? HW_MESSAGE_TAG_ASCII})`;
 }
 
 /** Runs one command; returns the exit code. Errors of the package are printed as one line, not a stack. */
@@ -214,7 +280,11 @@ export async function runCli(argv: readonly string[], io: CliIo): Promise<number
     if (command === "keys" && rest[0] === "init") return await keysInit(rest.slice(1), io);
     if (command === "start") return await start(rest, io);
     if (command === "dev") return await dev(rest, io);
-    if (command === "settings") return settings(io);
+    if (command === "settings") return settings(rest, io);
+    if (command === "--version" || command === "-v" || command === "version") {
+      io.stdout(versionText());
+      return 0;
+    }
     if (command === undefined || command === "--help" || command === "-h" || command === "help") {
       io.stdout(USAGE);
       return command === undefined ? 2 : 0;

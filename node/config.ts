@@ -26,6 +26,9 @@ import {
 /** pino levels. */
 export const LOG_LEVELS = ["fatal", "error", "warn", "info", "debug", "trace", "silent"] as const;
 export type LogLevel = (typeof LOG_LEVELS)[number];
+/** How `ats-node` writes its log lines (node/logFormat.ts): JSON for collectors, or one readable line each. */
+export const LOG_FORMATS = ["json", "pretty"] as const;
+export type LogFormat = (typeof LOG_FORMATS)[number];
 
 /** SHA-256 of an API key. The node never keeps the key itself in memory after loading. */
 export type ApiKeyHash = Buffer;
@@ -58,6 +61,11 @@ interface SettingDefinition<K extends SettingKind> {
   kind: K;
   /** Environment variable that overrides the file. */
   env: string;
+  /**
+   * Other names of the same variable (e.g. the service description's name without the ATS_ prefix), read like
+   * `env`. Set to different values at once they are refused: no rule of precedence to guess.
+   */
+  envAliases?: readonly string[];
   description: string;
   default: SettingKinds[K];
   /** Inclusive bounds for integer/ns settings; for lists, the maximum number of entries is `max`. */
@@ -230,8 +238,10 @@ export const SETTINGS = {
   }),
   maxRequestsPerSecond: setting({
     kind: "integer",
-    env: "MAX_REQUESTS_PER_SECOND",
-    description: "Per-client request budget per second on every transport (0 = unlimited).",
+    env: "ATS_MAX_REQUESTS_PER_SECOND",
+    envAliases: ["MAX_REQUESTS_PER_SECOND"],
+    description:
+      "Per-client request budget per second on every transport (0 = unlimited). Env ATS_MAX_REQUESTS_PER_SECOND or MAX_REQUESTS_PER_SECOND (the service description's name); both set to different values is an error.",
     default: 100,
     min: 0,
     max: 10_000_000,
@@ -560,6 +570,15 @@ export const SETTINGS = {
     choices: LOG_LEVELS,
     secret: false,
   }),
+  logFormat: setting({
+    kind: "choice",
+    env: "ATS_LOG_FORMAT",
+    description:
+      "How ats-node writes its logs to stderr. 'json' (default): one pino JSON object per line, for log collectors. 'pretty': one readable line per entry (time, level, message, fields), for a terminal; `ats-node start|dev --pretty` sets it too.",
+    default: "json",
+    choices: LOG_FORMATS,
+    secret: false,
+  }),
 } as const;
 
 export type SettingName = keyof typeof SETTINGS;
@@ -568,13 +587,15 @@ type KindOf<N extends SettingName> = (typeof SETTINGS)[N]["kind"];
 
 /** The validated configuration. `logLevel` is narrowed to the pino levels. */
 export type NodeConfig = {
-  readonly [N in SettingName]: N extends "logLevel" ? LogLevel : SettingKinds[KindOf<N>];
+  readonly [N in SettingName]: N extends "logLevel" ? LogLevel : N extends "logFormat" ? LogFormat : SettingKinds[KindOf<N>];
 };
 
 /** A plain description of one setting, for `ats-node settings` and the README. */
 export interface SettingDescription {
   name: SettingName;
   env: string;
+  /** Other accepted names of `env` (see SettingDefinition.envAliases); usually empty. */
+  envAliases: string[];
   kind: SettingKind;
   description: string;
   default: string;
@@ -606,6 +627,7 @@ export function describeSettings(): SettingDescription[] {
     return {
       name,
       env: definition.env,
+      envAliases: [...(definition.envAliases ?? [])],
       kind: definition.kind,
       description: definition.description,
       default: displayValue(definition, definition.default as SettingKinds[SettingKind]),
@@ -885,12 +907,12 @@ export function loadConfig(options: LoadConfigOptions = {}): NodeConfig {
   for (const name of SETTING_NAMES) {
     const definition = definitionOf(name);
     const override = options.overrides?.[name];
-    const envValue = env[definition.env];
+    const envValue = readEnv(name, env, cwd);
     let value: SettingKinds[SettingKind];
     if (override !== undefined) {
       value = parseSetting(name, override, { kind: "override" }, cwd);
-    } else if (envValue !== undefined && envValue !== "") {
-      value = parseSetting(name, envValue, { kind: "env", variable: definition.env }, cwd);
+    } else if (envValue !== undefined) {
+      value = envValue;
     } else if (name in fileValues) {
       value = parseSetting(name, fileValues[name], { kind: "file", file: options.file ?? "" }, fileDir);
     } else {
@@ -902,6 +924,35 @@ export function loadConfig(options: LoadConfigOptions = {}): NodeConfig {
   const config = result as unknown as NodeConfig;
   checkCrossFieldRules(config);
   return Object.freeze(config);
+}
+
+/**
+ * A setting's value from the environment: its variable or one of its aliases (empty = not set), parsed. Two of
+ * them set to different values are refused, naming both (a secret's values are not shown).
+ */
+function readEnv(name: SettingName, env: NodeJS.ProcessEnv, cwd: string): SettingKinds[SettingKind] | undefined {
+  const definition = definitionOf(name);
+  let found: { variable: string; raw: string; value: SettingKinds[SettingKind] } | undefined;
+  for (const variable of [definition.env, ...(definition.envAliases ?? [])]) {
+    const raw = env[variable];
+    if (raw === undefined || raw === "") continue;
+    const value = parseSetting(name, raw, { kind: "env", variable }, cwd);
+    if (found === undefined) {
+      found = { variable, raw, value };
+    } else if (comparableValue(found.value) !== comparableValue(value)) {
+      const shown = (variable: string, raw: string) => (definition.secret ? variable : `${variable}=${preview(raw)}`);
+      throw new ValidationError(
+        `config.${name}`,
+        `${shown(found.variable, found.raw)} and ${shown(variable, raw)} are both set and differ; they name the same setting: set only one`,
+        { setting: name, env: [found.variable, variable] },
+      );
+    }
+  }
+  return found?.value;
+}
+
+function comparableValue(value: SettingKinds[SettingKind]): string {
+  return JSON.stringify(value, (_key, item: unknown) => (typeof item === "bigint" ? item.toString() : item));
 }
 
 /** Rules that involve two settings. */

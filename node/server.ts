@@ -10,7 +10,8 @@
  */
 import type { FastifyInstance } from "fastify";
 import type { Logger } from "pino";
-import { loadTlsMaterial, type NodeConfig } from "./config";
+import { UnavailableError } from "../protocol/errors";
+import { loadTlsMaterial, SETTINGS, type NodeConfig } from "./config";
 import { createTimeServiceFromConfig } from "./core";
 import type { TimeService } from "./core/types";
 import { createTransportContext, DEFAULT_TRANSPORT_LIMITS, type TransportContext, type TransportLimits } from "./api/context";
@@ -81,6 +82,23 @@ function urlHost(host: string): string {
   return host.includes(":") && !host.startsWith("[") ? `[${host}]` : host;
 }
 
+/**
+ * A listen failure the operator can fix, as one sentence naming the setting, the port and the host, with the
+ * cause attached: a busy port (EADDRINUSE), a port this user may not bind (EACCES), a host that is not an address
+ * of this machine (EADDRNOTAVAIL). node:net gives `code`; gRPC only puts it in the message. Others pass unchanged.
+ */
+export function listenError(error: unknown, setting: "restPort" | "grpcPort", host: string, port: number): unknown {
+  if (!(error instanceof Error)) return error;
+  const text = `${String((error as NodeJS.ErrnoException).code ?? "")} ${error.message}`;
+  const fix = `(set ${SETTINGS[setting].env} or ${setting})`;
+  let problem: string;
+  if (text.includes("EADDRINUSE")) problem = `${setting} ${port} is already in use on ${host} ${fix}`;
+  else if (text.includes("EACCES")) problem = `${setting} ${port} on ${host} may not be bound by this user (EACCES: ports below 1024 need privileges) ${fix}`;
+  else if (text.includes("EADDRNOTAVAIL")) problem = `host ${host} is not an address of this machine, so ${setting} ${port} cannot be bound (set ${SETTINGS.host.env} or host)`;
+  else return error;
+  return new UnavailableError(problem, { setting, host, port }, { cause: error });
+}
+
 /** How often idle rate-limit buckets are dropped. */
 const RATE_LIMIT_SWEEP_INTERVAL_MS = 60_000;
 
@@ -129,10 +147,16 @@ export async function startNode(parameters: StartNodeParameters): Promise<Runnin
   try {
     app = buildRestApp(context, { tls });
     streams = attachStreamServer(app.server, context);
-    await app.listen({ host: config.host, port: config.restPort });
+    await app.listen({ host: config.host, port: config.restPort }).catch((error: unknown) => {
+      throw listenError(error, "restPort", config.host, config.restPort);
+    });
     const restAddress = app.server.address();
     const restPort = typeof restAddress === "object" && restAddress !== null ? restAddress.port : config.restPort;
-    if (config.grpcEnabled) grpcServer = await startGrpcServer(context, config.host, config.grpcPort, tls);
+    if (config.grpcEnabled) {
+      grpcServer = await startGrpcServer(context, config.host, config.grpcPort, tls).catch((error: unknown) => {
+        throw listenError(error, "grpcPort", config.host, config.grpcPort);
+      });
+    }
 
     const host = urlHost(config.host);
     const endpoints: NodeEndpoints = {

@@ -1,5 +1,5 @@
 /**
- * Card certificate chains (PROTOCOL.md §2): the card's X.509 v3 certificate, issued (possibly through
+ * Card certificate chains (docs/protocol.md §2): the card's X.509 v3 certificate, issued (possibly through
  * intermediates) by a trusted manufacturer root, every link ECDSA-with-SHA256, every certificate valid at the
  * given time, and SHA-256(uncompressed card key) == cardId. Contracts do not parse X.509: an administrator
  * runs this check off-chain before registering a card key.

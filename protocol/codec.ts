@@ -1,5 +1,5 @@
 /**
- * The one TypeScript codec of the wire format (PROTOCOL.md §3–§5, §10). Pure functions: bytes in, bytes out.
+ * The one TypeScript codec of the wire format (docs/protocol.md §3–§5, §10). Pure functions: bytes in, bytes out.
  * Mirrors `contracts/libraries/TimeProofLib.sol`; both are checked against `test/vectors/*.json`.
  * Encoders validate their inputs and decoders are strict (exact lengths, canonical ABI); both throw
  * ProtocolError with the field and the observed length/value as evidence.
@@ -48,7 +48,7 @@ import type { CrossChainTime, HardwareSignature, Hex, NodeEntry, TimeAttestation
 
 // ---------------------------------------------------------------- identities and the hardware message (§2, §3)
 
-/** cardId = SHA-256(0x04 ‖ X ‖ Y) of the card's P-256 public key (PROTOCOL.md §2). */
+/** cardId = SHA-256(0x04 ‖ X ‖ Y) of the card's P-256 public key (docs/protocol.md §2). */
 export function cardIdFromPublicKey(publicKey: P256PublicKeyInput): Hex {
   const uncompressed = p256PublicKeyToUncompressed(publicKey);
   return bytesToHexString(createHash("sha256").update(hexToByteArray(uncompressed)).digest());
@@ -120,7 +120,7 @@ export function decodeHardwareSignature(encoded: Hex): HardwareSignature {
   return { cardId: sliceHexBytes(hex, 0, 32), r: sliceHexBytes(hex, 32, 64), s: sliceHexBytes(hex, 64, 96) };
 }
 
-/** keccak256(r ‖ s) of the card's signature: the field the node signs (PROTOCOL.md §4). */
+/** keccak256(r ‖ s) of the card's signature: the field the node signs (docs/protocol.md §4). */
 export function hardwareSignatureHash(r: Hex, s: Hex): Hex {
   const rHex = toFixedHex(r, 32, "r");
   const sHex = toFixedHex(s, 32, "s");
@@ -193,7 +193,7 @@ function checkedAttestation(att: TimeAttestation): TimeAttestation {
   };
 }
 
-/** The viem typed-data definition (domain without chainId/verifyingContract, PROTOCOL.md §4). */
+/** The viem typed-data definition (domain without chainId/verifyingContract, docs/protocol.md §4). */
 export function timeAttestationTypedData(att: TimeAttestation): TimeAttestationTypedData {
   const checked = checkedAttestation(att);
   return {
@@ -431,7 +431,7 @@ export function decodeCrossChainTime(encoded: Hex): CrossChainTime {
   );
 }
 
-/** Builds the message `sendTime` emits for `proof` (networkTime = nanoMoment, targetBlock = 0, PROTOCOL.md §10). */
+/** Builds the message `sendTime` emits for `proof` (networkTime = nanoMoment, targetBlock = 0, docs/protocol.md §10). */
 export function crossChainTimeForProof(proof: TimeProof, targetChain: bigint): CrossChainTime {
   return { networkTime: proof.nanoMoment, targetChain, proof: encodeTimeProof(proof), targetBlock: 0n };
 }

@@ -1,11 +1,11 @@
 /**
- * Constants of the Attested Time wire format, version 1 (PROTOCOL.md).
+ * Constants of the Attested Time wire format, version 1 (docs/protocol.md).
  * The names match the constants of `contracts/libraries/TimeProofLib.sol` one to one, so a reader can check
  * both sides against each other and against the golden vectors in `test/vectors/`.
  */
 import type { Hex } from "./types";
 
-/** ASCII "ATS/1 HW": the 8-byte domain tag in front of every hardware message (PROTOCOL.md §3). */
+/** ASCII "ATS/1 HW": the 8-byte domain tag in front of every hardware message (docs/protocol.md §3). */
 export const HW_MESSAGE_TAG = "0x4154532f31204857" as const satisfies Hex;
 /** The same tag as text, for documentation and error messages. */
 export const HW_MESSAGE_TAG_ASCII = "ATS/1 HW";
@@ -15,6 +15,12 @@ export const HW_MESSAGE_LENGTH = 56;
 export const HARDWARE_SIGNATURE_LENGTH = 96;
 /** nodeTimestamp (16, big-endian) ‖ r (32) ‖ yParityAndS (32). */
 export const NODE_ENTRY_LENGTH = 80;
+/**
+ * Most node entries one proof may carry. The oracle's `MAX_NODE_ENTRIES` (it bounds the verification loop and
+ * the registry), the TypeScript verifier and the REST schema all use this one number: a proof one side accepts
+ * the others accept too.
+ */
+export const MAX_NODE_ENTRIES = 32;
 /** Bytes of a card identifier: SHA-256 of the uncompressed P-256 public key. */
 export const CARD_ID_LENGTH = 32;
 /** Bytes of an uncompressed SEC1 public key: 0x04 ‖ X (32) ‖ Y (32). */
@@ -24,11 +30,11 @@ export const UINT128_LENGTH = 16;
 
 /**
  * EIP-712 domain of node attestations. No chainId and no verifyingContract on purpose: an attestation is a fact
- * about time, portable to every chain (PROTOCOL.md §4).
+ * about time, portable to every chain (docs/protocol.md §4).
  */
 export const EIP712_DOMAIN = { name: "AttestedTime", version: "1" } as const;
 
-/** viem typed-data types of the node attestation (PROTOCOL.md §4). */
+/** viem typed-data types of the node attestation (docs/protocol.md §4). */
 export const TIME_ATTESTATION_TYPES = {
   TimeAttestation: [
     { name: "cardId", type: "bytes32" },
@@ -45,7 +51,7 @@ export const TIME_ATTESTATION_TYPE =
 
 /** Order of the P-256 (secp256r1) group. */
 export const P256_N = 0xffffffff00000000ffffffffffffffffbce6faada7179e84f3b9cac2fc632551n;
-/** floor(n / 2): a card signature is valid only with s ≤ P256_HALF_N (low-S, PROTOCOL.md §3). */
+/** floor(n / 2): a card signature is valid only with s ≤ P256_HALF_N (low-S, docs/protocol.md §3). */
 export const P256_HALF_N = P256_N >> 1n;
 /** Order of the secp256k1 group. */
 export const SECP256K1_N = 0xfffffffffffffffffffffffffffffffebaaedce6af48a03bbfd25e8cd0364141n;
@@ -58,7 +64,7 @@ export const NS_PER_SECOND = 1_000_000_000n;
 export const NS_PER_MILLISECOND = 1_000_000n;
 
 /**
- * On-chain defaults (PLAN.md, shared decisions). The chain clock is `block.timestamp * 1e9`, so with 12-second
+ * On-chain defaults (docs/protocol.md §6.3). The chain clock is `block.timestamp * 1e9`, so with 12-second
  * blocks a fresh proof can look up to one block "in the future" or several blocks old.
  */
 export const DEFAULT_MAX_ATTESTATION_AGE_NS = 60n * NS_PER_SECOND;

@@ -37,17 +37,39 @@ export class AtsError extends Error {
    * or, without a predicate, the deepest cause. Returns `undefined` when the predicate matches nothing.
    */
   walk(predicate?: (error: unknown) => boolean): unknown {
-    let current: unknown = this;
-    let deepest: unknown = this;
-    const seen = new Set<unknown>();
-    while (current !== undefined && current !== null && !seen.has(current)) {
-      seen.add(current);
-      if (predicate?.(current)) return current;
-      deepest = current;
-      current = current instanceof Error ? current.cause : undefined;
-    }
-    return predicate ? undefined : deepest;
+    return walk(this, predicate);
   }
+}
+
+/**
+ * Walks the `cause` chain of any error (as viem's `BaseError.walk`): the first error, `error` included, for which
+ * `predicate` holds (`undefined` when none does), or, without a predicate, the deepest cause. Cycles end the walk.
+ */
+export function walk(error: unknown, predicate?: (error: unknown) => boolean): unknown {
+  let current: unknown = error;
+  let deepest: unknown = error;
+  const seen = new Set<unknown>();
+  while (current !== undefined && current !== null && !seen.has(current)) {
+    seen.add(current);
+    if (predicate?.(current)) return current;
+    deepest = current;
+    current = current instanceof Error ? current.cause : undefined;
+  }
+  return predicate ? undefined : deepest;
+}
+
+/**
+ * The message of the deepest cause of `error`: what actually went wrong (e.g. "connect ECONNREFUSED 127.0.0.1:80"
+ * under fetch's "fetch failed"). An AggregateError without a message (a connection tried on several addresses)
+ * gives its errors' messages, joined by "; ".
+ */
+export function rootCauseMessage(error: unknown): string {
+  const root = walk(error);
+  if (root instanceof AggregateError && root.message === "" && root.errors.length > 0) {
+    return root.errors.map((item: unknown) => rootCauseMessage(item)).join("; ");
+  }
+  if (root instanceof Error) return root.message === "" ? root.name : root.message;
+  return String(root);
 }
 
 /** Malformed bytes or values of the wire format (wrong length, out of range, bad encoding). */
@@ -90,7 +112,7 @@ export interface RateLimitErrorOptions extends AtsErrorOptions {
 
 /**
  * A client over one of its limits (429 / RESOURCE_EXHAUSTED). The request rate's refusal carries the fixed
- * MESSAGE of PROTOCOL.md §9 (JSON-RPC rate limiting), the default; other per-client quotas name themselves.
+ * MESSAGE (docs/protocol.md §11.3), the default; other per-client quotas name themselves.
  */
 export class RateLimitError extends AtsError {
   override name = "RateLimitError";
@@ -109,7 +131,7 @@ export class UnavailableError extends AtsError {
   }
 }
 
-/** Messages fixed by PROTOCOL.md §7. */
+/** Messages fixed by docs/protocol.md §7. */
 export type ConsensusErrorMessage = "Insufficient node responses" | "Time divergence too high";
 
 export class ConsensusError extends AtsError {

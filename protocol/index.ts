@@ -1,4 +1,4 @@
-/** The protocol package: the one TypeScript implementation of the Attested Time wire format (PROTOCOL.md). */
+/** The protocol package: the one TypeScript implementation of the Attested Time wire format (docs/protocol.md). */
 export * from "./constants";
 export * from "./types";
 export * from "./errors";
@@ -12,4 +12,5 @@ export * from "./devca";
 export * from "./json";
 export * from "./certs";
 export * from "./keystore";
-export * from "./devkeys";
+// The public development keys (./devkeys) are not re-exported: code that signs with them imports them by path,
+// so a production import of the package can never pick them up by accident.

@@ -1,5 +1,5 @@
 /**
- * The JSON form of proofs (PROTOCOL.md §1, §9): nanoseconds as decimal strings, byte strings as lowercase
+ * The JSON form of proofs (docs/protocol.md §1, §9.1): nanoseconds as decimal strings, byte strings as lowercase
  * 0x-hex, lossless parsing of untrusted text. Validation is strict and every ValidationError names the field
  * (`proof.hardwareSignature`, `nanoMoment`, …) so a client sees exactly what to fix.
  */

@@ -1,6 +1,6 @@
 /**
  * keccak256 over bytes (the Ethereum hash: original Keccak padding, not SHA-3), the hash of every EIP-712 digest
- * and node address (PROTOCOL.md §4). Two interchangeable backends that return the same 32 bytes:
+ * and node address (docs/protocol.md §4). Two interchangeable backends that return the same 32 bytes:
  *
  * - "xkcp": the Keccak team's reference code (XKCP) compiled into the `keccak` npm package (v3, N-API prebuilds,
  *   no compiler needed), ~4 µs per hash on this machine, called through its sponge class directly: the package's
@@ -104,6 +104,8 @@ export function assertKeccakKnownAnswer(implementation: KeccakImplementation): v
 const NATIVE_LOAD = loadNativeAddon<KeccakImplementation>({
   load() {
     const packageDirectory = dirname(require.resolve("keccak/package.json"));
+    // A native addon is loaded by path at run time (resolved from keccak's own folder): no static import exists.
+    // eslint-disable-next-line @typescript-eslint/no-require-imports
     const nodeGypBuild: unknown = require(require.resolve("node-gyp-build", { paths: [packageDirectory] }));
     if (!isNodeGypBuild(nodeGypBuild)) throw new Error("node-gyp-build does not export the expected functions");
     const modulePath = nodeGypBuild.path(packageDirectory);

@@ -1,13 +1,15 @@
 /**
- * Saving and loading a key directory (the dev CA, the card key and certificate chain, the node key).
+ * Saving and loading a key directory (the dev CA's certificate, the card key and certificate chain, the node key).
  *
  * Layout (all files mode 0600, directory 0700):
- *   ca.pem        manufacturer CA certificate (optional: only when the CA was created locally)
- *   ca.key.pem    manufacturer CA private key, PKCS#8 (optional, with ca.pem)
+ *   ca.pem        manufacturer CA certificate (optional: only when the CA was created locally), the trusted root
  *   card.key.pem  card P-256 private key, PKCS#8
  *   card.pem      card certificate chain, leaf first
  *   node.json     node key: Ethereum V3 keystore (scrypt + aes-128-ctr) when a password is given, else the
  *                 plain dev form { "version": "ats-node-key/1", "address", "privateKey" }
+ *
+ * The CA's private key is never written here: a node needs the CA only as a trusted root (its certificate), and a
+ * key folder that held the CA key would let whoever reads it certify cards. An old folder's ca.key.pem is ignored.
  *
  * Private keys exist only in those files and in KeyObject / NodeKey values, which never print their material.
  * Loading refuses key files readable by group or others, as ssh does, so a leaked permission is noticed.
@@ -18,14 +20,13 @@ import { join } from "node:path";
 import { getAddress, keccak256 } from "viem";
 import { AuthError, NotFoundError, ValidationError } from "./errors";
 import { cardIdFromPublicKey } from "./codec";
-import { privateKeyFromPem, type DevManufacturerCa } from "./devca";
+import { privateKeyFromPem } from "./devca";
 import { NodeKey, p256PublicKeyToUncompressed } from "./keys";
 import { bytesToHexString } from "./bytes";
 import type { Address, Hex } from "./types";
 
 export const KEY_FILES = {
   caCertificate: "ca.pem",
-  caKey: "ca.key.pem",
   cardKey: "card.key.pem",
   cardChain: "card.pem",
   nodeKeystore: "node.json",
@@ -36,7 +37,8 @@ const DIR_MODE = 0o700;
 
 /** What a key directory holds. `DevIdentity` satisfies it. */
 export interface KeyMaterial {
-  ca?: DevManufacturerCa;
+  /** The manufacturer CA; only its certificate is saved (a DevManufacturerCa fits: its private key is not saved). */
+  ca?: { certificatePem: string };
   cardKey: KeyObject;
   /** PEM certificates, card first. */
   certificateChainPem: string[];
@@ -220,10 +222,7 @@ export function splitPemCertificates(text: string): string[] {
 /** Writes `material` to `dir` (created 0700 if missing). Returns the public summary. */
 export async function saveKeyDir(dir: string, material: KeyMaterial, options: KeystoreOptions = {}): Promise<KeyDirSummary> {
   await mkdir(dir, { recursive: true, mode: DIR_MODE });
-  if (material.ca !== undefined) {
-    await writePrivateFile(join(dir, KEY_FILES.caCertificate), material.ca.certificatePem);
-    await writePrivateFile(join(dir, KEY_FILES.caKey), material.ca.privateKey.export({ format: "pem", type: "pkcs8" }).toString());
-  }
+  if (material.ca !== undefined) await writePrivateFile(join(dir, KEY_FILES.caCertificate), material.ca.certificatePem);
   await writePrivateFile(join(dir, KEY_FILES.cardKey), material.cardKey.export({ format: "pem", type: "pkcs8" }).toString());
   await writePrivateFile(join(dir, KEY_FILES.cardChain), material.certificateChainPem.map((pem) => pem.trimEnd()).join("\n") + "\n");
   await writePrivateFile(join(dir, KEY_FILES.nodeKeystore), encodeNodeKeystore(material.nodeKey, options));
@@ -250,12 +249,11 @@ export type LoadKeyDirReturnType = KeyMaterial & KeyDirSummary;
 /** Reads a directory written by saveKeyDir. */
 export async function loadKeyDir(dir: string, options: KeystoreOptions = {}): Promise<LoadKeyDirReturnType> {
   const caPem = await readKeyFile(dir, KEY_FILES.caCertificate, false);
-  const caKeyPem = caPem === undefined ? undefined : await readKeyFile(dir, KEY_FILES.caKey, true);
   const cardKey = privateKeyFromPem((await readKeyFile(dir, KEY_FILES.cardKey, true))!);
   const certificateChainPem = splitPemCertificates((await readKeyFile(dir, KEY_FILES.cardChain, true))!);
   if (certificateChainPem.length === 0) throw new ValidationError(KEY_FILES.cardChain, "holds no certificate", { dir });
   const nodeKey = decodeNodeKeystore((await readKeyFile(dir, KEY_FILES.nodeKeystore, true))!, options);
   const material: KeyMaterial = { cardKey, certificateChainPem, nodeKey };
-  if (caPem !== undefined && caKeyPem !== undefined) material.ca = { certificatePem: caPem, privateKey: privateKeyFromPem(caKeyPem) };
+  if (caPem !== undefined) material.ca = { certificatePem: caPem };
   return { ...material, ...summarizeKeyMaterial(material) };
 }

@@ -1,5 +1,5 @@
 /**
- * secp256k1 ECDSA over a 32-byte digest, the node-signature primitive (PROTOCOL.md §4): sign (RFC 6979
+ * secp256k1 ECDSA over a 32-byte digest, the node-signature primitive (docs/protocol.md §4): sign (RFC 6979
  * deterministic nonce, low-S) and public-key recovery. Two interchangeable backends:
  *
  * - "libsecp256k1": Bitcoin Core's C library through the `secp256k1` npm package (v5, N-API prebuilds, no
@@ -220,6 +220,7 @@ const NATIVE_LOAD = loadNativeAddon<Secp256k1Implementation>({
   load() {
     // `bindings` (not the package main): it throws when the addon does not load instead of falling back to JS.
     const modulePath = require.resolve("secp256k1/bindings");
+    // eslint-disable-next-line @typescript-eslint/no-require-imports -- a native addon, loaded by path at run time
     const loaded: unknown = require(modulePath);
     if (!isNativeSecp256k1Module(loaded)) throw new Error("secp256k1/bindings does not export the expected functions");
     // Blinds libsecp256k1's signing context against side channels; signatures do not change (RFC 6979).

@@ -1,5 +1,5 @@
 /**
- * Signing (card: P-256, node: secp256k1 over EIP-712) and node-address recovery (PROTOCOL.md §3–§5).
+ * Signing (card: P-256, node: secp256k1 over EIP-712) and node-address recovery (docs/protocol.md §3–§5).
  * Every signature this module produces is low-S: a high-S signature is invalid everywhere (§3), and the
  * compact EIP-2098 form cannot carry one unambiguously anyway.
  */
@@ -26,7 +26,7 @@ export function normalizeP256S(s: bigint): bigint {
 
 const P256_HALF_N_BYTES = bigintToBytes(P256_HALF_N, 32);
 
-/** A copy of the 64-byte P-256 r ‖ s with s normalised to the low half (PROTOCOL.md §3). */
+/** A copy of the 64-byte P-256 r ‖ s with s normalised to the low half (docs/protocol.md §3). */
 function lowSP256Bytes(signature: Uint8Array): Buffer {
   if (signature.length !== 64) {
     throw new ProtocolError("P-256 signature must be 64 bytes (IEEE P1363)", { actualBytes: signature.length });
@@ -42,7 +42,7 @@ function lowSP256Bytes(signature: Uint8Array): Buffer {
   return bytes;
 }
 
-/** A 64-byte P-256 r ‖ s with s normalised to the low half (PROTOCOL.md §3). */
+/** A 64-byte P-256 r ‖ s with s normalised to the low half (docs/protocol.md §3). */
 export function toLowSP256Signature(signature: Uint8Array): { r: Hex; s: Hex } {
   const bytes = lowSP256Bytes(signature);
   return { r: `0x${bytes.toString("hex", 0, 32)}`, s: `0x${bytes.toString("hex", 32, 64)}` };
@@ -274,7 +274,7 @@ export type AssembleProofReturnType = TimeProof;
 
 /**
  * Builds a TimeProof with the entries sorted by recovered node address ascending (the order verification
- * demands, PROTOCOL.md §5). Throws ProtocolError when an entry does not recover or two entries share a node,
+ * demands, docs/protocol.md §5.3). Throws ProtocolError when an entry does not recover or two entries share a node,
  * because such a proof could never verify.
  */
 export function assembleProof(parameters: AssembleProofParameters): AssembleProofReturnType {

@@ -1,5 +1,5 @@
 /**
- * Types of every record of the wire format (PROTOCOL.md). Time values are nanoseconds since the Unix epoch as
+ * Types of every record of the wire format (docs/protocol.md). Time values are nanoseconds since the Unix epoch as
  * `bigint` (uint128); field names that come from the on-chain structs keep their Solidity names and state the
  * unit in their doc comment.
  */
@@ -10,7 +10,7 @@ export type Hex = `0x${string}`;
 /** An Ethereum address (20 bytes), EIP-55 checksummed when produced by this package. */
 export type Address = `0x${string}`;
 
-/** The proof as contracts see it: exactly the Solidity `TimeProof` struct (PROTOCOL.md §5). */
+/** The proof as contracts see it: exactly the Solidity `TimeProof` struct (docs/protocol.md §5). */
 export interface TimeProof {
   /** The card's timestamp, ns since the Unix epoch (uint128). */
   nanoMoment: bigint;
@@ -42,7 +42,7 @@ export interface NodeEntry {
   yParityAndS: Hex;
 }
 
-/** The EIP-712 message every node entry signs (PROTOCOL.md §4). */
+/** The EIP-712 message every node entry signs (docs/protocol.md §4). */
 export interface TimeAttestation {
   /** 32 bytes. */
   cardId: Hex;
@@ -56,7 +56,7 @@ export interface TimeAttestation {
   nodeTimestamp: bigint;
 }
 
-/** The REST body of `GET /time/current` (PROTOCOL.md §9). */
+/** The REST body of `GET /time/current` (docs/protocol.md §9.1). */
 export interface ProofJson {
   /** Decimal string, ns. */
   nanoMoment: string;
@@ -74,7 +74,7 @@ export interface ProofJson {
   };
 }
 
-/** The cross-chain message (PROTOCOL.md §10): exactly the Solidity struct. */
+/** The cross-chain message (docs/protocol.md §10): exactly the Solidity struct. */
 export interface CrossChainTime {
   /** Equals the proof's nanoMoment, ns (uint128). */
   networkTime: bigint;

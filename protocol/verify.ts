@@ -1,5 +1,5 @@
 /**
- * Off-chain verification of a TimeProof with exactly the rules of PROTOCOL.md §6, in the same order as the
+ * Off-chain verification of a TimeProof with exactly the rules of docs/protocol.md §6, in the same order as the
  * contract, so a proof fails here for the same reason it fails on-chain. `verifyTimeProof` never throws on
  * malformed proof input: every failure is a `{ valid: false, reason, detail }` value.
  */
@@ -12,6 +12,7 @@ import {
   DEFAULT_MAX_FUTURE_DRIFT_NS,
   DEFAULT_NODE_QUORUM,
   HARDWARE_SIGNATURE_LENGTH,
+  MAX_NODE_ENTRIES,
   NODE_ENTRY_LENGTH,
   P256_HALF_N,
   P256_N,
@@ -120,7 +121,7 @@ export function verifyP256(digest: Hex, r: Hex, s: Hex, publicKey: Hex | Uint8Ar
 
 // ---------------------------------------------------------------- TimeProof
 
-/** Why a proof was refused, in the order of PROTOCOL.md §6 (first failing rule wins). */
+/** Why a proof was refused, in the order of docs/protocol.md §6.2 (first failing rule wins). */
 export type VerifyFailureReason =
   | "malformed-proof" // not a TimeProof shape at all (off-chain only: the ABI guarantees the shape on-chain)
   | "hardware-signature-length"
@@ -246,6 +247,9 @@ function checkNodes(proof: TimeProof, hardware: CheckedHardware, ctx: VerifyTime
   if (length === 0 || length % NODE_ENTRY_LENGTH !== 0) {
     return fail("node-signature-length", `nodeSignature is ${length} bytes, expected a non-empty multiple of ${NODE_ENTRY_LENGTH}`);
   }
+  if (length / NODE_ENTRY_LENGTH > MAX_NODE_ENTRIES) {
+    return fail("node-signature-length", `nodeSignature has ${length / NODE_ENTRY_LENGTH} entries, at most ${MAX_NODE_ENTRIES}`);
+  }
   const entries = Buffer.from(proof.nodeSignature.slice(2), "hex");
   // What every entry signs, but its own nodeTimestamp (timeAttestationForProof, held as bytes).
   const attestation: TimeAttestationBytes = {
@@ -297,7 +301,7 @@ function checkFreshnessAndAccuracy(proof: TimeProof, ctx: VerifyTimeProofContext
 }
 
 /**
- * Verifies a proof per PROTOCOL.md §6. Malformed input yields `{ valid: false }`; exceptions thrown by the
+ * Verifies a proof per docs/protocol.md §6. Malformed input yields `{ valid: false }`; exceptions thrown by the
  * context callbacks (a broken registry) are not proof problems and propagate.
  */
 export function verifyTimeProof(proof: TimeProof, ctx: VerifyTimeProofContext): VerifyTimeProofReturnType {

@@ -204,8 +204,10 @@ async function grpcLoop(target: string, durationS: number, concurrency: number):
     while (performance.now() < endAt) {
       const started = performance.now();
       await new Promise<void>((resolve) =>
-        client.GetCurrentTime({ type: "CURRENT_TIME" }, (error) => {
-          if (error === null) completed += 1;
+        // CURRENT_TIME is RequestType 0 (the description's numbering), also what an empty request asks for.
+        client.GetCurrentTime({ type: "CURRENT_TIME" }, (error, response) => {
+          // A response without the NodeInfo / ConsensusProof records is from a node on an older time.proto.
+          if (error === null && response?.node?.node_id && response.consensus?.responders) completed += 1;
           else failed += 1;
           latenciesMs.push(performance.now() - started);
           resolve();

@@ -2,14 +2,14 @@
  * The `npm start` demo: Attested Time end to end on the in-process Hardhat chain, one short line per fact.
  *
  *   1. deploy    a development identity (manufacturer CA, card key + X.509 certificate, node key); the card's
- *                chain is checked off-chain, as an administrator would, then the oracle, the bridge and the
- *                example vault are deployed and the card and node registered (scripts/deploy.ts)
+ *                chain is checked off-chain, as an administrator would, then the oracle, the scheduler, the
+ *                bridge and the example vault are deployed and the card and node registered (scripts/deploy.ts)
  *   2. proof     the card and the node sign "now"; the proof is verified off-chain and on-chain, submitted, and
  *                read back with getCurrentTime
  *   3. node      an attesting node starts on 127.0.0.1 with fresh dev keys (what `ats-node dev` does); its card
  *                chain is checked and its card and node registered; a proof fetched over REST with the client
  *                library is verified on-chain unchanged; the node is closed and its temp folder removed
- *   4. schedule  a contract schedules a call on the oracle; executing it early is refused; the chain clock moves
+ *   4. schedule  a contract schedules a call on the scheduler; executing it early is refused; the chain clock moves
  *                on and a keeper executes it with a later proof and earns the bounty
  *   5. vault     ether locked in TimeLockedVault until an attested moment: refused before, released after
  *   6. bridge    a second local deployment; bridge A sends the oracle's time, a relayer carries the CrossChainTime
@@ -47,8 +47,6 @@ import {
   createDevIdentity,
   createVerifyContext,
   DEV_CARD_ACCURACY_NS,
-  DEV_CARD_PRIVATE_KEY,
-  DEV_NODE_PRIVATE_KEYS,
   NS_PER_SECOND,
   p256PublicKeyCoordinates,
   verifyCardCertificateChain,
@@ -60,6 +58,7 @@ import {
   type TimeProof,
   type VerifyTimeProofContext,
 } from "../protocol";
+import { DEV_CARD_PRIVATE_KEY, DEV_NODE_PRIVATE_KEYS } from "../protocol/devkeys";
 import { startDevNode } from "../node/cli";
 import { createTimeClient } from "../node/client";
 import { deployAttestedTime, NO_EXPIRY_NS, type AttestedTimeDeployment, type ScheduledCall } from "./deploy";
@@ -267,7 +266,7 @@ interface DemoContext {
 interface Deployed {
   identity: DevIdentity;
   cardPublicKey: Hex;
-  deployment: AttestedTimeDeployment & { bridge: Address; vault: Address };
+  deployment: AttestedTimeDeployment & { scheduler: Address; bridge: Address; vault: Address };
   oracleAbi: Abi;
   /** The off-chain view of the oracle's registry (protocol/verify.ts), grown as step 3 registers the node. */
   cards: Map<Hex, CardRecord>;
@@ -319,9 +318,12 @@ async function deployStep(ctx: DemoContext): Promise<{ deployed: Deployed; resul
     cards: [{ publicKey: chain.publicKey }],
     nodes: [{ address: identity.nodeAddress }],
   });
-  const { bridge, vault } = deployment;
-  if (bridge === undefined || vault === undefined) throw new Error("deployAttestedTime deployed no bridge or vault");
+  const { scheduler, bridge, vault } = deployment;
+  if (scheduler === undefined || bridge === undefined || vault === undefined) {
+    throw new Error("deployAttestedTime deployed no scheduler, bridge or vault");
+  }
   log(`   TimeOracle      ${deployment.oracle}  (card and node registered)`);
+  log(`   TimeScheduler   ${scheduler}`);
   log(`   TimeBridge      ${bridge}`);
   log(`   TimeLockedVault ${vault}`);
   const oracle = await hre.viem.getContractAt("TimeOracle", deployment.oracle);
@@ -338,7 +340,7 @@ async function deployStep(ctx: DemoContext): Promise<{ deployed: Deployed; resul
   const deployed: Deployed = {
     identity,
     cardPublicKey: chain.publicKey,
-    deployment: { ...deployment, bridge, vault },
+    deployment: { ...deployment, scheduler, bridge, vault },
     oracleAbi: oracle.abi as Abi,
     cards: new Map([[identity.cardId, { publicKey: chain.publicKey, revoked: false }]]),
     nodes: [identity.nodeAddress],
@@ -491,17 +493,18 @@ async function nodeStep(ctx: DemoContext, deployed: Deployed, nodeLogger: Logger
 
 async function scheduleStep(ctx: DemoContext, deployed: Deployed): Promise<DemoResult["scheduledCall"]> {
   const { hre, log, publicClient, accounts } = ctx;
-  const { oracleAbi } = deployed;
   log("");
-  log("4. Schedule a call on the oracle for one minute from now; execute it too early, then on time");
+  log("4. Schedule a call on the scheduler for one minute from now; execute it too early, then on time");
   // The callee is contracts/test/SchedulerCallee.sol, a test contract that schedules calls back to itself (here
   // `ping(7)`, which returns 14); the package ships no example callee. Any contract can schedule this way.
-  const callee = await hre.viem.deployContract("SchedulerCallee", [deployed.deployment.oracle], {
+  const callee = await hre.viem.deployContract("SchedulerCallee", [deployed.deployment.scheduler], {
     client: { wallet: accounts.deployer },
   });
-  const oracleAsKeeper = await hre.viem.getContractAt("TimeOracle", deployed.deployment.oracle, {
+  // TimeScheduler is its own deployment; it verifies each proof with the oracle's verifyTimeProof.
+  const schedulerAsKeeper = await hre.viem.getContractAt("TimeScheduler", deployed.deployment.scheduler, {
     client: { wallet: accounts.keeper },
   });
+  const schedulerAbi = schedulerAsKeeper.abi as Abi;
   const executeAtNs = (await ctx.chainNowNs()) + 60n * NS_PER_SECOND;
   const windowNs = 600n * NS_PER_SECOND;
   const gasLimit = 100_000;
@@ -511,7 +514,7 @@ async function scheduleStep(ctx: DemoContext, deployed: Deployed): Promise<DemoR
     await callee.write.schedule([executeAtNs, windowNs, gasLimit, data], { value: bountyWei }),
     "scheduleCall",
   );
-  const { callId, request } = eventArgs<{ callId: Hex; request: ScheduledCall }>(oracleAbi, scheduled, "CallScheduled");
+  const { callId, request } = eventArgs<{ callId: Hex; request: ScheduledCall }>(schedulerAbi, scheduled, "CallScheduled");
   log(`   SchedulerCallee ${getAddress(callee.address)} (a test contract) schedules ping(7)`);
   log(`     ${tx(scheduled.summary)}`);
   log(`     callId ${short(callId)}, executeAt ${isoNs(executeAtNs)}, window 10 min, bounty ${formatEther(bountyWei)} ETH`);
@@ -519,13 +522,13 @@ async function scheduleStep(ctx: DemoContext, deployed: Deployed): Promise<DemoR
   const earlyMoment = await ctx.chainNowNs();
   const early = await captureRevert(
     publicClient.simulateContract({
-      address: deployed.deployment.oracle,
-      abi: oracleAbi,
+      address: deployed.deployment.scheduler,
+      abi: schedulerAbi,
       functionName: "executeCall",
       args: [request, deployed.signProof(earlyMoment)],
       account: accounts.keeper.account,
     }),
-    oracleAbi,
+    schedulerAbi,
   );
   log(`   keeper ${short(accounts.keeper.account.address)} executes it with a proof of ${isoNs(earlyMoment)}: refused`);
   log(`     ${early.text}`);
@@ -536,13 +539,13 @@ async function scheduleStep(ctx: DemoContext, deployed: Deployed): Promise<DemoR
   const keeperAddress = accounts.keeper.account.address;
   const balanceBefore = await publicClient.getBalance({ address: keeperAddress });
   const executed = await ctx.confirm(
-    await oracleAsKeeper.write.executeCall([request, deployed.signProof(onTimeMoment)]),
+    await schedulerAsKeeper.write.executeCall([request, deployed.signProof(onTimeMoment)]),
     "executeCall",
   );
   const balanceAfter = await publicClient.getBalance({ address: keeperAddress });
   const bountyPaidWei = balanceAfter - balanceBefore + executed.gasUsed * executed.effectiveGasPrice;
-  const { returnData } = eventArgs<{ returnData: Hex }>(oracleAbi, executed, "CallExecuted");
-  const status = CALL_STATUS[Number(await oracleAsKeeper.read.callStatus([callId]))] ?? "unknown";
+  const { returnData } = eventArgs<{ returnData: Hex }>(schedulerAbi, executed, "CallExecuted");
+  const status = CALL_STATUS[Number(await schedulerAsKeeper.read.callStatus([callId]))] ?? "unknown";
   log(`   keeper executes it with a proof of ${isoNs(onTimeMoment)}: ${tx(executed.summary)}`);
   log(`     status ${status}; ping returned ${BigInt(returnData)}; bounty paid to the keeper: ${formatEther(bountyPaidWei)} ETH`);
   return {
@@ -614,6 +617,7 @@ async function bridgeStep(ctx: DemoContext, deployed: Deployed): Promise<DemoRes
     deployer: accounts.deployer,
     cards: [{ publicKey: deployed.cardPublicKey }],
     nodes: [{ address: deployed.identity.nodeAddress }],
+    scheduler: false,
     example: false,
   });
   const bridgeBAddress = deploymentB.bridge;

@@ -1,6 +1,7 @@
 /**
- * Deploys and configures Attested Time on one chain: the oracle (roles, settings, cards, nodes), the bridge and
- * the example consumer (TimeLockedVault).
+ * Deploys and configures Attested Time on one chain: the oracle (roles, settings, cards, nodes), then next to it
+ * and wired to it (each holds the oracle's address, immutably) the scheduler (TimeScheduler), the bridge and the
+ * example consumer (TimeLockedVault).
  *
  * As a library: `deployAttestedTime(hre, options)` — used by the tests, the demo and the relayer's two-chain setup.
  * As a script: `npx hardhat run scripts/deploy.ts [--network <name>]` deploys to that network and prints the
@@ -16,20 +17,18 @@ import type { HardhatRuntimeEnvironment } from "hardhat/types";
 import type { WalletClient } from "@nomicfoundation/hardhat-viem/types";
 import { getAddress, parseEventLogs, type Abi, type Address, type Hash, type Hex } from "viem";
 import {
-  DEV_CARD_PRIVATE_KEY,
-  DEV_NODE_PRIVATE_KEYS,
   loadKeyDir,
   nodeAddressFromPrivateKey,
   p256PrivateKeyObject,
   p256PublicKeyCoordinates,
   p256PublicKeyToUncompressed,
 } from "../protocol";
+import { DEV_CARD_PRIVATE_KEY, DEV_NODE_PRIVATE_KEYS } from "../protocol/devkeys";
 
 /** No expiry: the largest uint64 (validity windows are inclusive, ns). */
 export const NO_EXPIRY_NS = (1n << 64n) - 1n;
 
-/** A time card to register: its P-256 public key (uncompressed 0x04‖X‖Y, 65 bytes) and validity window (ns). */
-/** The oracle's `ScheduledCall` request (ITimeScheduler), as viem decodes it from `CallScheduled`. */
+/** The scheduler's `ScheduledCall` request (ITimeScheduler), as viem decodes it from `CallScheduled`. */
 export interface ScheduledCall {
   caller: Address;
   nonce: bigint;
@@ -42,6 +41,7 @@ export interface ScheduledCall {
   data: Hex;
 }
 
+/** A time card to register: its P-256 public key (uncompressed 0x04‖X‖Y, 65 bytes) and validity window (ns). */
 export interface CardRegistration {
   publicKey: Hex;
   validFromNs?: bigint;
@@ -77,6 +77,8 @@ export interface DeployAttestedTimeOptions {
   settings?: OracleSettings;
   /** "TimeOracleHarness" (test-only, pinnable clock) for tests; default "TimeOracle". */
   oracleContract?: "TimeOracle" | "TimeOracleHarness";
+  /** Deploy the scheduler, TimeScheduler, on the oracle (default true). */
+  scheduler?: boolean;
   /** Deploy the bridge (default true). */
   bridge?: boolean;
   /** Deploy the example consumer, TimeLockedVault (default true). */
@@ -91,6 +93,8 @@ export interface AttestedTimeDeployment {
   deployer: Address;
   oracle: Address;
   oracleContract: "TimeOracle" | "TimeOracleHarness";
+  /** TimeScheduler, its own deployment holding the oracle's address (scheduleCall / executeCall go here). */
+  scheduler: Address | undefined;
   bridge: Address | undefined;
   vault: Address | undefined;
   /** Card ids (sha256 of the uncompressed key), in registration order. */
@@ -104,8 +108,9 @@ export interface AttestedTimeDeployment {
 }
 
 /**
- * Deploys the oracle, then (optionally) the bridge and the example vault next to it, registers the cards and
- * nodes, applies the settings and hands the roles over. Every transaction is awaited and checked.
+ * Deploys the oracle, registers the cards and nodes, applies the settings and hands the roles over; then
+ * (optionally) deploys the scheduler, the bridge and the example vault, each wired to the oracle by its
+ * constructor. Every transaction is awaited and checked.
  */
 export async function deployAttestedTime(
   hre: Pick<HardhatRuntimeEnvironment, "viem">,
@@ -192,6 +197,11 @@ export async function deployAttestedTime(
     await confirm(await oracle.write.renounceRole([adminRole, deployerAddress]), "renounceRole(DEFAULT_ADMIN_ROLE)");
   }
 
+  let scheduler: Address | undefined;
+  if (options.scheduler ?? true) {
+    scheduler = (await hre.viem.deployContract("TimeScheduler", [oracle.address], { client })).address;
+    log(`TimeScheduler deployed at ${scheduler}`);
+  }
   let bridge: Address | undefined;
   if (options.bridge ?? true) {
     bridge = (await hre.viem.deployContract("TimeBridge", [oracle.address], { client })).address;
@@ -208,6 +218,7 @@ export async function deployAttestedTime(
     deployer: deployerAddress,
     oracle: getAddress(oracle.address),
     oracleContract,
+    scheduler: scheduler === undefined ? undefined : getAddress(scheduler),
     bridge: bridge === undefined ? undefined : getAddress(bridge),
     vault: vault === undefined ? undefined : getAddress(vault),
     cardIds,

@@ -12,7 +12,7 @@ import {TimeConsumer} from "../TimeConsumer.sol";
  *
  * How it uses {TimeConsumer}:
  * - the constructor passes the oracle on;
- * - {withdraw} takes the {TimeProof} the caller fetched from an attesting node (any transport; PROTOCOL.md §9) and
+ * - {withdraw} takes the {TimeProof} the caller fetched from an attesting node (any transport; docs/protocol.md §9) and
  *   checks it with `_consumeTime` + `_requireNotBefore` (what the `onlyAfter` modifier does, spelled out so
  *   that the lock is read once and the owner checked first): the oracle must accept it
  *   (`Invalid time proof`), its accuracy must be at most 100 ns (`Insufficient accuracy`), it must be newer than

@@ -4,7 +4,7 @@ pragma solidity 0.8.30;
 import {ITimeOracle} from "./ITimeOracle.sol";
 
 /**
- * @notice A time message between chains (PROTOCOL.md §10). Declared once, here.
+ * @notice A time message between chains (docs/protocol.md §10). Declared once, here.
  * @param networkTime The attested moment (ns); equals the proof's `nanoMoment`.
  * @param targetChain Chain id of the chain the message is for.
  * @param proof `abi.encode(TimeProof)`, canonical encoding.

@@ -8,7 +8,7 @@ import {ITimeOracle} from "./ITimeOracle.sol";
  * @notice What a contract built on {TimeConsumer} exposes: its oracle, the last attested moment it acted on, and
  * the accuracy it demands. Time values are nanoseconds since the Unix epoch.
  *
- * Besides the custom errors below, a consumer reverts with the two strings PROTOCOL.md §6 fixes:
+ * Besides the custom errors below, a consumer reverts with the two strings docs/protocol.md §6.7 fixes:
  * `Invalid time proof` (the oracle rejects the proof) and `Insufficient accuracy` (`accuracy` above the bound).
  */
 interface ITimeConsumer {

@@ -2,7 +2,7 @@
 pragma solidity 0.8.30;
 
 /**
- * @notice The proof as contracts see it (PROTOCOL.md §5). Declared once, here; import it with
+ * @notice The proof as contracts see it (docs/protocol.md §5). Declared once, here; import it with
  * `import {TimeProof} from "./interfaces/ITimeOracle.sol";`.
  * @param nanoMoment the card's timestamp, ns since the Unix epoch
  * @param hardwareSignature cardId (32) ‖ r (32) ‖ s (32): exactly 96 bytes, P-256, low-S
@@ -20,7 +20,7 @@ struct TimeProof {
 /**
  * @title ITimeOracle
  * @notice On-chain verifier and store of attested time: a registry of time cards (P-256 keys) and attesting
- * nodes (secp256k1 addresses), the verification rules of PROTOCOL.md §6, and the latest verified proof.
+ * nodes (secp256k1 addresses), the verification rules of docs/protocol.md §6, and the latest verified proof.
  * @dev Every time value is nanoseconds since the Unix epoch unless its name says otherwise; the chain clock in ns
  * is `block.timestamp * 1e9`. Validity windows are inclusive at both ends.
  */
@@ -167,7 +167,7 @@ interface ITimeOracle {
     /**
      * @notice Registers a card by its P-256 public key, or updates the validity window of a registered card.
      * The card id is computed here: `sha256(0x04 ‖ x ‖ y)`. Only `REGISTRAR_ROLE`. Check the card's certificate
-     * chain off-chain first (PROTOCOL.md §2).
+     * chain off-chain first (docs/protocol.md §2).
      * @param publicKeyX affine x of the public key
      * @param publicKeyY affine y of the public key
      * @param validFromNs start of the validity window (inclusive, ns)
@@ -217,7 +217,7 @@ interface ITimeOracle {
     // ---------------------------------------------------------------------------------------------- time
 
     /**
-     * @notice Checks a proof against every rule of PROTOCOL.md §6: the card's P-256 signature (registered, not
+     * @notice Checks a proof against every rule of docs/protocol.md §6: the card's P-256 signature (registered, not
      * revoked, within its validity window, low-S), the node entries (registered, active, within their windows,
      * strictly ascending addresses, at least `nodeQuorum`), freshness (at most `maxAttestationAge` old and at most
      * `maxFutureDrift` ahead of the chain clock) and `accuracy ≤ maxAcceptableDrift`.

@@ -1,20 +1,21 @@
 // SPDX-License-Identifier: MIT
 pragma solidity 0.8.30;
 
-import {TimeProof} from "./ITimeOracle.sol";
+import {ITimeOracle, TimeProof} from "./ITimeOracle.sol";
 
 /**
  * @title ITimeScheduler
  * @notice Calls scheduled for an attested moment: a contract schedules a call back to itself, to run once an
  * attested time proof shows that the moment has come; anyone may execute it with such a proof and earns the
- * bounty the scheduler attached.
+ * bounty the scheduler attached. The scheduler is its own deployment next to the chain's oracle ({timeOracle}),
+ * which it asks to verify every proof (`ITimeOracle.verifyTimeProof`: registry, freshness, accuracy, quorum).
  *
  * Lifecycle of a call: `None` → `Scheduled` → exactly one of `Executed` | `Failed` | `Cancelled` | `Expired`,
  * each with its own event. The contract stores only the call's status, keyed by `callId = keccak256(abi.encode
  * (request))`; the full request is emitted in {CallScheduled} and passed back by whoever executes, cancels or
  * expires the call.
  *
- * Time values are nanoseconds since the Unix epoch (PROTOCOL.md §1); gas values are gas units; bounties are wei.
+ * Time values are nanoseconds since the Unix epoch (docs/protocol.md §1); gas values are gas units; bounties are wei.
  */
 interface ITimeScheduler {
     /// @notice Life-cycle state of a scheduled call. `None` means "never scheduled here".
@@ -69,6 +70,9 @@ interface ITimeScheduler {
     /// @notice `payee` withdrew what it was owed to `to`.
     event OwedWithdrawn(address indexed payee, address indexed to, uint256 amount);
 
+    /// @notice The oracle address given to the constructor is the zero address.
+    error SchedulerZeroOracle();
+
     /// @notice `gasLimit` is outside `[min, max]`.
     error SchedulerGasLimitOutOfRange(uint32 gasLimit, uint32 min, uint32 max);
 
@@ -93,7 +97,7 @@ interface ITimeScheduler {
     /// @notice The proof's moment is after the call's deadline (`executeAt + window`).
     error SchedulerTooLate(uint256 deadline, uint128 nanoMoment);
 
-    /// @notice The time proof offered to execute the call does not verify.
+    /// @notice The oracle ({timeOracle}) rejects the time proof offered to execute the call.
     error SchedulerInvalidProof(bytes32 callId, uint128 nanoMoment);
 
     /**
@@ -112,8 +116,20 @@ interface ITimeScheduler {
     error SchedulerWithdrawFailed(address to, uint256 amount);
 
     /**
+     * @notice Schedules a call back to `msg.sender` with calldata `data` for the attested moment `executeAt` (ns),
+     * with the defaults: an execution window of 1 hour (`DEFAULT_EXECUTION_WINDOW_NS`, 3,600 s: the call may run
+     * with a proof whose moment lies in `[executeAt, executeAt + 1 h]`), a gas limit of 200,000
+     * (`DEFAULT_CALL_GAS_LIMIT`), and `msg.value` as the bounty (none sent: no bounty). The service description's
+     * `scheduleCall(uint128 executeAt, bytes data)`; the full form below sets the window and gas limit.
+     * @return callId The call's identifier, `keccak256(abi.encode(request))`.
+     */
+    function scheduleCall(uint128 executeAt, bytes calldata data) external payable returns (bytes32 callId);
+
+    /**
      * @notice Schedules a call back to `msg.sender` with calldata `data`, to run with exactly `gasLimit` gas once
      * an attested proof shows a moment in `[executeAt, executeAt + window]`. `msg.value` is the executor's bounty.
+     * Reverts with {SchedulerGasLimitOutOfRange}, {SchedulerWindowOutOfRange}, {SchedulerBountyTooLarge} or
+     * {SchedulerDeadlinePassed}.
      * @return callId The call's identifier, `keccak256(abi.encode(request))`.
      */
     function scheduleCall(
@@ -124,9 +140,10 @@ interface ITimeScheduler {
     ) external payable returns (bytes32 callId);
 
     /**
-     * @notice Runs a scheduled call. Anyone may call this with the request (from {CallScheduled}) and a valid time
-     * proof whose moment lies in the call's window. The call is marked before it runs; a reverting callee marks it
-     * `Failed` without reverting this transaction. The executor (`msg.sender`) receives the bounty either way.
+     * @notice Runs a scheduled call. Anyone may call this with the request (from {CallScheduled}) and a time proof
+     * the oracle accepts whose moment lies in the call's window. The call is marked before it runs; a reverting
+     * callee marks it `Failed` without reverting this transaction. The executor (`msg.sender`) receives the bounty
+     * either way.
      * @return success Whether the callee returned without reverting.
      */
     function executeCall(ScheduledCall calldata request, TimeProof calldata proof) external returns (bool success);
@@ -139,6 +156,9 @@ interface ITimeScheduler {
 
     /// @notice Sends everything owed to `msg.sender` (deferred bounties and refunds) to `to`.
     function withdrawOwed(address payable to) external;
+
+    /// @notice The oracle this scheduler verifies proofs with.
+    function timeOracle() external view returns (ITimeOracle);
 
     /// @notice Status of a call.
     function callStatus(bytes32 callId) external view returns (CallStatus);

@@ -5,7 +5,7 @@ import {P256} from "@openzeppelin/contracts/utils/cryptography/P256.sol";
 
 /**
  * @title TimeProofLib
- * @notice Hashing, decoding and signature checks of the Attested Time wire format (PROTOCOL.md §3–§5). Mirrors
+ * @notice Hashing, decoding and signature checks of the Attested Time wire format (docs/protocol.md §3–§5). Mirrors
  * `protocol/codec.ts` and `protocol/constants.ts` (same constant names); both are checked against the golden
  * vectors in `test/vectors/`.
  * @dev Nothing here reverts on malformed signature values: checks return false or the zero address. Callers
@@ -25,12 +25,14 @@ library TimeProofLib {
     /// bytes32 hardwareSignatureHash,uint128 nodeTimestamp)"), checked by test/contracts/vectors.test.ts.
     bytes32 internal constant TIME_ATTESTATION_TYPEHASH =
         0x030352a3afa93a98e94bda9577f77735d5b631dd7b9db0db84b850c251368983;
+    /// @notice The two bytes in front of every EIP-712 digest input: `0x1901 ‖ DOMAIN_SEPARATOR ‖ structHash`.
+    bytes2 internal constant TYPED_DATA_PREFIX = 0x1901;
     /// @notice keccak256("EIP712Domain(string name,string version)").
     bytes32 internal constant EIP712_DOMAIN_TYPEHASH =
         0xb03948446334eb9b2196d5eb166f69b9d49403eb4a12f36de8d3f9f3cb8e15c3;
     /**
      * @notice keccak256(abi.encode(EIP712_DOMAIN_TYPEHASH, keccak256("AttestedTime"), keccak256("1"))). No chainId
-     * and no verifyingContract (PROTOCOL.md §4), so it is a compile-time constant, the same on every chain;
+     * and no verifyingContract (docs/protocol.md §4), so it is a compile-time constant, the same on every chain;
      * `computeDomainSeparator()` recomputes it for the tests.
      */
     bytes32 internal constant DOMAIN_SEPARATOR = 0x550927e2d732602b9254069392a8cdeeb0a7a13a05389eb7d43bcb9660038f42;
@@ -49,8 +51,8 @@ library TimeProofLib {
     /// @notice The P-256 verification precompile (RIP-7212 / EIP-7951).
     address internal constant P256_PRECOMPILE = address(0x100);
 
-    /// @dev Bit 255 of an EIP-2098 `yParityAndS` word is the y parity; the low 255 bits are s.
-    uint256 private constant S_MASK = (1 << 255) - 1;
+    /// @notice Bit 255 of an EIP-2098 `yParityAndS` word is the y parity; the low 255 bits (this mask) are s.
+    uint256 internal constant S_MASK = (1 << 255) - 1;
 
     // ------------------------------------------------------------------------------------------------ hashing
 
@@ -59,7 +61,7 @@ library TimeProofLib {
         return keccak256(abi.encode(EIP712_DOMAIN_TYPEHASH, keccak256("AttestedTime"), keccak256("1")));
     }
 
-    /// @notice The 56-byte message a card signs (PROTOCOL.md §3).
+    /// @notice The 56-byte message a card signs (docs/protocol.md §3).
     function hwMessage(bytes32 cardId, uint128 nanoMoment) internal pure returns (bytes memory) {
         return abi.encodePacked(HW_MESSAGE_TAG, cardId, nanoMoment);
     }
@@ -71,13 +73,13 @@ library TimeProofLib {
             // Scratch use of the memory after the free memory pointer, which is not advanced: nothing else lives
             // there, and the 56 bytes are consumed by the staticcall before any other allocation.
             let ptr := mload(0x40)
-            // HW_MESSAGE_TAG ("ATS/1 HW") left-aligned: bytes 0..8.
-            mstore(ptr, shl(192, 0x4154532f31204857))
+            // HW_MESSAGE_TAG ("ATS/1 HW"), left-aligned as every bytesN constant in assembly: bytes 0..8.
+            mstore(ptr, HW_MESSAGE_TAG)
             mstore(add(ptr, 8), cardId) // bytes 8..40
             mstore(add(ptr, 40), shl(128, nanoMoment)) // bytes 40..56, big-endian uint128
             // The sha256 precompile (0x02) cannot fail except by running out of gas, which the staticcall result
             // reports; then revert like Solidity's own sha256 does (only reachable with too little gas).
-            if iszero(staticcall(gas(), 0x02, ptr, 56, 0x00, 0x20)) {
+            if iszero(staticcall(gas(), 0x02, ptr, HW_MESSAGE_LENGTH, 0x00, 0x20)) {
                 revert(0, 0)
             }
             digest := mload(0x00)
@@ -94,7 +96,7 @@ library TimeProofLib {
         }
     }
 
-    /// @notice EIP-712 struct hash of a `TimeAttestation` (PROTOCOL.md §4).
+    /// @notice EIP-712 struct hash of a `TimeAttestation` (docs/protocol.md §4).
     function timeAttestationStructHash(
         bytes32 cardId,
         uint128 nanoMoment,
@@ -130,7 +132,7 @@ library TimeProofLib {
         assembly ("memory-safe") {
             // Scratch use of memory after the free memory pointer (not advanced; consumed at once by keccak256).
             let ptr := mload(0x40)
-            mstore(ptr, hex"1901")
+            mstore(ptr, TYPED_DATA_PREFIX) // left-aligned, as every bytesN constant in assembly
             mstore(add(ptr, 0x02), DOMAIN_SEPARATOR)
             mstore(add(ptr, 0x22), structHash)
             digest := keccak256(ptr, 0x42)
@@ -164,7 +166,7 @@ library TimeProofLib {
             mstore(add(encoded, 0xc0), nodeTimestamp)
             let structHash := keccak256(add(encoded, 0x20), 0xc0)
             let ptr := mload(0x40)
-            mstore(ptr, hex"1901")
+            mstore(ptr, TYPED_DATA_PREFIX) // left-aligned, as every bytesN constant in assembly
             mstore(add(ptr, 0x02), DOMAIN_SEPARATOR)
             mstore(add(ptr, 0x22), structHash)
             digest := keccak256(ptr, 0x42)
@@ -253,7 +255,7 @@ library TimeProofLib {
         bytes32 qx,
         bytes32 qy
     ) internal view returns (bool) {
-        // Range and low-S first: the precompile accepts high-S signatures, the protocol does not (PROTOCOL.md §3).
+        // Range and low-S first: the precompile accepts high-S signatures, the protocol does not (docs/protocol.md §3).
         if (uint256(r) == 0 || uint256(r) >= P256_N || uint256(s) == 0 || uint256(s) > P256_HALF_N) return false;
         if (!P256.isValidPublicKey(qx, qy)) return false;
         if (_callP256(precompile, h, r, s, qx, qy)) return true;

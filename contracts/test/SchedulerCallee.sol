@@ -55,6 +55,12 @@ contract SchedulerCallee {
         lastScheduledCallId = callId;
     }
 
+    /// @notice Schedules with the scheduler's defaults: `scheduleCall(uint128 executeAt, bytes data)`.
+    function scheduleWithDefaults(uint128 executeAt, bytes calldata data) external payable returns (bytes32 callId) {
+        callId = SCHEDULER.scheduleCall{value: msg.value}(executeAt, data);
+        lastScheduledCallId = callId;
+    }
+
     function cancel(ITimeScheduler.ScheduledCall calldata request) external {
         SCHEDULER.cancelCall(request);
     }

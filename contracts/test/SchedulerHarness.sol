@@ -1,29 +1,22 @@
 // SPDX-License-Identifier: MIT
 pragma solidity 0.8.30;
 
-import {TimeProof} from "../interfaces/ITimeOracle.sol";
+import {ITimeOracle} from "../interfaces/ITimeOracle.sol";
 import {TimeScheduler} from "../TimeScheduler.sol";
 
 /**
- * @notice Test harness: {TimeScheduler} on its own, with proof validity and the chain clock under the test's
- * control, so the scheduler's rules are tested apart from the oracle's.
+ * @notice Test harness: {TimeScheduler} with its chain clock under the test's control (as TimeOracleHarness pins
+ * the oracle's). Paired with {TimeOracleStub}, whose answer the test sets, the scheduler's rules are tested apart
+ * from the oracle's; paired with a real oracle, end to end.
  */
 contract SchedulerHarness is TimeScheduler {
-    bool private _proofsValid = true;
     uint256 private _nowSeconds;
 
-    /// @notice Whether every proof verifies (true) or none does (false).
-    function setProofsValid(bool valid) external {
-        _proofsValid = valid;
-    }
+    constructor(ITimeOracle oracle) TimeScheduler(oracle) {}
 
     /// @notice Fixes the chain clock (seconds); 0 means `block.timestamp`.
     function setNow(uint256 nowSeconds) external {
         _nowSeconds = nowSeconds;
-    }
-
-    function _isValidTimeProof(TimeProof calldata) internal view override returns (bool) {
-        return _proofsValid;
     }
 
     function _now() internal view override returns (uint256) {

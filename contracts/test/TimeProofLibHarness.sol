@@ -2,6 +2,7 @@
 pragma solidity 0.8.30;
 
 import {TimeProofLib} from "../libraries/TimeProofLib.sol";
+import {NamedWord} from "./NamedWord.sol";
 
 /**
  * @title TimeProofLibHarness
@@ -28,6 +29,26 @@ contract TimeProofLibHarness {
             TimeProofLib.DOMAIN_SEPARATOR,
             TimeProofLib.computeDomainSeparator()
         );
+    }
+
+    /// @notice The constants of {TimeProofLib} that assembly elsewhere copies, by name (constants.test.ts).
+    function namedConstants() external pure returns (NamedWord[] memory words) {
+        words = new NamedWord[](12);
+        words[0] = NamedWord("TimeProofLib.HW_MESSAGE_TAG", bytes32(TimeProofLib.HW_MESSAGE_TAG));
+        words[1] = NamedWord("TimeProofLib.HW_MESSAGE_LENGTH", bytes32(TimeProofLib.HW_MESSAGE_LENGTH));
+        words[2] = NamedWord(
+            "TimeProofLib.HARDWARE_SIGNATURE_LENGTH",
+            bytes32(TimeProofLib.HARDWARE_SIGNATURE_LENGTH)
+        );
+        words[3] = NamedWord("TimeProofLib.NODE_ENTRY_LENGTH", bytes32(TimeProofLib.NODE_ENTRY_LENGTH));
+        words[4] = NamedWord("TimeProofLib.TIME_ATTESTATION_TYPEHASH", TimeProofLib.TIME_ATTESTATION_TYPEHASH);
+        words[5] = NamedWord("TimeProofLib.TYPED_DATA_PREFIX", bytes32(TimeProofLib.TYPED_DATA_PREFIX));
+        words[6] = NamedWord("TimeProofLib.DOMAIN_SEPARATOR", TimeProofLib.DOMAIN_SEPARATOR);
+        words[7] = NamedWord("TimeProofLib.P256_N", bytes32(TimeProofLib.P256_N));
+        words[8] = NamedWord("TimeProofLib.P256_HALF_N", bytes32(TimeProofLib.P256_HALF_N));
+        words[9] = NamedWord("TimeProofLib.SECP256K1_N", bytes32(TimeProofLib.SECP256K1_N));
+        words[10] = NamedWord("TimeProofLib.SECP256K1_HALF_N", bytes32(TimeProofLib.SECP256K1_HALF_N));
+        words[11] = NamedWord("TimeProofLib.S_MASK", bytes32(TimeProofLib.S_MASK));
     }
 
     function hwMessage(bytes32 cardId, uint128 nanoMoment) external pure returns (bytes memory) {

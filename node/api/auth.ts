@@ -12,7 +12,10 @@
  * request's `client_id` (setting `clientPublicKeys`), the request must carry a 65-byte secp256k1 signature,
  * EIP-191 `personal_sign` over the UTF-8 text of `clientRequestMessage()`:
  *     "ATS/1 REQ|<request_id>|<nonce>|<type>|<at_ns>|<client_id>|<issued_at_ms>"
- * (type is the enum name, e.g. CURRENT_TIME; at_ns is the decimal string or empty). The recovered address must
+ * (nonce is the decimal form of the uint64 TimeRequest.nonce, e.g. 42; type is the enum NAME, e.g. CURRENT_TIME,
+ * also when the request left it at its default; at_ns is the decimal string or empty). A signed request needs a
+ * non-zero nonce: proto3 cannot tell 0 from an absent nonce, so 0 is refused (a client that forgot its nonce
+ * learns so at once, instead of "Nonce already used" from its second request on). The recovered address must
  * equal the registered one, and a (client_id, nonce) pair is accepted once: the nonce is remembered for as long
  * as issued_at_ms keeps the request fresh. At most `maxNoncesPerClient` live nonces per client; beyond that the
  * client is refused ("Rate limit exceeded") rather than a live nonce forgotten.
@@ -65,6 +68,7 @@ export function clientKeyForIp(ip: string | undefined): string {
 
 export interface ClientRequestFields {
   requestId: string;
+  /** Decimal form of TimeRequest.nonce (uint64), e.g. "42"; "0" (or "") means none. */
   nonce: string;
   /** RequestType enum name, e.g. "CURRENT_TIME". */
   type: string;
@@ -145,7 +149,7 @@ export class ClientSignatureVerifier {
     }
     if (signature.length === 0) throw new AuthError("Missing client_signature: client_id is registered, its requests must be signed");
     if (signature.length !== 65) throw new AuthError("client_signature must be 65 bytes (r ‖ s ‖ v)");
-    if (fields.nonce.length === 0) throw new AuthError("A signed request needs a nonce");
+    if (fields.nonce.length === 0 || fields.nonce === "0") throw new AuthError("A signed request needs a non-zero nonce");
     this.checkIssuedAt(fields);
     let recovered: Address;
     try {

@@ -128,7 +128,10 @@ export function createTransportContext(parameters: CreateTransportContextParamet
     rateLimiter: new RateLimiter({ ratePerSecond: parameters.maxRequestsPerSecond ?? 0 }),
     streams: new StreamQuota({ maxPerClient: limits.maxStreamsPerClient, maxTotal: limits.wsMaxConnections }),
     pushes: new PushScheduler({ maxPushesPerSecond: limits.streamMaxPushesPerSecond, onSkipped: (count) => metrics.countSkippedPushes(count) }),
-    clientErrorLog: new SampledLog(parameters.logger, { windowMs: parameters.clientErrorLogWindowMs }),
+    clientErrorLog: new SampledLog(
+      parameters.logger,
+      parameters.clientErrorLogWindowMs === undefined ? {} : { windowMs: parameters.clientErrorLogWindowMs },
+    ),
     limits,
   };
 }

@@ -89,7 +89,7 @@ export function createCurrentTimeFastPath(context: TransportContext, log: Fastif
         const mapped = toHttpError(error);
         logRequestError(log, context.clientErrorLog, error, CURRENT_TIME_PATH, mapped);
         const body = JSON.stringify(errorBody(mapped));
-        answer(response, mapped.statusCode, { "content-type": JSON_CONTENT_TYPE, "content-length": Buffer.byteLength(body) }, body);
+        answer(response, mapped.statusCode, { "content-type": JSON_CONTENT_TYPE, "content-length": Buffer.byteLength(body), ...mapped.headers }, body);
         return true;
       }
       metrics.countServedProof("rest", signed);

@@ -30,6 +30,19 @@ export interface HttpErrorAnswer {
   message: string;
   /** True when the cause is a server fault (log at error level). */
   serverFault: boolean;
+  /** Headers the answer must carry: `retry-after` (whole seconds) on a 429 of the request rate. */
+  headers?: Readonly<Record<string, string>>;
+}
+
+/**
+ * Retry-After of an error that knows when the caller may come back: a RateLimitError whose details carry
+ * `retryAfterMs` (the rate limiter's refill time) → whole seconds, at least 1. Other quotas (streams, pending
+ * schedules) free up when the client's own work ends, at no time the node can name: no header.
+ */
+function retryAfterSeconds(err: AtsError): string | undefined {
+  const ms = err.details["retryAfterMs"];
+  if (err.code !== "RATE_LIMIT" || typeof ms !== "number" || !Number.isFinite(ms) || ms < 0) return undefined;
+  return String(Math.max(1, Math.ceil(ms / 1000)));
 }
 
 const HTTP_BY_CODE: Readonly<Record<AtsErrorCode, { statusCode: number; error: string }>> = {
@@ -115,7 +128,10 @@ export function toHttpError(err: unknown): HttpErrorAnswer {
   if (err instanceof AtsError) {
     const mapped = HTTP_BY_CODE[err.code];
     const serverFault = mapped.statusCode >= 500 && err.code === "INTERNAL";
-    return { ...mapped, message: serverFault ? INTERNAL_ERROR_MESSAGE : err.message, serverFault };
+    const retryAfter = retryAfterSeconds(err);
+    const answer: HttpErrorAnswer = { ...mapped, message: serverFault ? INTERNAL_ERROR_MESSAGE : err.message, serverFault };
+    if (retryAfter !== undefined) answer.headers = { "retry-after": retryAfter };
+    return answer;
   }
   if (isClientAbort(err)) return { statusCode: 400, error: "Bad Request", message: CLIENT_ABORT_MESSAGE, serverFault: false };
   if (isFrameworkClientError(err)) {
@@ -133,12 +149,17 @@ export interface GrpcErrorAnswer {
   code: GrpcStatus;
   details: string;
   serverFault: boolean;
+  /** Trailing metadata the status must carry: `retry-after` (whole seconds) on RESOURCE_EXHAUSTED of the rate. */
+  metadata?: Readonly<Record<string, string>>;
 }
 
 export function toGrpcError(err: unknown): GrpcErrorAnswer {
   if (err instanceof AtsError) {
     const serverFault = err.code === "INTERNAL";
-    return { code: GRPC_BY_CODE[err.code], details: serverFault ? INTERNAL_ERROR_MESSAGE : err.message, serverFault };
+    const retryAfter = retryAfterSeconds(err);
+    const answer: GrpcErrorAnswer = { code: GRPC_BY_CODE[err.code], details: serverFault ? INTERNAL_ERROR_MESSAGE : err.message, serverFault };
+    if (retryAfter !== undefined) answer.metadata = { "retry-after": retryAfter };
+    return answer;
   }
   return { code: GrpcStatus.INTERNAL, details: INTERNAL_ERROR_MESSAGE, serverFault: true };
 }
@@ -149,7 +170,7 @@ export interface JsonRpcErrorAnswer {
   serverFault: boolean;
 }
 
-/** For the JSON-RPC transport (mesh issue); parse / request / method errors are decided by that transport. */
+/** For the JSON-RPC transport (docs/protocol.md §9.5); parse / request / method errors are decided by that transport. */
 export function toJsonRpcError(err: unknown): JsonRpcErrorAnswer {
   if (err instanceof AtsError) {
     const serverFault = err.code === "INTERNAL";

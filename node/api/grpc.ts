@@ -14,16 +14,18 @@
 import * as grpc from "@grpc/grpc-js";
 import * as protoLoader from "@grpc/proto-loader";
 import { join } from "node:path";
-import { NotFoundError, UnavailableError, ValidationError } from "../../protocol/errors";
+import { NotFoundError, RateLimitError, UnavailableError, ValidationError } from "../../protocol/errors";
+import { NODE_ENTRY_LENGTH } from "../../protocol/constants";
 import { parseNsString } from "../../protocol/json";
+import { recoverNodeAddresses } from "../../protocol/verify";
 import type { Hex, TimeProof } from "../../protocol/types";
 import type { TlsMaterial } from "../config";
-import type { SignedTime } from "../core/types";
+import type { NodeInfo, SignedTime } from "../core/types";
 import { API_KEY_HEADER } from "./auth";
 import { admitClient, verifyWithOptionalChain, type TransportContext } from "./context";
 import { toGrpcError } from "./errorMapping";
 import { throwIfRejected, withStrictRequestDecoding } from "./grpcWire";
-import { checkDurationNs, nodeEntryCount } from "./input";
+import { checkDurationNs } from "./input";
 import type { Transport } from "./metrics";
 
 export const PROTO_DIR = join(__dirname, "..", "..", "proto");
@@ -42,13 +44,21 @@ export const PROTO_LOADER_OPTIONS: protoLoader.Options = {
 
 // ------------------------------------------------------------------ message shapes (as proto-loader yields them)
 
-export const REQUEST_TYPES = ["REQUEST_TYPE_UNSPECIFIED", "CURRENT_TIME", "HISTORICAL_PROOF", "FUTURE_SCHEDULE"] as const;
+/**
+ * RequestType names in wire order (index = enum number, as the service description fixes them): CURRENT_TIME = 0
+ * is also what a request without `type` asks for.
+ */
+export const REQUEST_TYPES = ["CURRENT_TIME", "HISTORICAL_PROOF", "FUTURE_SCHEDULE"] as const;
 export type RequestTypeName = (typeof REQUEST_TYPES)[number];
 
 export interface TimeRequestMessage {
   request_id: string;
+  /**
+   * uint64 as a decimal string (longs: String), "0" when absent; a client may send a decimal string or a number.
+   * Signed in this decimal form; required non-zero when a signature is checked (auth.ts).
+   */
   nonce: string;
-  /** Enum name; an unknown wire value arrives as its number. */
+  /** Enum name (CURRENT_TIME when absent); an unknown wire value arrives as its number. */
   type: RequestTypeName | number;
   at_ns: string;
   client_signature: Buffer;
@@ -63,9 +73,25 @@ export interface ProofMessage {
   hardware_id: Buffer;
 }
 
-export interface ConsensusMessage {
+/** TimeResponse.node: the answering node, from service.info(). */
+export interface NodeInfoMessage {
+  /** EIP-55 address of the node key. */
+  node_id: string;
+  /** The node's card id, 32 bytes. */
+  card_id: Buffer;
+  /** Package version. */
+  version: string;
+  /** "ATS/1". */
+  protocol: string;
+}
+
+/** TimeResponse.consensus. */
+export interface ConsensusProofMessage {
+  /** Entries in proof.node_signature. */
   responders: number;
+  /** The node's nodeQuorum setting. */
   quorum: number;
+  /** EIP-55 signer addresses of those entries, in proof order (ascending). */
   node_ids: string[];
 }
 
@@ -73,8 +99,8 @@ export interface TimeResponseMessage {
   request_id: string;
   nano_moment: string;
   proof: ProofMessage;
-  node: string;
-  consensus: ConsensusMessage;
+  consensus: ConsensusProofMessage;
+  node: NodeInfoMessage;
 }
 
 export interface StreamRequestMessage {
@@ -184,12 +210,40 @@ export function proofFromMessage(nanoMoment: string, proof: ProofMessage | null)
   };
 }
 
+/** TimeResponse.node of this node: its identity from service.info(). */
+export function nodeInfoMessage(info: Pick<NodeInfo, "nodeId" | "cardId" | "version" | "protocol">): NodeInfoMessage {
+  return { node_id: info.nodeId, card_id: Buffer.from(info.cardId.slice(2), "hex"), version: info.version, protocol: info.protocol };
+}
+
+/**
+ * TimeResponse.consensus of a proof served by the node `self`. One entry is the node's own attestation (its id,
+ * no recovery); several (a proof co-signed by other nodes) are recovered from proof.node_signature, once per
+ * attestation since the response template is cached. Entries that do not recover (not expected of a proof the
+ * node serves) leave node_ids empty rather than fail the call; responders still counts the entries.
+ */
+export function consensusProofMessage(proof: TimeProof, self: Pick<NodeInfo, "nodeId" | "nodeQuorum">): ConsensusProofMessage {
+  const entries = (proof.nodeSignature.length - 2) / (2 * NODE_ENTRY_LENGTH);
+  let nodeIds: string[];
+  if (entries === 1) {
+    nodeIds = [self.nodeId];
+  } else {
+    try {
+      nodeIds = recoverNodeAddresses(proof);
+    } catch {
+      nodeIds = [];
+    }
+  }
+  return { responders: entries, quorum: self.nodeQuorum, node_ids: nodeIds };
+}
+
 /**
  * The response template of one attestation, built once per SignedTime and shared by every call that serves it
- * (bytes decoded from hex once, not per request).
+ * (bytes decoded from hex once, not per request). The NodeInfo record is built once per server: the node's
+ * identity does not change while it runs.
  */
 class ResponseCache {
   private readonly cache = new WeakMap<SignedTime, Omit<TimeResponseMessage, "request_id">>();
+  private node: NodeInfoMessage | undefined;
 
   constructor(private readonly context: TransportContext) {}
 
@@ -197,7 +251,7 @@ class ResponseCache {
     let template = this.cache.get(signed);
     if (template === undefined) {
       const info = this.context.service.info();
-      const entries = nodeEntryCount(signed);
+      this.node ??= nodeInfoMessage(info);
       template = {
         nano_moment: signed.json.nanoMoment,
         proof: {
@@ -206,9 +260,8 @@ class ResponseCache {
           accuracy_ns: signed.proof.accuracy,
           hardware_id: Buffer.from(signed.json.proof.hardwareId.slice(2), "hex"),
         },
-        node: info.nodeId,
-        // A single-node proof is this node's own attestation; multi-node proofs (mesh) list their signers there.
-        consensus: { responders: entries, quorum: info.nodeQuorum, node_ids: entries === 1 ? [info.nodeId] : [] },
+        consensus: consensusProofMessage(signed.proof, info),
+        node: this.node,
       };
       this.cache.set(signed, template);
     }
@@ -261,7 +314,9 @@ export function createGrpcServer(context: TransportContext): grpc.Server {
     if (answer.serverFault) log.error({ err: error, route }, "rpc failed");
     else context.clientErrorLog.clientError({ transport: TRANSPORT, status, route, error });
     metrics.countRequest(TRANSPORT, route, status);
-    return Object.assign(new Error(answer.details), { code: answer.code, details: answer.details, metadata: new grpc.Metadata() });
+    const metadata = new grpc.Metadata();
+    for (const [key, value] of Object.entries(answer.metadata ?? {})) metadata.set(key, value);
+    return Object.assign(new Error(answer.details), { code: answer.code, details: answer.details, metadata });
   }
 
   function unary<Req, Res>(
@@ -280,7 +335,14 @@ export function createGrpcServer(context: TransportContext): grpc.Server {
             metrics.countRequest(TRANSPORT, route, "OK");
             callback(null, response);
           },
-          (error: unknown) => callback(fail(route, error)),
+          (error: unknown) => {
+            const answer = fail(route, error);
+            // A refusal (client over its rate) is answered after the same pause as a REST 429 (connectionGuard):
+            // a flooding client waits for its refusals instead of getting them as fast as it can ask.
+            const pauseMs = limits.connections.refusalPauseMs;
+            if (error instanceof RateLimitError && pauseMs > 0) setTimeout(() => callback(answer), pauseMs).unref();
+            else callback(answer);
+          },
         );
     };
   }
@@ -330,17 +392,16 @@ export function createGrpcServer(context: TransportContext): grpc.Server {
   const getCurrentTime = unary<TimeRequestMessage, TimeResponseMessage>("GetCurrentTime", async (call) => {
     const request = call.request;
     const requestId = boundedString("request_id", request.request_id);
-    boundedString("nonce", request.nonce);
     boundedString("client_id", request.client_id);
+    // proto-loader (enums: String) passes a number it has no name for through as that number: refuse it here.
+    // An absent type is CURRENT_TIME (enum value 0), by the description's numbering.
     if (typeof request.type !== "string" || !REQUEST_TYPES.includes(request.type)) {
-      throw new ValidationError("type", `unknown RequestType ${String(request.type)}`);
-    }
-    if (request.type === "REQUEST_TYPE_UNSPECIFIED") {
-      throw new ValidationError("type", "must be CURRENT_TIME, HISTORICAL_PROOF or FUTURE_SCHEDULE");
+      throw new ValidationError("type", `unknown RequestType ${String(request.type)} (CURRENT_TIME = 0, HISTORICAL_PROOF = 1, FUTURE_SCHEDULE = 2)`);
     }
     await clientSignatures.check(
       {
         requestId,
+        // uint64 in decimal (longs: String), "0" when absent: a checked signature needs it non-zero (auth.ts).
         nonce: request.nonce,
         type: request.type,
         atNs: request.at_ns,
@@ -472,7 +533,9 @@ export function createGrpcServer(context: TransportContext): grpc.Server {
   const server = new grpc.Server({
     "grpc.max_receive_message_length": limits.grpcMaxReceiveMessageBytes,
     "grpc.max_send_message_length": limits.grpcMaxSendMessageBytes,
-    "grpc.max_concurrent_streams": 256,
+    // Calls in flight per connection: with refusals answered after a pause, this bounds the refusals per second
+    // one connection can draw (64 / 100 ms); streams are capped per client far below it (maxStreamsPerClient).
+    "grpc.max_concurrent_streams": 64,
     "grpc.keepalive_time_ms": 60_000,
     "grpc.keepalive_timeout_ms": 10_000,
   });

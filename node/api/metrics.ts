@@ -8,7 +8,7 @@
  *   (it gets no response). Every refusal is counted here; the log only samples them (sampledLog.ts).
  * - timerpc_accuracy_ns: the accuracy (ns) signed into each attestation the node produced.
  * - timerpc_consensus_latency: seconds from the card's reading (nanoMoment) to the node's completed signature
- *   (producedAtNs). With a single node this is the attestation latency; the mesh issue will observe the
+ *   (producedAtNs). With a single node this is the attestation latency; the mesh (docs/protocol.md §7) will observe the
  *   collection-and-agreement latency of multi-node proofs under the same name.
  * - timerpc_node_drift_ns: the card's latest measured error against the host reference clock (ns).
  * - timerpc_tamper_events_total: tamper events reported by the card.

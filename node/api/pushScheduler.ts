@@ -88,14 +88,16 @@ export class PushScheduler {
     const nowMs = this.#nowMs();
     this.#tokens = Math.min(this.#burst, this.#tokens + (nowMs - this.#updatedAtMs) * this.#ratePerMs);
     this.#updatedAtMs = nowMs;
-    // A push may remove members (a closed connection): iterate over this tick's snapshot.
-    const members = group.members.slice();
-    const count = members.length;
+    const count = group.members.length;
     const allowed = Math.min(count, Math.floor(this.#tokens));
     this.#tokens -= allowed;
-    const start = group.cursor % Math.max(1, count);
-    for (let offset = 0; offset < allowed; offset += 1) members[(start + offset) % count]!();
-    group.cursor = (start + allowed) % Math.max(1, count);
+    const start = count === 0 ? 0 : group.cursor % count;
+    // Only the members served this tick are copied (a push may remove members, e.g. a closed connection): the
+    // cost of a tick is what the budget allows, not the number of subscribers.
+    const due: (() => void)[] = [];
+    for (let offset = 0; offset < allowed; offset += 1) due.push(group.members[(start + offset) % count]!);
+    group.cursor = count === 0 ? 0 : (start + allowed) % count;
+    for (const push of due) push();
     if (allowed < count) this.#onSkipped(count - allowed);
   }
 }

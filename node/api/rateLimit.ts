@@ -76,9 +76,21 @@ export class RateLimiter {
     return true;
   }
 
-  /** Throws RateLimitError ("Rate limit exceeded") when the client is over its rate. */
+  /**
+   * Throws RateLimitError ("Rate limit exceeded") when the client is over its rate; its details carry
+   * `retryAfterMs`, when the client's next token is due (errorMapping.ts turns it into Retry-After).
+   */
   take(clientKey: string): void {
-    if (!this.tryTake(clientKey)) throw new RateLimitError({ clientKey });
+    if (!this.tryTake(clientKey)) throw new RateLimitError({ clientKey, retryAfterMs: Math.ceil(this.msUntilNextToken(clientKey)) });
+  }
+
+  /** Milliseconds until `clientKey` holds a whole token again (0 when it holds one, or limiting is off). */
+  msUntilNextToken(clientKey: string): number {
+    if (this.ratePerSecond === 0) return 0;
+    const bucket = this.buckets.get(clientKey);
+    if (bucket === undefined) return 0;
+    const tokens = Math.min(this.burst, bucket.tokens + (this.nowMs() - bucket.updatedAtMs) * this.ratePerMs);
+    return tokens >= 1 ? 0 : (1 - tokens) / this.ratePerMs;
   }
 
   /** Drops buckets that have refilled completely (they equal a fresh bucket). Returns how many were dropped. */

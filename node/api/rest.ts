@@ -1,6 +1,6 @@
 /**
  * REST transport (fastify). `buildRestApp` builds the app without listening (tests use `app.inject()`);
- * node/server.ts listens. Routes (PROTOCOL.md §9 and issue 3):
+ * node/server.ts listens. Routes (docs/protocol.md §9.2):
  *
  *   GET  /time/current        200 ProofJson (the service's pre-serialised body, no per-request work;   [auth]
  *                             served by currentTimeFastPath.ts ahead of fastify, same answers)
@@ -187,6 +187,7 @@ export function buildRestApp(context: TransportContext, options: RestAppOptions 
   app.setErrorHandler((error, request, reply) => {
     const answer = toHttpError(error);
     logRequestError(request.log, context.clientErrorLog, error, request.url, answer);
+    if (answer.headers !== undefined) void reply.headers(answer.headers);
     void reply.code(answer.statusCode).type(JSON_CONTENT_TYPE).send(errorBody(answer));
   });
   // While closing, fastify answers 503 (return503OnClosing): the fast path steps aside for it.

@@ -1,13 +1,12 @@
 /**
  * JSON schemas of the REST and WebSocket messages, declared once. Validation runs with `coerceTypes: false`
  * (a string is never accepted for a number, nor a number for a string) and `additionalProperties: false`
- * everywhere. Nanosecond values are decimal strings (PROTOCOL.md §1).
+ * everywhere. Nanosecond values are decimal strings (docs/protocol.md §1).
  */
+import { MAX_NODE_ENTRIES } from "../../protocol/constants";
 import { DECIMAL_NS_PATTERN } from "./input";
 
 const HEX_BYTES_PATTERN = "^0x(?:[0-9a-f]{2})*$";
-/** A proof may carry at most this many node entries in a request (a 100-node mesh fits easily). */
-const MAX_NODE_ENTRIES = 64;
 
 export const decimalNsSchema = { type: "string", pattern: DECIMAL_NS_PATTERN, maxLength: 39 } as const;
 
@@ -23,7 +22,7 @@ export const errorResponseSchema = {
   required: ["statusCode", "error", "message"],
 } as const;
 
-/** The `proof` member of PROTOCOL.md §9. As a request body it is checked for shape only; content is verify()'s. */
+/** The `proof` member of docs/protocol.md §9.1. As a request body it is checked for shape only; content is verify()'s. */
 export const proofObjectSchema = {
   type: "object",
   additionalProperties: false,

@@ -13,7 +13,7 @@
  *   {"type":"unsubscribe","id":"<id>"} → {"type":"unsubscribed","id":"<id>"}
  * Server → client, every interval of each subscription, from the service's cached proofs (no signing here; one
  * timer per distinct interval and a node-wide push budget, pushScheduler.ts, so updates may be skipped under load):
- *   {"nanoMoment":"<dec>","accuracy":<ns>,"id":"<subscription id>"[,"proof":{…PROTOCOL.md §9 proof…}]}
+ *   {"nanoMoment":"<dec>","accuracy":<ns>,"id":"<subscription id>"[,"proof":{…docs/protocol.md §9.1 proof…}]}
  * Errors: {"type":"error","message":"…"} for bad JSON, unknown types or fields, bad interval, too many
  * subscriptions, binary frames, and "Rate limit exceeded" (each client message takes a rate-limit token). The
  * connection stays open, unless a client sends more than wsMaxErrorsPerConnection bad messages (close 1008).
@@ -113,10 +113,11 @@ function truncateReason(reason: string): string {
   return text;
 }
 
-function refuseUpgrade(socket: Duplex, statusCode: number, error: string, message: string): void {
+function refuseUpgrade(socket: Duplex, statusCode: number, error: string, message: string, headers: Readonly<Record<string, string>> = {}): void {
   const body = JSON.stringify({ statusCode, error, message });
+  const extra = Object.entries(headers).map(([name, value]) => `${name}: ${value}\r\n`).join("");
   socket.end(
-    `HTTP/1.1 ${statusCode} ${error}\r\nConnection: close\r\nContent-Type: application/json; charset=utf-8\r\n` +
+    `HTTP/1.1 ${statusCode} ${error}\r\nConnection: close\r\nContent-Type: application/json; charset=utf-8\r\n${extra}` +
       `Content-Length: ${Buffer.byteLength(body)}\r\n\r\n${body}`,
   );
   socket.destroy();
@@ -255,7 +256,7 @@ export function attachStreamServer(server: Server, context: TransportContext): S
       if (answer.serverFault) log.error({ err: error }, "upgrade failed");
       else clientErrorLog.clientError({ transport: "ws", status: String(answer.statusCode), route: "upgrade", error });
       metrics.countRequest("ws", "upgrade", String(answer.statusCode));
-      refuseUpgrade(socket, answer.statusCode, answer.error, answer.message);
+      refuseUpgrade(socket, answer.statusCode, answer.error, answer.message, answer.headers);
       return;
     }
     // The slot is held from here until the connection closes; a socket that dies mid-handshake gives it back too.

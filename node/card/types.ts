@@ -21,7 +21,7 @@ export interface TimeCard {
   /** The card's clock: ns since the Unix epoch. Monotonic non-decreasing. */
   readTimeNs(): bigint;
   /**
-   * Signs the hardware message for `nanoMoment` (PROTOCOL.md §3): cardId ‖ r ‖ s, 96 bytes, low-S.
+   * Signs the hardware message for `nanoMoment` (docs/protocol.md §3): cardId ‖ r ‖ s, 96 bytes, low-S.
    * Throws UnavailableError when the card is tampered (a real card zeroises its key).
    */
   signHardware(nanoMoment: bigint): Hex;

@@ -18,7 +18,7 @@
 import * as grpc from "@grpc/grpc-js";
 import { request as httpsRequest, Agent as HttpsAgent } from "node:https";
 import WebSocket from "ws";
-import { AtsError, UnavailableError, ValidationError } from "../../protocol/errors";
+import { AtsError, rootCauseMessage, UnavailableError, ValidationError } from "../../protocol/errors";
 import { parseJsonLossless, proofFromJson, stringifyJsonLossless } from "../../protocol/json";
 import type { Hex, ProofJson, TimeProof } from "../../protocol/types";
 import { verifyTimeProof, type VerifyTimeProofContext } from "../../protocol/verify";
@@ -26,6 +26,9 @@ import { API_KEY_HEADER } from "../api/auth";
 import { fromGrpcStatus, fromHttpStatus } from "../api/errorMapping";
 import {
   loadProtos,
+  REQUEST_TYPES,
+  type ConsensusProofMessage,
+  type NodeInfoMessage,
   type ProofMessage,
   type RequestTypeName,
   type TimeRequestMessage,
@@ -67,7 +70,7 @@ export interface TimeClientTlsOptions {
 export interface FetchedProof {
   /** The on-chain struct: pass it to `verifyTimeProof` unchanged. */
   proof: TimeProof;
-  /** PROTOCOL.md §9 JSON as received. */
+  /** docs/protocol.md §9.1 JSON as received. */
   json: ProofJson;
   cardId: Hex;
   /** Local clock when the answer arrived, ns since the Unix epoch (Date.now() resolution). */
@@ -113,10 +116,15 @@ export interface TimeStream {
 }
 
 export interface GrpcTimeRequestOptions {
-  type?: Exclude<RequestTypeName, "REQUEST_TYPE_UNSPECIFIED">;
+  /** Default CURRENT_TIME (enum value 0, also what the node assumes when the field is absent). */
+  type?: RequestTypeName;
   atNs?: bigint;
   requestId?: string;
-  nonce?: string;
+  /**
+   * TimeRequest.nonce, an unsigned 64-bit integer (ValidationError outside 0 .. 2^64 - 1). Signed in decimal form
+   * (`clientRequestMessage({ nonce: nonce.toString(), ... })`); a signed request needs a non-zero nonce.
+   */
+  nonce?: bigint;
   clientId?: string;
   /** 65-byte EIP-191 signature over node/api/auth.ts `clientRequestMessage(...)`. */
   clientSignature?: Uint8Array;
@@ -124,8 +132,37 @@ export interface GrpcTimeRequestOptions {
   issuedAtMs?: string;
 }
 
+/** TimeResponse.node: the node that answered. */
+export interface GrpcNodeInfo {
+  /** EIP-55 address of the node key. */
+  nodeId: string;
+  /** The node's card id (32 bytes). */
+  cardId: Hex;
+  /** The node software's version. */
+  version: string;
+  /** "ATS/1". */
+  protocol: string;
+}
+
+/** TimeResponse.consensus: how the proof was agreed. */
+export interface GrpcConsensusProof {
+  /** Nodes whose entries are in the proof's nodeSignature. */
+  responders: number;
+  /** The answering node's quorum setting (entries it requires of a proof). */
+  quorum: number;
+  /** EIP-55 addresses of those nodes, in proof order (ascending). */
+  nodeIds: string[];
+}
+
+export interface GrpcFetchedProof extends FetchedProof {
+  requestId: string;
+  /** null only from a node that does not send the record (an older time.proto). */
+  node: GrpcNodeInfo | null;
+  consensus: GrpcConsensusProof | null;
+}
+
 export interface GrpcTimeClient {
-  getCurrentTime(options?: GrpcTimeRequestOptions): Promise<FetchedProof & { requestId: string; node: string }>;
+  getCurrentTime(options?: GrpcTimeRequestOptions): Promise<GrpcFetchedProof>;
   verify(proof: TimeProof): Promise<VerifyResult>;
   close(): void;
 }
@@ -173,6 +210,26 @@ export function proofJsonFromMessage(nanoMoment: string, proof: ProofMessage): P
       gps: null,
     },
   };
+}
+
+/** TimeResponse.node as the client library returns it (null when absent). */
+export function nodeInfoFromMessage(node: NodeInfoMessage | null | undefined): GrpcNodeInfo | null {
+  if (node === null || node === undefined) return null;
+  return { nodeId: node.node_id, cardId: hexOf(node.card_id), version: node.version, protocol: node.protocol };
+}
+
+/** TimeResponse.consensus as the client library returns it (null when absent). */
+export function consensusFromMessage(consensus: ConsensusProofMessage | null | undefined): GrpcConsensusProof | null {
+  if (consensus === null || consensus === undefined) return null;
+  return { responders: consensus.responders, quorum: consensus.quorum, nodeIds: [...consensus.node_ids] };
+}
+
+const MAX_UINT64 = 2n ** 64n - 1n;
+
+/** The decimal form of a uint64 option, as proto-loader takes it (a wider value would be cut to 64 bits silently). */
+function uint64Decimal(field: string, value: bigint): string {
+  if (value < 0n || value > MAX_UINT64) throw new ValidationError(field, "must be an unsigned 64-bit integer");
+  return value.toString();
 }
 
 function proofToMessage(proof: TimeProof): { nano_moment: string; proof: Omit<ProofMessage, "hardware_id"> } {
@@ -276,9 +333,10 @@ export function createTimeClient(options: TimeClientOptions): TimeClient {
       try {
         ({ status, text } = await send(method, `${base}${path}`, headers, payload, AbortSignal.timeout(timeoutMs)));
       } catch (cause) {
-        // Network failures and timeouts become UnavailableError (retryable), with the cause attached.
-        const reason = cause instanceof Error ? cause.name : "network error";
-        throw new UnavailableError(`${method} ${path} failed: ${reason === "TimeoutError" ? `no answer within ${timeoutMs} ms` : reason}`, { path }, { cause });
+        // Network failures and timeouts become UnavailableError (retryable), with the cause attached. The message
+        // names the deepest cause (fetch's own error is a bare "TypeError: fetch failed").
+        const reason = cause instanceof Error && cause.name === "TimeoutError" ? `no answer within ${timeoutMs} ms` : rootCauseMessage(cause);
+        throw new UnavailableError(`${method} ${path} failed: ${reason}`, { path }, { cause });
       }
       let value: unknown = null;
       if (text.length > 0) {
@@ -346,17 +404,25 @@ export function createTimeClient(options: TimeClientOptions): TimeClient {
 
   const grpcApi: GrpcTimeClient = {
     async getCurrentTime(requestOptions = {}) {
+      const type = requestOptions.type ?? "CURRENT_TIME";
+      // protobufjs encodes a name it does not know as 0, which is CURRENT_TIME: a typo must not ask for the wrong thing.
+      if (!REQUEST_TYPES.includes(type)) throw new ValidationError("type", `must be one of ${REQUEST_TYPES.join(", ")}`);
       const message: Partial<TimeRequestMessage> = {
         request_id: requestOptions.requestId ?? "",
-        nonce: requestOptions.nonce ?? "",
-        type: requestOptions.type ?? "CURRENT_TIME",
+        nonce: uint64Decimal("nonce", requestOptions.nonce ?? 0n),
+        type,
         at_ns: requestOptions.atNs === undefined ? "" : requestOptions.atNs.toString(),
         client_id: requestOptions.clientId ?? "",
         client_signature: Buffer.from(requestOptions.clientSignature ?? new Uint8Array()),
         issued_at_ms: requestOptions.issuedAtMs ?? "",
       };
       const response = await unaryCall<Partial<TimeRequestMessage>, TimeResponseMessage>("GetCurrentTime", message);
-      return { ...toFetched(proofJsonFromMessage(response.nano_moment, response.proof)), requestId: response.request_id, node: response.node };
+      return {
+        ...toFetched(proofJsonFromMessage(response.nano_moment, response.proof)),
+        requestId: response.request_id,
+        node: nodeInfoFromMessage(response.node),
+        consensus: consensusFromMessage(response.consensus),
+      };
     },
     async verify(proof) {
       const response = await unaryCall<ReturnType<typeof proofToMessage>, VerifyResponseMessage>("VerifyTime", proofToMessage(proof));

@@ -2,7 +2,7 @@
  * The attestor: the only code that asks the card and the node key to sign. It produces a dual-signed
  * SignedTime (card P-256 signature + node EIP-712 signature over cardId, nanoMoment, accuracy, the card
  * signature's hash and the node's own timestamp) on a short tick and on demand, and keeps the freshest one in a
- * cache that every transport reads (STYLE.md habit 11: background loop writes, handlers read).
+ * cache that every transport reads (background loop writes, handlers read).
  *
  * Cost: one P-256 signature (OpenSSL) plus one EIP-712 digest and one secp256k1 signature (libsecp256k1, or
  * @noble/curves when the addon is missing: protocol/secp256k1.ts) per attestation. With pure-JS noble the digest

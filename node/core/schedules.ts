@@ -33,9 +33,11 @@
  * when the proof wait or a transport ignores the abort.
  *
  * Fairness: delivery slots are shared across clients (the API key's client key, else the caller's address). At
- * most maxConcurrentDeliveriesPerClient attempts of one client run at once, and a free slot goes to the due row
- * of the client with the fewest attempts in flight (ties: the earliest due), so a client whose many callbacks hang
- * or are overdue delays its own deliveries, not everyone's.
+ * most maxConcurrentDeliveriesPerClient attempts of one client run at once, a free slot goes to the due row of
+ * the client with the fewest attempts in flight (ties: the earliest due), and a client holding k slots takes
+ * another only while more than k are free, so a client whose many callbacks hang or are overdue delays its own
+ * deliveries, not everyone's (pickFairly). Clients are keyed by address: an attacker with more addresses than
+ * slots can still hold every slot, each for at most one attempt (deliveryTimeoutMs).
  */
 import { randomUUID } from "node:crypto";
 import type { Logger } from "pino";
@@ -128,7 +130,10 @@ export interface DueCandidate {
 /**
  * Chooses up to `room` rows to deliver now, sharing slots across clients: each pick goes to the client with the
  * fewest attempts in flight (counting the picks so far), never beyond `maxPerClient`; ties go to the client whose
- * candidate came first (`candidates` is ordered by due time, so that is the earliest due). Pure; O(room · clients).
+ * candidate came first (`candidates` is ordered by due time, so that is the earliest due). Headroom: a client
+ * with k attempts in flight takes a slot only while more than k slots are free, so clients that already hold
+ * slots (say, many addresses whose callbacks all hang) always leave one for a client that holds none.
+ * Pure; O(room · clients).
  */
 export function pickFairly<T extends DueCandidate>(
   candidates: readonly T[],
@@ -149,7 +154,7 @@ export function pickFairly<T extends DueCandidate>(
     let best: string | undefined;
     for (const [key, queue] of queues) {
       const keyLoad = load.get(key) ?? 0;
-      if (queue.length === 0 || keyLoad >= maxPerClient) continue;
+      if (queue.length === 0 || keyLoad >= maxPerClient || keyLoad >= room - picked.length) continue;
       if (best === undefined || keyLoad < (load.get(best) ?? 0)) best = key;
     }
     if (best === undefined) break;
@@ -217,7 +222,7 @@ export interface ScheduleDeliveryBody {
   executeAt: string;
   /** Decimal ns: the proof's nanoMoment (≥ executeAt). */
   nanoMoment: string;
-  /** PROTOCOL.md §9 proof object. */
+  /** docs/protocol.md §9.1 proof object. */
   proof: ProofJson["proof"];
 }
 
@@ -294,6 +299,31 @@ interface AttemptProgress {
   postTimer: NodeJS.Timeout | undefined;
 }
 
+/**
+ * Pending schedules per client and in all. The quota checks run on every schedule request: counting rows in
+ * SQLite there cost a scan of up to maxPending index entries per request.
+ */
+class PendingCounts {
+  readonly #byClient = new Map<string, number>();
+  #total = 0;
+
+  get total(): number {
+    return this.#total;
+  }
+
+  of(clientKey: string): number {
+    return this.#byClient.get(clientKey) ?? 0;
+  }
+
+  add(clientKey: string, delta: number): void {
+    if (delta === 0) return;
+    const next = this.of(clientKey) + delta;
+    if (next <= 0) this.#byClient.delete(clientKey);
+    else this.#byClient.set(clientKey, next);
+    this.#total += delta;
+  }
+}
+
 export interface ScheduleStats {
   deliveredTotal: number;
   failedTotal: number;
@@ -312,9 +342,11 @@ export class ScheduleService {
   /** The watchdog of one attempt: the proof wait plus the POST timeout. */
   readonly #attemptLimitMs: number;
   readonly #statements: Record<
-    "insert" | "get" | "nextDue" | "dueByClient" | "pending" | "pendingForClient" | "claim" | "markDelivering" | "markDelivered" | "markRetry" | "markFailed" | "resumeInFlight",
+    "insert" | "get" | "nextDue" | "dueByClient" | "pendingByClient" | "claim" | "markDelivering" | "markDelivered" | "markRetry" | "markFailed" | "resumeInFlight",
     SqliteStatement
   >;
+  /** Pending rows (scheduled or delivering), in all and per client: kept in memory, counted once at open. */
+  readonly #pending = new PendingCounts();
   readonly #inFlight = new Map<string, { controller: AbortController; done: Promise<void>; clientKey: string }>();
   readonly #stats: ScheduleStats = { deliveredTotal: 0, failedTotal: 0, attemptsTotal: 0 };
   #timer: NodeJS.Timeout | null = null;
@@ -372,8 +404,9 @@ export class ScheduleService {
            FROM schedules WHERE next_attempt_at_ns IS NOT NULL AND next_attempt_at_ns <= ?
          ) WHERE client_rank <= ? ORDER BY client_rank, next_attempt_at_ns LIMIT ?`,
       ),
-      pending: this.#db.prepare("SELECT COUNT(*) AS n FROM schedules WHERE next_attempt_at_ns IS NOT NULL"),
-      pendingForClient: this.#db.prepare("SELECT COUNT(*) AS n FROM schedules WHERE next_attempt_at_ns IS NOT NULL AND client_key = ?"),
+      pendingByClient: this.#db.prepare(
+        "SELECT client_key, COUNT(*) AS n FROM schedules WHERE next_attempt_at_ns IS NOT NULL GROUP BY client_key",
+      ),
       claim: this.#db.prepare("UPDATE schedules SET next_attempt_at_ns = ? WHERE id = ? AND next_attempt_at_ns IS NOT NULL"),
       markDelivering: this.#db.prepare(
         "UPDATE schedules SET status = 'delivering', attempts = attempts + 1, proof_json = ?, next_attempt_at_ns = ? WHERE id = ? AND status IN ('scheduled', 'delivering')",
@@ -390,6 +423,9 @@ export class ScheduleService {
       // After a restart nothing is in flight: rows left `delivering` (crash mid-POST) are due again at once.
       resumeInFlight: this.#db.prepare("UPDATE schedules SET next_attempt_at_ns = ? WHERE status = 'delivering'"),
     };
+    for (const { client_key, n } of this.#statements.pendingByClient.all() as { client_key: string; n: number }[]) {
+      this.#pending.add(client_key, n);
+    }
   }
 
   /** Resumes every pending row and arms the worker. */
@@ -397,8 +433,7 @@ export class ScheduleService {
     if (this.#running) return;
     this.#running = true;
     const resumed = this.#statements.resumeInFlight.run(nsToBlob(this.#options.nowNs())).changes;
-    const pending = (this.#statements.pending.get() as { n: number }).n;
-    this.#logger.info({ pending, resumedInFlight: resumed }, "schedule worker started");
+    this.#logger.info({ pending: this.#pending.total, resumedInFlight: resumed }, "schedule worker started");
     this.#arm();
   }
 
@@ -430,13 +465,13 @@ export class ScheduleService {
       maxPastNs: this.#options.maxPastNs,
     });
     const url = validateCallbackUrl(callbackUrl, this.#options.allowedCallbackHosts);
-    const pending = (this.#statements.pending.get() as { n: number }).n;
+    const pending = this.#pending.total;
     if (pending >= this.#options.maxPending) {
       // The node's total is not the caller's business: the numbers stay in the details, out of the answer.
       throw new UnavailableError("node holds too many pending schedules", { pending, maxPending: this.#options.maxPending });
     }
     const maxPerClient = this.#options.maxPendingPerClient ?? this.#options.maxPending;
-    const pendingForClient = (this.#statements.pendingForClient.get(clientKey) as { n: number }).n;
+    const pendingForClient = this.#pending.of(clientKey);
     if (pendingForClient >= maxPerClient) {
       throw new RateLimitError(
         { pending: pendingForClient, maxPendingPerClient: maxPerClient },
@@ -445,7 +480,9 @@ export class ScheduleService {
     }
     const id = randomUUID();
     this.#statements.insert.run(id, nsToBlob(executeAt), url, nsToBlob(nowNs), nsToBlob(executeAt), clientKey);
-    this.#logger.info({ id, executeAtNs: executeAt.toString(), callbackHost: new URL(url).host }, "schedule accepted");
+    this.#pending.add(clientKey, 1);
+    // Debug, not info: a client may create schedules at its full request rate, and each is its own record.
+    this.#logger.debug({ id, executeAtNs: executeAt.toString(), callbackHost: new URL(url).host }, "schedule accepted");
     this.#arm();
     return this.get(id);
   }
@@ -494,7 +531,7 @@ export class ScheduleService {
       for (const { row, clientKey } of pickFairly(candidates, inFlightByClient, room, this.#maxConcurrentPerClient)) {
         this.#statements.claim.run(nsToBlob(claimUntilNs), row.id);
         const controller = new AbortController();
-        const done = this.#deliver(row, controller.signal).finally(() => {
+        const done = this.#deliver(row, clientKey, controller.signal).finally(() => {
           this.#inFlight.delete(row.id);
           this.#arm();
         });
@@ -508,7 +545,7 @@ export class ScheduleService {
    * One attempt, bounded in time whatever the proof source, resolver, transport or receiver do (see the header):
    * the attempt's own controller is aborted by the POST timer, by the watchdog, or by shutdown.
    */
-  async #deliver(row: ScheduleRow, shutdown: AbortSignal): Promise<void> {
+  async #deliver(row: ScheduleRow, clientKey: string, shutdown: AbortSignal): Promise<void> {
     const id = row.id;
     const attempt = row.attempts + 1;
     const log = this.#logger.child({ scheduleId: id, attempt });
@@ -532,14 +569,14 @@ export class ScheduleService {
     // Stopping is not the schedule's fault: the row stays as it is (`delivering` rows resume at the next start).
     if (!this.#db.open || (shutdown.aborted && failure !== null)) return;
     if (failure === null) {
-      this.#statements.markDelivered.run(nsToBlob(this.#options.nowNs()), id);
+      this.#pending.add(clientKey, -this.#statements.markDelivered.run(nsToBlob(this.#options.nowNs()), id).changes);
       this.#stats.deliveredTotal += 1;
       log.info({ nanoMoment: progress.nanoMoment }, "schedule delivered");
       return;
     }
     // No proof means no POST: still an attempt, so a tampered node gives up after maxAttempts.
     if (!progress.posted) this.#statements.markDelivering.run(null, nsToBlob(this.#options.nowNs()), id);
-    this.#failAttempt(id, attempt, failure, log);
+    this.#failAttempt(id, clientKey, attempt, failure, log);
   }
 
   /** Takes the proof, marks the row `delivering` and POSTs; null on a 2xx, else why the attempt failed. */
@@ -575,9 +612,9 @@ export class ScheduleService {
     return attemptFailure === null ? null : truncated(attemptFailure);
   }
 
-  #failAttempt(id: string, attempt: number, failure: string, log: Logger): void {
+  #failAttempt(id: string, clientKey: string, attempt: number, failure: string, log: Logger): void {
     if (attempt >= this.#options.maxAttempts) {
-      this.#statements.markFailed.run(failure, id);
+      this.#pending.add(clientKey, -this.#statements.markFailed.run(failure, id).changes);
       this.#stats.failedTotal += 1;
       log.warn({ error: failure }, "schedule failed: no attempts left");
       return;

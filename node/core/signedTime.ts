@@ -1,5 +1,5 @@
 /**
- * Building a SignedTime: the proof, its PROTOCOL.md §9 JSON (protocol/json.ts) and the pre-serialised body,
+ * Building a SignedTime: the proof, its docs/protocol.md §9.1 JSON (protocol/json.ts) and the pre-serialised body,
  * made ONCE per attestation so transports only copy bytes.
  */
 import { proofToJson } from "../../protocol/json";

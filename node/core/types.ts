@@ -1,7 +1,7 @@
 /**
  * The seam between the node's core (attestor, archive, schedules, verification) and its transports
  * (REST, WebSocket, gRPC, JSON-RPC). Transports are thin readers of one `TimeService`: they never sign, never
- * touch the card and never open the database. Shape fixed in PLAN.md ("the seam"); fields may be added, never
+ * touch the card and never open the database. The shape is the seam of docs/architecture.md; fields may be added, never
  * renamed.
  */
 import type { Address, Hex, ProofJson, TimeProof } from "../../protocol/types";
@@ -10,7 +10,7 @@ import type { Address, Hex, ProofJson, TimeProof } from "../../protocol/types";
 export interface SignedTime {
   /** The on-chain struct, unchanged across transports. */
   readonly proof: TimeProof;
-  /** PROTOCOL.md §9 body, built once at production time. */
+  /** docs/protocol.md §9.1 body, built once at production time. */
   readonly json: ProofJson;
   /** `JSON.stringify(json)`, pre-serialised for the hot REST path. */
   readonly body: string;
@@ -50,7 +50,7 @@ export type VerifyOutcome =
   | {
       valid: false;
       /**
-       * A protocol `VerifyFailureReason` (PROTOCOL.md §6 order), or one of the node's own reasons:
+       * A protocol `VerifyFailureReason` (docs/protocol.md §6.2 order), or one of the node's own reasons:
        * "malformed-proof" (fields that are not a TimeProof at all), "certificate-chain-invalid" (a chain was
        * given and does not lead to a trusted root or does not match the cardId).
        */
@@ -76,7 +76,7 @@ export interface ScheduleRecord {
   createdAtNs: bigint;
   /** Node clock when the callback acknowledged (2xx), ns; null until delivered. */
   deliveredAtNs: bigint | null;
-  /** The proof delivered (or being delivered), PROTOCOL.md §9; null before the first attempt. */
+  /** The proof delivered (or being delivered), docs/protocol.md §9.1; null before the first attempt. */
   proof: ProofJson | null;
   /** Node clock of the next attempt, ns; null when delivered or failed. */
   nextAttemptAtNs: bigint | null;
@@ -105,7 +105,7 @@ export interface HealthReport {
   measuredErrorNs: number;
 }
 
-/** Raised by the core; the mesh issue broadcasts these to peers. */
+/** Raised by the core; the mesh (docs/protocol.md §7, not built yet) will broadcast these to peers. */
 export interface NodeAlert {
   kind: "tamper" | "accuracy";
   nodeId: Address;
@@ -143,7 +143,7 @@ export interface TimeService {
   nowNs(): bigint;
   /** On-demand fresh attestation; throws UnavailableError when tampered or the accuracy bound is exceeded. */
   attestNow(): Promise<SignedTime>;
-  /** Full off-chain checks (PROTOCOL.md §6 plus card chain); never throws on a malformed proof. */
+  /** Full off-chain checks (docs/protocol.md §6 plus the card chain of §2); never throws on a malformed proof. */
   verify(proof: TimeProof, opts?: VerifyOptions): VerifyOutcome;
   /**
    * Validates (ValidationError) and persists before returning. `clientKey` (the transports' rate-limit identity,

@@ -200,7 +200,7 @@ describe("TimeOracle registry and settings", () => {
   });
 
   describe("settings", () => {
-    it("start at the defaults of PLAN.md", async () => {
+    it("start at the defaults of docs/protocol.md §6.3", async () => {
       expect(await f.oracle.read.maxAttestationAge()).to.equal(DEFAULT_MAX_ATTESTATION_AGE_NS);
       expect(await f.oracle.read.maxFutureDrift()).to.equal(DEFAULT_MAX_FUTURE_DRIFT_NS);
       expect(await f.oracle.read.maxAcceptableDrift()).to.equal(DEFAULT_MAX_ACCEPTABLE_DRIFT_NS);

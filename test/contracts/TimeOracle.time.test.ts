@@ -1,11 +1,11 @@
 /**
- * submitTimeProof / getCurrentTime / getTimeNoOlderThan, the real chain clock (TimeOracle without the harness),
- * and the scheduler entry points the oracle inherits.
+ * submitTimeProof / getCurrentTime / getTimeNoOlderThan and the real chain clock (TimeOracle without the harness).
+ * Scheduling is TimeScheduler's own deployment (TimeScheduler.test.ts).
  */
 import { expect } from "chai";
 import hre from "hardhat";
 import { time } from "@nomicfoundation/hardhat-network-helpers";
-import { getAddress, parseEventLogs, type Abi, type Hex } from "viem";
+import { getAddress, parseEventLogs, type Abi } from "viem";
 import { DEFAULT_MAX_ATTESTATION_AGE_NS, DEFAULT_MAX_FUTURE_DRIFT_NS, NS_PER_SECOND, attest, p256PublicKeyCoordinates } from "../../protocol";
 import { FIXTURE_NOW_NS, FOREVER_NS, deployOracleFixture, expectRevert, loadFixture, type OracleFixture } from "./fixtures";
 
@@ -117,27 +117,5 @@ describe("TimeOracle on the real chain clock", () => {
     expect(await at(nowNs - DEFAULT_MAX_ATTESTATION_AGE_NS - 1n)).to.equal(false);
     expect(await at(nowNs + DEFAULT_MAX_FUTURE_DRIFT_NS)).to.equal(true);
     expect(await at(nowNs + DEFAULT_MAX_FUTURE_DRIFT_NS + 1n)).to.equal(false);
-  });
-});
-
-describe("TimeOracle as a scheduler", () => {
-  it("schedules a call and executes it with a verified proof at or after executeAt", async () => {
-    const f = await loadFixture(deployOracleFixture);
-    const executeAt = FIXTURE_NOW_NS - 5n * NS_PER_SECOND;
-    const window = 60n * NS_PER_SECOND;
-    const hash = await f.asStranger.write.scheduleCall([executeAt, window, 50_000, "0x" as Hex]);
-    const receipt = await f.publicClient.waitForTransactionReceipt({ hash });
-    const [scheduled] = parseEventLogs({ abi: f.oracle.abi as Abi, logs: receipt.logs, eventName: "CallScheduled" }) as unknown as {
-      args: { callId: Hex; request: unknown };
-    }[];
-    expect(scheduled).to.not.equal(undefined);
-    // Too early: a proof before executeAt is refused.
-    const early = f.proofAt(executeAt - 1n);
-    await expectRevert(f.oracle.write.executeCall([scheduled!.args.request, early]), "SchedulerTooEarly", [executeAt, early.nanoMoment]);
-    // An invalid proof at the right moment is refused by the oracle's verification.
-    const forged = f.proofAt(executeAt, { nodes: [f.strangerNode] });
-    await expectRevert(f.oracle.write.executeCall([scheduled!.args.request, forged]), "SchedulerInvalidProof", [scheduled!.args.callId, executeAt]);
-    await f.oracle.write.executeCall([scheduled!.args.request, f.proofAt(executeAt)]);
-    expect(await f.oracle.read.callStatus([scheduled!.args.callId])).to.equal(2); // CallStatus.Executed
   });
 });

@@ -1,5 +1,5 @@
 /**
- * verifyTimeProof: one test (at least) per rule of PROTOCOL.md §6, each failing if the rule were removed, plus
+ * verifyTimeProof: one test (at least) per rule of docs/protocol.md §6.2, each failing if the rule were removed, plus
  * malformed inputs that must yield false, never a revert. Runs on TimeOracleHarness, whose clock is pinned.
  */
 import { expect } from "chai";

@@ -1,7 +1,8 @@
 /**
- * TimeScheduler on its own (SchedulerHarness: proof validity and the chain clock set by the test), driven by
- * SchedulerCallee, a contract that schedules calls back to itself and misbehaves on request. The oracle-backed
- * path (real proofs through TimeOracle) is covered at the end.
+ * TimeScheduler, its own deployment holding an oracle: first against TimeOracleStub (whose verifyTimeProof answers
+ * what the test sets) with SchedulerHarness's pinned chain clock, driven by SchedulerCallee, a contract that
+ * schedules calls back to itself and misbehaves on request; then against a real TimeOracle with real proofs, the
+ * production TimeScheduler included.
  */
 import hre from "hardhat";
 import { expect } from "chai";
@@ -10,14 +11,17 @@ import {
   encodeErrorResult,
   encodeFunctionData,
   getAddress,
+  toFunctionSelector,
+  zeroAddress,
   type Abi,
+  type AbiFunction,
   type Address,
   type Hex,
   type TransactionReceipt,
 } from "viem";
 import { NS_PER_SECOND, type TimeProof } from "../../protocol";
 import { countEvents, eventOf } from "./apps-helpers";
-import { deployOracleFixture, expectRevert, FIXTURE_NOW_NS, loadFixture } from "./fixtures";
+import { deployOracleFixture, expectRevert, FIXTURE_NOW_NS, FIXTURE_NOW_SECONDS, loadFixture } from "./fixtures";
 import { decodeRevert } from "../../scripts/revert";
 import type { ScheduledCall } from "../../scripts/deploy";
 
@@ -58,7 +62,8 @@ async function revertArgs(promise: Promise<unknown>, abi: Abi): Promise<readonly
 async function deploySchedulerFixture() {
   const [deployer, executor, stranger] = await hre.viem.getWalletClients();
   const publicClient = await hre.viem.getPublicClient();
-  const scheduler = await hre.viem.deployContract("SchedulerHarness", []);
+  const oracle = await hre.viem.deployContract("TimeOracleStub", []);
+  const scheduler = await hre.viem.deployContract("SchedulerHarness", [oracle.address]);
   await scheduler.write.setNow([NOW_SECONDS]);
   const callee = await hre.viem.deployContract("SchedulerCallee", [scheduler.address]);
   const asExecutor = await hre.viem.getContractAt("SchedulerHarness", scheduler.address, {
@@ -111,7 +116,7 @@ async function deploySchedulerFixture() {
     reenter: () => encodeFunctionData({ abi: callee.abi, functionName: "reenter" }),
   };
 
-  return { scheduler, asExecutor, asStranger, callee, publicClient, deployer, executor, stranger, schedule, execute, expectEnded, calldata };
+  return { oracle, scheduler, asExecutor, asStranger, callee, publicClient, deployer, executor, stranger, schedule, execute, expectEnded, calldata };
 }
 
 describe("TimeScheduler", () => {
@@ -227,10 +232,10 @@ describe("TimeScheduler", () => {
       );
     });
 
-    it("refuses a proof that does not verify", async () => {
-      const { scheduler, asExecutor, schedule, calldata } = await loadFixture(deploySchedulerFixture);
+    it("refuses a proof that the oracle does not verify", async () => {
+      const { oracle, asExecutor, schedule, calldata } = await loadFixture(deploySchedulerFixture);
       const { callId, request } = await schedule(calldata.ping(1n));
-      await scheduler.write.setProofsValid([false]);
+      await oracle.write.setProofsValid([false]);
       await expectRevert(asExecutor.simulate.executeCall([request, proofAt(EXECUTE_AT)]), "SchedulerInvalidProof", [
         callId,
         EXECUTE_AT,
@@ -484,29 +489,186 @@ describe("TimeScheduler", () => {
     }
   });
 
-  describe("through the oracle (real proofs)", () => {
-    it("TimeOracle exposes scheduleCall; a call runs with a verified proof and is refused with a forged one", async () => {
-      const { oracle, proofAt: realProofAt, accounts, publicClient } = await loadFixture(deployOracleFixture);
-      const callee = await hre.viem.deployContract("SchedulerCallee", [oracle.address]);
+  describe("scheduleCall(uint128 executeAt, bytes data): the defaults", () => {
+    it("offers exactly that signature, payable, beside the full form", async () => {
+      const { scheduler } = await loadFixture(deploySchedulerFixture);
+      for (const name of ["TimeScheduler", "ITimeScheduler"] as const) {
+        const { abi } = await hre.artifacts.readArtifact(name);
+        const forms = (abi as Abi).filter((item): item is AbiFunction => item.type === "function" && item.name === "scheduleCall");
+        expect(forms.map((item) => toFunctionSelector(item)), name).to.have.members([
+          toFunctionSelector("scheduleCall(uint128,bytes)"),
+          toFunctionSelector("scheduleCall(uint128,uint64,uint32,bytes)"),
+        ]);
+        for (const form of forms) expect(form.stateMutability, `${name} ${form.inputs.length} arguments`).to.equal("payable");
+      }
+      expect(await scheduler.read.DEFAULT_EXECUTION_WINDOW_NS()).to.equal(3_600n * NS_PER_SECOND);
+      expect(await scheduler.read.DEFAULT_CALL_GAS_LIMIT()).to.equal(200_000);
+    });
+
+    it("schedules a call back to the sender with a 1-hour window, a 200,000 gas limit and msg.value as the bounty", async () => {
+      const { scheduler, callee, publicClient, calldata } = await loadFixture(deploySchedulerFixture);
+      const hash = await callee.write.scheduleWithDefaults([EXECUTE_AT, calldata.ping(4n)], { value: BOUNTY });
+      const receipt = await publicClient.waitForTransactionReceipt({ hash });
+      const { callId, caller, request } = eventOf(scheduler.abi, receipt, "CallScheduled");
+      expect(caller).to.equal(getAddress(callee.address));
+      expect(request).to.deep.equal({
+        caller: getAddress(callee.address),
+        nonce: 0n,
+        executeAt: EXECUTE_AT,
+        window: 3_600n * NS_PER_SECOND,
+        gasLimit: 200_000,
+        bounty: BOUNTY,
+        data: calldata.ping(4n),
+      });
+      expect(callId).to.equal(await callee.read.lastScheduledCallId());
+      expect(await scheduler.read.callIdOf([request as ScheduledCall])).to.equal(callId);
+      expect(await scheduler.read.callStatus([callId as Hex])).to.equal(Status.Scheduled);
+      expect(await publicClient.getBalance({ address: scheduler.address })).to.equal(BOUNTY);
+    });
+
+    it("without value: no bounty, and the call still runs for whoever executes it", async () => {
+      const { scheduler, callee, publicClient, executor, execute, calldata } = await loadFixture(deploySchedulerFixture);
+      const receipt = await publicClient.waitForTransactionReceipt({
+        hash: await callee.write.scheduleWithDefaults([EXECUTE_AT, calldata.ping(2n)]),
+      });
+      const request = eventOf(scheduler.abi, receipt, "CallScheduled").request as ScheduledCall;
+      expect(request.bounty).to.equal(0n);
+      const before = await publicClient.getBalance({ address: executor.account.address });
+      const executed = await execute(request);
+      const after = await publicClient.getBalance({ address: executor.account.address });
+      expect(await callee.read.pings()).to.equal(2n);
+      expect(after - before).to.equal(-executed.gasUsed * executed.effectiveGasPrice);
+      expect(countEvents(scheduler.abi, executed, "PaymentDeferred")).to.equal(0);
+    });
+
+    it("runs the callee with exactly the default 200,000 gas", async () => {
+      const { scheduler, callee, publicClient, execute, calldata } = await loadFixture(deploySchedulerFixture);
+      const receipt = await publicClient.waitForTransactionReceipt({
+        hash: await callee.write.scheduleWithDefaults([EXECUTE_AT, calldata.recordGas()]),
+      });
+      await execute(eventOf(scheduler.abi, receipt, "CallScheduled").request as ScheduledCall);
+      const gasAtEntry = (await callee.read.gasAtEntry()) as bigint;
+      // As in the gas tests below: gasleft() is read ~200 gas into the callee.
+      expect(gasAtEntry <= 200_000n && 200_000n - gasAtEntry < 300n, `${gasAtEntry}`).to.equal(true);
+    });
+
+    it("accepts a proof up to executeAt + 1 h, refuses one later, and expires the call once the chain clock passes that", async () => {
+      const { scheduler, callee, asExecutor, asStranger, publicClient, calldata } = await loadFixture(deploySchedulerFixture);
+      const receipt = await publicClient.waitForTransactionReceipt({
+        hash: await callee.write.scheduleWithDefaults([EXECUTE_AT, calldata.ping(1n)], { value: BOUNTY }),
+      });
+      const { callId, request } = eventOf(scheduler.abi, receipt, "CallScheduled") as { callId: Hex; request: ScheduledCall };
+      const deadline = EXECUTE_AT + 3_600n * NS_PER_SECOND;
+      await asExecutor.simulate.executeCall([request, proofAt(deadline)]);
+      await expectRevert(asExecutor.simulate.executeCall([request, proofAt(deadline + 1n)]), "SchedulerTooLate", [
+        deadline,
+        deadline + 1n,
+      ]);
+      await scheduler.write.setNow([deadline / NS_PER_SECOND]);
+      await expectRevert(asStranger.simulate.expireCall([request]), "SchedulerNotExpired", [deadline, deadline]);
+      await scheduler.write.setNow([deadline / NS_PER_SECOND + 1n]);
+      await asStranger.write.expireCall([request]);
+      expect(await scheduler.read.callStatus([callId])).to.equal(Status.Expired);
+      expect(await publicClient.getBalance({ address: callee.address })).to.equal(BOUNTY);
+    });
+
+    it("refuses a call whose default deadline (executeAt + 1 h) the chain clock has already passed", async () => {
+      const { callee, calldata } = await loadFixture(deploySchedulerFixture);
+      const executeAt = NOW_NS - 3_600n * NS_PER_SECOND - 1n;
+      await expectRevert(callee.simulate.scheduleWithDefaults([executeAt, calldata.ping(1n)]), "SchedulerDeadlinePassed", [
+        executeAt + 3_600n * NS_PER_SECOND,
+        NOW_NS,
+      ]);
+    });
+  });
+
+  describe("its own deployment, holding the oracle", () => {
+    it("refuses the zero address as its oracle and reports the oracle it holds", async () => {
+      const { oracle, scheduler } = await loadFixture(deploySchedulerFixture);
+      await expectRevert(hre.viem.deployContract("TimeScheduler", [zeroAddress]), "SchedulerZeroOracle", []);
+      expect(await scheduler.read.timeOracle()).to.equal(getAddress(oracle.address));
+    });
+
+    it("the oracle no longer offers any scheduling function", async () => {
+      const oracleAbi = (await hre.artifacts.readArtifact("TimeOracle")).abi as Abi;
+      const schedulerAbi = (await hre.artifacts.readArtifact("ITimeScheduler")).abi as Abi;
+      const oracleFunctions = new Set(oracleAbi.filter((item) => item.type === "function").map((item) => (item as AbiFunction).name));
+      for (const item of schedulerAbi) {
+        if (item.type === "function") expect(oracleFunctions.has(item.name), item.name).to.equal(false);
+      }
+    });
+  });
+
+  describe("with a real oracle (real proofs)", () => {
+    /** SchedulerHarness on the fixture's TimeOracleHarness, both clocks pinned to the same second. */
+    async function deployWithOracleFixture() {
+      const fixture = await deployOracleFixture();
+      const scheduler = await hre.viem.deployContract("SchedulerHarness", [fixture.oracle.address]);
+      await scheduler.write.setNow([FIXTURE_NOW_SECONDS]);
+      const callee = await hre.viem.deployContract("SchedulerCallee", [scheduler.address]);
+      const asStranger = await hre.viem.getContractAt("SchedulerHarness", scheduler.address, {
+        client: { wallet: fixture.accounts.stranger },
+      });
+      return { ...fixture, scheduler, callee, asStranger };
+    }
+
+    it("executes with a proof the oracle verifies; refuses an early one and forged ones", async () => {
+      const { scheduler, callee, asStranger, proofAt: realProofAt, strangerNode, publicClient } =
+        await loadFixture(deployWithOracleFixture);
       const executeAt = FIXTURE_NOW_NS - 5n * NS_PER_SECOND;
       const data = encodeFunctionData({ abi: callee.abi, functionName: "ping", args: [5n] });
       const hash = await callee.write.schedule([executeAt, WINDOW, GAS_LIMIT, data], { value: BOUNTY });
-      const scheduled = eventOf(oracle.abi, await publicClient.waitForTransactionReceipt({ hash }), "CallScheduled");
+      const scheduled = eventOf(scheduler.abi, await publicClient.waitForTransactionReceipt({ hash }), "CallScheduled");
       const request = scheduled.request as ScheduledCall;
       const callId = scheduled.callId as Hex;
-      const asStranger = await hre.viem.getContractAt("TimeOracleHarness", oracle.address, {
+
+      const early = realProofAt(executeAt - 1n);
+      await expectRevert(asStranger.simulate.executeCall([request, early]), "SchedulerTooEarly", [executeAt, early.nanoMoment]);
+      const proof = realProofAt(executeAt + 1n);
+      const altered = { ...proof, nanoMoment: proof.nanoMoment + 1n };
+      await expectRevert(asStranger.simulate.executeCall([request, altered]), "SchedulerInvalidProof", [callId, altered.nanoMoment]);
+      const unknownNode = realProofAt(executeAt + 1n, { nodes: [strangerNode] });
+      await expectRevert(asStranger.simulate.executeCall([request, unknownNode]), "SchedulerInvalidProof", [callId, executeAt + 1n]);
+      await asStranger.write.executeCall([request, proof]);
+      expect(await scheduler.read.callStatus([callId])).to.equal(Status.Executed);
+      expect(await callee.read.pings()).to.equal(5n);
+    });
+
+    it("follows the oracle's registry: a proof of a revoked card no longer executes", async () => {
+      const { scheduler, callee, asStranger, asGuardian, dev, proofAt: realProofAt, publicClient } =
+        await loadFixture(deployWithOracleFixture);
+      const executeAt = FIXTURE_NOW_NS - 5n * NS_PER_SECOND;
+      const data = encodeFunctionData({ abi: callee.abi, functionName: "ping", args: [1n] });
+      const hash = await callee.write.scheduleWithDefaults([executeAt, data]);
+      const scheduled = eventOf(scheduler.abi, await publicClient.waitForTransactionReceipt({ hash }), "CallScheduled");
+      const proof = realProofAt(executeAt);
+      await asStranger.simulate.executeCall([scheduled.request as ScheduledCall, proof]);
+      await asGuardian.write.revokeCard([dev.cardId]);
+      await expectRevert(asStranger.simulate.executeCall([scheduled.request as ScheduledCall, proof]), "SchedulerInvalidProof", [
+        scheduled.callId,
+        executeAt,
+      ]);
+    });
+
+    it("the production TimeScheduler, on the chain clock, runs scheduleCall(executeAt, data) with a fresh proof", async () => {
+      const { oracle, asStranger: oracleAsStranger, proofAt: realProofAt, accounts, publicClient } =
+        await loadFixture(deployOracleFixture);
+      await oracle.write.setNow([0n]); // the oracle back on block.timestamp, as the scheduler always is
+      const scheduler = await hre.viem.deployContract("TimeScheduler", [oracle.address]);
+      const callee = await hre.viem.deployContract("SchedulerCallee", [scheduler.address]);
+      const nowNs = BigInt((await publicClient.getBlock()).timestamp) * NS_PER_SECOND;
+      const data = encodeFunctionData({ abi: callee.abi, functionName: "ping", args: [3n] });
+      const hash = await callee.write.scheduleWithDefaults([nowNs, data], { value: BOUNTY });
+      const scheduled = eventOf(scheduler.abi, await publicClient.waitForTransactionReceipt({ hash }), "CallScheduled");
+      const asKeeper = await hre.viem.getContractAt("TimeScheduler", scheduler.address, {
         client: { wallet: accounts.stranger },
       });
-
-      const proof = realProofAt(executeAt + 1n);
-      const forged = { ...proof, nanoMoment: proof.nanoMoment + 1n };
-      await expectRevert(asStranger.simulate.executeCall([request, forged]), "SchedulerInvalidProof", [
-        callId,
-        forged.nanoMoment,
-      ]);
-      await asStranger.write.executeCall([request, proof]);
-      expect(await oracle.read.callStatus([callId])).to.equal(Status.Executed);
-      expect(await callee.read.pings()).to.equal(5n);
+      const proof = realProofAt(nowNs + 1n);
+      expect(await oracleAsStranger.read.verifyTimeProof([proof])).to.equal(true);
+      await asKeeper.write.executeCall([scheduled.request as ScheduledCall, proof]);
+      expect(await scheduler.read.callStatus([scheduled.callId as Hex])).to.equal(Status.Executed);
+      expect(await callee.read.pings()).to.equal(3n);
+      expect(await publicClient.getBalance({ address: scheduler.address })).to.equal(0n);
     });
   });
 });

@@ -1,7 +1,7 @@
 /**
  * All Wycheproof ECDSA P-256/SHA-256 (IEEE P1363) vectors through the contract's card-signature check
  * (TimeProofLib.verifyP256, via TimeProofLibHarness): a signature is accepted exactly when Wycheproof says
- * "valid" and s is low (PROTOCOL.md §3). Run once on the precompile and once on OpenZeppelin's Solidity fallback.
+ * "valid" and s is low (docs/protocol.md §3). Run once on the precompile and once on OpenZeppelin's Solidity fallback.
  */
 import { expect } from "chai";
 import hre from "hardhat";

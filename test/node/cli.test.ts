@@ -1,11 +1,14 @@
 import { expect } from "chai";
 import { execFile } from "node:child_process";
-import { readFileSync, statSync, writeFileSync } from "node:fs";
+import { createPublicKey, X509Certificate } from "node:crypto";
+import { copyFileSync, readdirSync, readFileSync, statSync, writeFileSync } from "node:fs";
+import { createServer, type AddressInfo, type Server } from "node:net";
 import { join } from "node:path";
 import { promisify } from "node:util";
 import { loadKeyDir } from "../../protocol/keystore";
 import { runCli, type CliIo, type StartNodeFunction } from "../../node/cli";
 import type { NodeConfig } from "../../node/config";
+import { formatLogLine } from "../../node/logFormat";
 import { expectRejects, silentLogger, tempDir } from "./core/helpers";
 
 const execFileAsync = promisify(execFile);
@@ -24,6 +27,27 @@ function captureIo(overrides: Partial<CliIo> = {}): CliIo & { out: string[]; err
     logger: () => silentLogger(),
     ...overrides,
   };
+}
+
+/** A TCP server holding a free port on 127.0.0.1 (another process's server, as far as the node can tell). */
+async function holdPort(): Promise<{ port: number; release(): Promise<void> }> {
+  const server: Server = createServer();
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  return {
+    port: (server.address() as AddressInfo).port,
+    release: () => new Promise<void>((resolve) => server.close(() => resolve())),
+  };
+}
+
+/** Runs bin/ats-node.js; resolves with the exit code and output (a non-zero exit is not a rejection). */
+async function runBin(args: string[], env: NodeJS.ProcessEnv = {}): Promise<{ code: number; stdout: string; stderr: string }> {
+  try {
+    const { stdout, stderr } = await execFileAsync(process.execPath, [BIN, ...args], { env: { ...process.env, ...env }, timeout: 30_000 });
+    return { code: 0, stdout, stderr };
+  } catch (error) {
+    const failure = error as { code: number; stdout: string; stderr: string };
+    return { code: failure.code, stdout: failure.stdout, stderr: failure.stderr };
+  }
 }
 
 describe("ats-node CLI", function () {
@@ -113,10 +137,142 @@ describe("ats-node CLI", function () {
     expect(await runCli(["keys", "init", "--nope", "x"], captureIo())).to.equal(2);
   });
 
-  it("bin/ats-node.js runs the TypeScript CLI (prints the settings table)", async () => {
-    const { stdout } = await execFileAsync(process.execPath, [BIN, "settings"]);
+  it("bin/ats-node.js runs the TypeScript CLI (prints the settings table as JSON with --json)", async () => {
+    const { stdout } = await execFileAsync(process.execPath, [BIN, "settings", "--json"]);
     const table = JSON.parse(stdout) as { name: string; env: string }[];
     expect(table.map((row) => row.name)).to.include.members(["host", "tickIntervalNs", "apiKeys", "maxRequestsPerSecond"]);
+  });
+
+  it("settings prints a readable table (setting, env, default, short description); --json keeps the full JSON", async () => {
+    const io = captureIo();
+    expect(await runCli(["settings"], io)).to.equal(0);
+    const text = io.out.join("\n");
+    const lines = text.split("\n");
+    expect(lines[0]).to.match(/^SETTING +ENV +DEFAULT +DESCRIPTION$/);
+    expect(lines.find((line) => line.startsWith("restPort "))).to.match(/^restPort +ATS_REST_PORT +8080 +REST \+ WebSocket \+ \/metrics port\.$/);
+    expect(lines.find((line) => line.startsWith("maxRequestsPerSecond "))).to.contain("ATS_MAX_REQUESTS_PER_SECOND, MAX_REQUESTS_PER_SECOND");
+    expect(() => JSON.parse(text)).to.throw(); // not JSON
+    expect(text.length).to.be.below(12_000);
+    const json = captureIo();
+    expect(await runCli(["settings", "--json"], json)).to.equal(0);
+    const rows = JSON.parse(json.out.join("\n")) as { name: string; bounds: string | null }[];
+    expect(rows.find((row) => row.name === "restPort")?.bounds).to.equal("0..65535");
+  });
+
+  it("settings --config adds the values from the file and the environment, secrets redacted", async () => {
+    const file = join(dir.path, "settings.json");
+    writeFileSync(file, JSON.stringify({ restPort: 9123, dataDir: "./state" }));
+    const apiKey = "operator-secret-api-key-0123456789";
+    const password = "operator-keystore-password";
+    const io = captureIo({ env: { ATS_API_KEYS: apiKey, ATS_KEYSTORE_PASSWORD: password, ATS_GRPC_PORT: "9124" } });
+    expect(await runCli(["settings", "--config", file], io)).to.equal(0);
+    const text = io.out.join("\n");
+    const lines = text.split("\n");
+    expect(lines[0]).to.match(/^SETTING +ENV +DEFAULT +VALUE +DESCRIPTION$/);
+    expect(lines.find((line) => line.startsWith("restPort "))).to.match(/ 8080 +9123 /);
+    expect(lines.find((line) => line.startsWith("grpcPort "))).to.match(/ 50051 +9124 /);
+    expect(lines.find((line) => line.startsWith("dataDir "))).to.contain(join(dir.path, "state"));
+    expect(lines.find((line) => line.startsWith("apiKeys "))).to.contain("[redacted: 1 entries]");
+    expect(lines.find((line) => line.startsWith("keystorePassword "))).to.contain("[redacted]");
+    const json = captureIo({ env: io.env });
+    expect(await runCli(["settings", "--config", file, "--json"], json)).to.equal(0);
+    expect(JSON.parse(json.out.join("\n")).find((row: { name: string }) => row.name === "restPort").value).to.equal(9123);
+    for (const output of [text, json.out.join("\n")]) {
+      expect(output).not.to.contain(apiKey);
+      expect(output).not.to.contain(password);
+    }
+  });
+
+  it("--version prints the package version and the protocol version", async () => {
+    const { version } = JSON.parse(readFileSync(join(__dirname, "..", "..", "package.json"), "utf8")) as { version: string };
+    const io = captureIo();
+    expect(await runCli(["--version"], io)).to.equal(0);
+    expect(io.out).to.deep.equal([`ats-node ${version} (protocol ATS/1)`]);
+    const bin = await runBin(["--version"]);
+    expect(bin).to.include({ code: 0, stdout: `ats-node ${version} (protocol ATS/1)\n` });
+  });
+
+  it("keys init leaves no CA private key in the key folder, and loading the folder (what the node reads at start) needs none", async () => {
+    const keyDir = join(dir.path, "no-ca-key");
+    const io = captureIo();
+    expect(await runCli(["keys", "init", keyDir], io)).to.equal(0);
+    expect(readdirSync(keyDir).sort()).to.deep.equal(["ca.pem", "card.key.pem", "card.pem", "node.json"]);
+    expect(JSON.parse(io.out.join("\n")).files).to.not.include("ca.key.pem");
+    expect(io.err.join("\n")).to.contain("private key was not kept");
+    // The only private key in PEM form is the card's, not the CA's.
+    const caPublicKey = new X509Certificate(readFileSync(join(keyDir, "ca.pem"))).publicKey.export({ format: "der", type: "spki" });
+    for (const name of readdirSync(keyDir)) {
+      const text = readFileSync(join(keyDir, name), "utf8");
+      if (!text.includes("PRIVATE KEY")) continue;
+      expect(name).to.equal("card.key.pem");
+      expect(createPublicKey(text).export({ format: "der", type: "spki" }).equals(caPublicKey)).to.equal(false);
+    }
+    const loaded = await loadKeyDir(keyDir); // what the node reads at start
+    expect(loaded.ca?.certificatePem).to.contain("BEGIN CERTIFICATE");
+  });
+
+  it("the README's sample config (examples/node.config.json) starts a node next to `keys init ./keys`", async () => {
+    const folder = join(dir.path, "sample");
+    expect(await runCli(["keys", "init", join(folder, "keys")], captureIo())).to.equal(0);
+    copyFileSync(join(__dirname, "..", "..", "examples", "node.config.json"), join(folder, "node.config.json"));
+    let health: number | undefined;
+    const io = captureIo({
+      cwd: dir.path, // not the file's folder: keyDir and dataDir still resolve next to the file
+      env: { ATS_REST_PORT: "0", ATS_GRPC_PORT: "0" },
+      shutdownSignal: async () => {
+        const { endpoints } = JSON.parse(io.out.join("\n")) as { endpoints: { rest: string } };
+        health = (await fetch(`${endpoints.rest}/health`)).status;
+        return "SIGTERM";
+      },
+    });
+    expect(await runCli(["start", "--config", join(folder, "node.config.json")], io)).to.equal(0);
+    expect(health).to.equal(200);
+    expect(statSync(join(folder, "data")).isDirectory()).to.equal(true); // dataDir "./data" next to the file
+  });
+
+  it("names a busy restPort or grpcPort in one line, without a stack, with a non-zero exit code", async () => {
+    const held = await holdPort();
+    try {
+      const rest = captureIo({ env: { ATS_REST_PORT: String(held.port) } });
+      expect(await runCli(["dev"], rest)).to.equal(1);
+      expect(rest.err).to.deep.equal([`ats-node: restPort ${held.port} is already in use on 127.0.0.1 (set ATS_REST_PORT or restPort)`]);
+      const grpc = captureIo({ env: { ATS_GRPC_PORT: String(held.port) } });
+      expect(await runCli(["dev"], grpc)).to.equal(1);
+      expect(grpc.err).to.deep.equal([`ats-node: grpcPort ${held.port} is already in use on 127.0.0.1 (set ATS_GRPC_PORT or grpcPort)`]);
+      // The real process: exit code 1 and that line, no "unexpected error", no stack trace.
+      const bin = await runBin(["dev"], { ATS_REST_PORT: String(held.port), ATS_LOG_LEVEL: "warn" });
+      expect(bin.code).to.equal(1);
+      expect(bin.stderr).to.contain(`ats-node: restPort ${held.port} is already in use on 127.0.0.1 (set ATS_REST_PORT or restPort)`);
+      expect(bin.stderr).not.to.contain("unexpected error");
+      expect(bin.stderr).not.to.match(/\n\s+at /);
+    } finally {
+      await held.release();
+    }
+  });
+
+  it("writes readable log lines with --pretty or ATS_LOG_FORMAT=pretty (JSON lines otherwise)", async () => {
+    const startNode: StartNodeFunction = async ({ logger }) => {
+      logger.info({ endpoints: { rest: "http://127.0.0.1:1" }, authRequired: false }, "node listening");
+      logger.error({ err: new Error("boom") }, "push failed");
+      return { endpoints: { rest: "http://127.0.0.1:1", grpc: "", ws: "ws://127.0.0.1:1/v1/stream" }, close: async () => undefined };
+    };
+    const file = join(dir.path, "pretty.json");
+    writeFileSync(file, JSON.stringify({ keyDir: "./keys", restPort: 0, grpcPort: 0 }));
+    for (const [args, env] of [
+      [["start", "--config", file, "--pretty"], {}],
+      [["start", "--config", file], { ATS_LOG_FORMAT: "pretty" }],
+      [["dev", "--pretty"], {}],
+    ] as const) {
+      const io = captureIo({ startNode, shutdownSignal: async () => "SIGTERM", env: { ...env } });
+      delete io.logger; // the CLI's own logger
+      expect(await runCli([...args], io), args.join(" ")).to.equal(0);
+      const listening = io.err.find((line) => line.includes("node listening"));
+      expect(listening, args.join(" ")).to.match(/^\d\d:\d\d:\d\d\.\d{3} INFO {2}node listening endpoints=\{"rest":"http:\/\/127\.0\.0\.1:1"\} authRequired=false$/);
+      const failure = io.err.find((line) => line.includes("push failed"));
+      expect(failure).to.match(/^\d\d:\d\d:\d\d\.\d{3} ERROR push failed\n {4}Error: boom\n {8}at /);
+    }
+    expect(formatLogLine('{"level":40,"time":0,"msg":"slow","ms":12,"route":"/time/current"}')).to.match(/^\d\d:\d\d:\d\d\.000 WARN {2}slow ms=12 route=\/time\/current$/);
+    expect(formatLogLine("not json")).to.equal("not json");
   });
 
   it("bin/register-ts.js loads the whole node without Node's domain module (it slows every EventEmitter)", async () => {

@@ -17,7 +17,7 @@ describe("errors", () => {
     expect(error.details).to.include({ field: "proof.accuracyNs" });
   });
 
-  it("use the messages PROTOCOL.md fixes", () => {
+  it("use the messages docs/protocol.md §11.3 fixes", () => {
     expect(new RateLimitError().message).to.equal("Rate limit exceeded");
     expect(new ConsensusError(ConsensusError.INSUFFICIENT_RESPONSES).message).to.equal("Insufficient node responses");
     expect(new ConsensusError(ConsensusError.DIVERGENCE_TOO_HIGH).message).to.equal("Time divergence too high");

@@ -1,6 +1,6 @@
 /**
  * Shared fixtures of the protocol tests: the fixed dev keys, a registry context with the on-chain defaults,
- * and builders for proofs that break exactly one rule of PROTOCOL.md §6 (everything else stays valid, so a
+ * and builders for proofs that break exactly one rule of docs/protocol.md §6.2 (everything else stays valid, so a
  * test fails as soon as that one rule is removed from the verifier).
  */
 import { p256 } from "@noble/curves/nist.js";
@@ -11,9 +11,6 @@ import {
   concatEntries,
   createVerifyContext,
   DEV_CARD_ACCURACY_NS,
-  DEV_CARD_PRIVATE_KEY,
-  DEV_NODE_PRIVATE_KEYS,
-  DEV_OTHER_CARD_PRIVATE_KEY,
   encodeHardwareSignature,
   hwMessage,
   nodeAddressFromPrivateKey,
@@ -27,6 +24,7 @@ import {
   type TimeProof,
   type VerifyTimeProofContext,
 } from "../../protocol";
+import { DEV_CARD_PRIVATE_KEY, DEV_NODE_PRIVATE_KEYS, DEV_OTHER_CARD_PRIVATE_KEY } from "../../protocol/devkeys";
 
 export { concatEntries };
 

@@ -1,4 +1,5 @@
 import { expect } from "chai";
+import { MAX_NODE_ENTRIES } from "../../protocol/constants";
 import {
   DEFAULT_MAX_ATTESTATION_AGE_NS,
   DEFAULT_MAX_FUTURE_DRIFT_NS,
@@ -38,7 +39,7 @@ function expectValid(proof: TimeProof, ctx: VerifyTimeProofContext): void {
   expect(result, JSON.stringify(result, (_k, v: unknown) => (typeof v === "bigint" ? String(v) : v))).to.include({ valid: true });
 }
 
-describe("verifyTimeProof (PROTOCOL.md §6)", () => {
+describe("verifyTimeProof (docs/protocol.md §6)", () => {
   describe("valid proofs", () => {
     it("accepts a proof with one node entry", () => {
       expectValid(validProof({ nodes: [NODE_KEYS[0]] }), context());
@@ -102,6 +103,14 @@ describe("verifyTimeProof (PROTOCOL.md §6)", () => {
       expectReason({ ...proof, nodeSignature: "0x" }, context(), "node-signature-length");
       expectReason({ ...proof, nodeSignature: proof.nodeSignature.slice(0, -2) as `0x${string}` }, context(), "node-signature-length");
       expectReason({ ...proof, nodeSignature: `${proof.nodeSignature}00` }, context(), "node-signature-length");
+    });
+
+    it("rejects more than MAX_NODE_ENTRIES (32) entries, as the oracle does, before recovering any", () => {
+      const proof = validProof();
+      const entry = proof.nodeSignature.slice(2, 2 + 160); // one 80-byte entry
+      const tooMany = `0x${entry.repeat(MAX_NODE_ENTRIES + 1)}` as const;
+      const result = verifyTimeProof({ ...proof, nodeSignature: tooMany }, context());
+      expect(result).to.deep.equal({ valid: false, reason: "node-signature-length", detail: "nodeSignature has 33 entries, at most 32" });
     });
 
     it("rejects an entry signed by an unregistered node (wrong node)", () => {

@@ -1,6 +1,6 @@
 /**
  * verifyTimeProof (bytes, native keccak, recovery memo) against a reference verifier written straight from
- * PROTOCOL.md §6 with the generic tools: BigInt arithmetic, viem's hashTypedData and publicKeyToAddress,
+ * docs/protocol.md §6 with the generic tools: BigInt arithmetic, viem's hashTypedData and publicKeyToAddress,
  * @noble/curves for both curves, no memo. Both must reach the same decision (valid, reason, cardId, nodes) on
  * valid proofs and on thousands of tampered ones, with the recovery memo cold and warm.
  */
@@ -33,7 +33,7 @@ function word(bytes: Buffer, offset: number): bigint {
   return BigInt(`0x${bytes.toString("hex", offset, offset + 32)}`);
 }
 
-/** PROTOCOL.md §6, rule by rule, in the contract's order. */
+/** docs/protocol.md §6.2, rule by rule, in the contract's order. */
 function referenceVerify(proof: TimeProof, ctx: VerifyTimeProofContext): Decision {
   const refuse = (reason: string): Decision => ({ valid: false, reason });
   const isHex = (value: unknown): value is Hex => typeof value === "string" && /^0x([0-9a-fA-F]{2})*$/.test(value);
@@ -210,7 +210,7 @@ const mutationArbitrary: fc.Arbitrary<Mutation> = fc.oneof(
   fc.record({ kind: fc.constant("duplicateEntry" as const), position: fc.nat({ max: 10 }) }),
 );
 
-describe("verifyTimeProof agrees with a reference verifier (PROTOCOL.md §6, generic code, no memo)", () => {
+describe("verifyTimeProof agrees with a reference verifier (docs/protocol.md §6, generic code, no memo)", () => {
   beforeEach(() => clearNodeAddressMemo());
   after(() => clearNodeAddressMemo());
 

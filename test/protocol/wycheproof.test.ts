@@ -1,6 +1,6 @@
 /**
  * All Wycheproof ECDSA P-256 / SHA-256 / IEEE P1363 vectors through the card-signature check. The protocol
- * accepts exactly what Wycheproof calls "valid" AND has s ≤ n/2 (low-S, PROTOCOL.md §3): "acceptable" and
+ * accepts exactly what Wycheproof calls "valid" AND has s ≤ n/2 (low-S, docs/protocol.md §3): "acceptable" and
  * "invalid" vectors, and the high-S half of the valid ones, must be refused. The same file is read by the
  * contract tests (test/contracts/), so both sides see identical inputs.
  */

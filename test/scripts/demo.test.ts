@@ -25,10 +25,11 @@ describe("scripts/demo.ts runDemo", () => {
   // Leave a fresh chain (the demo moved its clock an hour ahead) for the files that run after this one.
   after(() => reset());
 
-  it("deploys the oracle, bridge and vault with the dev card whose certificate chain checked out", () => {
+  it("deploys the oracle, scheduler, bridge and vault with the dev card whose certificate chain checked out", () => {
     expect(result.identity.certificateChainValid).to.equal(true);
     expect(result.deployment.cardIds).to.deep.equal([result.identity.cardId]);
     expect(result.deployment.nodes).to.deep.equal([result.identity.nodeAddress]);
+    expect(result.deployment.scheduler).to.match(/^0x[0-9a-fA-F]{40}$/);
     expect(result.deployment.bridge).to.match(/^0x[0-9a-fA-F]{40}$/);
     expect(result.deployment.vault).to.match(/^0x[0-9a-fA-F]{40}$/);
   });

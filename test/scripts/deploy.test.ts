@@ -1,6 +1,6 @@
 /**
- * scripts/deploy.ts: `deployAttestedTime` deploys and configures the oracle, the bridge and the example vault,
- * and hands the roles over; a proof signed with the registered development keys then verifies on-chain.
+ * scripts/deploy.ts: `deployAttestedTime` deploys and configures the oracle, the scheduler, the bridge and the
+ * example vault, and hands the roles over; a proof signed with the registered development keys then verifies on-chain.
  */
 import hre from "hardhat";
 import { expect } from "chai";
@@ -10,10 +10,9 @@ import {
   attest,
   cardIdFromPublicKey,
   DEV_CARD_ACCURACY_NS,
-  DEV_CARD_PRIVATE_KEY,
-  DEV_NODE_PRIVATE_KEYS,
   NS_PER_SECOND,
 } from "../../protocol";
+import { DEV_CARD_PRIVATE_KEY, DEV_NODE_PRIVATE_KEYS } from "../../protocol/devkeys";
 import { deployAttestedTime, devRegistrations } from "../../scripts/deploy";
 
 async function deployFixture() {
@@ -33,10 +32,13 @@ async function deployFixture() {
 }
 
 describe("scripts/deploy.ts deployAttestedTime", () => {
-  it("deploys the oracle, the bridge and the example vault, wired to the oracle", async () => {
+  it("deploys the oracle, then the scheduler, the bridge and the example vault, each wired to the oracle", async () => {
     const { deployment, deployer } = await loadFixture(deployFixture);
+    const scheduler = await hre.viem.getContractAt("TimeScheduler", deployment.scheduler!);
     const bridge = await hre.viem.getContractAt("TimeBridge", deployment.bridge!);
     const vault = await hre.viem.getContractAt("TimeLockedVault", deployment.vault!);
+    expect(getAddress((await scheduler.read.timeOracle()) as Address)).to.equal(deployment.oracle);
+    expect(new Set([deployment.oracle, deployment.scheduler, deployment.bridge, deployment.vault]).size).to.equal(4);
     expect(getAddress((await bridge.read.timeOracle()) as Address)).to.equal(deployment.oracle);
     expect(getAddress((await vault.read.timeOracle()) as Address)).to.equal(deployment.oracle);
     expect(deployment.chainId).to.equal(31337);
@@ -95,8 +97,9 @@ describe("scripts/deploy.ts deployAttestedTime", () => {
     expect(deployment.nodes).to.have.length(3);
   });
 
-  it("can skip the bridge and the example", async () => {
-    const deployment = await deployAttestedTime(hre, { bridge: false, example: false });
+  it("can skip the scheduler, the bridge and the example", async () => {
+    const deployment = await deployAttestedTime(hre, { scheduler: false, bridge: false, example: false });
+    expect(deployment.scheduler).to.equal(undefined);
     expect(deployment.bridge).to.equal(undefined);
     expect(deployment.vault).to.equal(undefined);
     expect(deployment.registrars).to.deep.equal([deployment.deployer]);

@@ -42,9 +42,6 @@ import {
   DEFAULT_MAX_FUTURE_DRIFT_NS,
   DEFAULT_NODE_QUORUM,
   DEV_CARD_ACCURACY_NS,
-  DEV_CARD_PRIVATE_KEY,
-  DEV_NODE_PRIVATE_KEYS,
-  DEV_OTHER_CARD_PRIVATE_KEY,
   EIP712_DOMAIN,
   HARDWARE_SIGNATURE_LENGTH,
   HW_MESSAGE_LENGTH,
@@ -84,6 +81,7 @@ import {
   type VerifyFailureReason,
   type VerifyTimeProofContext,
 } from "../../protocol";
+import { DEV_CARD_PRIVATE_KEY, DEV_NODE_PRIVATE_KEYS, DEV_OTHER_CARD_PRIVATE_KEY } from "../../protocol/devkeys";
 
 const UINT64_MAX = (1n << 64n) - 1n;
 /** A whole second, so the chain can represent it exactly (block.timestamp * 1e9). */
@@ -438,7 +436,7 @@ export function buildVectors() {
   return {
     version: 1,
     generator: "scripts/gen-vectors.ts",
-    note: "Golden vectors of Attested Time protocol v1 (PROTOCOL.md). Keys are PUBLIC DEV KEYS. Regenerate with `npx hardhat run scripts/gen-vectors.ts`.",
+    note: "Golden vectors of Attested Time protocol v1 (docs/protocol.md). Keys are PUBLIC DEV KEYS. Regenerate with `npx hardhat run scripts/gen-vectors.ts`.",
     constants: {
       HW_MESSAGE_TAG,
       HW_MESSAGE_LENGTH,

@@ -1,6 +1,6 @@
 /**
  * Google's Wycheproof ECDSA P-256 / SHA-256 / IEEE P1363 vectors, read once for the TypeScript and the contract
- * tests so both sides see identical inputs, with the protocol's verdict for each (PROTOCOL.md §3).
+ * tests so both sides see identical inputs, with the protocol's verdict for each (docs/protocol.md §3).
  */
 import { existsSync, readFileSync } from "node:fs";
 import { resolve } from "node:path";
@@ -32,12 +32,10 @@ export interface WycheproofFile {
 
 const FILE_NAME = "ecdsa_secp256r1_sha256_p1363_test.json";
 
-/** The repository's copy (test/vectors/wycheproof/), else the workspace's shared one. */
+/** The repository's copy, test/vectors/wycheproof/ (nothing outside the repository is read). */
 export function loadWycheproofP256(): WycheproofFile {
-  const file = ["test/vectors/wycheproof", "../shared/vectors/wycheproof"]
-    .map((dir) => resolve(__dirname, "..", "..", dir, FILE_NAME))
-    .find((candidate) => existsSync(candidate));
-  if (file === undefined) throw new Error(`Wycheproof vectors not found: test/vectors/wycheproof/${FILE_NAME}`);
+  const file = resolve(__dirname, "wycheproof", FILE_NAME);
+  if (!existsSync(file)) throw new Error(`Wycheproof vectors not found: test/vectors/wycheproof/${FILE_NAME}`);
   return JSON.parse(readFileSync(file, "utf8")) as WycheproofFile;
 }
 

@@ -1,5 +1,5 @@
 /**
- * Client errors in the log (issue 7, defects 3 and 6): refusals and other client errors of every transport are
+ * Client errors in the log: refusals and other client errors of every transport are
  * logged sampled (one line per transport + status and window, with the count left out) and without stacks;
  * a client that abandons its request is a client error (info, 400-class, counted "aborted"), not a server fault.
  */
@@ -17,6 +17,7 @@ import { loadProtos, startGrpcServer } from "../../../node/api/grpc";
 import { buildRestApp } from "../../../node/api/rest";
 import { SampledLog, type ClientErrorEvent } from "../../../node/api/sampledLog";
 import { attachStreamServer } from "../../../node/api/ws";
+import { DEFAULT_CONNECTION_LIMITS } from "../../../node/api/connectionGuard";
 import { startTestNode, waitFor, type TestNode } from "./helpers";
 
 interface LogLine {
@@ -174,7 +175,11 @@ describe("node/api client errors in the log", function () {
   });
 
   it("gRPC: a flood of RESOURCE_EXHAUSTED leaves 2 lines without stacks", async function () {
-    const { context, raw, lines } = captured({ maxRequestsPerSecond: 1 });
+    // No refusal pause (grpcRefusal.test.ts covers it): 60 sequential refusals would take 6 s.
+    const { context, raw, lines } = captured({
+      maxRequestsPerSecond: 1,
+      limits: { connections: { ...DEFAULT_CONNECTION_LIMITS, refusalPauseMs: 0 } },
+    });
     const server = await startGrpcServer(context, "127.0.0.1", 0);
     const { timeClient } = loadProtos();
     const client = new timeClient(server.address, grpc.credentials.createInsecure()) as unknown as grpc.Client & {

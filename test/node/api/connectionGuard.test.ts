@@ -1,5 +1,5 @@
 /**
- * Connection-level defences of the REST server (issue 7, defects 2 and 4): pipelining depth, refusals, connection
+ * Connection-level defences of the REST server: pipelining depth, refusals, connection
  * caps per address and in total, and request/header timeouts enforced on time. Raw TCP on loopback; the "other
  * client" connects from 127.0.0.2 (Linux routes all of 127.0.0.0/8 to lo).
  */

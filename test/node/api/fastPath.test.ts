@@ -75,7 +75,12 @@ describe("node/api/currentTimeFastPath", function () {
         return {
           status: response.status,
           text: response.text,
-          headers: { "content-type": header("content-type"), "cache-control": header("cache-control"), "content-length": header("content-length") },
+          headers: {
+            "content-type": header("content-type"),
+            "cache-control": header("cache-control"),
+            "content-length": header("content-length"),
+            "retry-after": header("retry-after"),
+          },
         };
       }),
     );
@@ -95,6 +100,7 @@ describe("node/api/currentTimeFastPath", function () {
       "content-type": "application/json; charset=utf-8",
       "cache-control": "no-store",
       "content-length": String(Buffer.byteLength(fixed.body)),
+      "retry-after": null,
     });
     // The first app answered without its router; the second through it.
     expect(routed).to.deep.equal([0, 1]);
@@ -131,7 +137,10 @@ describe("node/api/currentTimeFastPath", function () {
     for (let i = 0; i < 14; i += 1) {
       const answers = await both("GET", "/time/current");
       answers.forEach((answer, index) => statuses[index]!.push(answer.status));
-      if (answers[0]!.status === 429) expectSame(answers, 429);
+      if (answers[0]!.status === 429) {
+        expectSame(answers, 429);
+        expect(answers[0]!.headers["retry-after"]).to.equal("1"); // 8 tokens/s: the next one within a second
+      }
     }
     expect(statuses[0]).to.deep.equal(statuses[1]);
     expect(statuses[0]).to.include(429);

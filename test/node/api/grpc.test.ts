@@ -3,11 +3,13 @@ import * as grpc from "@grpc/grpc-js";
 import { generatePrivateKey, privateKeyToAccount } from "viem/accounts";
 import { createVerifyContext, verifyTimeProof } from "../../../protocol/verify";
 import { clientRequestMessage } from "../../../node/api/auth";
-import { loadProtos, type TimeResponseMessage } from "../../../node/api/grpc";
+import { Root } from "protobufjs";
+import { consensusProofMessage, loadProtos, TIME_PROTO_PATH, type TimeResponseMessage } from "../../../node/api/grpc";
 import { proofJsonFromMessage } from "../../../node/client";
 import { proofFromJson } from "../../../protocol/json";
 import { ValidationError } from "../../../protocol/errors";
 import { loadConfig } from "../../../node/config";
+import { concatEntries, entriesOf, NODE_ADDRESSES, validProof } from "../../protocol/fixtures";
 import { http, startTestNode, waitFor, type TestNode } from "./helpers";
 
 type Callback<T> = (error: grpc.ServiceError | null, response?: T) => void;
@@ -39,7 +41,7 @@ async function status(promise: Promise<unknown>): Promise<{ code: grpc.status; d
 }
 
 /** Sends raw bytes as a TimeRequest (to put values on the wire that the typed client cannot). */
-function rawUnary(target: string, method: string, bytes: Buffer): Promise<{ code: grpc.status; details: string }> {
+function rawUnary(target: string, method: string, bytes: Buffer): Promise<{ code: grpc.status; details: string; response?: Buffer }> {
   const client = new grpc.Client(target, grpc.credentials.createInsecure());
   return new Promise((resolve) => {
     client.makeUnaryRequest(
@@ -47,12 +49,32 @@ function rawUnary(target: string, method: string, bytes: Buffer): Promise<{ code
       (value: Buffer) => value,
       (value: Buffer) => value,
       bytes,
-      (error) => {
+      { deadline: Date.now() + 10_000 },
+      (error, response?: Buffer) => {
         client.close();
-        resolve(error === null ? { code: grpc.status.OK, details: "" } : { code: error.code, details: error.details });
+        resolve(error === null ? { code: grpc.status.OK, details: "", ...(response === undefined ? {} : { response }) } : { code: error.code, details: error.details });
       },
     );
   });
+}
+
+/** A TimeRequest as a client built from the service description encodes it: type 3 (varint), at_ns 4 (string). */
+function describedRequest(type: number, atNs?: bigint): Buffer {
+  const at = atNs === undefined ? [] : [...Buffer.from(atNs.toString(), "ascii")];
+  return Buffer.from([0x18, type, ...(at.length === 0 ? [] : [0x22, at.length, ...at])]);
+}
+
+const timeRoot = new Root().loadSync(TIME_PROTO_PATH, { keepCase: true });
+const timeResponseType = timeRoot.lookupType("ats.v1.TimeResponse");
+
+function decodeTimeResponse(bytes: Buffer | undefined): { nano_moment: string; node?: { node_id: string } } {
+  return timeResponseType.toObject(timeResponseType.decode(bytes ?? Buffer.alloc(0))) as { nano_moment: string; node?: { node_id: string } };
+}
+
+/** TimeResponse.node as this node fills it. */
+function expectedNode(t: TestNode): { node_id: string; card_id: Buffer; version: string; protocol: string } {
+  const info = t.service.info();
+  return { node_id: t.identity.nodeAddress, card_id: Buffer.from(t.identity.cardId.slice(2), "hex"), version: info.version, protocol: "ATS/1" };
 }
 
 function context(t: TestNode) {
@@ -79,7 +101,9 @@ describe("node/api/grpc", function () {
   it("GetCurrentTime CURRENT_TIME answers a proof that verifies off-chain, echoing request_id", async function () {
     const response = await call<TimeResponseMessage>(client, "GetCurrentTime", { request_id: "r-1", type: "CURRENT_TIME" });
     expect(response.request_id).to.equal("r-1");
-    expect(response.node).to.equal(t.identity.nodeAddress);
+    // The records of the description: NodeInfo (from service.info()) and ConsensusProof, not strings.
+    expect(response.node).to.deep.equal(expectedNode(t));
+    expect(response.node.card_id.equals(response.proof.hardware_id)).to.equal(true);
     expect(response.consensus).to.deep.equal({ responders: 1, quorum: 1, node_ids: [t.identity.nodeAddress] });
     expect(response.proof.hardware_signature).to.have.length(96);
     expect(response.proof.node_signature).to.have.length(80);
@@ -118,10 +142,43 @@ describe("node/api/grpc", function () {
     await waitFor(() => t.service.health().status === "ok", "signing again", 10_000);
   });
 
-  it("rejects UNSPECIFIED and unknown enum values, bad ns and oversized fields with INVALID_ARGUMENT and keeps serving", async function () {
+  it("follows the description's RequestType numbering on the wire: 0 (or absent) CURRENT_TIME, 1 HISTORICAL_PROOF, 2 FUTURE_SCHEDULE", async function () {
+    const target = t.node.endpoints.grpc;
+    await waitFor(() => t.service.stats().archivedProofs > 0, "an archived proof");
+    // type = 0: the current proof. CURRENT_TIME takes no at_ns, which tells it apart from the other two.
+    const before = t.service.current().proof.nanoMoment;
+    const current = await rawUnary(target, "GetCurrentTime", describedRequest(0));
+    expect(current.code, current.details).to.equal(grpc.status.OK);
+    const currentResponse = decodeTimeResponse(current.response);
+    expect(BigInt(currentResponse.nano_moment) >= before).to.equal(true);
+    expect(currentResponse.node?.node_id).to.equal(t.identity.nodeAddress);
+    expect(await rawUnary(target, "GetCurrentTime", describedRequest(0, 5n))).to.deep.equal({
+      code: grpc.status.INVALID_ARGUMENT,
+      details: "at_ns: must be empty for CURRENT_TIME",
+    });
+    // No type at all (an empty TimeRequest) is type 0 in proto3: CURRENT_TIME, no longer refused.
+    const absent = await rawUnary(target, "GetCurrentTime", Buffer.alloc(0));
+    expect(absent.code, absent.details).to.equal(grpc.status.OK);
+    expect(BigInt(decodeTimeResponse(absent.response).nano_moment) >= before).to.equal(true);
+    expect((await call<TimeResponseMessage>(client, "GetCurrentTime", {})).nano_moment).to.match(/^[1-9]/);
+    // type = 1: HISTORICAL_PROOF (NOT_FOUND before the archive, which only a historical lookup answers).
+    const atNs = BigInt(Date.now()) * 1_000_000n;
+    const historical = await rawUnary(target, "GetCurrentTime", describedRequest(1, atNs));
+    expect(historical.code, historical.details).to.equal(grpc.status.OK);
+    expect(BigInt(decodeTimeResponse(historical.response).nano_moment) <= atNs).to.equal(true);
+    expect((await rawUnary(target, "GetCurrentTime", describedRequest(1, 1000n))).code).to.equal(grpc.status.NOT_FOUND);
+    // type = 2: FUTURE_SCHEDULE (waits for a proof at or after the moment; too far ahead names FUTURE_SCHEDULE).
+    const soonNs = BigInt(Date.now()) * 1_000_000n + 30_000_000n;
+    const future = await rawUnary(target, "GetCurrentTime", describedRequest(2, soonNs));
+    expect(future.code, future.details).to.equal(grpc.status.OK);
+    expect(BigInt(decodeTimeResponse(future.response).nano_moment) >= soonNs).to.equal(true);
+    const far = await rawUnary(target, "GetCurrentTime", describedRequest(2, soonNs + 3_600_000_000_000n));
+    expect(far.code).to.equal(grpc.status.INVALID_ARGUMENT);
+    expect(far.details).to.match(/^at_ns: .* for FUTURE_SCHEDULE/);
+  });
+
+  it("rejects unknown enum values, bad ns and oversized fields with INVALID_ARGUMENT and keeps serving", async function () {
     const cases: Array<[unknown, RegExp]> = [
-      [{ type: "REQUEST_TYPE_UNSPECIFIED" }, /type/],
-      [{}, /type/],
       [{ type: "HISTORICAL_PROOF", at_ns: "-1" }, /at_ns/],
       [{ type: "HISTORICAL_PROOF", at_ns: "1.5" }, /at_ns/],
       [{ type: "HISTORICAL_PROOF", at_ns: "" }, /at_ns/],
@@ -133,18 +190,21 @@ describe("node/api/grpc", function () {
       expect(answer.code, JSON.stringify(request)).to.equal(grpc.status.INVALID_ARGUMENT);
       expect(answer.details).to.match(details);
     }
-    // type = 7 on the wire (hand-encoded TimeRequest: field 3, varint 7), which no typed client would send.
-    const unknownEnum = await rawUnary(t.node.endpoints.grpc, "GetCurrentTime", Buffer.from([0x18, 0x07]));
-    expect(unknownEnum.code).to.equal(grpc.status.INVALID_ARGUMENT);
-    expect(unknownEnum.details).to.match(/unknown RequestType 7/);
+    // type = 7 (and 3, FUTURE_SCHEDULE before the renumbering) on the wire (hand-encoded TimeRequest: field 3,
+    // varint), which no typed client would send: proto-loader hands the number through, the handler refuses it.
+    for (const value of [7, 3]) {
+      const unknownEnum = await rawUnary(t.node.endpoints.grpc, "GetCurrentTime", describedRequest(value));
+      expect(unknownEnum.code).to.equal(grpc.status.INVALID_ARGUMENT);
+      expect(unknownEnum.details).to.equal(`type: unknown RequestType ${value} (CURRENT_TIME = 0, HISTORICAL_PROOF = 1, FUTURE_SCHEDULE = 2)`);
+    }
     // Garbage bytes are not a TimeRequest at all: a client error naming the problem, not INTERNAL.
     const garbage = await rawUnary(t.node.endpoints.grpc, "GetCurrentTime", Buffer.from([0xff, 0xff, 0xff, 0xff]));
     expect(garbage.code).to.equal(grpc.status.INVALID_ARGUMENT);
     expect(garbage.details).to.match(/^request: truncated: tag at byte 0/);
-    // Oversized message: field 2 (nonce), 200,000 bytes, length as a varint.
-    const nonceLength = 200_000;
-    const lengthVarint = [(nonceLength & 0x7f) | 0x80, ((nonceLength >> 7) & 0x7f) | 0x80, nonceLength >> 14];
-    const big = await rawUnary(t.node.endpoints.grpc, "GetCurrentTime", Buffer.concat([Buffer.from([0x12, ...lengthVarint]), Buffer.alloc(nonceLength, 0x78)]));
+    // Oversized message: field 1 (request_id), 200,000 bytes, length as a varint.
+    const idLength = 200_000;
+    const lengthVarint = [(idLength & 0x7f) | 0x80, ((idLength >> 7) & 0x7f) | 0x80, idLength >> 14];
+    const big = await rawUnary(t.node.endpoints.grpc, "GetCurrentTime", Buffer.concat([Buffer.from([0x0a, ...lengthVarint]), Buffer.alloc(idLength, 0x78)]));
     expect(big.code).to.equal(grpc.status.RESOURCE_EXHAUSTED);
     const ok = await call<TimeResponseMessage>(client, "GetCurrentTime", { type: "CURRENT_TIME" });
     expect(ok.nano_moment).to.match(/^[1-9]/);
@@ -190,6 +250,8 @@ describe("node/api/grpc", function () {
     await waitFor(() => received.length >= 2, "two streamed proofs");
     stream.cancel();
     expect(received[0]?.request_id).to.equal("s-1");
+    expect(received[0]?.node).to.deep.equal(expectedNode(t));
+    expect(received[0]?.consensus).to.deep.equal({ responders: 1, quorum: 1, node_ids: [t.identity.nodeAddress] });
     const bad = (client as unknown as { StreamTime(request: unknown): grpc.ClientReadableStream<TimeResponseMessage> }).StreamTime({ interval_ns: "5" });
     const error = await new Promise<grpc.ServiceError>((resolve) => bad.on("error", resolve));
     expect(error.code).to.equal(grpc.status.INVALID_ARGUMENT);
@@ -280,11 +342,11 @@ describe("node/api/grpc auth, client signatures, rate limit and tamper", functio
     const client = timeClient(t.node.endpoints.grpc);
     try {
       const issuedAtMs = String(Date.now());
-      const fields = { requestId: "r-1", nonce: "n-1", type: "CURRENT_TIME", atNs: "", clientId: "client-a", issuedAtMs };
+      const fields = { requestId: "r-1", nonce: "1", type: "CURRENT_TIME", atNs: "", clientId: "client-a", issuedAtMs };
       const signature = await account.signMessage({ message: clientRequestMessage(fields) });
       const request = {
         request_id: "r-1",
-        nonce: "n-1",
+        nonce: "1",
         type: "CURRENT_TIME",
         client_id: "client-a",
         issued_at_ms: issuedAtMs,
@@ -294,15 +356,15 @@ describe("node/api/grpc auth, client signatures, rate limit and tamper", functio
       expect(ok.request_id).to.equal("r-1");
       const replay = await status(call(client, "GetCurrentTime", request));
       expect(replay).to.deep.equal({ code: grpc.status.UNAUTHENTICATED, details: "Nonce already used" });
-      const unsigned = await status(call(client, "GetCurrentTime", { ...request, nonce: "n-2", client_signature: Buffer.alloc(0) }));
+      const unsigned = await status(call(client, "GetCurrentTime", { ...request, nonce: "2", client_signature: Buffer.alloc(0) }));
       expect(unsigned.code).to.equal(grpc.status.UNAUTHENTICATED);
-      const wrongSigner = await privateKeyToAccount(generatePrivateKey()).signMessage({ message: clientRequestMessage({ ...fields, nonce: "n-3" }) });
-      const forged = await status(call(client, "GetCurrentTime", { ...request, nonce: "n-3", client_signature: Buffer.from(wrongSigner.slice(2), "hex") }));
+      const wrongSigner = await privateKeyToAccount(generatePrivateKey()).signMessage({ message: clientRequestMessage({ ...fields, nonce: "3" }) });
+      const forged = await status(call(client, "GetCurrentTime", { ...request, nonce: "3", client_signature: Buffer.from(wrongSigner.slice(2), "hex") }));
       expect(forged).to.deep.equal({ code: grpc.status.UNAUTHENTICATED, details: "Invalid client signature" });
       // Signed long ago (outside half the 10-minute window): refused even with a fresh nonce.
-      const staleFields = { ...fields, nonce: "n-4", issuedAtMs: String(Date.now() - 6 * 60_000) };
+      const staleFields = { ...fields, nonce: "4", issuedAtMs: String(Date.now() - 6 * 60_000) };
       const stale = await account.signMessage({ message: clientRequestMessage(staleFields) });
-      const staleRequest = { ...request, nonce: "n-4", issued_at_ms: staleFields.issuedAtMs, client_signature: Buffer.from(stale.slice(2), "hex") };
+      const staleRequest = { ...request, nonce: "4", issued_at_ms: staleFields.issuedAtMs, client_signature: Buffer.from(stale.slice(2), "hex") };
       expect(await status(call(client, "GetCurrentTime", staleRequest))).to.deep.equal({
         code: grpc.status.UNAUTHENTICATED,
         details: "Signed request outside the replay window",
@@ -310,6 +372,63 @@ describe("node/api/grpc auth, client signatures, rate limit and tamper", functio
       // Unregistered clients need no signature (the default policy, requireClientSignature false).
       const anonymous = await call<TimeResponseMessage>(client, "GetCurrentTime", { type: "CURRENT_TIME", client_id: "someone-else" });
       expect(anonymous.nano_moment).to.match(/^[1-9]/);
+    } finally {
+      client.close();
+      await t.close();
+    }
+  });
+
+  it("signs the uint64 nonce in decimal: round-trips up to 2^64 - 1, is accepted once whatever its encoding, and must be non-zero", async function () {
+    const t = await startTestNode({ overrides: { clientPublicKeys: { "client-a": account.address } } });
+    const client = timeClient(t.node.endpoints.grpc);
+    const signedRequest = async (nonceSigned: string, nonceSent: unknown, type = "CURRENT_TIME") => {
+      const fields = { requestId: "r-n", nonce: nonceSigned, type, atNs: "", clientId: "client-a", issuedAtMs: String(Date.now()) };
+      const signature = await account.signMessage({ message: clientRequestMessage(fields) });
+      return {
+        request_id: fields.requestId,
+        nonce: nonceSent,
+        type,
+        client_id: fields.clientId,
+        issued_at_ms: fields.issuedAtMs,
+        client_signature: Buffer.from(signature.slice(2), "hex"),
+      };
+    };
+    try {
+      // The largest uint64, as a decimal string: signed and checked in exactly that form, then a replay.
+      const max = (2n ** 64n - 1n).toString();
+      expect(max).to.equal("18446744073709551615");
+      const maxRequest = await signedRequest(max, max);
+      expect((await call<TimeResponseMessage>(client, "GetCurrentTime", maxRequest)).request_id).to.equal("r-n");
+      expect(await status(call(client, "GetCurrentTime", maxRequest))).to.deep.equal({ code: grpc.status.UNAUTHENTICATED, details: "Nonce already used" });
+      // 42 sent as a number; the same nonce sent again as "042" (another encoding of the same uint64) is a replay.
+      const fortyTwo = await signedRequest("42", 42);
+      expect((await call<TimeResponseMessage>(client, "GetCurrentTime", fortyTwo)).request_id).to.equal("r-n");
+      expect(await status(call(client, "GetCurrentTime", { ...fortyTwo, nonce: "042" }))).to.deep.equal({
+        code: grpc.status.UNAUTHENTICATED,
+        details: "Nonce already used",
+      });
+      // The signed text is the canonical decimal: a signature over "043" does not cover nonce 43.
+      expect(await status(call(client, "GetCurrentTime", await signedRequest("043", 43)))).to.deep.equal({
+        code: grpc.status.UNAUTHENTICATED,
+        details: "Invalid client signature",
+      });
+      // A type left at its default is signed by its name, CURRENT_TIME.
+      const defaultType = await signedRequest("44", 44);
+      const { type: _omitted, ...withoutType } = defaultType;
+      expect((await call<TimeResponseMessage>(client, "GetCurrentTime", withoutType)).request_id).to.equal("r-n");
+      // Nonce 0 and an absent nonce are the same in proto3: refused when a signature is checked.
+      for (const request of [await signedRequest("0", 0), await signedRequest("0", undefined)]) {
+        expect(await status(call(client, "GetCurrentTime", request))).to.deep.equal({
+          code: grpc.status.UNAUTHENTICATED,
+          details: "A signed request needs a non-zero nonce",
+        });
+      }
+      // Unsigned requests of unregistered clients may leave it out.
+      expect((await call<TimeResponseMessage>(client, "GetCurrentTime", { client_id: "someone-else" })).nano_moment).to.match(/^[1-9]/);
+      // A nonce sent as a string field (a client built from the older time.proto) is refused, naming nonce.
+      const oldClient = await rawUnary(t.node.endpoints.grpc, "GetCurrentTime", Buffer.from([0x12, 0x03, ...Buffer.from("n-1")]));
+      expect(oldClient.code).to.equal(grpc.status.INVALID_ARGUMENT);
+      expect(oldClient.details).to.match(/^nonce: wire type 2 \(length-delimited\) at byte 0, expected 0 \(varint\)/);
     } finally {
       client.close();
       await t.close();
@@ -326,10 +445,10 @@ describe("node/api/grpc auth, client signatures, rate limit and tamper", functio
       const unregistered = await status(call(client, "GetCurrentTime", { type: "CURRENT_TIME", client_id: "someone-else" }));
       expect(unregistered.code).to.equal(grpc.status.UNAUTHENTICATED);
       expect(unregistered.details).to.match(/^Unregistered client_id: this node requires signed requests/);
-      const unsigned = await status(call(client, "GetCurrentTime", { type: "CURRENT_TIME", client_id: "client-a", nonce: "n-1", issued_at_ms: String(Date.now()) }));
+      const unsigned = await status(call(client, "GetCurrentTime", { type: "CURRENT_TIME", client_id: "client-a", nonce: "1", issued_at_ms: String(Date.now()) }));
       expect(unsigned.code).to.equal(grpc.status.UNAUTHENTICATED);
       expect(unsigned.details).to.match(/^Missing client_signature/);
-      const fields = { requestId: "r-1", nonce: "n-1", type: "CURRENT_TIME", atNs: "", clientId: "client-a", issuedAtMs: String(Date.now()) };
+      const fields = { requestId: "r-1", nonce: "1", type: "CURRENT_TIME", atNs: "", clientId: "client-a", issuedAtMs: String(Date.now()) };
       const signature = await account.signMessage({ message: clientRequestMessage(fields) });
       const signed = await call<TimeResponseMessage>(client, "GetCurrentTime", {
         request_id: fields.requestId,
@@ -384,5 +503,25 @@ describe("node/api/grpc auth, client signatures, rate limit and tamper", functio
       client.close();
       await t.close();
     }
+  });
+});
+
+describe("node/api/grpc ConsensusProof of a served proof", function () {
+  const self = { nodeId: NODE_ADDRESSES[0]!, nodeQuorum: 2 };
+
+  it("lists the signers of a co-signed proof in its (ascending) order, and this node alone for its own attestation", function () {
+    const cosigned = validProof();
+    const ascending = [...NODE_ADDRESSES].sort((a, b) => (BigInt(a) < BigInt(b) ? -1 : 1));
+    expect(NODE_ADDRESSES.length).to.be.greaterThan(1);
+    expect(consensusProofMessage(cosigned, self)).to.deep.equal({ responders: NODE_ADDRESSES.length, quorum: 2, node_ids: ascending });
+    const own = { ...cosigned, nodeSignature: entriesOf(cosigned)[0]! };
+    expect(consensusProofMessage(own, self)).to.deep.equal({ responders: 1, quorum: 2, node_ids: [self.nodeId] });
+  });
+
+  it("counts entries that do not recover but names no signer for them, instead of failing the call", function () {
+    const cosigned = validProof();
+    const [first, second] = entriesOf(cosigned);
+    const broken = { ...cosigned, nodeSignature: concatEntries([first!, `0x${"00".repeat(80)}`, second!]) };
+    expect(consensusProofMessage(broken, self)).to.deep.equal({ responders: 3, quorum: 2, node_ids: [] });
   });
 });

@@ -40,10 +40,12 @@ function varintField(fieldNumber: number, value: number): number[] {
 const ascii = (text: string): number[] => Array.from(Buffer.from(text, "utf8"));
 /** "r-" then 0xC3 0x28: a two-byte lead followed by a non-continuation byte. */
 const INVALID_UTF8 = [0x72, 0x2d, 0xc3, 0x28];
-const CURRENT_TIME = 1;
+/** RequestType numbering of the service description (proto/time.proto): CURRENT_TIME = 0. */
+const CURRENT_TIME = 0;
 
 // TimeRequest field numbers (proto/time.proto).
 const REQUEST_ID = 1;
+const NONCE = 2;
 const TYPE = 3;
 const CLIENT_ID = 6;
 
@@ -106,7 +108,7 @@ describe("node/api/grpcWire checkWireMessage", function () {
   it("accepts what protobufjs encodes, and skips unknown fields of any wire type (proto3 compatibility)", function () {
     const encoded = timeRoot
       .lookupType("ats.v1.TimeRequest")
-      .encode({ request_id: "r-é", nonce: "n", type: 2, at_ns: "5", client_signature: Buffer.alloc(65, 1), client_id: "c", issued_at_ms: "1" })
+      .encode({ request_id: "r-é", nonce: "18446744073709551615", type: 2, at_ns: "5", client_signature: Buffer.alloc(65, 1), client_id: "c", issued_at_ms: "1" })
       .finish();
     expect(checkWireMessage(encoded, timeRequest)).to.equal(undefined);
     const unknown = [...encoded, ...varintField(20, 300), ...tag(21, 1), ...Array(8).fill(0), ...tag(22, 5), 0, 0, 0, 0, ...lengthField(23, [0xff, 0xfe])];
@@ -133,6 +135,8 @@ describe("node/api/grpcWire checkWireMessage", function () {
       [[...tag(1, 7), 0x01], "request_id", /unsupported wire type 7 at byte 0/],
       [[...varintField(REQUEST_ID, 1)], "request_id", /wire type 0 \(varint\) at byte 0, expected 2 \(length-delimited\) for a string field/],
       [[...lengthField(TYPE, [1])], "type", /wire type 2 .* expected 0 \(varint\)/],
+      // nonce is a uint64: a string nonce (a client built from the older time.proto) is refused, not misread.
+      [[...lengthField(NONCE, ascii("n-1"))], "nonce", /^nonce: wire type 2 \(length-delimited\) at byte 0, expected 0 \(varint\) for a varint field$/],
       [[...tag(TYPE, 0), 0x80, 0x80], "type", /truncated: varint at byte 1 runs past the end of ats\.v1\.TimeRequest \(byte 3\)/],
       [[...tag(TYPE, 0), ...Array(10).fill(0x80), 0x01], "type", /varint at byte 1 is longer than 10 bytes/],
       [[0x80, 0x80, 0x80, 0x80, 0x80, 0x01], "request", /tag at byte 0 is longer than 5 bytes/],
@@ -224,9 +228,16 @@ describe("node/api/grpc strict request decoding", function () {
     // Well-formed bytes (with an unknown field, which proto3 readers skip) are answered as before.
     const valid = await unary(client, "GetCurrentTime", [...lengthField(REQUEST_ID, ascii("raw-1")), ...varintField(TYPE, CURRENT_TIME), ...varintField(15, 1)]);
     expect(valid.code, valid.details).to.equal(grpc.status.OK);
-    const response = timeResponse.toObject(timeResponse.decode(valid.response as Buffer)) as { request_id: string; nano_moment: string };
+    const response = timeResponse.toObject(timeResponse.decode(valid.response as Buffer)) as {
+      request_id: string;
+      nano_moment: string;
+      node?: { node_id: string; protocol: string };
+      consensus?: { responders: number };
+    };
     expect(response.request_id).to.equal("raw-1");
     expect(response.nano_moment).to.match(/^[1-9][0-9]*$/);
+    expect(response.node).to.include({ node_id: t.identity.nodeAddress, protocol: "ATS/1" });
+    expect(response.consensus).to.include({ responders: 1 });
   });
 
   it("StreamTime: invalid UTF-8 in request_id ends the call with INVALID_ARGUMENT before any proof", async function () {

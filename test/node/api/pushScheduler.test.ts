@@ -1,5 +1,5 @@
 /**
- * Shared stream timers and the node-wide push budget (issue 7, defect 5).
+ * Shared stream timers and the node-wide push budget.
  */
 import { expect } from "chai";
 import { PushScheduler } from "../../../node/api/pushScheduler";

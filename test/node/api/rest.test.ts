@@ -31,7 +31,7 @@ describe("node/api/rest", function () {
   }
 
   describe("GET /time/current", function () {
-    it("answers PROTOCOL.md §9 exactly, a proof that verifies off-chain", async function () {
+    it("answers docs/protocol.md §9.1 exactly, a proof that verifies off-chain", async function () {
       const response = await http(base, "GET", "/time/current");
       expect(response.status).to.equal(200);
       expect(response.headers.get("content-type")).to.match(/^application\/json/);

@@ -3,7 +3,8 @@ import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { AuthError, NotFoundError, RateLimitError, UnavailableError, ValidationError } from "../../../protocol/errors";
 import { createVerifyContext } from "../../../protocol/verify";
-import { createTimeClient } from "../../../node/client";
+import { generatePrivateKey, privateKeyToAccount } from "viem/accounts";
+import { clientRequestMessage, createTimeClient } from "../../../node/client";
 import { startTestNode, type TestNode } from "../api/helpers";
 
 describe("node/client", function () {
@@ -57,10 +58,27 @@ describe("node/client", function () {
     try {
       const fetched = await c.grpc.getCurrentTime({ requestId: "abc" });
       expect(fetched.requestId).to.equal("abc");
-      expect(fetched.node).to.equal(t.identity.nodeAddress);
+      expect(fetched.node).to.deep.equal({
+        nodeId: t.identity.nodeAddress,
+        cardId: t.identity.cardId,
+        version: (await c.info())["version"],
+        protocol: "ATS/1",
+      });
+      expect(fetched.consensus).to.deep.equal({ responders: 1, quorum: 1, nodeIds: [t.identity.nodeAddress] });
       expect(await c.verify(fetched.proof, { context: localContext() })).to.deep.equal({ valid: true, reason: null });
       expect(await c.grpc.verify(fetched.proof)).to.deep.equal({ valid: true, reason: null });
       await expectError(c.grpc.getCurrentTime({ type: "HISTORICAL_PROOF", atNs: 1n }), NotFoundError);
+    } finally {
+      c.close();
+    }
+  });
+
+  it("refuses a nonce outside uint64 and an unknown type name before sending (protobufjs would encode both wrongly)", async function () {
+    const c = client();
+    try {
+      for (const nonce of [-1n, 2n ** 64n]) await expectError(c.grpc.getCurrentTime({ nonce }), ValidationError);
+      // protobufjs encodes a name it does not know as 0, i.e. CURRENT_TIME.
+      await expectError(c.grpc.getCurrentTime({ type: "REQUEST_TYPE_UNSPECIFIED" as "CURRENT_TIME" }), ValidationError);
     } finally {
       c.close();
     }
@@ -107,6 +125,35 @@ describe("node/client", function () {
       await expectError(c.stream({ intervalNs: 5_000_000n, onUpdate: () => undefined }), AuthError);
     } finally {
       c.close();
+    }
+  });
+});
+
+describe("node/client gRPC signed requests", function () {
+  it("sends a uint64 nonce (up to 2^64 - 1) that the node checks in decimal form and accepts once", async function () {
+    const account = privateKeyToAccount(generatePrivateKey());
+    const t = await startTestNode({ overrides: { clientPublicKeys: { "client-a": account.address } } });
+    const c = createTimeClient({ endpoint: t.node.endpoints.rest, grpcEndpoint: t.node.endpoints.grpc, retries: 0, timeoutMs: 5_000 });
+    try {
+      const nonce = 2n ** 64n - 1n;
+      const issuedAtMs = String(Date.now());
+      const message = clientRequestMessage({ requestId: "s-1", nonce: nonce.toString(), type: "CURRENT_TIME", atNs: "", clientId: "client-a", issuedAtMs });
+      expect(message).to.equal(`ATS/1 REQ|s-1|18446744073709551615|CURRENT_TIME||client-a|${issuedAtMs}`);
+      const clientSignature = Buffer.from((await account.signMessage({ message })).slice(2), "hex");
+      const options = { requestId: "s-1", nonce, clientId: "client-a", clientSignature, issuedAtMs };
+      const fetched = await c.grpc.getCurrentTime(options);
+      expect(fetched.requestId).to.equal("s-1");
+      expect(fetched.node?.nodeId).to.equal(t.identity.nodeAddress);
+      const rejection = (promise: Promise<unknown>): Promise<unknown> => promise.then(() => undefined, (error: unknown) => error);
+      const replay = await rejection(c.grpc.getCurrentTime(options));
+      expect(replay).to.be.instanceOf(AuthError);
+      expect((replay as AuthError).message).to.contain("Nonce already used");
+      const zero = await rejection(c.grpc.getCurrentTime({ ...options, nonce: 0n }));
+      expect(zero).to.be.instanceOf(AuthError);
+      expect((zero as AuthError).message).to.contain("A signed request needs a non-zero nonce");
+    } finally {
+      c.close();
+      await t.close();
     }
   });
 });
@@ -177,6 +224,32 @@ describe("node/client retries", function () {
     requests = 0;
     await expectError(createTimeClient({ endpoint: endpoint(), retries: 0 }).getCurrentTime(), RateLimitError);
     expect(requests).to.equal(1);
+  });
+});
+
+describe("node/client network errors", function () {
+  it("names the real cause of a dead node (a closed port on 127.0.0.1) and keeps the cause chain", async function () {
+    // A port that was free a moment ago and is closed now (not port 1: fetch refuses it as a "bad port").
+    const probe = createServer();
+    await new Promise<void>((resolve) => probe.listen(0, "127.0.0.1", resolve));
+    const port = (probe.address() as AddressInfo).port;
+    await new Promise<void>((resolve) => probe.close(() => resolve()));
+    const c = createTimeClient({ endpoint: `http://127.0.0.1:${port}`, retries: 0, timeoutMs: 2_000 });
+    let caught: unknown;
+    try {
+      await c.getCurrentTime();
+    } catch (error) {
+      caught = error;
+    } finally {
+      c.close();
+    }
+    expect(caught).to.be.instanceOf(UnavailableError);
+    const error = caught as UnavailableError;
+    expect(error.message).to.equal(`GET /time/current failed: connect ECONNREFUSED 127.0.0.1:${port}`);
+    expect(error.cause).to.be.instanceOf(TypeError); // fetch's "fetch failed", kept as the first cause
+    const root = error.walk() as NodeJS.ErrnoException;
+    expect(root.code).to.equal("ECONNREFUSED");
+    expect(error.walk((item) => (item as { code?: unknown }).code === "ECONNREFUSED")).to.equal(root);
   });
 });
 

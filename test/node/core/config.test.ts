@@ -1,5 +1,5 @@
 import { expect } from "chai";
-import { writeFileSync } from "node:fs";
+import { readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { inspect } from "node:util";
 import { ValidationError } from "../../../protocol/errors";
@@ -45,12 +45,41 @@ describe("node config", () => {
     expect(Object.isFrozen(config)).to.equal(true);
   });
 
-  it("declares every setting once with an ATS_* env variable (MAX_REQUESTS_PER_SECOND as the issue names it)", () => {
-    const envs = describeSettings().map((setting) => setting.env);
+  it("declares every setting once with an ATS_* env variable (MAX_REQUESTS_PER_SECOND as an alias, as the issue names it)", () => {
+    const envs = describeSettings().flatMap((setting) => [setting.env, ...setting.envAliases]);
     expect(new Set(envs).size).to.equal(envs.length);
-    for (const env of envs) expect(env === "MAX_REQUESTS_PER_SECOND" || env.startsWith("ATS_"), env).to.equal(true);
-    expect(SETTINGS.maxRequestsPerSecond.env).to.equal("MAX_REQUESTS_PER_SECOND");
+    for (const setting of describeSettings()) expect(setting.env, setting.name).to.match(/^ATS_/);
+    expect(SETTINGS.maxRequestsPerSecond.env).to.equal("ATS_MAX_REQUESTS_PER_SECOND");
+    expect(describeSettings().find((setting) => setting.name === "maxRequestsPerSecond")?.envAliases).to.deep.equal(["MAX_REQUESTS_PER_SECOND"]);
     expect(describeSettings().find((setting) => setting.name === "apiKeys")?.secret).to.equal(true);
+  });
+
+  it("reads maxRequestsPerSecond from ATS_MAX_REQUESTS_PER_SECOND or MAX_REQUESTS_PER_SECOND, and refuses both set to different values", () => {
+    expect(loadConfig({ env: { ATS_MAX_REQUESTS_PER_SECOND: "7" } }).maxRequestsPerSecond).to.equal(7);
+    expect(loadConfig({ env: { MAX_REQUESTS_PER_SECOND: "9" } }).maxRequestsPerSecond).to.equal(9);
+    expect(loadConfig({ env: { ATS_MAX_REQUESTS_PER_SECOND: "5", MAX_REQUESTS_PER_SECOND: "5" } }).maxRequestsPerSecond).to.equal(5);
+    expectConfigError(
+      () => loadConfig({ env: { ATS_MAX_REQUESTS_PER_SECOND: "5", MAX_REQUESTS_PER_SECOND: "50" } }),
+      "config.maxRequestsPerSecond",
+      'ATS_MAX_REQUESTS_PER_SECOND="5" and MAX_REQUESTS_PER_SECOND="50" are both set and differ',
+      "set only one",
+    );
+    // Each is validated on its own, naming the variable it came from.
+    expectConfigError(() => loadConfig({ env: { MAX_REQUESTS_PER_SECOND: "-1" } }), "config.maxRequestsPerSecond", "environment variable MAX_REQUESTS_PER_SECOND");
+  });
+
+  it("loads the sample config of the README (examples/node.config.json), its relative paths from the file's folder", () => {
+    const root = join(__dirname, "..", "..", "..");
+    const sample = join(root, "examples", "node.config.json");
+    const config = loadConfig({ file: sample, env: {}, cwd: dir.path });
+    expect(config.keyDir).to.equal(join(root, "examples", "keys")); // the file's folder, not the working directory
+    expect(config.dataDir).to.equal(join(root, "examples", "data"));
+    expect(config.restPort).to.equal(8080);
+    expect(config.logFormat).to.equal("json");
+    // From the environment, a relative path resolves against the working directory.
+    expect(loadConfig({ file: sample, env: { ATS_DATA_DIR: "./state" }, cwd: dir.path }).dataDir).to.equal(join(dir.path, "state"));
+    // The README shows the same file, byte for byte.
+    expect(readFileSync(join(root, "README.md"), "utf8")).to.contain(readFileSync(sample, "utf8").trim());
   });
 
   it("reads a JSON file, and the environment overrides the file", () => {

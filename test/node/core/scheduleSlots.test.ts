@@ -25,8 +25,8 @@ describe("pickFairly (pure)", () => {
 
   it("gives each free slot to the client with the fewest in flight, earliest due first among equals", () => {
     // Client a has many overdue rows before b's and c's.
-    const picked = pickFairly(rows("a a a a a a b c b"), new Map(), 4, 16).map((row) => row.clientKey);
-    expect(picked).to.deep.equal(["a", "b", "c", "a"]);
+    const picked = pickFairly(rows("a a a a a a b c b"), new Map(), 16, 16).map((row) => row.clientKey);
+    expect(picked.slice(0, 4)).to.deep.equal(["a", "b", "c", "a"]);
   });
 
   it("counts attempts already in flight and never exceeds the per-client cap", () => {
@@ -35,8 +35,23 @@ describe("pickFairly (pure)", () => {
     expect(pickFairly(rows("a a a"), new Map([["a", 4]]), 8, 4)).to.deep.equal([]);
   });
 
+  it("lets a lone client take at most half of the free slots, so a newcomer always finds one (headroom)", () => {
+    expect(pickFairly(rows("a a a a a a a a a a a a"), new Map(), 16, 16)).to.have.length(8);
+  });
+
+  it("leaves a slot for a client holding none while others hold slots (headroom)", () => {
+    // Twelve clients (say, one attacker's addresses) each already hold one of 16 slots, with more rows due.
+    const inFlight = new Map(Array.from({ length: 12 }, (_, index) => [`x${index}`, 1] as const));
+    const attackers = Array.from({ length: 12 }, (_, index) => ({ id: `x${index}`, clientKey: `x${index}` }));
+    const picked = pickFairly([...attackers, ...attackers, { id: "v", clientKey: "victim" }], inFlight, 4, 4).map((row) => row.clientKey);
+    // With 4 free: holders of 1 may take slots while more than 1 stays free; the victim always gets one.
+    expect(picked).to.include("victim");
+    expect(picked).to.have.length(3);
+    expect(pickFairly(attackers, inFlight, 1, 4)).to.deep.equal([]);
+  });
+
   it("keeps each client's rows in due order", () => {
-    const picked = pickFairly(rows("a b a b"), new Map(), 4, 4).map((row) => row.id);
+    const picked = pickFairly(rows("a b a b"), new Map(), 16, 4).map((row) => row.id);
     expect(picked).to.deep.equal(["a0", "b1", "a2", "b3"]);
   });
 });

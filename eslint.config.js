@@ -1,0 +1,70 @@
+// ESLint (flat config) for the TypeScript sources: typescript-eslint's recommended rules plus the layer rules of
+// docs/architecture.md, so an import that breaks a layer fails `npm run lint` (and so `npm test`).
+// Not type-checked rules: `tsc --noEmit` already runs strict in the same script, and type-aware linting of the
+// whole tree costs minutes on a 2-core machine.
+"use strict";
+const js = require("@eslint/js");
+const tseslint = require("typescript-eslint");
+
+/** A no-restricted-imports rule forbidding `groups` of relative import paths, with the reason shown. */
+function forbid(groups, message) {
+  return ["error", { patterns: [{ group: groups, message }] }];
+}
+
+module.exports = tseslint.config(
+  { ignores: ["node_modules/**", "artifacts/**", "cache/**", "dist/**", "typechain-types/**", "coverage/**", "**/*.js"] },
+  js.configs.recommended,
+  ...tseslint.configs.recommended,
+  {
+    files: ["**/*.ts"],
+    rules: {
+      // Unused names fail tsc already (noUnusedLocals / noUnusedParameters); `_`-prefixed ones are deliberate.
+      "@typescript-eslint/no-unused-vars": ["error", { argsIgnorePattern: "^_", varsIgnorePattern: "^_", caughtErrors: "none" }],
+      // Non-null assertions are used after explicit bounds checks (indexing); tsc's noUncheckedIndexedAccess asks for them.
+      "@typescript-eslint/no-non-null-assertion": "off",
+    },
+  },
+  // Layers (docs/architecture.md): a layer imports only layers below it; nothing in production imports tests.
+  {
+    files: ["protocol/**/*.ts"],
+    rules: {
+      "no-restricted-imports": forbid(
+        ["**/node/**", "**/client/**", "**/scripts/**", "**/test/**", "**/contracts/**"],
+        "protocol/ is the bottom layer: wire format and crypto only; it imports no program, script or test.",
+      ),
+    },
+  },
+  {
+    files: ["node/**/*.ts"],
+    rules: {
+      "no-restricted-imports": forbid(["**/scripts/**", "**/test/**"], "node/ is a program: it never imports scripts or tests."),
+    },
+  },
+  {
+    files: ["client/**/*.ts"],
+    rules: {
+      "no-restricted-imports": forbid(
+        ["**/node/**", "**/scripts/**", "**/test/**"],
+        "The client library must not load the server: it imports protocol/ (and the wire definitions) only.",
+      ),
+    },
+  },
+  {
+    // Until the client moves to client/ (docs/architecture.md), node/client may use node/api's wire helpers only.
+    files: ["node/client/**/*.ts"],
+    rules: {
+      "no-restricted-imports": forbid(
+        ["../core", "../core/**", "../card", "../card/**", "../server", "../cli", "../config", "**/scripts/**", "**/test/**"],
+        "The client library must not load the server: it imports protocol/ (and the wire definitions) only.",
+      ),
+    },
+  },
+  {
+    files: ["scripts/**/*.ts"],
+    // gen-vectors writes the golden vectors that test/vectors/build-vectors.ts builds: a test-fixture tool.
+    ignores: ["scripts/gen-vectors.ts"],
+    rules: {
+      "no-restricted-imports": forbid(["**/test/**"], "Scripts are shipped tools: they never import tests."),
+    },
+  },
+);

@@ -1,0 +1,1628 @@
+/**
+ * Attack benchmark (`npm run bench:attack`). Not a test: it shows, on this machine, what six denial-of-service
+ * patterns do to an honest client of the node, and prints a markdown table with the date, Node version, CPU and
+ * whether the cores were pinned.
+ *
+ * Layout: the node runs as an operator runs it (`bin/ats-node.js start --config <file>`, default settings except
+ * those listed in the header of the table) in a CHILD process bound to 127.0.0.1 on free ports, with its own
+ * temporary dataDir and keys; its stdout and stderr (the pino log, level info) go to files whose growth is the
+ * log volume. A NORMAL CLIENT runs in a second child process and connects from another loopback address
+ * (127.0.0.2): `GET /time/current` at a steady rate (BENCH_ATTACK_RATE, default 50 req/s, half the default
+ * per-client rate limit so that its own timer jitter never makes it a rate-limited client), keep-alive, a
+ * fresh agent per phase. This process runs the attackers, each attack from its own source addresses (127.0.0.1,
+ * 127.0.0.3–130, 127.0.0.201–203: never the normal client's rate-limit bucket, and a penalty the node puts on
+ * one attack's address does not decide the next attack); /metrics is read from 127.0.0.250. With `taskset` and
+ * ≥ 2 cores the node is pinned to core 0, the normal client and the attackers to core 1; the attackers run at
+ * nice 10 and the normal client at nice -5 when allowed (root), so that its timers are delayed neither by the
+ * attackers' CPU use nor much by other work on the machine (its own timer lag is reported in the notes).
+ *
+ * Phases, each BENCH_ATTACK_S seconds (default 5) beside the normal client, then a settle pause:
+ *   idle  no attack: the normal client's p50/p99 here is the reference of every row.
+ *   1     hanging callbacks: a receiver on loopback that accepts callback POSTs and never answers; ~1,000
+ *         deliveries scheduled to it (executeAt 1 s in the past; 80 from each of 13 addresses, 4 at a time per
+ *         address, however long that takes up to 15 s), then one normal schedule
+ *         from 127.0.0.2 to a healthy receiver; its delivery delay (ms after executeAt) is reported. The
+ *         attacker's receiver keeps hanging until that delivery arrives (at most 8 s after it was scheduled),
+ *         then answers everything so the backlog drains before the next attack.
+ *   2     HTTP/1.1 pipelining flood: 4 raw TCP connections, each writing batches of 1,800 pipelined
+ *         `GET /time/current` in one write and reading the answers before the next batch; a connection the
+ *         node closes is opened again 20 ms later.
+ *   3     pipelining without reading: 20 connections writing pipelined requests and never reading (at most
+ *         2 MB of requests each).
+ *   4     connection flood: up to 5,000 idle TCP connections (under `ulimit -n`) from 127.0.0.3–127.0.0.130,
+ *         plus 200 slowloris connections from one address trickling one header byte per second.
+ *   5     WebSocket subscriptions at the caps: 8 connections (maxStreamsPerClient) from each of 127.0.0.3–
+ *         127.0.0.130, each with 8 subscriptions (wsMaxSubscriptionsPerConnection) at a 1 ms interval.
+ *   6     gRPC refusal flood: 2 channels calling GetCurrentTime with 64 calls in flight each, as fast as they
+ *         can, so that nearly all are RESOURCE_EXHAUSTED (the default 100 req/s per client).
+ *
+ * Per attack: normal client p50/p99 and errors, p99 over the idle p99, node RSS (VmRSS of the node process)
+ * before / at the end (and peak) / after the settle pause, node log bytes per second during the attack and over
+ * the whole phase (a node that buffered the flood logs it late), and pass/fail: no normal-client errors, p99 ≤
+ * 3 × idle p99, RSS after settling ≤ 1.2 × RSS before the attack, log ≤ 10 kB/s both ways (and for attack 1, the
+ * normal schedule delivered within scheduleDeliveryTimeoutMs + 1 s). With ~50 answers a second, p99 is about
+ * the third slowest answer of a 5 s phase: one stall fails it. Notes after the table give the normal client's
+ * slowest answer per second, what the attacker saw, the node's event-loop delay and the timerpc_*_total
+ * counters that grew (from /metrics), and the most frequent log lines.
+ *
+ * Safety: everything is on loopback, bounded in count and time, and stops by itself; every socket, server and
+ * child is released when an attack ends or throws; an attack is cut short when the node's RSS passes
+ * BENCH_ATTACK_MAX_RSS_MB (default 2,048); a watchdog ends the run after BENCH_ATTACK_MAX_S (default 170 s for the
+ * default duration).
+ *
+ * Environment: BENCH_ATTACK_S (5), BENCH_ATTACK_RATE (50), BENCH_ATTACK_SETTLE_S (2), BENCH_ATTACK_ONLY (e.g.
+ * "2,5": run only those attacks), BENCH_ATTACK_CONNECTIONS (5000, attack 4), BENCH_ATTACK_KEEP_LOG=1 (keep the
+ * temporary folder with the node's log and print its path), BENCH_PIN=0 (no pinning).
+ */
+import { execFileSync, fork, spawn, spawnSync, type ChildProcess } from "node:child_process";
+import { closeSync, existsSync, mkdtempSync, openSync, readFileSync, readSync, rmSync, statSync, writeFileSync } from "node:fs";
+import http from "node:http";
+import { connect, type Socket } from "node:net";
+import { cpus, freemem, loadavg, setPriority, tmpdir } from "node:os";
+import { join } from "node:path";
+import * as grpc from "@grpc/grpc-js";
+import { WebSocket, type RawData } from "ws";
+import { createDevIdentity } from "../protocol/devca";
+import { KEY_FILES, saveKeyDir } from "../protocol/keystore";
+import { SETTINGS } from "../node/config";
+import { loadProtos } from "../node/api/grpc";
+
+// ---------------------------------------------------------------------------------------------------------------
+// Settings of the benchmark
+
+function envNumber(name: string, fallback: number): number {
+  const raw = process.env[name];
+  if (raw === undefined || raw === "") return fallback;
+  const value = Number(raw);
+  if (!Number.isFinite(value) || value <= 0) throw new Error(`${name} must be a positive number, got ${JSON.stringify(raw)}`);
+  return value;
+}
+
+const DURATION_S = envNumber("BENCH_ATTACK_S", 5);
+const DURATION_MS = DURATION_S * 1000;
+const RATE = envNumber("BENCH_ATTACK_RATE", 50);
+const SETTLE_MS = envNumber("BENCH_ATTACK_SETTLE_S", 2) * 1000;
+const MAX_RUN_MS = envNumber("BENCH_ATTACK_MAX_S", Math.max(170, 40 + 24 * DURATION_S)) * 1000;
+const RSS_SAFETY_MB = envNumber("BENCH_ATTACK_MAX_RSS_MB", Math.min(2048, Math.floor(freemem() / 2 / 2 ** 20)));
+const KEEP_LOG = process.env.BENCH_ATTACK_KEEP_LOG === "1";
+const ROOT = join(__dirname, "..");
+const REGISTER_TS = join(ROOT, "bin", "register-ts.js");
+const NODE_CORE = 0;
+const LOAD_CORE = 1;
+/** Nice value of this process (the attackers): the normal client keeps 0, so its timers run on time. */
+const ATTACKER_NICE = 10;
+
+const NORMAL_ADDRESS = "127.0.0.2";
+/**
+ * One attacker address per attack, so that a penalty the node puts on one attack's address (or its drained
+ * rate-limit bucket) does not decide the next attack. gRPC clients cannot choose their source: 127.0.0.1.
+ */
+const ATTACKER = {
+  callbackReceiver: "127.0.0.1",
+  pipelining: "127.0.0.201",
+  pipeliningNoRead: "127.0.0.202",
+  slowloris: "127.0.0.203",
+} as const;
+/** /metrics is scraped from its own address (never an attacker's). */
+const MONITOR_ADDRESS = "127.0.0.250";
+/** Nice value of the normal client when allowed (root): other processes on the machine delay it less. */
+const CLIENT_NICE = -5;
+/** 127.0.0.3 … 127.0.0.130: the attackers' "botnet" (each address is another client for the node). */
+const BOTNET = Array.from({ length: 128 }, (_, index) => `127.0.0.${3 + index}`);
+
+/** Goals of every row. */
+const GOAL_P99_RATIO = 3;
+const GOAL_RSS_RATIO = 1.2;
+const GOAL_LOG_BYTES_PER_S = 10_000;
+/** A normal client request unanswered after this is an error ("timeout"). */
+const CLIENT_TIMEOUT_MS = 2_000;
+
+/** Default of a node setting, read from the settings table (so the attacks follow the node's own caps). */
+function settingDefault(name: string, fallback: number): number {
+  const definition = (SETTINGS as unknown as Record<string, { default: unknown } | undefined>)[name];
+  const value = definition?.default;
+  return typeof value === "number" ? value : typeof value === "bigint" ? Number(value) : fallback;
+}
+
+const DELIVERY_TIMEOUT_MS = settingDefault("scheduleDeliveryTimeoutMs", 5_000);
+const GOAL_SCHEDULE_DELAY_MS = DELIVERY_TIMEOUT_MS + 1_000;
+
+// ---------------------------------------------------------------------------------------------------------------
+// Small helpers
+
+function sleep(ms: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, Math.max(0, ms)));
+}
+
+/** Resolves at `deadline` (performance.now() ms) or as soon as `signal` aborts. */
+function waitUntil(deadline: number, signal: AbortSignal): Promise<void> {
+  if (signal.aborted) return Promise.resolve();
+  return new Promise((resolve) => {
+    const done = (): void => {
+      clearTimeout(timer);
+      signal.removeEventListener("abort", done);
+      resolve();
+    };
+    const timer = setTimeout(done, Math.max(0, deadline - performance.now()));
+    signal.addEventListener("abort", done);
+  });
+}
+
+function percentile(sorted: readonly number[], p: number): number {
+  if (sorted.length === 0) return Number.NaN;
+  return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))]!;
+}
+
+function fmt(value: number, digits = 0): string {
+  if (!Number.isFinite(value)) return "n/a";
+  return value.toLocaleString("en-US", { maximumFractionDigits: digits, minimumFractionDigits: digits });
+}
+
+function errorLabel(error: unknown): string {
+  if (error instanceof Error) return (error as NodeJS.ErrnoException).code ?? error.message.slice(0, 60);
+  return String(error).slice(0, 60);
+}
+
+function increment(map: Map<string, number>, key: string, by = 1): void {
+  map.set(key, (map.get(key) ?? 0) + by);
+}
+
+function tally(map: Map<string, number> | Record<string, number>): string {
+  const entries = map instanceof Map ? [...map.entries()] : Object.entries(map);
+  if (entries.length === 0) return "none";
+  return entries
+    .sort((a, b) => b[1] - a[1])
+    .map(([key, count]) => `${key} ×${fmt(count)}`)
+    .join(", ");
+}
+
+function range(count: number): number[] {
+  return Array.from({ length: count }, (_, index) => index);
+}
+
+/** Runs `worker` over `items` with at most `concurrency` at once. */
+async function eachLimited<T>(items: readonly T[], concurrency: number, worker: (item: T, index: number) => Promise<void>): Promise<void> {
+  let next = 0;
+  await Promise.all(
+    range(Math.min(concurrency, items.length)).map(async () => {
+      while (next < items.length) {
+        const index = next++;
+        await worker(items[index]!, index);
+      }
+    }),
+  );
+}
+
+interface HttpAnswer {
+  status: number;
+  body: string;
+}
+
+/** One HTTP request with a hard timeout; rejects on network errors and on the timeout. */
+function httpRequest(url: string, options: { method?: string; body?: string; agent?: http.Agent | false; localAddress?: string; timeoutMs?: number }): Promise<HttpAnswer> {
+  return new Promise((resolve, reject) => {
+    const target = new URL(url);
+    const body = options.body;
+    const request = http.request(
+      {
+        hostname: target.hostname,
+        port: target.port,
+        path: `${target.pathname}${target.search}`,
+        method: options.method ?? "GET",
+        agent: options.agent ?? false,
+        ...(options.localAddress === undefined ? {} : { localAddress: options.localAddress }),
+        headers: body === undefined ? {} : { "content-type": "application/json", "content-length": Buffer.byteLength(body) },
+      },
+      (response) => {
+        const chunks: Buffer[] = [];
+        response.on("data", (chunk: Buffer) => chunks.push(chunk));
+        response.on("end", () => {
+          clearTimeout(timer);
+          resolve({ status: response.statusCode ?? 0, body: Buffer.concat(chunks).toString("utf8") });
+        });
+        response.on("error", (error) => {
+          clearTimeout(timer);
+          reject(error);
+        });
+      },
+    );
+    const timer = setTimeout(() => request.destroy(new Error(`timeout after ${options.timeoutMs ?? 5_000} ms`)), options.timeoutMs ?? 5_000);
+    request.on("error", (error) => {
+      clearTimeout(timer);
+      reject(error);
+    });
+    request.end(body);
+  });
+}
+
+/** Whether processes can be pinned: taskset present, ≥ 2 cores, not turned off. */
+const PINNING = process.env.BENCH_PIN !== "0" && cpus().length >= 2 && spawnSync("taskset", ["--version"], { stdio: "ignore" }).error === undefined;
+
+/** Pins every thread of `pid` (present and future) to one core. */
+function pin(pid: number | undefined, core: number): void {
+  if (PINNING && pid !== undefined) {
+    try {
+      execFileSync("taskset", ["-a", "-p", "-c", String(core), String(pid)], { stdio: "ignore" });
+    } catch {
+      // the process may have exited meanwhile
+    }
+  }
+}
+
+/** VmRSS of a process, MB; NaN when it is gone. */
+function rssMb(pid: number | undefined): number {
+  if (pid === undefined) return Number.NaN;
+  try {
+    const match = /^VmRSS:\s+(\d+) kB$/m.exec(readFileSync(`/proc/${pid}/status`, "utf8"));
+    return match === null ? Number.NaN : Number(match[1]) / 1024;
+  } catch {
+    return Number.NaN;
+  }
+}
+
+/** The soft limit on open files of this shell's children (inherited by the node child too). */
+function openFileLimit(): number {
+  const out = spawnSync("sh", ["-c", "ulimit -n"], { encoding: "utf8" });
+  const text = (out.stdout ?? "").trim();
+  if (text === "unlimited") return Number.POSITIVE_INFINITY;
+  const value = Number(text);
+  return Number.isFinite(value) && value > 0 ? value : 1024; // unreadable: assume the common default
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// The normal client (child process, --client)
+
+interface ClientStats {
+  sent: number;
+  answered: number;
+  p50Ms: number;
+  p99Ms: number;
+  maxMs: number;
+  errorCount: number;
+  errors: Record<string, number>;
+  /** How late the client's own timer fired its requests (client-side CPU contention), ms. */
+  lagP99Ms: number;
+  lagMaxMs: number;
+  /** Distinct connections the client used. */
+  connections: number;
+  /** Per second of the phase (by send time): slowest answer (ms, NaN if none) and errors. */
+  timeline: { maxMs: number; errors: number }[];
+}
+
+interface ScheduleOutcome {
+  status: number;
+  id: string | null;
+  body: string;
+  executeAtNs: string;
+}
+
+type ClientRequest = { type: "start" } | { type: "stop" } | { type: "schedule" };
+type ClientEvent = { type: "delivered"; id: string; executeAtNs: string; arrivedAtMs: number };
+
+interface Measurement {
+  stop(): Promise<ClientStats>;
+}
+
+function startMeasurement(rest: URL): Measurement {
+  const agent = new http.Agent({ keepAlive: true, localAddress: NORMAL_ADDRESS, maxSockets: 16 });
+  const sockets = new WeakSet<object>();
+  let connections = 0;
+  const periodMs = 1000 / RATE;
+  const startedAt = performance.now();
+  const latencies: number[] = [];
+  const lags: number[] = [];
+  const errors = new Map<string, number>();
+  const timeline: { maxMs: number; errors: number }[] = [];
+  let sent = 0;
+  let answered = 0;
+  let inFlight = 0;
+  let stopped = false;
+  let timer: NodeJS.Timeout | undefined;
+  let idle: (() => void) | null = null;
+
+  const fire = (): void => {
+    const started = performance.now();
+    const second = Math.floor((started - startedAt) / 1000);
+    while (timeline.length <= second) timeline.push({ maxMs: Number.NaN, errors: 0 });
+    const slot = timeline[second]!;
+    sent += 1;
+    inFlight += 1;
+    let finished = false;
+    const finish = (error: string | null, status?: number): void => {
+      if (finished) return;
+      finished = true;
+      clearTimeout(timeout);
+      inFlight -= 1;
+      if (status !== undefined) {
+        answered += 1;
+        const latencyMs = performance.now() - started;
+        latencies.push(latencyMs);
+        if (!(slot.maxMs >= latencyMs)) slot.maxMs = latencyMs;
+        if (status !== 200) {
+          increment(errors, `HTTP ${status}`);
+          slot.errors += 1;
+        }
+      } else if (error !== null) {
+        increment(errors, error);
+        slot.errors += 1;
+      }
+      if (inFlight === 0) idle?.();
+    };
+    const request = http.request({ hostname: rest.hostname, port: rest.port, path: "/time/current", agent });
+    const timeout = setTimeout(() => {
+      finish(`timeout (>${CLIENT_TIMEOUT_MS} ms)`);
+      request.destroy();
+    }, CLIENT_TIMEOUT_MS);
+    request.on("socket", (socket) => {
+      if (!sockets.has(socket)) {
+        sockets.add(socket);
+        connections += 1;
+      }
+    });
+    request.on("response", (response) => {
+      response.on("data", () => undefined);
+      response.on("end", () => finish(null, response.statusCode ?? 0));
+      response.on("error", (error) => finish(errorLabel(error)));
+    });
+    request.on("error", (error) => finish(`${errorLabel(error)}${request.reusedSocket ? " (reused keep-alive socket)" : ""}`));
+    request.end();
+  };
+
+  let index = 0;
+  const loop = (): void => {
+    if (stopped) return;
+    const now = performance.now();
+    // Open loop: every request goes at its planned time; a late timer sends the missed ones at once.
+    while (startedAt + index * periodMs <= now) {
+      lags.push(now - (startedAt + index * periodMs));
+      fire();
+      index += 1;
+    }
+    timer = setTimeout(loop, Math.max(0, startedAt + index * periodMs - performance.now()));
+  };
+  loop();
+
+  return {
+    async stop() {
+      stopped = true;
+      clearTimeout(timer);
+      if (inFlight > 0) {
+        await new Promise<void>((resolve) => {
+          idle = resolve;
+          setTimeout(resolve, CLIENT_TIMEOUT_MS + 500);
+        });
+      }
+      agent.destroy();
+      latencies.sort((a, b) => a - b);
+      lags.sort((a, b) => a - b);
+      const errorCount = [...errors.values()].reduce((sum, value) => sum + value, 0);
+      return {
+        sent,
+        answered,
+        p50Ms: percentile(latencies, 50),
+        p99Ms: percentile(latencies, 99),
+        maxMs: latencies[latencies.length - 1] ?? Number.NaN,
+        errorCount,
+        errors: Object.fromEntries(errors),
+        lagP99Ms: percentile(lags, 99),
+        lagMaxMs: lags[lags.length - 1] ?? Number.NaN,
+        connections,
+        timeline,
+      };
+    },
+  };
+}
+
+async function clientMain(): Promise<void> {
+  const rest = new URL(process.env.BENCH_ATTACK_REST ?? "");
+  // The healthy callback receiver of the normal schedule (attack 1): answers 204 at once.
+  const receiver = http.createServer((request, response) => {
+    const chunks: Buffer[] = [];
+    request.on("data", (chunk: Buffer) => chunks.push(chunk));
+    request.on("end", () => {
+      const arrivedAtMs = Date.now();
+      response.writeHead(204).end();
+      try {
+        const body = JSON.parse(Buffer.concat(chunks).toString("utf8")) as { id?: unknown; executeAt?: unknown };
+        if (typeof body.id === "string" && typeof body.executeAt === "string") {
+          const event: ClientEvent = { type: "delivered", id: body.id, executeAtNs: body.executeAt, arrivedAtMs };
+          process.send?.(event);
+        }
+      } catch {
+        // not a delivery
+      }
+    });
+  });
+  await new Promise<void>((resolve) => receiver.listen(0, NORMAL_ADDRESS, resolve));
+  const address = receiver.address();
+  const receiverUrl = `http://${NORMAL_ADDRESS}:${typeof address === "object" && address !== null ? address.port : 0}/delivered`;
+
+  let measurement: Measurement | null = null;
+  process.on("message", (message: { seq: number; request: ClientRequest }) => {
+    const reply = (result: unknown): void => {
+      process.send?.({ seq: message.seq, result });
+    };
+    const { request } = message;
+    if (request.type === "start") {
+      measurement = startMeasurement(rest);
+      reply(null);
+    } else if (request.type === "stop") {
+      const running = measurement;
+      measurement = null;
+      void (running === null ? Promise.resolve(null) : running.stop()).then(reply);
+    } else {
+      const executeAtNs = (BigInt(Date.now()) * 1_000_000n).toString();
+      httpRequest(`${rest.origin}/time/schedule`, {
+        method: "POST",
+        body: JSON.stringify({ executeAt: executeAtNs, callback: receiverUrl }),
+        localAddress: NORMAL_ADDRESS,
+        timeoutMs: 5_000,
+      }).then(
+        (answer) => {
+          let id: string | null = null;
+          try {
+            const parsed = JSON.parse(answer.body) as { id?: unknown };
+            if (typeof parsed.id === "string") id = parsed.id;
+          } catch {
+            // reported as is
+          }
+          const outcome: ScheduleOutcome = { status: answer.status, id, body: answer.body.slice(0, 200), executeAtNs };
+          reply(outcome);
+        },
+        (error: unknown) => reply({ status: 0, id: null, body: errorLabel(error), executeAtNs } satisfies ScheduleOutcome),
+      );
+    }
+  });
+  process.on("disconnect", () => process.exit(0));
+  process.send?.({ type: "ready" });
+}
+
+/** The parent's handle on the normal client child. */
+class NormalClient {
+  /** Whether the client runs at CLIENT_NICE. */
+  static niced = false;
+  readonly child: ChildProcess;
+  readonly #pending = new Map<number, { resolve: (value: unknown) => void; reject: (error: Error) => void }>();
+  readonly #deliveries = new Map<string, ClientEvent>();
+  readonly #deliveryWaiters = new Set<() => void>();
+  #seq = 0;
+
+  constructor(child: ChildProcess) {
+    this.child = child;
+    child.on("message", (message: { seq?: number; result?: unknown; type?: string }) => {
+      if (message.type === "delivered") {
+        const event = message as ClientEvent;
+        this.#deliveries.set(event.id, event);
+        for (const waiter of this.#deliveryWaiters) waiter();
+        return;
+      }
+      if (message.seq === undefined) return;
+      const pending = this.#pending.get(message.seq);
+      this.#pending.delete(message.seq);
+      pending?.resolve(message.result);
+    });
+    child.on("exit", (code, signal) => {
+      for (const { reject } of this.#pending.values()) reject(new Error(`normal client exited (${code ?? signal})`));
+      this.#pending.clear();
+    });
+  }
+
+  static async start(rest: string): Promise<NormalClient> {
+    const child = fork(__filename, ["--client"], {
+      execArgv: ["-r", REGISTER_TS],
+      env: { ...process.env, BENCH_ATTACK_REST: rest },
+      stdio: ["ignore", "inherit", "inherit", "ipc"],
+    });
+    pin(child.pid, LOAD_CORE);
+    try {
+      setPriority(child.pid ?? 0, CLIENT_NICE);
+      NormalClient.niced = true;
+    } catch {
+      // not root: the client keeps nice 0
+    }
+    await new Promise<void>((resolve, reject) => {
+      const onMessage = (message: { type?: string }): void => {
+        if (message.type === "ready") {
+          child.off("message", onMessage);
+          resolve();
+        }
+      };
+      child.on("message", onMessage);
+      child.once("exit", (code) => reject(new Error(`normal client exited early (${code})`)));
+    });
+    return new NormalClient(child);
+  }
+
+  #call<T>(request: ClientRequest, timeoutMs = 15_000): Promise<T> {
+    const seq = ++this.#seq;
+    return new Promise<T>((resolve, reject) => {
+      const timer = setTimeout(() => {
+        this.#pending.delete(seq);
+        reject(new Error(`normal client did not answer ${request.type} within ${timeoutMs} ms`));
+      }, timeoutMs);
+      this.#pending.set(seq, {
+        resolve: (value) => {
+          clearTimeout(timer);
+          resolve(value as T);
+        },
+        reject: (error) => {
+          clearTimeout(timer);
+          reject(error);
+        },
+      });
+      this.child.send({ seq, request });
+    });
+  }
+
+  startMeasuring(): Promise<null> {
+    return this.#call({ type: "start" });
+  }
+
+  stopMeasuring(): Promise<ClientStats> {
+    return this.#call({ type: "stop" });
+  }
+
+  /** Makes a normal schedule (executeAt = now) to the client's healthy receiver, from 127.0.0.2. */
+  schedule(): Promise<ScheduleOutcome> {
+    return this.#call({ type: "schedule" });
+  }
+
+  /** The delivery of schedule `id`, waiting until `deadline` (performance.now() ms) or `signal`. */
+  async delivery(id: string, deadline: number, signal?: AbortSignal): Promise<ClientEvent | null> {
+    while (!this.#deliveries.has(id) && performance.now() < deadline && signal?.aborted !== true) {
+      await new Promise<void>((resolve) => {
+        const done = (): void => {
+          clearTimeout(timer);
+          this.#deliveryWaiters.delete(done);
+          signal?.removeEventListener("abort", done);
+          resolve();
+        };
+        const timer = setTimeout(done, Math.max(0, deadline - performance.now()));
+        this.#deliveryWaiters.add(done);
+        signal?.addEventListener("abort", done);
+      });
+    }
+    return this.#deliveries.get(id) ?? null;
+  }
+
+  async stop(): Promise<void> {
+    if (this.child.exitCode !== null || this.child.signalCode !== null) return;
+    const exited = new Promise((resolve) => this.child.once("exit", resolve));
+    this.child.disconnect();
+    const timer = setTimeout(() => this.child.kill("SIGKILL"), 3_000);
+    await exited;
+    clearTimeout(timer);
+  }
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// The node under attack (child process: the operator's CLI)
+
+interface Endpoints {
+  rest: string;
+  grpc: string;
+  ws: string;
+}
+
+class NodeUnderAttack {
+  readonly child: ChildProcess;
+  readonly endpoints: Endpoints;
+  readonly stdoutPath: string;
+  readonly logPath: string;
+  exit: { code: number | null; signal: NodeJS.Signals | null } | null = null;
+  readonly #exitListeners = new Set<() => void>();
+
+  private constructor(child: ChildProcess, endpoints: Endpoints, stdoutPath: string, logPath: string) {
+    this.child = child;
+    this.endpoints = endpoints;
+    this.stdoutPath = stdoutPath;
+    this.logPath = logPath;
+    child.on("exit", (code, signal) => {
+      this.exit = { code, signal };
+      for (const listener of this.#exitListeners) listener();
+    });
+  }
+
+  static async start(dir: string, onSpawn: (child: ChildProcess) => void): Promise<NodeUnderAttack> {
+    const identity = await createDevIdentity();
+    const keyDir = join(dir, "keys");
+    await saveKeyDir(keyDir, identity);
+    const config: Record<string, unknown> = {
+      host: "127.0.0.1",
+      restPort: 0,
+      grpcPort: 0,
+      keyDir,
+      dataDir: join(dir, "data"),
+      trustedRootsPem: [join(keyDir, KEY_FILES.caCertificate)],
+      logLevel: "info",
+      shutdownGraceMs: 1_000,
+    };
+    // Room for attack 1's ~1,000 schedules whatever the per-client default becomes (they come from 13 addresses).
+    if ("scheduleMaxPendingPerClient" in SETTINGS) config.scheduleMaxPendingPerClient = 10_000;
+    const configPath = join(dir, "node-config.json");
+    writeFileSync(configPath, `${JSON.stringify(config, null, 2)}\n`);
+
+    // The environment must not override the file (an ATS_* variable left in the shell).
+    const env: NodeJS.ProcessEnv = { ...process.env };
+    for (const definition of Object.values(SETTINGS) as { env: string }[]) delete env[definition.env];
+
+    const stdoutPath = join(dir, "node.stdout");
+    const logPath = join(dir, "node.log");
+    const stdoutFd = openSync(stdoutPath, "a");
+    const logFd = openSync(logPath, "a");
+    let child: ChildProcess;
+    try {
+      child = spawn(process.execPath, [join(ROOT, "bin", "ats-node.js"), "start", "--config", configPath], {
+        cwd: dir,
+        env,
+        stdio: ["ignore", stdoutFd, logFd],
+      });
+    } finally {
+      closeSync(stdoutFd);
+      closeSync(logFd);
+    }
+    onSpawn(child);
+    pin(child.pid, NODE_CORE);
+    const startedAt = performance.now();
+    let endpoints: Endpoints | null = null;
+    while (endpoints === null) {
+      if (child.exitCode !== null || child.signalCode !== null) {
+        throw new Error(`node exited at start (${child.exitCode ?? child.signalCode}):\n${tailOf(logPath, 2_000)}`);
+      }
+      if (performance.now() - startedAt > 60_000) throw new Error(`node did not print its endpoints within 60 s:\n${tailOf(logPath, 2_000)}`);
+      try {
+        const printed = JSON.parse(readFileSync(stdoutPath, "utf8")) as { endpoints?: Endpoints };
+        if (printed.endpoints !== undefined) endpoints = printed.endpoints;
+      } catch {
+        await sleep(100);
+      }
+    }
+    // Threads started after the first pin (gRPC, SQLite, libuv pool, signer worker) inherit it; pin again to be sure.
+    pin(child.pid, NODE_CORE);
+    return new NodeUnderAttack(child, endpoints, stdoutPath, logPath);
+  }
+
+  get alive(): boolean {
+    return this.exit === null;
+  }
+
+  onExit(listener: () => void): () => void {
+    this.#exitListeners.add(listener);
+    return () => this.#exitListeners.delete(listener);
+  }
+
+  rssMb(): number {
+    return this.alive ? rssMb(this.child.pid) : Number.NaN;
+  }
+
+  /** Bytes the node wrote to stdout and stderr so far (its pino log). */
+  logBytes(): number {
+    const size = (path: string): number => (existsSync(path) ? statSync(path).size : 0);
+    return size(this.stdoutPath) + size(this.logPath);
+  }
+
+  async stop(): Promise<void> {
+    if (!this.alive) return;
+    const exited = new Promise<void>((resolve) => this.onExit(resolve));
+    this.child.kill("SIGTERM");
+    const timer = setTimeout(() => this.child.kill("SIGKILL"), 5_000);
+    await exited;
+    clearTimeout(timer);
+  }
+}
+
+function tailOf(path: string, bytes: number): string {
+  try {
+    const text = readFileSync(path, "utf8");
+    return text.slice(-bytes);
+  } catch {
+    return "(no log)";
+  }
+}
+
+const PINO_LEVELS: Record<number, string> = { 10: "trace", 20: "debug", 30: "info", 40: "warn", 50: "error", 60: "fatal" };
+/** At most this much of one phase's log is parsed for the most frequent lines. */
+const LOG_ANALYSIS_MAX_BYTES = 64 * 2 ** 20;
+
+/** The most frequent log lines (level + msg) between two offsets of the node's stderr log. */
+function topLogLines(path: string, from: number, to: number, count = 3): string {
+  const length = Math.min(to - from, LOG_ANALYSIS_MAX_BYTES);
+  if (length <= 0) return "none";
+  const buffer = Buffer.alloc(length);
+  const fd = openSync(path, "r");
+  try {
+    readSync(fd, buffer, 0, length, from);
+  } finally {
+    closeSync(fd);
+  }
+  const counts = new Map<string, number>();
+  for (const line of buffer.toString("utf8").split("\n")) {
+    if (line.trim() === "") continue;
+    try {
+      const entry = JSON.parse(line) as { level?: number; msg?: string };
+      increment(counts, `${PINO_LEVELS[entry.level ?? 0] ?? String(entry.level)} "${entry.msg ?? ""}"`);
+    } catch {
+      increment(counts, "(not JSON)");
+    }
+  }
+  const top = [...counts.entries()].sort((a, b) => b[1] - a[1]).slice(0, count);
+  const partial = to - from > length ? ` (first ${fmt(length / 2 ** 20)} MB of ${fmt((to - from) / 2 ** 20)} MB parsed)` : "";
+  return `${top.map(([key, value]) => `${key} ×${fmt(value)}`).join(", ")}${partial}`;
+}
+
+interface Scrape {
+  /** Event-loop delay since the previous scrape (prom-client resets its histogram on each collect), ms. */
+  loopMaxMs: number;
+  loopP99Ms: number;
+  /** Every timerpc_*_total series (name{labels} → value). */
+  counters: Map<string, number>;
+}
+
+/** One read of the node's /metrics, from the monitoring address; null when it does not answer within 5 s. */
+async function scrapeMetrics(rest: string): Promise<Scrape | null> {
+  try {
+    const answer = await httpRequest(`${rest}/metrics`, { localAddress: MONITOR_ADDRESS, timeoutMs: 5_000 });
+    const value = (name: string): number => Number(new RegExp(`^${name} (\\S+)$`, "m").exec(answer.body)?.[1] ?? Number.NaN) * 1000;
+    const counters = new Map<string, number>();
+    for (const match of answer.body.matchAll(/^timerpc_(\w+_total(?:\{[^}]*\})?) (\S+)$/gm)) counters.set(match[1]!, Number(match[2]));
+    return { loopMaxMs: value("nodejs_eventloop_lag_max_seconds"), loopP99Ms: value("nodejs_eventloop_lag_p99_seconds"), counters };
+  } catch {
+    return null;
+  }
+}
+
+/** The counters that grew most between two scrapes. */
+function counterDeltas(before: Scrape | null, after: Scrape | null, count = 6): string {
+  if (before === null || after === null) return "n/a (/metrics did not answer)";
+  const deltas = [...after.counters]
+    .map(([series, value]) => [series, value - (before.counters.get(series) ?? 0)] as const)
+    .filter(([, delta]) => delta > 0)
+    .sort((a, b) => b[1] - a[1]);
+  if (deltas.length === 0) return "none";
+  return deltas
+    .slice(0, count)
+    .map(([series, delta]) => `${series.replace(/"/g, "")} +${fmt(delta)}`)
+    .join(", ");
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Attacks
+
+/** What is released when an attack ends, whatever happened. */
+class Resources {
+  readonly sockets = new Set<Socket>();
+  readonly #closers: (() => unknown)[] = [];
+
+  add(closer: () => unknown): void {
+    this.#closers.push(closer);
+  }
+
+  track(socket: Socket): Socket {
+    this.sockets.add(socket);
+    socket.once("close", () => this.sockets.delete(socket));
+    return socket;
+  }
+
+  async closeAll(): Promise<void> {
+    for (const socket of [...this.sockets]) socket.destroy();
+    this.sockets.clear();
+    for (const closer of this.#closers.splice(0).reverse()) {
+      try {
+        await Promise.race([Promise.resolve().then(closer), sleep(3_000)]);
+      } catch (error) {
+        console.error(`bench:attack: cleanup step failed: ${errorLabel(error)}`);
+      }
+    }
+  }
+}
+
+interface AttackContext {
+  node: NodeUnderAttack;
+  client: NormalClient;
+  resources: Resources;
+  /** performance.now() ms at which the attack should stop. */
+  deadline: number;
+  /** Aborted when the attack must stop now (safety cap, time limit, node gone). */
+  signal: AbortSignal;
+  /** Observations for the notes under the table. */
+  note(text: string): void;
+  /** Extra cells of this attack's row. */
+  cells: { scheduleDelay?: string; scheduleDelayMs?: number };
+}
+
+interface Attack {
+  id: string;
+  title: string;
+  /** Runs until ctx.deadline (or longer, bounded, when it says so) and stops by itself. */
+  run(ctx: AttackContext): Promise<void>;
+  /** After the normal client stopped, before the resources are released (drain, late observations). */
+  after?(ctx: AttackContext): Promise<void>;
+  /** Longest the attack may run beyond the deadline, ms. */
+  overrunMs?: number;
+}
+
+const CURRENT_TIME_REQUEST = "GET /time/current HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n";
+
+/** Counts HTTP status lines across chunk boundaries of a raw response stream. */
+class StatusCounter {
+  #tail = "";
+
+  constructor(private readonly statuses: Map<string, number>) {}
+
+  /** Returns how many responses started in this chunk. */
+  push(chunk: Buffer): number {
+    const text = this.#tail + chunk.toString("latin1");
+    let found = 0;
+    for (const match of text.matchAll(/HTTP\/1\.1 (\d{3})/g)) {
+      // A status line wholly inside the carried tail was counted with the previous chunk.
+      if (match.index + match[0].length <= this.#tail.length) continue;
+      increment(this.statuses, match[1]!);
+      found += 1;
+    }
+    this.#tail = text.slice(-16);
+    return found;
+  }
+}
+
+function hangingCallbacks(): Attack {
+  const SCHEDULES = 1_000;
+  const PER_ADDRESS = 80;
+  /** Scheduling is part of the attack and may outlast BENCH_ATTACK_S, up to this. */
+  const SCHEDULING_LIMIT_MS = 15_000;
+  const held = new Set<http.ServerResponse>();
+  const answered = new Set<string>();
+  const acceptedIds = new Set<string>();
+  let releasing = false;
+  let normal: { id: string; scheduledAt: number } | null = null;
+  let heldConnectionsPeak = 0;
+
+  return {
+    id: "1",
+    title: `1. hanging callbacks: ${fmt(SCHEDULES)} schedules (executeAt 1 s ago, from 13 addresses) to a receiver that never answers`,
+    overrunMs: 15_000 + DELIVERY_TIMEOUT_MS + 4_000,
+    async run(ctx) {
+      let posts = 0;
+      const hang = http.createServer({ requestTimeout: 0, headersTimeout: 60_000, keepAliveTimeout: 1_000 }, (request, response) => {
+        posts += 1;
+        const id = String(request.headers["idempotency-key"] ?? "");
+        request.resume();
+        if (releasing) {
+          response.writeHead(204).end();
+          answered.add(id);
+          return;
+        }
+        held.add(response);
+        heldConnectionsPeak = Math.max(heldConnectionsPeak, held.size);
+        response.on("close", () => held.delete(response));
+        (response as http.ServerResponse & { scheduleId?: string }).scheduleId = id;
+      });
+      ctx.resources.add(() => {
+        hang.closeAllConnections();
+        return new Promise<void>((resolve) => hang.close(() => resolve()));
+      });
+      await new Promise<void>((resolve) => hang.listen(0, ATTACKER.callbackReceiver, resolve));
+      const address = hang.address();
+      const port = typeof address === "object" && address !== null ? address.port : 0;
+
+      const executeAt = ((BigInt(Date.now()) - 1_000n) * 1_000_000n).toString();
+      const refused = new Map<string, number>();
+      const addresses = BOTNET.slice(0, Math.ceil(SCHEDULES / PER_ADDRESS));
+      const scheduleStart = performance.now();
+      await Promise.all(
+        addresses.map(async (localAddress, a) => {
+          const agent = new http.Agent({ keepAlive: true, localAddress, maxSockets: 4 });
+          ctx.resources.add(() => agent.destroy());
+          const count = Math.min(PER_ADDRESS, SCHEDULES - a * PER_ADDRESS);
+          await eachLimited(range(count), 4, async (i) => {
+            if (ctx.signal.aborted || performance.now() > scheduleStart + SCHEDULING_LIMIT_MS) return;
+            try {
+              const answer = await httpRequest(`${ctx.node.endpoints.rest}/time/schedule`, {
+                method: "POST",
+                agent,
+                body: JSON.stringify({ executeAt, callback: `http://${ATTACKER.callbackReceiver}:${port}/hang/${a}-${i}` }),
+                timeoutMs: 5_000,
+              });
+              if (answer.status === 201) {
+                const id = (JSON.parse(answer.body) as { id: string }).id;
+                acceptedIds.add(id);
+              } else {
+                increment(refused, `HTTP ${answer.status}`);
+              }
+            } catch (error) {
+              increment(refused, errorLabel(error));
+            }
+          });
+        }),
+      );
+      const scheduleMs = performance.now() - scheduleStart;
+      ctx.note(
+        `attacker: ${fmt(acceptedIds.size)} schedules accepted in ${fmt(scheduleMs)} ms, refused: ${tally(refused)}; ` +
+          `callback POSTs received so far: ${fmt(posts)}, held open now: ${fmt(held.size)}`,
+      );
+
+      // The honest client's schedule, to a healthy receiver.
+      const outcome = await ctx.client.schedule();
+      if (outcome.id === null) {
+        ctx.note(`normal schedule REFUSED: HTTP ${outcome.status} ${outcome.body}`);
+        ctx.cells.scheduleDelay = `refused (HTTP ${outcome.status})`;
+      } else {
+        normal = { id: outcome.id, scheduledAt: performance.now() };
+      }
+      // Hold the callbacks for the attack's duration, and until the normal delivery arrived (bounded).
+      await waitUntil(ctx.deadline, ctx.signal);
+      if (normal !== null) {
+        const event = await ctx.client.delivery(normal.id, normal.scheduledAt + DELIVERY_TIMEOUT_MS + 3_000, ctx.signal);
+        if (event !== null) {
+          const delayMs = event.arrivedAtMs - Number(BigInt(event.executeAtNs) / 1_000_000n);
+          ctx.cells.scheduleDelayMs = delayMs;
+          ctx.cells.scheduleDelay = `${fmt(delayMs)} ms`;
+        }
+      }
+      ctx.note(`attacker's receiver at the end of the attack: ${fmt(posts)} callback POSTs received, ${fmt(held.size)} held open (peak ${fmt(heldConnectionsPeak)})`);
+    },
+    async after(ctx) {
+      // Answer everything now, so that the backlog drains and does not load the next attacks.
+      releasing = true;
+      const releasedAt = performance.now();
+      for (const response of [...held]) {
+        const id = (response as http.ServerResponse & { scheduleId?: string }).scheduleId ?? "";
+        if (!response.writableEnded) {
+          response.writeHead(204).end();
+          answered.add(id);
+        }
+      }
+      held.clear();
+      if (normal !== null && ctx.cells.scheduleDelayMs === undefined) {
+        const event = await ctx.client.delivery(normal.id, performance.now() + 10_000);
+        if (event === null) {
+          ctx.cells.scheduleDelay = "not delivered (10 s after release)";
+        } else {
+          const delayMs = event.arrivedAtMs - Number(BigInt(event.executeAtNs) / 1_000_000n);
+          ctx.cells.scheduleDelay = `${fmt(delayMs)} ms, only after the attacker's receiver answered`;
+        }
+      }
+      const drainDeadline = performance.now() + 15_000;
+      while (performance.now() < drainDeadline && [...acceptedIds].some((id) => !answered.has(id))) await sleep(100);
+      const left = [...acceptedIds].filter((id) => !answered.has(id)).length;
+      ctx.note(
+        `after release: ${fmt(acceptedIds.size - left)} of ${fmt(acceptedIds.size)} attacker schedules delivered in ` +
+          `${fmt(performance.now() - releasedAt)} ms${left > 0 ? ` (${fmt(left)} still pending: they load the next attacks)` : ""}`,
+      );
+    },
+  };
+}
+
+function pipeliningFlood(): Attack {
+  const CONNECTIONS = 4;
+  const BATCH = 1_800;
+  return {
+    id: "2",
+    title: `2. HTTP/1.1 pipelining flood: ${CONNECTIONS} connections × batches of ${fmt(BATCH)} pipelined GET /time/current`,
+    async run(ctx) {
+      const rest = new URL(ctx.node.endpoints.rest);
+      const batch = Buffer.from(CURRENT_TIME_REQUEST.repeat(BATCH), "latin1");
+      const statuses = new Map<string, number>();
+      const errors = new Map<string, number>();
+      let connections = 0;
+      let closedByNode = 0;
+      let batches = 0;
+      let sent = 0;
+      let stopped = false;
+      const expired = (): boolean => stopped || ctx.signal.aborted || performance.now() >= ctx.deadline;
+      const started = performance.now();
+      await Promise.all(
+        range(CONNECTIONS).map(async () => {
+          while (!expired()) {
+            connections += 1;
+            await new Promise<void>((resolve) => {
+              const socket = ctx.resources.track(connect({ host: rest.hostname, port: Number(rest.port), localAddress: ATTACKER.pipelining }));
+              const counter = new StatusCounter(statuses);
+              let expected = 0;
+              let received = 0;
+              let finished = false;
+              const finish = (): void => {
+                if (finished) return;
+                finished = true;
+                clearTimeout(timer);
+                ctx.signal.removeEventListener("abort", finish);
+                socket.destroy();
+                resolve();
+              };
+              const timer = setTimeout(finish, Math.max(0, ctx.deadline - performance.now()));
+              ctx.signal.addEventListener("abort", finish, { once: true });
+              const sendBatch = (): void => {
+                if (expired()) {
+                  finish();
+                  return;
+                }
+                expected += BATCH;
+                batches += 1;
+                sent += BATCH;
+                socket.write(batch);
+              };
+              socket.on("connect", sendBatch);
+              socket.on("data", (chunk: Buffer) => {
+                received += counter.push(chunk);
+                if (received >= expected) sendBatch();
+              });
+              socket.on("error", (error) => increment(errors, errorLabel(error)));
+              socket.on("close", () => {
+                if (!finished) closedByNode += 1;
+                finish();
+              });
+            });
+            if (!expired()) await sleep(20);
+          }
+        }),
+      );
+      stopped = true;
+      const elapsedS = (performance.now() - started) / 1000;
+      const answers = [...statuses.values()].reduce((sum, value) => sum + value, 0);
+      ctx.note(
+        `attacker: ${fmt(sent)} requests sent in ${fmt(batches)} batches over ${fmt(connections)} connections, ${fmt(answers)} answers ` +
+          `(${fmt(answers / elapsedS)}/s; ${tally(new Map([...statuses].map(([status, count]) => [`HTTP ${status}`, count])))}); ` +
+          `connections closed by the node: ${fmt(closedByNode)}; socket errors: ${tally(errors)}`,
+      );
+    },
+  };
+}
+
+function pipeliningWithoutReading(): Attack {
+  const CONNECTIONS = 20;
+  const BATCH = 1_800;
+  const MAX_BYTES_PER_CONNECTION = 2 * 2 ** 20;
+  return {
+    id: "3",
+    title: `3. pipelining without reading: ${CONNECTIONS} connections writing pipelined GETs (≤ 2 MB each), never reading`,
+    async run(ctx) {
+      const rest = new URL(ctx.node.endpoints.rest);
+      const batch = Buffer.from(CURRENT_TIME_REQUEST.repeat(BATCH), "latin1");
+      const errors = new Map<string, number>();
+      let written = 0;
+      let flushed = 0;
+      let stopped = false;
+      const closedAt: number[] = [];
+      const started = performance.now();
+      const expired = (): boolean => stopped || ctx.signal.aborted || performance.now() >= ctx.deadline;
+      const sockets = range(CONNECTIONS).map(() => {
+        const socket = ctx.resources.track(connect({ host: rest.hostname, port: Number(rest.port), localAddress: ATTACKER.pipeliningNoRead }));
+        let bytes = 0;
+        const pump = (): void => {
+          while (!expired() && bytes < MAX_BYTES_PER_CONNECTION && !socket.destroyed) {
+            bytes += batch.length;
+            written += batch.length;
+            const ok = socket.write(batch, (error) => {
+              if (error === undefined || error === null) flushed += batch.length;
+            });
+            if (!ok) {
+              socket.once("drain", pump);
+              return;
+            }
+          }
+        };
+        socket.on("connect", pump);
+        // No 'data' listener and no resume(): nothing is read, the node's answers pile up.
+        socket.on("error", (error) => increment(errors, errorLabel(error)));
+        socket.on("close", () => {
+          if (!stopped) closedAt.push(performance.now() - started);
+        });
+        return socket;
+      });
+      await waitUntil(ctx.deadline, ctx.signal);
+      stopped = true;
+      const open = sockets.filter((socket) => !socket.destroyed).length;
+      ctx.note(
+        `attacker: ${fmt(written / 2 ** 20, 1)} MB of requests written (${fmt(written / CURRENT_TIME_REQUEST.length)} requests), ` +
+          `${fmt(flushed / 2 ** 20, 1)} MB of it flushed to the kernel (the rest waited on backpressure or died with its socket); ` +
+          `${open} connections still open at the end; ` +
+          `connections closed by the node: ${fmt(closedAt.length)} of ${CONNECTIONS}` +
+          `${closedAt.length > 0 ? ` (first after ${fmt(Math.min(...closedAt))} ms)` : ""}; socket errors: ${tally(errors)}`,
+      );
+    },
+  };
+}
+
+function connectionFlood(limit: number): Attack {
+  const SLOWLORIS = 200;
+  return {
+    id: "4",
+    title: `4. connection flood: ${fmt(limit)} idle TCP connections from 128 addresses + ${SLOWLORIS} slowloris (1 header byte/s)`,
+    async run(ctx) {
+      const rest = new URL(ctx.node.endpoints.rest);
+      const port = Number(rest.port);
+      const connectErrors = new Map<string, number>();
+      let opened = 0;
+      let stopped = false;
+      const closedAt: number[] = [];
+      const slowClosedAt: number[] = [];
+      const slowAnswers = new Map<string, number>();
+      const started = performance.now();
+      const expired = (): boolean => stopped || ctx.signal.aborted || performance.now() >= ctx.deadline;
+
+      // Slowloris first (they start the clock on their headers), then the idle flood.
+      let slowOpened = 0;
+      const slowSockets = range(SLOWLORIS).map(() => {
+        const socket = ctx.resources.track(connect({ host: rest.hostname, port, localAddress: ATTACKER.slowloris }));
+        const counter = new StatusCounter(slowAnswers);
+        socket.on("connect", () => {
+          slowOpened += 1;
+          socket.write("GET /time/current HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: ");
+        });
+        socket.on("data", (chunk: Buffer) => counter.push(chunk));
+        socket.on("error", (error) => increment(connectErrors, `slowloris ${errorLabel(error)}`));
+        socket.on("close", () => {
+          if (!stopped) slowClosedAt.push(performance.now() - started);
+        });
+        return socket;
+      });
+      const trickle = setInterval(() => {
+        for (const socket of slowSockets) if (!socket.destroyed && socket.readyState === "open") socket.write("a");
+      }, 1_000);
+      ctx.resources.add(() => clearInterval(trickle));
+
+      await eachLimited(range(limit), 200, async (index) => {
+        if (expired()) return;
+        await new Promise<void>((resolve) => {
+          const socket = ctx.resources.track(connect({ host: rest.hostname, port, localAddress: BOTNET[index % BOTNET.length]! }));
+          socket.once("connect", () => {
+            opened += 1;
+            socket.resume(); // read, so that a close by the node is seen
+            resolve();
+          });
+          socket.once("error", (error) => {
+            increment(connectErrors, errorLabel(error));
+            resolve();
+          });
+          socket.on("close", () => {
+            if (!stopped) closedAt.push(performance.now() - started);
+          });
+        });
+      });
+      const openedMs = performance.now() - started;
+      await waitUntil(ctx.deadline, ctx.signal);
+      stopped = true;
+      clearInterval(trickle);
+      const firstClose = (times: number[]): string => (times.length > 0 ? ` (first after ${fmt(Math.min(...times))} ms)` : "");
+      ctx.note(
+        `attacker: ${fmt(opened)} of ${fmt(limit)} idle connections opened in ${fmt(openedMs)} ms, ${fmt(closedAt.length)} closed by the node${firstClose(closedAt)}; ` +
+          `slowloris: ${fmt(slowOpened)} of ${SLOWLORIS} opened, ${fmt(slowClosedAt.length)} closed by the node${firstClose(slowClosedAt)}, ` +
+          `answers to slowloris: ${tally(new Map([...slowAnswers].map(([status, count]) => [`HTTP ${status}`, count])))}; ` +
+          `connect errors: ${tally(connectErrors)}`,
+      );
+    },
+  };
+}
+
+function websocketSubscriptions(): Attack {
+  const PER_ADDRESS = settingDefault("maxStreamsPerClient", 8);
+  const SUBSCRIPTIONS = settingDefault("wsMaxSubscriptionsPerConnection", 8);
+  const INTERVAL_NS = settingDefault("wsMinIntervalNs", 1_000_000);
+  const total = PER_ADDRESS * BOTNET.length;
+  return {
+    id: "5",
+    title: `5. WebSocket at the caps: ${fmt(total)} connections (${PER_ADDRESS} from each of 128 addresses) × ${SUBSCRIPTIONS} subscriptions at ${fmt(INTERVAL_NS / 1e6, 1)} ms`,
+    async run(ctx) {
+      const refused = new Map<string, number>();
+      const errors = new Map<string, number>();
+      const closedByNode = new Map<string, number>();
+      const errorMessages = new Map<string, number>();
+      let opened = 0;
+      let subscribed = 0;
+      let pushes = 0;
+      let pushBytes = 0;
+      let stopped = false;
+      const sockets = new Set<WebSocket>();
+      ctx.resources.add(() => {
+        for (const ws of sockets) ws.terminate();
+      });
+      const started = performance.now();
+      const expired = (): boolean => stopped || ctx.signal.aborted || performance.now() >= ctx.deadline;
+      const subscribe = JSON.stringify({ type: "subscribe", interval: INTERVAL_NS, accuracy: "hardware" });
+      let firstPushAt = Number.NaN;
+      const jobs = BOTNET.flatMap((localAddress) => range(PER_ADDRESS).map(() => localAddress));
+      await eachLimited(jobs, 64, async (localAddress) => {
+        if (expired()) return;
+        await new Promise<void>((resolve) => {
+          const ws = new WebSocket(ctx.node.endpoints.ws, { localAddress, perMessageDeflate: false, handshakeTimeout: 5_000 });
+          sockets.add(ws);
+          ws.on("unexpected-response", (request, response) => {
+            increment(refused, `HTTP ${response.statusCode ?? 0}`);
+            request.destroy();
+            resolve();
+          });
+          ws.on("open", () => {
+            opened += 1;
+            for (let i = 0; i < SUBSCRIPTIONS; i += 1) ws.send(subscribe);
+            resolve();
+          });
+          ws.on("message", (raw: RawData, isBinary: boolean) => {
+            if (isBinary || !Buffer.isBuffer(raw)) return;
+            const data = raw;
+            // Pushes start with {"nanoMoment", control messages with {"type".
+            if (data[2] === 0x74 /* t */) {
+              const text = data.toString("utf8");
+              if (text.includes('"subscribed"')) subscribed += 1;
+              else if (text.includes('"error"')) increment(errorMessages, (JSON.parse(text) as { message?: string }).message ?? text.slice(0, 60));
+            } else {
+              if (Number.isNaN(firstPushAt)) firstPushAt = performance.now();
+              pushes += 1;
+              pushBytes += data.length;
+            }
+          });
+          ws.on("close", (code) => {
+            if (!stopped) increment(closedByNode, String(code));
+            sockets.delete(ws);
+            resolve();
+          });
+          ws.on("error", (error) => {
+            increment(errors, errorLabel(error));
+            resolve();
+          });
+        });
+      });
+      const openedMs = performance.now() - started;
+      await waitUntil(ctx.deadline, ctx.signal);
+      stopped = true;
+      const pushSeconds = (performance.now() - firstPushAt) / 1000;
+      ctx.note(
+        `attacker: ${fmt(opened)} of ${fmt(total)} connections opened in ${fmt(openedMs)} ms, refused: ${tally(refused)}; ` +
+          `${fmt(subscribed)} subscriptions acknowledged (asked ${fmt(opened * SUBSCRIPTIONS)}), error messages: ${tally(errorMessages)}; ` +
+          `pushes received: ${fmt(pushes)} (${fmt(pushes / pushSeconds)}/s, ${fmt(pushBytes / pushSeconds / 2 ** 20, 1)} MB/s; ` +
+          `asked for ${fmt((opened * SUBSCRIPTIONS * 1e9) / INTERVAL_NS)}/s); closed by the node: ${tally(closedByNode)}; errors: ${tally(errors)}`,
+      );
+    },
+  };
+}
+
+type GetCurrentTimeClient = grpc.Client & {
+  GetCurrentTime(request: unknown, options: grpc.CallOptions, callback: (error: grpc.ServiceError | null) => void): void;
+};
+
+function grpcRefusalFlood(): Attack {
+  const CLIENTS = 2;
+  const IN_FLIGHT = 64;
+  return {
+    id: "6",
+    title: `6. gRPC refusal flood: ${CLIENTS} channels × ${IN_FLIGHT} GetCurrentTime calls in flight, as fast as possible`,
+    async run(ctx) {
+      const { timeClient } = loadProtos();
+      const codes = new Map<string, number>();
+      const details = new Map<string, number>();
+      let calls = 0;
+      const started = performance.now();
+      const expired = (): boolean => ctx.signal.aborted || performance.now() >= ctx.deadline;
+      const clients = range(CLIENTS).map(() => {
+        // A channel of its own each (not a shared subchannel): two TCP connections, like two attacker processes.
+        const client = new timeClient(ctx.node.endpoints.grpc, grpc.credentials.createInsecure(), {
+          "grpc.use_local_subchannel_pool": 1,
+        }) as unknown as GetCurrentTimeClient;
+        ctx.resources.add(() => client.close());
+        return client;
+      });
+      await Promise.all(
+        clients.flatMap((client) =>
+          range(IN_FLIGHT).map(async () => {
+            while (!expired()) {
+              calls += 1;
+              await new Promise<void>((resolve) => {
+                client.GetCurrentTime({ type: "CURRENT_TIME" }, { deadline: Date.now() + 2_000 }, (error) => {
+                  const code = error === null ? "OK" : (grpc.status[error.code] ?? String(error.code));
+                  increment(codes, code);
+                  if (error !== null && details.size < 5) increment(details, `${code}: ${error.details.slice(0, 60)}`);
+                  resolve();
+                });
+              });
+            }
+          }),
+        ),
+      );
+      const elapsedS = (performance.now() - started) / 1000;
+      ctx.note(`attacker: ${fmt(calls)} calls (${fmt(calls / elapsedS)}/s): ${tally(codes)}; e.g. ${tally(details)}`);
+    },
+  };
+}
+
+/** The idle phase: the normal client alone. */
+const IDLE: Attack = {
+  id: "idle",
+  title: "idle (no attack): reference",
+  async run(ctx) {
+    await waitUntil(ctx.deadline, ctx.signal);
+  },
+};
+
+// ---------------------------------------------------------------------------------------------------------------
+// The harness
+
+interface PhaseResult {
+  attack: Attack;
+  client: ClientStats | null;
+  rssBeforeMb: number;
+  rssAfterMb: number;
+  rssPeakMb: number;
+  rssSettledMb: number;
+  /** Log bytes per second during the attack window. */
+  logBytesPerS: number;
+  /** Log bytes per second over the whole phase: attack, cleanup and settle pause (a backlog logs late). */
+  logWholeBytesPerS: number;
+  logSettleBytes: number;
+  elapsedMs: number;
+  notes: string[];
+  cells: AttackContext["cells"];
+  aborted: string | null;
+}
+
+async function runPhase(node: NodeUnderAttack, client: NormalClient, attack: Attack): Promise<PhaseResult> {
+  const controller = new AbortController();
+  const resources = new Resources();
+  const notes: string[] = [];
+  const cells: AttackContext["cells"] = {};
+  let aborted: string | null = null;
+  const abort = (reason: string): void => {
+    if (aborted === null) aborted = reason;
+    controller.abort();
+  };
+  const offExit = node.onExit(() => abort(`node exited (${node.exit?.code ?? node.exit?.signal})`));
+
+  const scrapeBefore = await scrapeMetrics(node.endpoints.rest); // also resets the node's event-loop histogram
+  const rssBeforeMb = node.rssMb();
+  let rssPeakMb = rssBeforeMb;
+  const monitor = setInterval(() => {
+    const rss = node.rssMb();
+    if (rss > rssPeakMb) rssPeakMb = rss;
+    if (rss > RSS_SAFETY_MB) abort(`cut short: node RSS ${fmt(rss)} MB > safety cap ${fmt(RSS_SAFETY_MB)} MB`);
+  }, 250);
+  const logBefore = node.logBytes();
+  const logFileBefore = statSync(node.logPath).size;
+
+  await client.startMeasuring();
+  const started = performance.now();
+  const ctx: AttackContext = {
+    node,
+    client,
+    resources,
+    deadline: started + DURATION_MS,
+    signal: controller.signal,
+    note: (text) => notes.push(text),
+    cells,
+  };
+  let clientStats: ClientStats | null = null;
+  let logAfter = logBefore;
+  let rssAfterMb = Number.NaN;
+  let elapsedMs = 0;
+  try {
+    try {
+      const limitMs = DURATION_MS + (attack.overrunMs ?? 0) + 20_000;
+      let limitTimer: NodeJS.Timeout | undefined;
+      const overtime = new Promise<void>((resolve) => {
+        limitTimer = setTimeout(() => {
+          abort(`cut short: still running ${fmt(limitMs)} ms after its start`);
+          resolve();
+        }, limitMs);
+      });
+      const running = attack.run(ctx);
+      await Promise.race([running, overtime.then(() => Promise.race([running, sleep(3_000)]))]);
+      clearTimeout(limitTimer);
+    } catch (error) {
+      notes.push(`attack threw: ${error instanceof Error ? error.message : String(error)}`);
+    }
+    elapsedMs = performance.now() - started;
+    clientStats = await client.stopMeasuring().catch((error: unknown) => {
+      notes.push(`normal client failed: ${errorLabel(error)}`);
+      return null;
+    });
+    logAfter = node.logBytes();
+    rssAfterMb = node.rssMb();
+    clearInterval(monitor);
+    const scrapeAfter = node.alive ? await scrapeMetrics(node.endpoints.rest) : null;
+    notes.push(
+      scrapeAfter === null
+        ? "node event-loop delay: /metrics did not answer within 5 s after the attack"
+        : `node event-loop delay during the phase (nodejs_eventloop_lag): max ${fmt(scrapeAfter.loopMaxMs, 1)} ms, p99 ${fmt(scrapeAfter.loopP99Ms, 1)} ms`,
+    );
+    notes.push(`node counters that grew (timerpc_*_total): ${counterDeltas(scrapeBefore, scrapeAfter)}`);
+    if (attack.after !== undefined) {
+      try {
+        await Promise.race([attack.after(ctx), sleep(30_000)]);
+      } catch (error) {
+        notes.push(`after-attack step threw: ${error instanceof Error ? error.message : String(error)}`);
+      }
+    }
+  } finally {
+    clearInterval(monitor);
+    controller.abort();
+    await resources.closeAll();
+    offExit();
+  }
+  await sleep(SETTLE_MS);
+  const rssSettledMb = node.rssMb();
+  const logSettled = node.logBytes();
+  const logSettleBytes = logSettled - logAfter;
+  const phaseMs = performance.now() - started;
+  if (clientStats !== null) {
+    const lag = `normal client: ${fmt(clientStats.sent)} requests on ${fmt(clientStats.connections)} connection(s), max ${fmt(clientStats.maxMs, 1)} ms, errors: ${tally(clientStats.errors)}`;
+    const timer = clientStats.lagP99Ms > 5 ? `; its own timer lag p99 ${fmt(clientStats.lagP99Ms, 1)} ms / max ${fmt(clientStats.lagMaxMs, 1)} ms (client-side CPU contention)` : "";
+    const seconds = clientStats.timeline
+      .map((slot) => `${Number.isNaN(slot.maxMs) ? "–" : fmt(slot.maxMs)}${slot.errors > 0 ? ` (${fmt(slot.errors)} err)` : ""}`)
+      .join(", ");
+    notes.unshift(`${lag}${timer}; slowest answer per second (ms): ${seconds}`);
+  }
+  notes.push(
+    `node log: ${fmt((logAfter - logBefore) / 1000, 1)} kB during the attack, ${fmt(logSettleBytes / 1000, 1)} kB after it (cleanup + settle); ` +
+      `most frequent lines: ${topLogLines(node.logPath, logFileBefore, statSync(node.logPath).size)}`,
+  );
+  return {
+    attack,
+    client: clientStats,
+    rssBeforeMb,
+    rssAfterMb,
+    rssPeakMb,
+    rssSettledMb,
+    logBytesPerS: ((logAfter - logBefore) * 1000) / Math.max(elapsedMs, 1),
+    logWholeBytesPerS: ((logSettled - logBefore) * 1000) / Math.max(phaseMs, 1),
+    logSettleBytes,
+    elapsedMs,
+    notes,
+    cells,
+    aborted,
+  };
+}
+
+function verdict(result: PhaseResult, idleP99Ms: number): { text: string; p99Ratio: number } {
+  const stats = result.client;
+  const p99Ratio = stats === null ? Number.NaN : stats.p99Ms / idleP99Ms;
+  const reasons: string[] = [];
+  if (result.aborted !== null) reasons.push("cut short");
+  if (stats === null) reasons.push("no client data");
+  else {
+    if (stats.errorCount > 0) reasons.push("errors");
+    if (!(p99Ratio <= GOAL_P99_RATIO)) reasons.push("p99");
+  }
+  if (!(result.rssSettledMb <= GOAL_RSS_RATIO * result.rssBeforeMb)) reasons.push("RSS");
+  if (!(Math.max(result.logBytesPerS, result.logWholeBytesPerS) <= GOAL_LOG_BYTES_PER_S)) reasons.push("log");
+  if (result.attack.id === "1" && !((result.cells.scheduleDelayMs ?? Number.POSITIVE_INFINITY) <= GOAL_SCHEDULE_DELAY_MS)) reasons.push("schedule delay");
+  return { text: reasons.length === 0 ? "pass" : `**FAIL** (${reasons.join(", ")})`, p99Ratio };
+}
+
+function selectedAttacks(connectionLimit: number): Attack[] {
+  const all = [hangingCallbacks(), pipeliningFlood(), pipeliningWithoutReading(), connectionFlood(connectionLimit), websocketSubscriptions(), grpcRefusalFlood()];
+  const only = process.env.BENCH_ATTACK_ONLY;
+  if (only === undefined || only.trim() === "") return all;
+  const wanted = new Set(only.split(",").map((item) => item.trim()));
+  const chosen = all.filter((attack) => wanted.has(attack.id));
+  if (chosen.length === 0) throw new Error(`BENCH_ATTACK_ONLY=${only} names no attack (1–6)`);
+  return chosen;
+}
+
+async function main(): Promise<void> {
+  const runStartedAt = performance.now();
+  const loadAtStart = loadavg();
+  const dir = mkdtempSync(join(tmpdir(), "ats-bench-attack-"));
+  let node: NodeUnderAttack | undefined;
+  let nodeChild: ChildProcess | undefined;
+  let client: NormalClient | undefined;
+  const killAll = (): void => {
+    nodeChild?.kill("SIGKILL");
+    client?.child.kill("SIGKILL");
+  };
+  const removeDir = (): void => {
+    if (!KEEP_LOG) rmSync(dir, { recursive: true, force: true });
+  };
+  process.once("exit", () => {
+    killAll();
+    removeDir();
+  });
+  for (const signal of ["SIGINT", "SIGTERM"] as const) {
+    process.once(signal, () => {
+      console.error(`bench:attack: ${signal}, stopping`);
+      process.exit(130);
+    });
+  }
+  const watchdog = setTimeout(() => {
+    console.error(`bench:attack: time limit of ${fmt(MAX_RUN_MS / 1000)} s exceeded (BENCH_ATTACK_MAX_S); stopping`);
+    process.exit(2);
+  }, MAX_RUN_MS);
+  watchdog.unref();
+
+  const fileLimit = openFileLimit();
+  // Both this process and the node hold one descriptor per connection; keep ~1,000 for everything else.
+  const connectionLimit = Math.max(100, Math.min(envNumber("BENCH_ATTACK_CONNECTIONS", 5_000), fileLimit - 1_000));
+  const attacks = selectedAttacks(connectionLimit);
+  const results: PhaseResult[] = [];
+  let idle: PhaseResult | undefined;
+  let stoppedEarly: string | null = null;
+  try {
+    node = await NodeUnderAttack.start(dir, (child) => {
+      nodeChild = child;
+    });
+    client = await NormalClient.start(node.endpoints.rest);
+    // From here on the attackers (this process) run on the load core at a lower priority than the normal client.
+    pin(process.pid, LOAD_CORE);
+    try {
+      setPriority(ATTACKER_NICE);
+    } catch {
+      // not allowed here: the notes show the client's timer lag
+    }
+    // Warm-up (JIT, connections), not reported.
+    await client.startMeasuring();
+    await sleep(1_000);
+    await client.stopMeasuring();
+
+    idle = await runPhase(node, client, IDLE);
+    for (const attack of attacks) {
+      if (!node.alive) {
+        stoppedEarly = `node exited (${node.exit?.code ?? node.exit?.signal}) before attack ${attack.id}:\n${tailOf(node.logPath, 1_500)}`;
+        break;
+      }
+      const remainingMs = MAX_RUN_MS - (performance.now() - runStartedAt);
+      if (remainingMs < DURATION_MS + SETTLE_MS + 10_000) {
+        stoppedEarly = `time budget (BENCH_ATTACK_MAX_S) spent before attack ${attack.id}`;
+        break;
+      }
+      console.error(`bench:attack: ${attack.title}`);
+      results.push(await runPhase(node, client, attack));
+    }
+  } finally {
+    await client?.stop().catch(() => undefined);
+    await node?.stop().catch(() => undefined);
+  }
+  if (idle === undefined || node === undefined) throw new Error("no idle measurement");
+
+  const idleP99 = idle.client?.p99Ms ?? Number.NaN;
+  const cpu = cpus()[0]?.model ?? "unknown CPU";
+  const layout = PINNING
+    ? `node pinned to core ${NODE_CORE}; normal client${NormalClient.niced ? ` (nice ${CLIENT_NICE})` : ""} and attackers (nice ${ATTACKER_NICE}) on core ${LOAD_CORE} (taskset)`
+    : "no pinning (node, normal client and attackers share all cores)";
+  console.log(`\n### Attack benchmark — ${new Date().toISOString().slice(0, 16).replace("T", " ")} UTC\n`);
+  console.log(
+    `Node ${process.version}, ${cpu} × ${cpus().length} cores, load average at start ${loadAtStart.map((value) => value.toFixed(1)).join(" / ")}; ${layout}. ` +
+      `Node: \`ats-node start\`, default settings (maxRequestsPerSecond 100 per client) except scheduleMaxPendingPerClient 10,000 and shutdownGraceMs 1,000; ` +
+      `log level info. Normal client: GET /time/current at ${fmt(RATE)} req/s from ${NORMAL_ADDRESS} (keep-alive), ${fmt(DURATION_S)} s per phase, ` +
+      `${fmt(SETTLE_MS / 1000)} s settle pause; idle p50 / p99 ${fmt(idle.client?.p50Ms ?? Number.NaN, 2)} / ${fmt(idleP99, 2)} ms, ` +
+      `node RSS ${fmt(idle.rssBeforeMb)} MB, node log ${fmt(idle.logBytesPerS / 1000, 2)} kB/s at idle. ` +
+      `Goals: no normal-client errors, p99 ≤ ${GOAL_P99_RATIO}× idle p99, RSS after settling ≤ ${GOAL_RSS_RATIO}× RSS before the attack, ` +
+      `log ≤ ${fmt(GOAL_LOG_BYTES_PER_S / 1000)} kB/s during the attack and over the whole phase (attack, cleanup, settle), normal schedule delivered ≤ ${fmt(GOAL_SCHEDULE_DELAY_MS)} ms after executeAt.\n`,
+  );
+  console.log(
+    "| attack | normal GET p50 / p99 (ms) | p99 ÷ idle p99 | normal errors | normal schedule delivery (after executeAt) | node RSS before → end (peak) → settled (MB) | node log (kB/s): attack / whole phase | result |",
+  );
+  console.log("|---|---|---|---|---|---|---|---|");
+  for (const result of [idle, ...results]) {
+    const stats = result.client;
+    const { text, p99Ratio } = verdict(result, idleP99);
+    const isIdle = result.attack.id === "idle";
+    console.log(
+      `| ${result.attack.title}${result.aborted === null ? "" : ` — ${result.aborted}`} ` +
+        `| ${stats === null ? "n/a" : `${fmt(stats.p50Ms, 2)} / ${fmt(stats.p99Ms, 2)}`} ` +
+        `| ${isIdle ? "1" : fmt(p99Ratio, 1)} ` +
+        `| ${stats === null ? "n/a" : `${fmt(stats.errorCount)} of ${fmt(stats.sent)}`} ` +
+        `| ${result.cells.scheduleDelay ?? (result.attack.id === "1" ? "n/a" : "—")} ` +
+        `| ${fmt(result.rssBeforeMb)} → ${fmt(result.rssAfterMb)} (${fmt(result.rssPeakMb)}) → ${fmt(result.rssSettledMb)} ` +
+        `| ${fmt(result.logBytesPerS / 1000, 1)} / ${fmt(result.logWholeBytesPerS / 1000, 1)} ` +
+        `| ${isIdle ? "(reference)" : text} |`,
+    );
+  }
+  console.log("\nNotes:\n");
+  for (const result of [idle, ...results]) {
+    console.log(`- **${result.attack.title}** (${fmt(result.elapsedMs / 1000, 1)} s)`);
+    for (const note of result.notes) console.log(`  - ${note}`);
+  }
+  if (stoppedEarly !== null) console.log(`\nStopped early: ${stoppedEarly}`);
+  if (KEEP_LOG) console.log(`\nNode log kept: ${node.logPath} (config and data in ${dir})`);
+  console.log(`\nTotal run time ${fmt((performance.now() - runStartedAt) / 1000)} s.`);
+}
+
+if (process.argv.includes("--client")) {
+  clientMain().catch((error: unknown) => {
+    console.error(error);
+    process.exit(1);
+  });
+} else {
+  main().then(
+    () => process.exit(0),
+    (error: unknown) => {
+      console.error(error);
+      process.exit(1);
+    },
+  );
+}
