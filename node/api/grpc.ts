@@ -185,9 +185,6 @@ function loadStrictTimeService(): grpc.ServiceDefinition {
 // ------------------------------------------------------------------ conversions
 
 const MAX_ID_CHARS = 128;
-const NS_PER_MS = 1_000_000n;
-/** Extra wait for a FUTURE_SCHEDULE proof beyond its moment before giving up with UNAVAILABLE. */
-const FUTURE_WAIT_SLACK_MS = 1_000;
 
 function boundedString(field: string, value: string): string {
   if (value.length > MAX_ID_CHARS) throw new ValidationError(field, `must be at most ${MAX_ID_CHARS} characters`);
@@ -347,46 +344,24 @@ export function createGrpcServer(context: TransportContext): grpc.Server {
     };
   }
 
-  /** FUTURE_SCHEDULE: the first proof with nanoMoment ≥ atNs, waiting at most grpcMaxFutureWaitNs. */
-  function proofAtOrAfter(atNs: bigint, call: grpc.ServerUnaryCall<TimeRequestMessage, TimeResponseMessage>): Promise<SignedTime> {
-    const now = service.current();
-    if (now.proof.nanoMoment >= atNs) return Promise.resolve(now);
-    if (atNs - now.proof.nanoMoment > limits.grpcMaxFutureWaitNs) {
-      return Promise.reject(
-        new ValidationError("at_ns", `must be at most ${limits.grpcMaxFutureWaitNs} ns ahead for FUTURE_SCHEDULE; use ScheduleAttestation for later moments`),
-      );
+  /**
+   * FUTURE_SCHEDULE: the core's one "proof at or after t" (service.proofAtOrAfter, shared with schedules), for a
+   * moment at most grpcMaxFutureWaitNs ahead; the wait ends when the client cancels.
+   */
+  async function proofAtOrAfter(atNs: bigint, call: grpc.ServerUnaryCall<TimeRequestMessage, TimeResponseMessage>): Promise<SignedTime> {
+    const nowNs = service.nowNs();
+    if (atNs > nowNs && atNs - nowNs > limits.grpcMaxFutureWaitNs) {
+      throw new ValidationError("at_ns", `must be at most ${limits.grpcMaxFutureWaitNs} ns ahead for FUTURE_SCHEDULE; use ScheduleAttestation for later moments`);
     }
-    if (call.cancelled) return Promise.reject(new ValidationError("call", "cancelled"));
-    return new Promise<SignedTime>((resolve, reject) => {
-      const done = (): void => {
-        clearTimeout(timer);
-        offProof();
-        offTamper();
-        call.off("cancelled", onCancelled);
-      };
-      // Bounded wait even when proofs stop (signing refused or stalled) and the client set no deadline: the
-      // moment is at most grpcMaxFutureWaitNs ahead, so one more second of slack is plenty.
-      const waitMs = Number((atNs - now.proof.nanoMoment) / NS_PER_MS) + FUTURE_WAIT_SLACK_MS;
-      const timer = setTimeout(() => {
-        done();
-        reject(new UnavailableError(`no proof at or after ${atNs} ns arrived within ${waitMs} ms`));
-      }, waitMs);
-      const offProof = service.onProof((signed) => {
-        if (signed.proof.nanoMoment >= atNs) {
-          done();
-          resolve(signed);
-        }
-      });
-      const offTamper = service.onTamper((reason) => {
-        done();
-        reject(new UnavailableError(reason));
-      });
-      const onCancelled = (): void => {
-        done();
-        reject(new ValidationError("call", "cancelled"));
-      };
-      call.on("cancelled", onCancelled);
-    });
+    const cancelled = new AbortController();
+    const onCancelled = (): void => cancelled.abort(new ValidationError("call", "cancelled"));
+    if (call.cancelled) onCancelled();
+    call.on("cancelled", onCancelled);
+    try {
+      return await service.proofAtOrAfter(atNs, cancelled.signal);
+    } finally {
+      call.off("cancelled", onCancelled);
+    }
   }
 
   const getCurrentTime = unary<TimeRequestMessage, TimeResponseMessage>("GetCurrentTime", async (call) => {

@@ -5,7 +5,7 @@
  */
 import type { Logger } from "pino";
 import { loadKeyDir } from "../../protocol/keystore";
-import { DevTimeCard } from "../card/dev";
+import { createCard } from "../card";
 import type { NodeConfig } from "../config";
 import { createTimeService, type CoreTimeService, type CreateTimeServiceParameters } from "./service";
 
@@ -40,6 +40,6 @@ export async function createTimeServiceFromConfig(
   options: CreateTimeServiceFromConfigOptions,
 ): Promise<CoreTimeService> {
   const keys = await loadKeyDir(config.keyDir, config.keystorePassword === "" ? {} : { password: config.keystorePassword });
-  const card = new DevTimeCard({ cardKey: keys.cardKey, certificateChainPem: keys.certificateChainPem });
+  const card = createCard(config.cardDriver, keys);
   return createTimeService({ config, card, nodeKey: keys.nodeKey, logger: options.logger, ownsCard: true, ...options.deps });
 }

@@ -127,19 +127,24 @@ export function createTimeService(parameters: CreateTimeServiceParameters): Core
   }
 
   /**
-   * The freshest servable proof with nanoMoment ≥ executeAtNs; waits (timers, at most PROOF_WAIT_ROUNDS × 1 s)
-   * while the card clock is earlier. Throws UnavailableError once the service stops, without signing.
+   * TimeService.proofAtOrAfter: the freshest servable proof with nanoMoment ≥ executeAtNs; waits (timers, at most
+   * PROOF_WAIT_ROUNDS × 1 s) while the card clock is earlier. Throws UnavailableError once the service stops or
+   * the card is tampered, without signing; rejects with the reason of `signal` when the caller gives up.
    */
-  async function proofAtOrAfter(executeAtNs: bigint): Promise<SignedTime> {
+  async function proofAtOrAfter(executeAtNs: bigint, signal?: AbortSignal): Promise<SignedTime> {
+    const waitSignal = signal === undefined ? stopping.signal : AbortSignal.any([stopping.signal, signal]);
     for (let round = 0; round < PROOF_WAIT_ROUNDS; round += 1) {
       throwIfStopping();
+      signal?.throwIfAborted();
+      const tamper = card.tamperState();
+      if (tamper.tampered) throw new UnavailableError(tamper.reason ?? "time card tampered", {});
       const cached = attestor.latest;
       if (cached !== null && cached.proof.nanoMoment >= executeAtNs) return attestor.current();
       const cardNowNs = card.readTimeNs();
       if (cardNowNs >= executeAtNs) return attestor.attest();
       const waitMs = Math.min(Math.max(Number((executeAtNs - cardNowNs + NS_PER_MS - 1n) / NS_PER_MS), 1), 1_000);
-      // stop() aborts the wait (AbortError); the next round's check then ends the loop without signing.
-      await delay(waitMs, undefined, { signal: stopping.signal }).catch(() => undefined);
+      // stop() or the caller aborts the wait (AbortError); the next round's checks then end the loop unsigned.
+      await delay(waitMs, undefined, { signal: waitSignal }).catch(() => undefined);
     }
     throw new UnavailableError("the card clock did not reach executeAt", { executeAtNs: executeAtNs.toString() });
   }
@@ -256,6 +261,8 @@ export function createTimeService(parameters: CreateTimeServiceParameters): Core
       if (!running) throw new UnavailableError("node is not started", {});
       return attestor.attest();
     },
+
+    proofAtOrAfter,
 
     verify,
     verifyWithCertificateChain,

@@ -143,6 +143,13 @@ export interface TimeService {
   nowNs(): bigint;
   /** On-demand fresh attestation; throws UnavailableError when tampered or the accuracy bound is exceeded. */
   attestNow(): Promise<SignedTime>;
+  /**
+   * The one "proof at or after t" of the node (schedules, gRPC FUTURE_SCHEDULE): the freshest servable proof with
+   * nanoMoment ≥ atNs, waiting for the card clock to reach atNs (at most 20 s) and signing then if no cached
+   * proof qualifies. Throws UnavailableError when the card is tampered, signing is refused, the wait runs out or
+   * the service stops; rejects with `signal`'s reason when it aborts.
+   */
+  proofAtOrAfter(atNs: bigint, signal?: AbortSignal): Promise<SignedTime>;
   /** Full off-chain checks (docs/protocol.md §6 plus the card chain of §2); never throws on a malformed proof. */
   verify(proof: TimeProof, opts?: VerifyOptions): VerifyOutcome;
   /**

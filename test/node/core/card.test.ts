@@ -6,6 +6,8 @@ import { P256_HALF_N } from "../../../protocol/constants";
 import { verifyCardCertificateChain } from "../../../protocol/certs";
 import { DevTimeCard } from "../../../node/card/dev";
 import { createAnchoredClock } from "../../../node/card/hostClock";
+import { CARD_DRIVERS, createCard } from "../../../node/card";
+import { SETTINGS } from "../../../node/config";
 import { devIdentity } from "./helpers";
 
 describe("DevTimeCard", () => {
@@ -76,5 +78,22 @@ describe("DevTimeCard", () => {
     const identity = await devIdentity();
     const card = new DevTimeCard({ cardKey: identity.cardKey, certificateChainPem: identity.certificateChainPem });
     expect(JSON.stringify(card)).to.equal(JSON.stringify({ cardId: card.cardId }));
+  });
+});
+
+describe("card drivers (cardDriver setting)", () => {
+  it("builds the driver the setting names, and the setting admits exactly the known drivers", async () => {
+    expect(SETTINGS.cardDriver.choices).to.deep.equal(Object.keys(CARD_DRIVERS));
+    const identity = await devIdentity();
+    const card = createCard("dev", { cardKey: identity.cardKey, certificateChainPem: identity.certificateChainPem });
+    try {
+      expect(card.certificateChainPem).to.deep.equal(identity.certificateChainPem);
+    } finally {
+      card.close();
+    }
+    expect(() => createCard("pcie", { cardKey: identity.cardKey, certificateChainPem: identity.certificateChainPem })).to.throw(
+      RangeError,
+      'unknown cardDriver "pcie" (known: dev)',
+    );
   });
 });

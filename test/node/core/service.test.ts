@@ -53,6 +53,28 @@ describe("TimeService", function () {
     expect(on.service.stats().attestationsTotal).to.equal(attestationsBefore + 1);
   });
 
+  it("proofAtOrAfter: a cached proof when one qualifies, a new one signed at the moment, and an abort ends the wait unsigned", async () => {
+    const dir = tempDir("service-at-or-after");
+    cleanups.push(() => dir.remove());
+    const { service } = await buildService(testConfig(dir.path, { tickIntervalNs: "60000000000" }));
+    await service.start();
+    cleanups.push(() => service.stop());
+    const cached = service.current();
+    expect(await service.proofAtOrAfter(cached.proof.nanoMoment)).to.equal(cached);
+    const atNs = BigInt(Date.now()) * MS + 50n * MS;
+    const later = await service.proofAtOrAfter(atNs);
+    expect(later.proof.nanoMoment >= atNs).to.equal(true);
+    expect(service.verify(later.proof)).to.deep.equal({ valid: true, reason: null });
+    const caller = new AbortController();
+    const waiting = service.proofAtOrAfter(BigInt(Date.now()) * MS + 5_000n * MS, caller.signal);
+    const attestations = service.stats().attestationsTotal;
+    caller.abort(new Error("client went away"));
+    let reason: unknown;
+    await waiting.catch((error: unknown) => (reason = error));
+    expect((reason as Error).message).to.equal("client went away");
+    expect(service.stats().attestationsTotal).to.equal(attestations);
+  });
+
   it("stop() ends a delivery waiting for the card clock at once, without signing after stop", async () => {
     // The node clock runs 30 s ahead of the card: a due schedule waits (1 s rounds) for the card to catch up.
     const dir = tempDir("service-stop");
