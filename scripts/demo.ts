@@ -294,7 +294,7 @@ function errorsOf(...abis: Abi[]): Abi {
 async function deployStep(ctx: DemoContext): Promise<{ deployed: Deployed; result: DemoResult["identity"] }> {
   const { hre, log } = ctx;
   log("");
-  log("1. Deploy the oracle, the bridge and the example vault; register a development card and node");
+  log("1. Deploy the oracle, the scheduler, the bridge and the example vault; register a development card and node");
   // The fixed public dev keys (protocol/devkeys.ts) keep the card id and node address the same on every run;
   // the manufacturer CA and the card's certificate are made fresh.
   const identity = await createDevIdentity({

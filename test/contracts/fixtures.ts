@@ -149,7 +149,7 @@ async function allErrors(): Promise<Abi> {
 
 /**
  * Awaits `promise` and asserts that it reverted with the custom error `errorName` (and `args`, when given).
- * Walks viem's error chain to the ContractFunctionRevertedError (STYLE.md habit 7); when Hardhat's in-process
+ * Walks viem's error chain to the ContractFunctionRevertedError; when Hardhat's in-process
  * provider hands back raw revert data instead, decodes it against the errors of every compiled contract
  * (so errors bubbling up from another contract decode too; `Error(string)` reverts decode as errorName "Error").
  */
