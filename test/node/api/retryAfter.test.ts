@@ -7,7 +7,7 @@ import { loadProtos } from "../../../node/api/grpc";
 import { RateLimiter } from "../../../node/api/rateLimit";
 import { http, startTestNode, type TestNode } from "./helpers";
 
-/** Issue 8 §9: every 429 of the request rate says when to come back (Retry-After), on every transport. */
+/** Every 429 of the request rate says when to come back (Retry-After), on every transport (docs/protocol.md §11.2). */
 describe("Retry-After on rate-limit refusals", function () {
   it("the rate limiter names the time to the client's next token; the mapping turns it into whole seconds", function () {
     let now = 1_000;

@@ -1,6 +1,6 @@
 /**
  * Delivery slots of the schedule worker: every attempt ends (POST timer held by the worker, watchdog), and slots
- * are shared fairly across clients. Issue 7, defect 1.
+ * are shared fairly across clients.
  */
 import { expect } from "chai";
 import { setFlagsFromString } from "node:v8";
