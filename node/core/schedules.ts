@@ -397,11 +397,14 @@ export class ScheduleService {
       nextDue: this.#db.prepare(
         "SELECT next_attempt_at_ns FROM schedules WHERE next_attempt_at_ns IS NOT NULL ORDER BY next_attempt_at_ns LIMIT 1",
       ),
-      // Each client's earliest due rows (at most ? per client), first rows of all clients before second rows.
+      // Each client's earliest due rows (at most ? per client), first rows of all clients before second rows,
+      // leaving out the clients (a JSON array) that may take no slot now: otherwise many such clients' older rows
+      // would fill the LIMIT and hide the row of a client that may.
       dueByClient: this.#db.prepare(
         `SELECT * FROM (
            SELECT ${columns}, client_key, ROW_NUMBER() OVER (PARTITION BY client_key ORDER BY next_attempt_at_ns) AS client_rank
            FROM schedules WHERE next_attempt_at_ns IS NOT NULL AND next_attempt_at_ns <= ?
+             AND client_key NOT IN (SELECT value FROM json_each(?))
          ) WHERE client_rank <= ? ORDER BY client_rank, next_attempt_at_ns LIMIT ?`,
       ),
       pendingByClient: this.#db.prepare(
@@ -517,15 +520,20 @@ export class ScheduleService {
     const room = this.#maxConcurrent - this.#inFlight.size;
     if (room > 0) {
       const nowNs = this.#options.nowNs();
+      const inFlightByClient = new Map<string, number>();
+      for (const { clientKey } of this.#inFlight.values()) inFlightByClient.set(clientKey, (inFlightByClient.get(clientKey) ?? 0) + 1);
+      // pickFairly gives a client holding k slots none while k ≥ the free slots or k ≥ the per-client cap.
+      const excluded = [...inFlightByClient].filter(([, load]) => load >= room || load >= this.#maxConcurrentPerClient).map(([key]) => key);
       const candidates = (
-        this.#statements.dueByClient.all(nsToBlob(nowNs), this.#maxConcurrentPerClient, room * CANDIDATES_PER_SLOT) as (ScheduleRow & {
-          client_key: string;
-        })[]
+        this.#statements.dueByClient.all(
+          nsToBlob(nowNs),
+          JSON.stringify(excluded),
+          this.#maxConcurrentPerClient,
+          room * CANDIDATES_PER_SLOT,
+        ) as (ScheduleRow & { client_key: string })[]
       )
         .filter((row) => !this.#inFlight.has(row.id))
         .map((row) => ({ id: row.id, clientKey: row.client_key, row }));
-      const inFlightByClient = new Map<string, number>();
-      for (const { clientKey } of this.#inFlight.values()) inFlightByClient.set(clientKey, (inFlightByClient.get(clientKey) ?? 0) + 1);
       // Claimed rows are not due again until the claim expires (a crash mid-delivery resumes them then).
       const claimUntilNs = nowNs + BigInt(this.#attemptLimitMs) * NS_PER_MS;
       for (const { row, clientKey } of pickFairly(candidates, inFlightByClient, room, this.#maxConcurrentPerClient)) {
@@ -571,7 +579,8 @@ export class ScheduleService {
     if (failure === null) {
       this.#pending.add(clientKey, -this.#statements.markDelivered.run(nsToBlob(this.#options.nowNs()), id).changes);
       this.#stats.deliveredTotal += 1;
-      log.info({ nanoMoment: progress.nanoMoment }, "schedule delivered");
+      // Debug like "schedule accepted": a delivery is recorded in its row; failures stay at warn.
+      log.debug({ nanoMoment: progress.nanoMoment }, "schedule delivered");
       return;
     }
     // No proof means no POST: still an attempt, so a tampered node gives up after maxAttempts.

@@ -138,6 +138,24 @@ describe("schedule delivery slots", function () {
     expect(started).to.have.length(0);
   });
 
+  it("delivers a newcomer's schedule while many clients' overdue callbacks hang in every slot they may take", async () => {
+    const { started, callbackTransport: hanging } = hangingTransport();
+    const delivered: string[] = [];
+    const callbackTransport = (request: CallbackRequest) => {
+      if (request.url.pathname !== "/healthy") return hanging(request);
+      delivered.push(request.url.pathname);
+      return Promise.resolve(200);
+    };
+    const schedules = service({ deliveryTimeoutMs: 60_000, callbackTransport, maxConcurrentDeliveries: 16, maxConcurrentDeliveriesPerClient: 4 });
+    // Thirteen attacker addresses, each with overdue rows: more clients than the dispatcher reads candidates for.
+    for (let index = 0; index < 13 * 20; index += 1) schedules.schedule(nowNs() - 50_000n * MS, "http://127.0.0.1:9/hang", `attacker-${index % 13}`);
+    await waitFor(() => started.length === 15, 5_000, "the attackers to fill all but one slot");
+    const victim = schedules.schedule(nowNs(), "http://127.0.0.1:9/healthy", "victim");
+    await waitFor(() => schedules.get(victim.id).status === "delivered", 5_000, "the newcomer's delivery");
+    expect(delivered).to.deep.equal(["/healthy"]);
+    expect(started).to.have.length(15);
+  });
+
   it("delivers another client's schedule while one client's many overdue callbacks hang", async () => {
     const { started, callbackTransport: hanging } = hangingTransport();
     const delivered: string[] = [];
