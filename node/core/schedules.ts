@@ -37,7 +37,8 @@
  * the client with the fewest attempts in flight (ties: the earliest due), and a client holding k slots takes
  * another only while more than k are free, so a client whose many callbacks hang or are overdue delays its own
  * deliveries, not everyone's (pickFairly). Clients are keyed by address: an attacker with more addresses than
- * slots can still hold every slot, each for at most one attempt (deliveryTimeoutMs).
+ * slots can hold every slot for one attempt (deliveryTimeoutMs); after that its addresses are suspects (a failed
+ * attempt in the last 10 minutes, cleared by a success), which share at most half of the slots.
  */
 import { randomUUID } from "node:crypto";
 import type { Logger } from "pino";
@@ -127,12 +128,23 @@ export interface DueCandidate {
   clientKey: string;
 }
 
+/** Clients whose callbacks failed lately ("suspects") and the slots they may hold together. */
+export interface SuspectPolicy {
+  isSuspect(clientKey: string): boolean;
+  /** Slots suspects may hold in all, counting those in flight. */
+  maxSlots: number;
+}
+
+const NO_SUSPECTS: SuspectPolicy = { isSuspect: () => false, maxSlots: Number.POSITIVE_INFINITY };
+
 /**
  * Chooses up to `room` rows to deliver now, sharing slots across clients: each pick goes to the client with the
- * fewest attempts in flight (counting the picks so far), never beyond `maxPerClient`; ties go to the client whose
- * candidate came first (`candidates` is ordered by due time, so that is the earliest due). Headroom: a client
- * with k attempts in flight takes a slot only while more than k slots are free, so clients that already hold
- * slots (say, many addresses whose callbacks all hang) always leave one for a client that holds none.
+ * fewest attempts in flight (counting the picks so far), never beyond `maxPerClient`; among equals a client whose
+ * callbacks did not fail lately comes first, then the one whose candidate came first (`candidates` is ordered by
+ * due time, so that is the earliest due). Headroom: a client with k attempts in flight takes a slot only while more
+ * than k slots are free, so clients that already hold slots always leave one for a client that holds none.
+ * Suspects (clients whose callbacks failed lately, say hung) hold at most `suspects.maxSlots` slots together, so
+ * many addresses with hanging receivers cannot keep every slot once their first attempts have failed.
  * Pure; O(room · clients).
  */
 export function pickFairly<T extends DueCandidate>(
@@ -140,6 +152,7 @@ export function pickFairly<T extends DueCandidate>(
   inFlightByClient: ReadonlyMap<string, number>,
   room: number,
   maxPerClient: number,
+  suspects: SuspectPolicy = NO_SUSPECTS,
 ): T[] {
   const queues = new Map<string, T[]>();
   for (const candidate of candidates) {
@@ -149,17 +162,26 @@ export function pickFairly<T extends DueCandidate>(
   }
   const load = new Map<string, number>();
   for (const key of queues.keys()) load.set(key, inFlightByClient.get(key) ?? 0);
+  const suspect = new Set([...queues.keys()].filter((key) => suspects.isSuspect(key)));
+  let suspectSlots = 0;
+  for (const [key, count] of inFlightByClient) if (suspects.isSuspect(key)) suspectSlots += count;
   const picked: T[] = [];
   while (picked.length < room) {
     let best: string | undefined;
     for (const [key, queue] of queues) {
       const keyLoad = load.get(key) ?? 0;
       if (queue.length === 0 || keyLoad >= maxPerClient || keyLoad >= room - picked.length) continue;
-      if (best === undefined || keyLoad < (load.get(best) ?? 0)) best = key;
+      if (suspect.has(key) && suspectSlots >= suspects.maxSlots) continue;
+      if (best === undefined) best = key;
+      else {
+        const bestLoad = load.get(best) ?? 0;
+        if (keyLoad < bestLoad || (keyLoad === bestLoad && suspect.has(best) && !suspect.has(key))) best = key;
+      }
     }
     if (best === undefined) break;
     picked.push(queues.get(best)!.shift()!);
     load.set(best, (load.get(best) ?? 0) + 1);
+    if (suspect.has(best)) suspectSlots += 1;
   }
   return picked;
 }
@@ -242,6 +264,10 @@ interface ScheduleRow {
 const MAX_TIMER_MS = 60_000;
 /** Default of ScheduleServiceOptions.maxProofWaitMs. */
 const DEFAULT_MAX_PROOF_WAIT_MS = 10_000;
+/** How long a client whose delivery attempt failed counts as a suspect (unless one of its deliveries succeeds). */
+const SUSPECT_WINDOW_MS = 10 * 60_000;
+/** Suspects remembered at most (the oldest is forgotten first). */
+const MAX_SUSPECTS = 10_000;
 /** Due rows read per dispatch for each free slot (the fair picker chooses among them). */
 const CANDIDATES_PER_SLOT = 8;
 const NS_PER_MS = 1_000_000n;
@@ -324,6 +350,45 @@ class PendingCounts {
   }
 }
 
+/**
+ * Clients whose latest delivery attempt failed within SUSPECT_WINDOW_MS (a success clears them). Bounded: at most
+ * MAX_SUSPECTS entries, the oldest dropped (insertion order).
+ */
+class FailingClients {
+  readonly #failedAtMs = new Map<string, number>();
+
+  note(clientKey: string): void {
+    this.#failedAtMs.delete(clientKey);
+    if (this.#failedAtMs.size >= MAX_SUSPECTS) {
+      const oldest = this.#failedAtMs.keys().next();
+      if (oldest.done !== true) this.#failedAtMs.delete(oldest.value);
+    }
+    this.#failedAtMs.set(clientKey, performance.now());
+  }
+
+  clear(clientKey: string): void {
+    this.#failedAtMs.delete(clientKey);
+  }
+
+  /** Current suspects (expired entries are dropped here). */
+  keys(): string[] {
+    const nowMs = performance.now();
+    for (const [key, atMs] of this.#failedAtMs) if (nowMs - atMs > SUSPECT_WINDOW_MS) this.#failedAtMs.delete(key);
+    return [...this.#failedAtMs.keys()];
+  }
+
+  policy(maxSlots: number): SuspectPolicy {
+    const nowMs = performance.now();
+    return {
+      isSuspect: (clientKey) => {
+        const atMs = this.#failedAtMs.get(clientKey);
+        return atMs !== undefined && nowMs - atMs <= SUSPECT_WINDOW_MS;
+      },
+      maxSlots,
+    };
+  }
+}
+
 export interface ScheduleStats {
   deliveredTotal: number;
   failedTotal: number;
@@ -347,6 +412,8 @@ export class ScheduleService {
   >;
   /** Pending rows (scheduled or delivering), in all and per client: kept in memory, counted once at open. */
   readonly #pending = new PendingCounts();
+  /** Clients whose callbacks failed lately: they share half the delivery slots (pickFairly). */
+  readonly #suspects = new FailingClients();
   readonly #inFlight = new Map<string, { controller: AbortController; done: Promise<void>; clientKey: string }>();
   readonly #stats: ScheduleStats = { deliveredTotal: 0, failedTotal: 0, attemptsTotal: 0 };
   #timer: NodeJS.Timeout | null = null;
@@ -522,8 +589,15 @@ export class ScheduleService {
       const nowNs = this.#options.nowNs();
       const inFlightByClient = new Map<string, number>();
       for (const { clientKey } of this.#inFlight.values()) inFlightByClient.set(clientKey, (inFlightByClient.get(clientKey) ?? 0) + 1);
-      // pickFairly gives a client holding k slots none while k ≥ the free slots or k ≥ the per-client cap.
-      const excluded = [...inFlightByClient].filter(([, load]) => load >= room || load >= this.#maxConcurrentPerClient).map(([key]) => key);
+      const suspects = this.#suspects.policy(Math.max(1, Math.floor(this.#maxConcurrent / 2)));
+      let suspectSlots = 0;
+      for (const [key, load] of inFlightByClient) if (suspects.isSuspect(key)) suspectSlots += load;
+      // pickFairly gives a client holding k slots none while k ≥ the free slots or k ≥ the per-client cap, and
+      // no suspect any while suspects hold their share.
+      const excluded = [
+        ...[...inFlightByClient].filter(([, load]) => load >= room || load >= this.#maxConcurrentPerClient).map(([key]) => key),
+        ...(suspectSlots >= suspects.maxSlots ? this.#suspects.keys() : []),
+      ];
       const candidates = (
         this.#statements.dueByClient.all(
           nsToBlob(nowNs),
@@ -536,7 +610,7 @@ export class ScheduleService {
         .map((row) => ({ id: row.id, clientKey: row.client_key, row }));
       // Claimed rows are not due again until the claim expires (a crash mid-delivery resumes them then).
       const claimUntilNs = nowNs + BigInt(this.#attemptLimitMs) * NS_PER_MS;
-      for (const { row, clientKey } of pickFairly(candidates, inFlightByClient, room, this.#maxConcurrentPerClient)) {
+      for (const { row, clientKey } of pickFairly(candidates, inFlightByClient, room, this.#maxConcurrentPerClient, suspects)) {
         this.#statements.claim.run(nsToBlob(claimUntilNs), row.id);
         const controller = new AbortController();
         const done = this.#deliver(row, clientKey, controller.signal).finally(() => {
@@ -578,6 +652,7 @@ export class ScheduleService {
     if (!this.#db.open || (shutdown.aborted && failure !== null)) return;
     if (failure === null) {
       this.#pending.add(clientKey, -this.#statements.markDelivered.run(nsToBlob(this.#options.nowNs()), id).changes);
+      this.#suspects.clear(clientKey);
       this.#stats.deliveredTotal += 1;
       // Debug like "schedule accepted": a delivery is recorded in its row; failures stay at warn.
       log.debug({ nanoMoment: progress.nanoMoment }, "schedule delivered");
@@ -622,6 +697,7 @@ export class ScheduleService {
   }
 
   #failAttempt(id: string, clientKey: string, attempt: number, failure: string, log: Logger): void {
+    this.#suspects.note(clientKey);
     if (attempt >= this.#options.maxAttempts) {
       this.#pending.add(clientKey, -this.#statements.markFailed.run(failure, id).changes);
       this.#stats.failedTotal += 1;

@@ -50,6 +50,14 @@ describe("pickFairly (pure)", () => {
     expect(pickFairly(attackers, inFlight, 1, 4)).to.deep.equal([]);
   });
 
+  it("holds suspects (clients whose callbacks failed lately) to their share, and prefers others among equals", () => {
+    const suspects = { isSuspect: (key: string) => key.startsWith("x"), maxSlots: 2 };
+    const picked = pickFairly(rows("x1 x2 x3 a x4"), new Map(), 16, 4, suspects).map((row) => row.clientKey);
+    expect(picked).to.deep.equal(["a", "x1", "x2"]);
+    // Suspects already holding their share in flight get nothing more.
+    expect(pickFairly(rows("x1 x2"), new Map([["x9", 2]]), 8, 4, suspects)).to.deep.equal([]);
+  });
+
   it("keeps each client's rows in due order", () => {
     const picked = pickFairly(rows("a b a b"), new Map(), 16, 4).map((row) => row.id);
     expect(picked).to.deep.equal(["a0", "b1", "a2", "b3"]);
@@ -154,6 +162,38 @@ describe("schedule delivery slots", function () {
     await waitFor(() => schedules.get(victim.id).status === "delivered", 5_000, "the newcomer's delivery");
     expect(delivered).to.deep.equal(["/healthy"]);
     expect(started).to.have.length(15);
+  });
+
+  it("keeps half of the slots from clients whose callbacks failed lately, so a newcomer is delivered while they hang", async () => {
+    const { started, callbackTransport: hanging } = hangingTransport();
+    const failedOnce = new Set<string>();
+    const delivered: string[] = [];
+    const callbackTransport = (request: CallbackRequest) => {
+      const path = request.url.pathname;
+      if (path === "/healthy") {
+        delivered.push(path);
+        return Promise.resolve(200);
+      }
+      // Each attacker's receiver answers 500 once (its client becomes a suspect), then hangs.
+      if (!failedOnce.has(path)) {
+        failedOnce.add(path);
+        return Promise.resolve(500);
+      }
+      return hanging(request);
+    };
+    const schedules = service({ deliveryTimeoutMs: 60_000, maxAttempts: 5, callbackTransport, maxConcurrentDeliveries: 16, maxConcurrentDeliveriesPerClient: 4 });
+    // One row per attacker first: each fails once and makes its client a suspect; then many more rows.
+    for (let index = 0; index < 20; index += 1) schedules.schedule(nowNs() - 50_000n * MS, `http://127.0.0.1:9/hang-${index}`, `attacker-${index}`);
+    await waitFor(() => failedOnce.size === 20, 5_000, "every attacker's first failure");
+    for (let index = 0; index < 20 * 4; index += 1) {
+      schedules.schedule(nowNs() - 50_000n * MS, `http://127.0.0.1:9/hang-${index % 20}`, `attacker-${index % 20}`);
+    }
+    await waitFor(() => started.length === 8, 5_000, "the suspects to take their share");
+    const victim = schedules.schedule(nowNs(), "http://127.0.0.1:9/healthy", "victim");
+    await waitFor(() => schedules.get(victim.id).status === "delivered", 5_000, "the newcomer's delivery");
+    expect(delivered).to.deep.equal(["/healthy"]);
+    await new Promise((resolve) => setTimeout(resolve, 100)); // more dispatches: the suspects' share holds
+    expect(started).to.have.length(8);
   });
 
   it("delivers another client's schedule while one client's many overdue callbacks hang", async () => {
