@@ -345,7 +345,7 @@ export const SETTINGS = {
     kind: "integer",
     env: "ATS_MAX_PIPELINED_REQUESTS",
     description:
-      "HTTP/1.1 requests one connection may have received and not yet been answered (pipelining); a connection beyond it is closed and its address's new connections are refused for 1 s, doubling on repeat up to 60 s. A connection answered 429 is not read for a moment, and one answered 429 eight times in a row is closed.",
+      "HTTP/1.1 requests one connection may have received and not yet been answered (pipelining); a connection beyond it is closed and its address's new connections are refused for 1 s, doubling on repeat up to 60 s. A connection answered 429 is not read for a moment, and one answered 429 eight times in a row is closed and penalised the same way.",
     default: 16,
     min: 1,
     max: 1_024,

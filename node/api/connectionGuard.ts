@@ -13,7 +13,7 @@
  *   its rate-limit bucket needs for one token), so an over-rate client is slowed by backpressure instead of being
  *   answered as fast as it can send; a connection whose last `maxRefusalsPerConnection` answers were all 429 (a
  *   pipelined batch) is closed instead of being answered again.
- * - Penalty: an address whose connection was closed for pipelining has new connections closed on accept for
+ * - Penalty: an address whose connection was closed (pipelining or refusals) has new connections closed on accept for
  *   `penaltyMs`, doubled on each repeat (at most `maxPenaltyMs`), so its sockets are not read at all meanwhile.
  *   Penalties are kept for at most `maxPenalisedAddresses` addresses (the oldest is dropped).
  *
@@ -22,8 +22,8 @@
  * later, for a client that does not read them). Node dispatches the rest of a read it has parsed anyway (it does
  * not stop parsing a buffer); `admit()` turns each of those away with a single check.
  */
-import type { IncomingMessage, Server, ServerResponse } from "node:http";
-import type { Socket } from "node:net";
+import type { IncomingMessage, ServerResponse } from "node:http";
+import type { Server as NetServer, Socket } from "node:net";
 
 export interface ConnectionLimits {
   /** Open connections of the server, all addresses together. */
@@ -77,6 +77,12 @@ interface Penalty {
 
 export interface ConnectionGuard {
   /**
+   * Applies the caps and the penalty to every connection `server` accepts (its 'connection' event: the raw TCP
+   * socket of http, https and http2 servers alike). One guard may watch several servers of one node (REST and
+   * gRPC): they share the counts, so the caps hold for the node's process.
+   */
+  watch(server: NetServer): void;
+  /**
    * Call first for every request. False when the request must not be answered: its connection was (or is now)
    * closed for exceeding a bound.
    */
@@ -92,7 +98,7 @@ export interface ConnectionGuardOptions {
   nowMs?: () => number;
 }
 
-export function guardConnections(server: Server, options: ConnectionGuardOptions): ConnectionGuard {
+export function createConnectionGuard(options: ConnectionGuardOptions): ConnectionGuard {
   const { limits, onDrop } = options;
   const nowMs = options.nowMs ?? (() => performance.now());
   const perAddress = new Map<string, number>();
@@ -127,11 +133,12 @@ export function guardConnections(server: Server, options: ConnectionGuardOptions
   }
 
   /** Stops reading a socket for refusalPauseMs (requests already read are still answered). */
-  function pauseReading(socket: Socket): void {
-    if (limits.refusalPauseMs <= 0 || socket.destroyed || socket.isPaused()) return;
+  function pauseReading(socket: Socket, state: SocketState): void {
+    if (limits.refusalPauseMs <= 0 || socket.destroyed || state.closing || socket.isPaused()) return;
     socket.pause();
     setTimeout(() => {
-      if (!socket.destroyed) socket.resume();
+      // A connection being closed stays paused: its remaining requests would only be parsed to be dropped.
+      if (!socket.destroyed && !state.closing) socket.resume();
     }, limits.refusalPauseMs).unref();
   }
 
@@ -142,8 +149,8 @@ export function guardConnections(server: Server, options: ConnectionGuardOptions
     return nowMs() < penalty.untilMs;
   }
 
-  // 'connection' is the raw TCP socket for http and https alike: counted before any TLS handshake or parsing.
-  server.on("connection", (socket: Socket) => {
+  // 'connection' is the raw TCP socket for http, https and http2 alike: counted before any TLS handshake or parsing.
+  const onConnection = (socket: Socket): void => {
     const address = socket.remoteAddress ?? "unknown";
     if (penalised(address)) return drop(socket, "penalised", address);
     if (open >= limits.maxConnections) return drop(socket, "server_full", address);
@@ -157,9 +164,12 @@ export function guardConnections(server: Server, options: ConnectionGuardOptions
       if (left <= 0) perAddress.delete(address);
       else perAddress.set(address, left);
     });
-  });
+  };
 
   return {
+    watch(server) {
+      server.on("connection", onConnection);
+    },
     get connectionCount() {
       return open;
     },
@@ -175,6 +185,7 @@ export function guardConnections(server: Server, options: ConnectionGuardOptions
       const { last } = state;
       if (last !== null && last.headersSent) state.consecutiveRefusals = last.statusCode === 429 ? state.consecutiveRefusals + 1 : 0;
       if (state.consecutiveRefusals >= limits.maxRefusalsPerConnection) {
+        penalise(state.address);
         closeGracefully(socket, state, "refusals");
         return false;
       }
@@ -191,7 +202,7 @@ export function guardConnections(server: Server, options: ConnectionGuardOptions
         if (owner.closing && owner.pending === 0) socket.destroy();
       });
       response.once("finish", () => {
-        if (response.statusCode === 429) pauseReading(socket);
+        if (response.statusCode === 429) pauseReading(socket, owner);
       });
       return true;
     },

@@ -8,7 +8,7 @@ import type { CoreTimeService } from "../core/service";
 import type { TimeProof } from "../../protocol/types";
 import type { TimeService, VerifyOutcome } from "../core/types";
 import { ApiKeyAuth, ClientSignatureVerifier, clientKeyForIp } from "./auth";
-import { DEFAULT_CONNECTION_LIMITS, type ConnectionLimits } from "./connectionGuard";
+import { createConnectionGuard, DEFAULT_CONNECTION_LIMITS, type ConnectionGuard, type ConnectionLimits } from "./connectionGuard";
 import { createNodeMetrics, type NodeMetrics } from "./metrics";
 import { PushScheduler } from "./pushScheduler";
 import { RateLimiter } from "./rateLimit";
@@ -89,6 +89,8 @@ export interface TransportContext {
   rateLimiter: RateLimiter;
   /** Long-lived streams per client and in all, shared by the WebSocket and gRPC transports. */
   streams: StreamQuota;
+  /** Connection caps and penalties of the node's servers (REST/WebSocket and gRPC), pipelining and refusals. */
+  connections: ConnectionGuard;
   /** The shared timers and push budget of every stream (WebSocket subscriptions, gRPC StreamTime). */
   pushes: PushScheduler;
   /** Client errors of every transport, logged sampled and without stacks (server faults go to `logger`). */
@@ -127,6 +129,7 @@ export function createTransportContext(parameters: CreateTransportContextParamet
     }),
     rateLimiter: new RateLimiter({ ratePerSecond: parameters.maxRequestsPerSecond ?? 0 }),
     streams: new StreamQuota({ maxPerClient: limits.maxStreamsPerClient, maxTotal: limits.wsMaxConnections }),
+    connections: createConnectionGuard({ limits: limits.connections, onDrop: (reason) => metrics.countDroppedConnection(reason) }),
     pushes: new PushScheduler({ maxPushesPerSecond: limits.streamMaxPushesPerSecond, onSkipped: (count) => metrics.countSkippedPushes(count) }),
     clientErrorLog: new SampledLog(
       parameters.logger,

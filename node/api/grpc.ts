@@ -13,6 +13,7 @@
  */
 import * as grpc from "@grpc/grpc-js";
 import * as protoLoader from "@grpc/proto-loader";
+import type { Server as NetServer } from "node:net";
 import { join } from "node:path";
 import { NotFoundError, RateLimitError, UnavailableError, ValidationError } from "../../protocol/errors";
 import { NODE_ENTRY_LENGTH } from "../../protocol/constants";
@@ -21,7 +22,7 @@ import { recoverNodeAddresses } from "../../protocol/verify";
 import type { Hex, TimeProof } from "../../protocol/types";
 import type { TlsMaterial } from "../config";
 import type { NodeInfo, SignedTime } from "../core/types";
-import { API_KEY_HEADER } from "./auth";
+import { API_KEY_HEADER, clientKeyForIp } from "./auth";
 import { admitClient, verifyWithOptionalChain, type TransportContext } from "./context";
 import { toGrpcError } from "./errorMapping";
 import { throwIfRejected, withStrictRequestDecoding } from "./grpcWire";
@@ -185,6 +186,10 @@ function loadStrictTimeService(): grpc.ServiceDefinition {
 // ------------------------------------------------------------------ conversions
 
 const MAX_ID_CHARS = 128;
+/** gRPC connections without a call for this long are closed. */
+const GRPC_MAX_CONNECTION_IDLE_MS = 5 * 60_000;
+/** How often Health.Watch re-reads the health status (tamper is pushed at once). */
+const HEALTH_WATCH_INTERVAL_MS = 1_000;
 
 function boundedString(field: string, value: string): string {
   if (value.length > MAX_ID_CHARS) throw new ValidationError(field, `must be at most ${MAX_ID_CHARS} characters`);
@@ -485,7 +490,16 @@ export function createGrpcServer(context: TransportContext): grpc.Server {
     callback(null, { status });
   };
 
+  // Watch needs no key, so it is held to the stream quota of the caller's address and polled from the shared
+  // push timers (one timer per interval for the whole node), like every other stream.
   const healthWatch: grpc.handleServerStreamingCall<HealthCheckRequestMessage, HealthCheckResponseMessage> = (call) => {
+    let release: () => void;
+    try {
+      release = streams.acquire(clientKeyForIp(peerIp(call.getPeer())));
+    } catch (error) {
+      call.emit("error", fail("Health.Watch", error));
+      return;
+    }
     let last: ServingStatus | undefined;
     const update = (): void => {
       const status = servingStatus(call.request.service) ?? "SERVICE_UNKNOWN";
@@ -494,11 +508,15 @@ export function createGrpcServer(context: TransportContext): grpc.Server {
         call.write({ status });
       }
     };
-    const timer = setInterval(update, 1_000);
+    const stopPolling = context.pushes.add(HEALTH_WATCH_INTERVAL_MS, update);
     const offTamper = service.onTamper(update);
+    let stopped = false;
     const stop = (): void => {
-      clearInterval(timer);
+      if (stopped) return;
+      stopped = true;
+      stopPolling();
       offTamper();
+      release();
     };
     call.on("cancelled", stop);
     call.on("close", stop);
@@ -506,6 +524,9 @@ export function createGrpcServer(context: TransportContext): grpc.Server {
   };
 
   const server = new grpc.Server({
+    // Connections without calls are closed after this (REST closes idle ones after keepAliveTimeoutMs); the
+    // connection caps of context.connections apply on accept (startGrpcServer).
+    "grpc.max_connection_idle_ms": GRPC_MAX_CONNECTION_IDLE_MS,
     "grpc.max_receive_message_length": limits.grpcMaxReceiveMessageBytes,
     "grpc.max_send_message_length": limits.grpcMaxSendMessageBytes,
     // Calls in flight per connection: with refusals answered after a pause, this bounds the refusals per second
@@ -530,6 +551,21 @@ function serverCredentials(tls: TlsMaterial | null): grpc.ServerCredentials {
   return grpc.ServerCredentials.createSsl(null, [{ cert_chain: tls.certificateChainPem, private_key: tls.privateKeyPem() }], false);
 }
 
+/**
+ * Puts the gRPC port's TCP connections under the node's connection guard (caps per address and in total, the
+ * address penalty). grpc-js offers no connection cap and no public handle on its listening servers, so this reads
+ * its `http2Servers` map; a grpc-js without it fails the start here (and the connection-cap test), rather than
+ * serving uncapped.
+ */
+function watchGrpcConnections(server: grpc.Server, context: TransportContext): void {
+  const listening = (server as unknown as { http2Servers?: unknown }).http2Servers;
+  if (!(listening instanceof Map) || listening.size === 0) {
+    server.forceShutdown();
+    throw new Error("grpc-js internals changed: no http2Servers map to apply the connection caps to");
+  }
+  for (const http2Server of listening.keys() as IterableIterator<NetServer>) context.connections.watch(http2Server);
+}
+
 /** Binds `host:port` (0 = a free port) and starts serving, over TLS when `tls` is given. */
 export async function startGrpcServer(
   context: TransportContext,
@@ -545,6 +581,7 @@ export async function startGrpcServer(
       else resolve(actual);
     });
   });
+  watchGrpcConnections(server, context);
   return {
     server,
     address: `${bindHost}:${boundPort}`,

@@ -27,7 +27,6 @@ import type { Hex, ProofJson, TimeProof } from "../../protocol/types";
 import type { TlsMaterial } from "../config";
 import type { ScheduleRecord } from "../core/types";
 import { API_KEY_HEADER, clientKeyForIp } from "./auth";
-import { guardConnections } from "./connectionGuard";
 import { admitClient, verifyWithOptionalChain, type TransportContext } from "./context";
 import {
   createCurrentTimeFastPath,
@@ -156,12 +155,9 @@ export function buildRestApp(context: TransportContext, options: RestAppOptions 
         tls === null
           ? createServer(timeouts)
           : createHttpsServer({ ...timeouts, cert: tls.certificateChainPem, key: tls.privateKeyPem(), handshakeTimeout: limits.connectionTimeoutMs });
-      const connections = guardConnections(server, {
-        limits: limits.connections,
-        onDrop: (reason) => metrics.countDroppedConnection(reason),
-      });
+      context.connections.watch(server);
       server.on("request", (request: IncomingMessage, response: ServerResponse) => {
-        if (!connections.admit(request, response)) return;
+        if (!context.connections.admit(request, response)) return;
         if (fastPath === null || !fastPath.tryServe(request, response)) handler(request, response);
       });
       server.setTimeout(limits.connectionTimeoutMs);
@@ -230,6 +226,17 @@ export function buildRestApp(context: TransportContext, options: RestAppOptions 
     }
   };
   const guardHooks = guarded ? { onRequest: guard } : {};
+  // The open routes need no key but still take a token from the caller's address: otherwise a flood of
+  // /metrics renders is answered as fast as it comes, and no 429 ever engages the connection guard.
+  const openGuard = (request: FastifyRequest, _reply: FastifyReply, done: (err?: Error) => void): void => {
+    try {
+      rateLimiter.take(clientKeyForIp(request.ip));
+      done();
+    } catch (error) {
+      done(error as Error);
+    }
+  };
+  const openHooks = rateLimiter.enabled ? { onRequest: openGuard } : {};
 
   app.get(
     CURRENT_TIME_PATH,
@@ -272,7 +279,7 @@ export function buildRestApp(context: TransportContext, options: RestAppOptions 
     async (request) => scheduleRecordToJson(service.getSchedule(request.params.id)),
   );
 
-  app.get("/node/info", { schema: { response: { 200: nodeInfoSchema, ...errorResponses } } }, async () => {
+  app.get("/node/info", { ...openHooks, schema: { response: { 200: nodeInfoSchema, ...errorResponses } } }, async () => {
     const info = service.info();
     return {
       ...info,
@@ -286,7 +293,7 @@ export function buildRestApp(context: TransportContext, options: RestAppOptions 
     };
   });
 
-  app.get("/health", { schema: { response: { 200: healthSchema, 503: healthSchema } } }, async (_request, reply) => {
+  app.get("/health", { ...openHooks, schema: { response: { 200: healthSchema, 503: healthSchema } } }, async (_request, reply) => {
     const health = service.health();
     void reply.code(health.status === "ok" || health.status === "degraded" ? 200 : 503);
     return {
@@ -299,7 +306,7 @@ export function buildRestApp(context: TransportContext, options: RestAppOptions 
 
   app.get(
     "/metrics",
-    { schema: { response: { 200: { type: "string" } } } },
+    { ...openHooks, schema: { response: { 200: { type: "string" } } } },
     async (_request, reply) => {
       const text = await metrics.render();
       void reply.type(metrics.contentType);

@@ -214,8 +214,8 @@ export interface ScheduleServiceOptions {
   allowedCallbackHosts: readonly string[];
   /** Node clock, ns since the Unix epoch. */
   nowNs: () => bigint;
-  /** A proof whose nanoMoment is ≥ executeAtNs (waits or signs as needed). */
-  proofAtOrAfter: (executeAtNs: bigint) => Promise<SignedTime>;
+  /** A proof whose nanoMoment is ≥ executeAtNs (waits or signs as needed); gives up when `signal` aborts. */
+  proofAtOrAfter: (executeAtNs: bigint, signal: AbortSignal) => Promise<SignedTime>;
   logger: Logger;
   /** Resolves callback host names at each attempt; defaults to the system resolver (dns.lookup, all addresses). */
   resolveCallbackHost?: ResolveHost;
@@ -393,6 +393,8 @@ export interface ScheduleStats {
   deliveredTotal: number;
   failedTotal: number;
   attemptsTotal: number;
+  /** Passes of the dispatcher: each follows a due row, a finished delivery or a new schedule, never a spin. */
+  dispatchesTotal: number;
 }
 
 export class ScheduleService {
@@ -407,7 +409,7 @@ export class ScheduleService {
   /** The watchdog of one attempt: the proof wait plus the POST timeout. */
   readonly #attemptLimitMs: number;
   readonly #statements: Record<
-    "insert" | "get" | "nextDue" | "dueByClient" | "pendingByClient" | "claim" | "markDelivering" | "markDelivered" | "markRetry" | "markFailed" | "resumeInFlight",
+    "insert" | "get" | "nextDue" | "due" | "pendingByClient" | "claim" | "markDelivering" | "markDelivered" | "markRetry" | "markFailed" | "resumeInFlight",
     SqliteStatement
   >;
   /** Pending rows (scheduled or delivering), in all and per client: kept in memory, counted once at open. */
@@ -415,7 +417,7 @@ export class ScheduleService {
   /** Clients whose callbacks failed lately: they share half the delivery slots (pickFairly). */
   readonly #suspects = new FailingClients();
   readonly #inFlight = new Map<string, { controller: AbortController; done: Promise<void>; clientKey: string }>();
-  readonly #stats: ScheduleStats = { deliveredTotal: 0, failedTotal: 0, attemptsTotal: 0 };
+  readonly #stats: ScheduleStats = { deliveredTotal: 0, failedTotal: 0, attemptsTotal: 0, dispatchesTotal: 0 };
   #timer: NodeJS.Timeout | null = null;
   #running = false;
 
@@ -461,18 +463,17 @@ export class ScheduleService {
         "INSERT INTO schedules (id, execute_at_ns, callback_url, status, attempts, created_at_ns, next_attempt_at_ns, client_key) VALUES (?, ?, ?, 'scheduled', 0, ?, ?, ?)",
       ),
       get: this.#db.prepare(`SELECT ${columns} FROM schedules WHERE id = ?`),
+      // Both walk the schedules_due index in due order, leaving out the clients (a JSON array) that may take no
+      // slot now: their rows neither wake the worker (no busy loop while they wait) nor fill the LIMIT (hiding the
+      // row of a client that may). The cost is the excluded clients' rows ahead of the first eligible one, at most
+      // their pending quota each, not every due row.
       nextDue: this.#db.prepare(
-        "SELECT next_attempt_at_ns FROM schedules WHERE next_attempt_at_ns IS NOT NULL ORDER BY next_attempt_at_ns LIMIT 1",
+        `SELECT next_attempt_at_ns FROM schedules WHERE next_attempt_at_ns IS NOT NULL
+           AND client_key NOT IN (SELECT value FROM json_each(?)) ORDER BY next_attempt_at_ns LIMIT 1`,
       ),
-      // Each client's earliest due rows (at most ? per client), first rows of all clients before second rows,
-      // leaving out the clients (a JSON array) that may take no slot now: otherwise many such clients' older rows
-      // would fill the LIMIT and hide the row of a client that may.
-      dueByClient: this.#db.prepare(
-        `SELECT * FROM (
-           SELECT ${columns}, client_key, ROW_NUMBER() OVER (PARTITION BY client_key ORDER BY next_attempt_at_ns) AS client_rank
-           FROM schedules WHERE next_attempt_at_ns IS NOT NULL AND next_attempt_at_ns <= ?
-             AND client_key NOT IN (SELECT value FROM json_each(?))
-         ) WHERE client_rank <= ? ORDER BY client_rank, next_attempt_at_ns LIMIT ?`,
+      due: this.#db.prepare(
+        `SELECT ${columns}, client_key FROM schedules WHERE next_attempt_at_ns IS NOT NULL AND next_attempt_at_ns <= ?
+           AND client_key NOT IN (SELECT value FROM json_each(?)) ORDER BY next_attempt_at_ns LIMIT ?`,
       ),
       pendingByClient: this.#db.prepare(
         "SELECT client_key, COUNT(*) AS n FROM schedules WHERE next_attempt_at_ns IS NOT NULL GROUP BY client_key",
@@ -569,9 +570,17 @@ export class ScheduleService {
     if (!this.#running) return;
     if (this.#timer !== null) clearTimeout(this.#timer);
     this.#timer = null;
-    if (this.#inFlight.size >= this.#maxConcurrent) return; // a finishing delivery re-arms
-    const next = this.#statements.nextDue.get() as { next_attempt_at_ns: Buffer } | undefined;
-    if (next === undefined) return;
+    const room = this.#maxConcurrent - this.#inFlight.size;
+    if (room <= 0) return; // a finishing delivery re-arms
+    const next = this.#statements.nextDue.get(this.#eligibility(room).excludedJson) as { next_attempt_at_ns: Buffer } | undefined;
+    // Nothing a client may take now: a finishing delivery or a new schedule re-arms (60 s at most, for suspects
+    // whose window ends).
+    if (next === undefined) {
+      if (this.#inFlight.size === 0) return;
+      this.#timer = setTimeout(() => this.#dispatchDue(), MAX_TIMER_MS);
+      this.#timer.unref();
+      return;
+    }
     const dueNs = blobToNs(next.next_attempt_at_ns);
     const nowNs = this.#options.nowNs();
     const waitNs = dueNs > nowNs ? dueNs - nowNs : 0n;
@@ -581,31 +590,34 @@ export class ScheduleService {
     this.#timer.unref();
   }
 
+  /**
+   * Who may take a slot now, with `room` slots free: the attempts in flight per client, the suspect policy, and
+   * the clients pickFairly would give nothing (at the per-client cap, holding as many slots as are free, or a
+   * suspect while suspects hold their share) as a JSON array for the queries. The queries and pickFairly agree,
+   * so a due eligible row is always picked: the worker never wakes for rows it cannot deliver.
+   */
+  #eligibility(room: number): { inFlightByClient: Map<string, number>; suspects: SuspectPolicy; excludedJson: string } {
+    const inFlightByClient = new Map<string, number>();
+    for (const { clientKey } of this.#inFlight.values()) inFlightByClient.set(clientKey, (inFlightByClient.get(clientKey) ?? 0) + 1);
+    const suspects = this.#suspects.policy(Math.max(1, Math.floor(this.#maxConcurrent / 2)));
+    let suspectSlots = 0;
+    for (const [key, load] of inFlightByClient) if (suspects.isSuspect(key)) suspectSlots += load;
+    const excluded = new Set(
+      [...inFlightByClient].filter(([, load]) => load >= room || load >= this.#maxConcurrentPerClient).map(([key]) => key),
+    );
+    if (suspectSlots >= suspects.maxSlots) for (const key of this.#suspects.keys()) excluded.add(key);
+    return { inFlightByClient, suspects, excludedJson: JSON.stringify([...excluded]) };
+  }
+
   #dispatchDue(): void {
     this.#timer = null;
     if (!this.#running) return;
+    this.#stats.dispatchesTotal += 1;
     const room = this.#maxConcurrent - this.#inFlight.size;
     if (room > 0) {
       const nowNs = this.#options.nowNs();
-      const inFlightByClient = new Map<string, number>();
-      for (const { clientKey } of this.#inFlight.values()) inFlightByClient.set(clientKey, (inFlightByClient.get(clientKey) ?? 0) + 1);
-      const suspects = this.#suspects.policy(Math.max(1, Math.floor(this.#maxConcurrent / 2)));
-      let suspectSlots = 0;
-      for (const [key, load] of inFlightByClient) if (suspects.isSuspect(key)) suspectSlots += load;
-      // pickFairly gives a client holding k slots none while k ≥ the free slots or k ≥ the per-client cap, and
-      // no suspect any while suspects hold their share.
-      const excluded = [
-        ...[...inFlightByClient].filter(([, load]) => load >= room || load >= this.#maxConcurrentPerClient).map(([key]) => key),
-        ...(suspectSlots >= suspects.maxSlots ? this.#suspects.keys() : []),
-      ];
-      const candidates = (
-        this.#statements.dueByClient.all(
-          nsToBlob(nowNs),
-          JSON.stringify(excluded),
-          this.#maxConcurrentPerClient,
-          room * CANDIDATES_PER_SLOT,
-        ) as (ScheduleRow & { client_key: string })[]
-      )
+      const { inFlightByClient, suspects, excludedJson } = this.#eligibility(room);
+      const candidates = (this.#statements.due.all(nsToBlob(nowNs), excludedJson, room * CANDIDATES_PER_SLOT) as (ScheduleRow & { client_key: string })[])
         .filter((row) => !this.#inFlight.has(row.id))
         .map((row) => ({ id: row.id, clientKey: row.client_key, row }));
       // Claimed rows are not due again until the claim expires (a crash mid-delivery resumes them then).
@@ -667,7 +679,7 @@ export class ScheduleService {
   async #attempt(row: ScheduleRow, controller: AbortController, progress: AttemptProgress): Promise<string | null> {
     const { signal } = controller;
     const executeAtNs = blobToNs(row.execute_at_ns);
-    const signed = await this.#options.proofAtOrAfter(executeAtNs);
+    const signed = await this.#options.proofAtOrAfter(executeAtNs, signal);
     // Checked right before the row is touched: an attempt ended by the watchdog or shutdown writes nothing more.
     if (signal.aborted || !this.#db.open) throw signal.reason ?? new Error("schedule store closed");
     const body: ScheduleDeliveryBody = {

@@ -132,7 +132,21 @@ export function createTimeService(parameters: CreateTimeServiceParameters): Core
    * the card is tampered, without signing; rejects with the reason of `signal` when the caller gives up.
    */
   async function proofAtOrAfter(executeAtNs: bigint, signal?: AbortSignal): Promise<SignedTime> {
-    const waitSignal = signal === undefined ? stopping.signal : AbortSignal.any([stopping.signal, signal]);
+    // One controller per call, fed by both signals through listeners removed at the end: AbortSignal.any() with
+    // the long-lived stopping signal would keep every call's composite signal alive on Node 20 (a leak per call).
+    const wait = new AbortController();
+    const abortWait = (): void => wait.abort();
+    stopping.signal.addEventListener("abort", abortWait, { once: true });
+    signal?.addEventListener("abort", abortWait, { once: true });
+    try {
+      return await waitForProofAtOrAfter(executeAtNs, wait.signal, signal);
+    } finally {
+      stopping.signal.removeEventListener("abort", abortWait);
+      signal?.removeEventListener("abort", abortWait);
+    }
+  }
+
+  async function waitForProofAtOrAfter(executeAtNs: bigint, waitSignal: AbortSignal, signal: AbortSignal | undefined): Promise<SignedTime> {
     for (let round = 0; round < PROOF_WAIT_ROUNDS; round += 1) {
       throwIfStopping();
       signal?.throwIfAborted();
@@ -299,7 +313,7 @@ export function createTimeService(parameters: CreateTimeServiceParameters): Core
 
     stats: (): ServiceStats => {
       const attestorStats = attestor.stats();
-      const scheduleStats = schedules?.stats() ?? { deliveredTotal: 0, failedTotal: 0, attemptsTotal: 0 };
+      const scheduleStats = schedules?.stats() ?? { deliveredTotal: 0, failedTotal: 0, attemptsTotal: 0, dispatchesTotal: 0 };
       return {
         attestationsTotal: attestorStats.attestationsTotal,
         accuracyRefusalsTotal: attestorStats.accuracyRefusalsTotal,

@@ -69,12 +69,9 @@ describe("node/api connection guard", function () {
     sockets.push(connection.socket);
     return connection;
   }
-  /** A counter of /metrics, read from an address no test penalises or fills (127.0.0.9). */
+  /** A counter of the node's metrics (read in-process: a scrape would be one more connection to the guard). */
   async function metric(reason: string): Promise<number> {
-    const scraper = await open("127.0.0.9");
-    scraper.socket.end("GET /metrics HTTP/1.1\r\nHost: node\r\nConnection: close\r\n\r\n");
-    await scraper.closed;
-    const text = scraper.received();
+    const text = await t!.node.metrics.render();
     const match = new RegExp(`timerpc_connections_dropped_total\\{reason="${reason}"\\} (\\d+)`).exec(text);
     return match === null ? 0 : Number(match[1]);
   }
@@ -123,6 +120,14 @@ describe("node/api connection guard", function () {
     expect(await metric("refusals")).to.equal(1);
   });
 
+  it("rate-limits the open routes per address too (/metrics, /health, /node/info), so their floods meet the guard", async () => {
+    await start({ maxPipelinedRequests: 64 }, { maxRequestsPerSecond: 5 });
+    const client = await open();
+    client.socket.write("GET /metrics HTTP/1.1\r\nHost: node\r\n\r\n".repeat(4) + "GET /health HTTP/1.1\r\nHost: node\r\n\r\n".repeat(4));
+    await waitFor(() => client.statuses().length === 8, "eight answers");
+    expect(client.statuses()).to.deep.equal([200, 200, 200, 200, 200, 429, 429, 429]);
+  });
+
   it("does not read a connection for refusalPauseMs after a 429", async () => {
     await start({ refusalPauseMs: 400 }, { maxRequestsPerSecond: 1 });
     const client = await open();
@@ -158,7 +163,24 @@ describe("node/api connection guard", function () {
     const beyond = await open("127.0.0.2");
     await beyond.closed;
     expect(beyond.received()).to.equal("");
-    expect(t!.node.endpoints.rest).to.be.a("string");
+    expect(await metric("server_full")).to.equal(1);
+  });
+
+  it("caps the gRPC port too, counting its connections with the REST port's (one process, one descriptor limit)", async () => {
+    await start({ maxConnectionsPerAddress: 3 });
+    const grpcPort = Number(t!.node.endpoints.grpc.split(":").pop());
+    const grpcRaw = async (): Promise<RawConnection> => {
+      const connection = await rawConnection(`http://127.0.0.1:${grpcPort}`);
+      sockets.push(connection.socket);
+      return connection;
+    };
+    await grpcRaw();
+    await grpcRaw();
+    await open(); // the third from this address, on the REST port
+    const beyond = await grpcRaw();
+    await beyond.closed;
+    expect(beyond.received()).to.equal("");
+    expect(await metric("address_full")).to.equal(1);
   });
 
   it("cuts a slowloris request (headers trickled) within requestTimeoutMs, not Node's 30 s sweep", async () => {

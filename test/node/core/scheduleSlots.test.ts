@@ -121,7 +121,7 @@ describe("schedule delivery slots", function () {
     expect(schedules.get(record.id).lastError).to.equal("TimeoutError: callback did not answer within 200 ms");
   });
 
-  it("ends an attempt whose transport ignores the abort (watchdog), freeing its slot", async () => {
+  it("ends an attempt whose transport ignores the abort at the POST timeout (the worker stops waiting for it), freeing its slot", async () => {
     const requests: CallbackRequest[] = [];
     const ignoresAbort = (request: CallbackRequest) => {
       requests.push(request);
@@ -194,6 +194,18 @@ describe("schedule delivery slots", function () {
     expect(delivered).to.deep.equal(["/healthy"]);
     await new Promise((resolve) => setTimeout(resolve, 100)); // more dispatches: the suspects' share holds
     expect(started).to.have.length(8);
+  });
+
+  it("does not wake while the only due rows belong to clients that may take no slot (no busy loop)", async () => {
+    const { started, callbackTransport } = hangingTransport();
+    const schedules = service({ deliveryTimeoutMs: 60_000, callbackTransport, maxConcurrentDeliveries: 16, maxConcurrentDeliveriesPerClient: 4 });
+    for (let index = 0; index < 100; index += 1) schedules.schedule(nowNs() - 1_000n * MS, "http://127.0.0.1:9/hang", "one-client");
+    await waitFor(() => started.length === 4, 5_000, "the client's four slots");
+    const before = schedules.stats().dispatchesTotal;
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    // 96 due rows and 12 free slots, yet nothing to do until a delivery ends: not one more pass.
+    expect(schedules.stats().dispatchesTotal).to.equal(before);
+    expect(started).to.have.length(4);
   });
 
   it("delivers another client's schedule while one client's many overdue callbacks hang", async () => {
