@@ -148,8 +148,14 @@ export function attachStreamServer(server: Server, context: TransportContext): S
   const frames = new FrameCache();
   const intervalLimits = { minIntervalNs: limits.wsMinIntervalNs, maxIntervalNs: limits.wsMaxIntervalNs };
 
+  /** A reply to a client message. A client that sends but does not read would grow its buffer: it is closed. */
   function send(ws: WebSocket, payload: object): void {
-    if (ws.readyState === ws.OPEN) ws.send(JSON.stringify(payload));
+    if (ws.readyState !== ws.OPEN) return;
+    if (ws.bufferedAmount > limits.wsMaxBufferedBytes) {
+      closeWith(ws, WS_CLOSE_POLICY_VIOLATION, "Not reading its messages");
+      return;
+    }
+    ws.send(JSON.stringify(payload));
   }
 
   function stopSubscriptions(state: ConnectionState): void {
