@@ -419,6 +419,8 @@ export class ScheduleService {
   readonly #inFlight = new Map<string, { controller: AbortController; done: Promise<void>; clientKey: string }>();
   readonly #stats: ScheduleStats = { deliveredTotal: 0, failedTotal: 0, attemptsTotal: 0, dispatchesTotal: 0 };
   #timer: NodeJS.Timeout | null = null;
+  /** When #timer fires, node clock ns (null while no timer is armed). */
+  #wakeAtNs: bigint | null = null;
   #running = false;
 
   constructor(options: ScheduleServiceOptions) {
@@ -554,7 +556,7 @@ export class ScheduleService {
     this.#pending.add(clientKey, 1);
     // Debug, not info: a client may create schedules at its full request rate, and each is its own record.
     this.#logger.debug({ id, executeAtNs: executeAt.toString(), callbackHost: new URL(url).host }, "schedule accepted");
-    this.#arm();
+    if (this.#changesNextWake(executeAt, clientKey)) this.#arm();
     return this.get(id);
   }
 
@@ -570,6 +572,7 @@ export class ScheduleService {
     if (!this.#running) return;
     if (this.#timer !== null) clearTimeout(this.#timer);
     this.#timer = null;
+    this.#wakeAtNs = null;
     const room = this.#maxConcurrent - this.#inFlight.size;
     if (room <= 0) return; // a finishing delivery re-arms
     const next = this.#statements.nextDue.get(this.#eligibility(room).excludedJson) as { next_attempt_at_ns: Buffer } | undefined;
@@ -579,6 +582,7 @@ export class ScheduleService {
       if (this.#inFlight.size === 0) return;
       this.#timer = setTimeout(() => this.#dispatchDue(), MAX_TIMER_MS);
       this.#timer.unref();
+      this.#wakeAtNs = this.#options.nowNs() + BigInt(MAX_TIMER_MS) * NS_PER_MS;
       return;
     }
     const dueNs = blobToNs(next.next_attempt_at_ns);
@@ -588,6 +592,21 @@ export class ScheduleService {
     const delayMs = Math.min(MAX_TIMER_MS, Number((waitNs + NS_PER_MS - 1n) / NS_PER_MS));
     this.#timer = setTimeout(() => this.#dispatchDue(), delayMs);
     this.#timer.unref();
+    this.#wakeAtNs = nowNs + BigInt(delayMs) * NS_PER_MS;
+  }
+
+  /**
+   * Whether a new row may move the worker's next wake-up: not when its client may take no slot now (it waits for
+   * a delivery to end, which re-arms anyway) nor when the worker already wakes no later than the row is due.
+   * Re-arming for every accepted row would walk the due index once per request, a quadratic cost under a flood.
+   */
+  #changesNextWake(executeAtNs: bigint, clientKey: string): boolean {
+    const room = this.#maxConcurrent - this.#inFlight.size;
+    if (room <= 0) return false;
+    let load = 0;
+    for (const attempt of this.#inFlight.values()) if (attempt.clientKey === clientKey) load += 1;
+    if (load >= room || load >= this.#maxConcurrentPerClient) return false;
+    return this.#timer === null || this.#wakeAtNs === null || executeAtNs < this.#wakeAtNs;
   }
 
   /**
@@ -611,6 +630,7 @@ export class ScheduleService {
 
   #dispatchDue(): void {
     this.#timer = null;
+    this.#wakeAtNs = null;
     if (!this.#running) return;
     this.#stats.dispatchesTotal += 1;
     const room = this.#maxConcurrent - this.#inFlight.size;
