@@ -45,17 +45,16 @@ module.exports = tseslint.config(
     rules: {
       "no-restricted-imports": forbid(
         ["**/node/**", "**/scripts/**", "**/test/**"],
-        "The client library must not load the server: it imports protocol/ (and the wire definitions) only.",
+        "The client library must not load the server: it imports protocol/ and wire/ only.",
       ),
     },
   },
   {
-    // Until the client moves to client/ (docs/architecture.md), node/client may use node/api's wire helpers only.
-    files: ["node/client/**/*.ts"],
+    files: ["wire/**/*.ts"],
     rules: {
       "no-restricted-imports": forbid(
-        ["../core", "../core/**", "../card", "../card/**", "../server", "../cli", "../config", "**/scripts/**", "**/test/**"],
-        "The client library must not load the server: it imports protocol/ (and the wire definitions) only.",
+        ["**/node/**", "**/client/**", "**/scripts/**", "**/test/**"],
+        "wire/ holds what client and node agree on: it imports protocol/ only.",
       ),
     },
   },

@@ -60,7 +60,7 @@ import {
 } from "../protocol";
 import { DEV_CARD_PRIVATE_KEY, DEV_NODE_PRIVATE_KEYS } from "../protocol/devkeys";
 import { startDevNode } from "../node/cli";
-import { createTimeClient } from "../node/client";
+import { createTimeClient } from "../client";
 import { deployAttestedTime, NO_EXPIRY_NS, type AttestedTimeDeployment, type ScheduledCall } from "./deploy";
 
 // ------------------------------------------------------------------------------------------------ results

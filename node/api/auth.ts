@@ -31,9 +31,9 @@ import { getAddress, isAddress, recoverMessageAddress, type Hex as ViemHex } fro
 import { AuthError, RateLimitError, ValidationError } from "../../protocol/errors";
 import type { Address } from "../../protocol/types";
 import { apiKeyMatches, hashApiKey, type ApiKeyHash } from "../config";
+import { clientRequestMessage, type ClientRequestFields } from "../../wire/auth";
 
 /** Header (REST, WS upgrade) and metadata key (gRPC) carrying the API key. */
-export const API_KEY_HEADER = "x-api-key";
 
 export class ApiKeyAuth {
   /** SHA-256 digests of the configured keys (node/config.ts loads them hashed; the keys are not kept). */
@@ -64,24 +64,6 @@ export class ApiKeyAuth {
 /** Rate-limit key of an unauthenticated caller. */
 export function clientKeyForIp(ip: string | undefined): string {
   return `ip:${ip ?? "unknown"}`;
-}
-
-export interface ClientRequestFields {
-  requestId: string;
-  /** Decimal form of TimeRequest.nonce (uint64), e.g. "42"; "0" (or "") means none. */
-  nonce: string;
-  /** RequestType enum name, e.g. "CURRENT_TIME". */
-  type: string;
-  /** Decimal ns or "". */
-  atNs: string;
-  clientId: string;
-  /** When the client signed, ms since the Unix epoch, decimal. */
-  issuedAtMs: string;
-}
-
-/** The exact text a client signs (EIP-191 personal_sign) for a gRPC TimeRequest. */
-export function clientRequestMessage(fields: ClientRequestFields): string {
-  return `ATS/1 REQ|${fields.requestId}|${fields.nonce}|${fields.type}|${fields.atNs}|${fields.clientId}|${fields.issuedAtMs}`;
 }
 
 export interface ClientSignatureOptions {

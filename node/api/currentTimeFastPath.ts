@@ -15,10 +15,10 @@
  */
 import type { IncomingMessage, ServerResponse } from "node:http";
 import type { FastifyBaseLogger } from "fastify";
-import { API_KEY_HEADER } from "./auth";
+import { API_KEY_HEADER } from "../../wire/auth";
 import { admitClient, type TransportContext } from "./context";
 import type { SignedTime } from "../core/types";
-import { toHttpError, type HttpErrorAnswer } from "./errorMapping";
+import { toHttpError, type HttpErrorAnswer } from "../../wire/errorMapping";
 import type { SampledLog } from "./sampledLog";
 
 export const CURRENT_TIME_PATH = "/time/current";

@@ -12,9 +12,7 @@
  * API keys travel in metadata.
  */
 import * as grpc from "@grpc/grpc-js";
-import * as protoLoader from "@grpc/proto-loader";
 import type { Server as NetServer } from "node:net";
-import { join } from "node:path";
 import { NotFoundError, RateLimitError, UnavailableError, ValidationError } from "../../protocol/errors";
 import { NODE_ENTRY_LENGTH } from "../../protocol/constants";
 import { parseNsString } from "../../protocol/json";
@@ -22,154 +20,53 @@ import { recoverNodeAddresses } from "../../protocol/verify";
 import type { Hex, TimeProof } from "../../protocol/types";
 import type { TlsMaterial } from "../config";
 import type { NodeInfo, SignedTime } from "../core/types";
-import { API_KEY_HEADER, clientKeyForIp } from "./auth";
+import { API_KEY_HEADER } from "../../wire/auth";
+import { clientKeyForIp } from "./auth";
 import { admitClient, verifyWithOptionalChain, type TransportContext } from "./context";
-import { toGrpcError } from "./errorMapping";
+import { toGrpcError } from "../../wire/errorMapping";
 import { throwIfRejected, withStrictRequestDecoding } from "./grpcWire";
 import { checkDurationNs } from "./input";
 import type { Transport } from "./metrics";
 
-export const PROTO_DIR = join(__dirname, "..", "..", "proto");
-export const TIME_PROTO_PATH = join(PROTO_DIR, "time.proto");
-export const HEALTH_PROTO_PATH = join(PROTO_DIR, "health.proto");
-export const TIME_SERVICE_NAME = "ats.v1.TimeRPC";
-
-/** Loader options shared by the server and the client library. */
-export const PROTO_LOADER_OPTIONS: protoLoader.Options = {
-  keepCase: true,
-  longs: String,
-  enums: String,
-  defaults: true,
-  oneofs: true,
-};
-
-// ------------------------------------------------------------------ message shapes (as proto-loader yields them)
-
-/**
- * RequestType names in wire order (index = enum number, as the service description fixes them): CURRENT_TIME = 0
- * is also what a request without `type` asks for.
- */
-export const REQUEST_TYPES = ["CURRENT_TIME", "HISTORICAL_PROOF", "FUTURE_SCHEDULE"] as const;
-export type RequestTypeName = (typeof REQUEST_TYPES)[number];
-
-export interface TimeRequestMessage {
-  request_id: string;
-  /**
-   * uint64 as a decimal string (longs: String), "0" when absent; a client may send a decimal string or a number.
-   * Signed in this decimal form; required non-zero when a signature is checked (auth.ts).
-   */
-  nonce: string;
-  /** Enum name (CURRENT_TIME when absent); an unknown wire value arrives as its number. */
-  type: RequestTypeName | number;
-  at_ns: string;
-  client_signature: Buffer;
-  client_id: string;
-  issued_at_ms: string;
-}
-
-export interface ProofMessage {
-  hardware_signature: Buffer;
-  node_signature: Buffer;
-  accuracy_ns: number;
-  hardware_id: Buffer;
-}
-
-/** TimeResponse.node: the answering node, from service.info(). */
-export interface NodeInfoMessage {
-  /** EIP-55 address of the node key. */
-  node_id: string;
-  /** The node's card id, 32 bytes. */
-  card_id: Buffer;
-  /** Package version. */
-  version: string;
-  /** "ATS/1". */
-  protocol: string;
-}
-
-/** TimeResponse.consensus. */
-export interface ConsensusProofMessage {
-  /** Entries in proof.node_signature. */
-  responders: number;
-  /** The node's nodeQuorum setting. */
-  quorum: number;
-  /** EIP-55 signer addresses of those entries, in proof order (ascending). */
-  node_ids: string[];
-}
-
-export interface TimeResponseMessage {
-  request_id: string;
-  nano_moment: string;
-  proof: ProofMessage;
-  consensus: ConsensusProofMessage;
-  node: NodeInfoMessage;
-}
-
-export interface StreamRequestMessage {
-  request_id: string;
-  /** uint64 as a decimal string (longs: String). */
-  interval_ns: string;
-}
-
-export interface VerifyRequestMessage {
-  nano_moment: string;
-  proof: ProofMessage | null;
-  certificate_chain_pem: string[];
-}
-
-export interface VerifyResponseMessage {
-  valid: boolean;
-  reason: string;
-  detail: string;
-}
-
-export interface ScheduleRequestMessage {
-  execute_at_ns: string;
-  callback_url: string;
-}
-
-export interface ScheduleResponseMessage {
-  id: string;
-  status: string;
-  execute_at_ns: string;
-  callback_url: string;
-}
-
-interface HealthCheckRequestMessage {
-  service: string;
-}
-
-type ServingStatus = "UNKNOWN" | "SERVING" | "NOT_SERVING" | "SERVICE_UNKNOWN";
-
-interface HealthCheckResponseMessage {
-  status: ServingStatus;
-}
-
-interface LoadedProtos {
-  timeService: grpc.ServiceDefinition;
-  healthService: grpc.ServiceDefinition;
-  timeClient: grpc.ServiceClientConstructor;
-  healthClient: grpc.ServiceClientConstructor;
-}
-
-let loaded: LoadedProtos | undefined;
-
-/** Loads both proto files once per process. */
-export function loadProtos(): LoadedProtos {
-  if (loaded === undefined) {
-    const definition = protoLoader.loadSync([TIME_PROTO_PATH, HEALTH_PROTO_PATH], PROTO_LOADER_OPTIONS);
-    const root = grpc.loadPackageDefinition(definition) as unknown as {
-      ats: { v1: { TimeRPC: grpc.ServiceClientConstructor } };
-      grpc: { health: { v1: { Health: grpc.ServiceClientConstructor } } };
-    };
-    loaded = {
-      timeService: root.ats.v1.TimeRPC.service,
-      healthService: root.grpc.health.v1.Health.service,
-      timeClient: root.ats.v1.TimeRPC,
-      healthClient: root.grpc.health.v1.Health,
-    };
-  }
-  return loaded;
-}
+export {
+  HEALTH_PROTO_PATH,
+  loadProtos,
+  PROTO_DIR,
+  PROTO_LOADER_OPTIONS,
+  REQUEST_TYPES,
+  TIME_PROTO_PATH,
+  TIME_SERVICE_NAME,
+  type ConsensusProofMessage,
+  type NodeInfoMessage,
+  type ProofMessage,
+  type RequestTypeName,
+  type ScheduleRequestMessage,
+  type ScheduleResponseMessage,
+  type StreamRequestMessage,
+  type TimeRequestMessage,
+  type TimeResponseMessage,
+  type VerifyRequestMessage,
+  type VerifyResponseMessage,
+} from "../../wire/grpc";
+import {
+  loadProtos,
+  REQUEST_TYPES,
+  TIME_PROTO_PATH,
+  TIME_SERVICE_NAME,
+  type ConsensusProofMessage,
+  type HealthCheckRequestMessage,
+  type HealthCheckResponseMessage,
+  type NodeInfoMessage,
+  type ProofMessage,
+  type ScheduleRequestMessage,
+  type ScheduleResponseMessage,
+  type ServingStatus,
+  type StreamRequestMessage,
+  type TimeRequestMessage,
+  type TimeResponseMessage,
+  type VerifyRequestMessage,
+  type VerifyResponseMessage,
+} from "../../wire/grpc";
 
 let strictTimeService: grpc.ServiceDefinition | undefined;
 

@@ -26,7 +26,8 @@ import { parseNsString } from "../../protocol/json";
 import type { Hex, ProofJson, TimeProof } from "../../protocol/types";
 import type { TlsMaterial } from "../config";
 import type { ScheduleRecord } from "../core/types";
-import { API_KEY_HEADER, clientKeyForIp } from "./auth";
+import { API_KEY_HEADER } from "../../wire/auth";
+import { clientKeyForIp } from "./auth";
 import { admitClient, verifyWithOptionalChain, type TransportContext } from "./context";
 import {
   createCurrentTimeFastPath,
@@ -36,7 +37,7 @@ import {
   JSON_CONTENT_TYPE,
   logRequestError,
 } from "./currentTimeFastPath";
-import { toHttpError } from "./errorMapping";
+import { toHttpError } from "../../wire/errorMapping";
 import { checkJsonCharset, parseJsonBody } from "./jsonBody";
 import {
   errorResponseSchema,

@@ -25,7 +25,7 @@ import { WebSocketServer, type RawData, type WebSocket } from "ws";
 import { RateLimitError, UnavailableError, ValidationError } from "../../protocol/errors";
 import { parseJsonLossless } from "../../protocol/json";
 import type { SignedTime } from "../core/types";
-import { API_KEY_HEADER } from "./auth";
+import { API_KEY_HEADER } from "../../wire/auth";
 import { admitClient, type TransportContext } from "./context";
 import {
   INTERNAL_ERROR_MESSAGE,
@@ -34,7 +34,7 @@ import {
   WS_CLOSE_TRY_AGAIN_LATER,
   toHttpError,
   toWsErrorMessage,
-} from "./errorMapping";
+} from "../../wire/errorMapping";
 import { checkDurationNs } from "./input";
 
 export const WS_STREAM_PATH = "/v1/stream";

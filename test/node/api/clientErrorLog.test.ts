@@ -12,7 +12,7 @@ import pino, { type Logger } from "pino";
 import WebSocket from "ws";
 import { RateLimitError, ValidationError } from "../../../protocol/errors";
 import { createTransportContext, type CreateTransportContextParameters, type TransportContext } from "../../../node/api/context";
-import { CLIENT_ABORT_MESSAGE, toHttpError } from "../../../node/api/errorMapping";
+import { CLIENT_ABORT_MESSAGE, toHttpError } from "../../../wire/errorMapping";
 import { loadProtos, startGrpcServer } from "../../../node/api/grpc";
 import { buildRestApp } from "../../../node/api/rest";
 import { SampledLog, type ClientErrorEvent } from "../../../node/api/sampledLog";

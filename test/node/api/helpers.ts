@@ -11,7 +11,7 @@ import WebSocket, { type ClientOptions } from "ws";
 import { parseJsonLossless } from "../../../protocol/json";
 import type { ProofJson } from "../../../protocol/types";
 import { loadProtos, type TimeResponseMessage } from "../../../node/api/grpc";
-import { proofJsonFromMessage } from "../../../node/client";
+import { proofJsonFromMessage } from "../../../client";
 import { createDevIdentity, type DevIdentity } from "../../../protocol/devca";
 import { DevTimeCard } from "../../../node/card/dev";
 import { loadConfig, type NodeConfig, type SettingName } from "../../../node/config";

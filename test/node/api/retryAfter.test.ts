@@ -2,7 +2,7 @@ import { expect } from "chai";
 import * as grpc from "@grpc/grpc-js";
 import WebSocket from "ws";
 import { RateLimitError } from "../../../protocol/errors";
-import { toGrpcError, toHttpError } from "../../../node/api/errorMapping";
+import { toGrpcError, toHttpError } from "../../../wire/errorMapping";
 import { loadProtos } from "../../../node/api/grpc";
 import { RateLimiter } from "../../../node/api/rateLimit";
 import { http, startTestNode, type TestNode } from "./helpers";

@@ -19,7 +19,7 @@ import type { ProofJson } from "../../../protocol/types";
 import { createVerifyContext, verifyTimeProof } from "../../../protocol/verify";
 import { ECDSA_P256_SHA256, x509 } from "../../../protocol/x509";
 import { loadConfig, loadTlsMaterial, redactedConfig } from "../../../node/config";
-import { createTimeClient } from "../../../node/client";
+import { createTimeClient } from "../../../client";
 import { startNode } from "../../../node/server";
 import { grpcCurrentProof, startTestNode, streamedProof, type TestNode } from "./helpers";
 

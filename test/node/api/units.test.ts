@@ -3,8 +3,9 @@ import * as grpc from "@grpc/grpc-js";
 import { AtsError, AuthError, NotFoundError, ProtocolError, RateLimitError, UnavailableError, ValidationError } from "../../../protocol/errors";
 import { hashApiKey } from "../../../node/config";
 import { privateKeyToAccount } from "viem/accounts";
-import { ApiKeyAuth, ClientSignatureVerifier, clientRequestMessage, type ClientRequestFields } from "../../../node/api/auth";
-import { INTERNAL_ERROR_MESSAGE, fromGrpcStatus, fromHttpStatus, toGrpcError, toHttpError, toJsonRpcError } from "../../../node/api/errorMapping";
+import { ApiKeyAuth, ClientSignatureVerifier } from "../../../node/api/auth";
+import { clientRequestMessage, type ClientRequestFields } from "../../../wire/auth";
+import { INTERNAL_ERROR_MESSAGE, fromGrpcStatus, fromHttpStatus, toGrpcError, toHttpError, toJsonRpcError } from "../../../wire/errorMapping";
 import { RateLimiter } from "../../../node/api/rateLimit";
 import { expectRejects } from "../core/helpers";
 
@@ -60,7 +61,7 @@ describe("node/api/auth", function () {
   });
 });
 
-describe("node/api/errorMapping", function () {
+describe("wire/errorMapping", function () {
   it("maps every error class to one HTTP status, gRPC status and JSON-RPC code", function () {
     const cases: Array<[AtsError, number, grpc.status, number]> = [
       [new ValidationError("f", "bad"), 400, grpc.status.INVALID_ARGUMENT, -32602],

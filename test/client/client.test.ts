@@ -1,13 +1,13 @@
 import { expect } from "chai";
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
-import { AuthError, NotFoundError, RateLimitError, UnavailableError, ValidationError } from "../../../protocol/errors";
-import { createVerifyContext } from "../../../protocol/verify";
+import { AuthError, NotFoundError, RateLimitError, UnavailableError, ValidationError } from "../../protocol/errors";
+import { createVerifyContext } from "../../protocol/verify";
 import { generatePrivateKey, privateKeyToAccount } from "viem/accounts";
-import { clientRequestMessage, createTimeClient } from "../../../node/client";
-import { startTestNode, type TestNode } from "../api/helpers";
+import { clientRequestMessage, createTimeClient } from "../../client";
+import { startTestNode, type TestNode } from "../node/api/helpers";
 
-describe("node/client", function () {
+describe("client", function () {
   const apiKey = "client-test-api-key-0123456789";
   let t: TestNode;
 
@@ -129,7 +129,7 @@ describe("node/client", function () {
   });
 });
 
-describe("node/client gRPC signed requests", function () {
+describe("client gRPC signed requests", function () {
   it("sends a uint64 nonce (up to 2^64 - 1) that the node checks in decimal form and accepts once", async function () {
     const account = privateKeyToAccount(generatePrivateKey());
     const t = await startTestNode({ overrides: { clientPublicKeys: { "client-a": account.address } } });
@@ -158,7 +158,7 @@ describe("node/client gRPC signed requests", function () {
   });
 });
 
-describe("node/client retries", function () {
+describe("client retries", function () {
   let server: Server;
   let answers: number[];
   let requests = 0;
@@ -227,7 +227,7 @@ describe("node/client retries", function () {
   });
 });
 
-describe("node/client network errors", function () {
+describe("client network errors", function () {
   it("names the real cause of a dead node (a closed port on 127.0.0.1) and keeps the cause chain", async function () {
     // A port that was free a moment ago and is closed now (not port 1: fetch refuses it as a "bad port").
     const probe = createServer();

@@ -17,7 +17,7 @@ import {
   UnavailableError,
   ValidationError,
   type AtsErrorCode,
-} from "../../protocol/errors";
+} from "../protocol/errors";
 
 /** The generic message of every unexpected failure. */
 export const INTERNAL_ERROR_MESSAGE = "Internal server error";

@@ -1,0 +1,97 @@
+/**
+ * Client library for dApps and relayers: `createTimeClient({ endpoint, apiKey })`.
+ *
+ * - REST (`getCurrentTime`, `verifyRemote`, `schedule`, `getSchedule`, `info`): fetch with a per-attempt timeout
+ *   (AbortSignal.timeout) and retries with exponential backoff and full jitter on retryable failures only
+ *   (network errors, timeouts, 429 and 5xx; never other 4xx). Bodies are parsed losslessly and proofs strictly
+ *   (protocol/json.ts), so a proof arrives exactly as the node signed it.
+ * - `verify(proof, { context })`: local verification with protocol/verify.ts (the same rules as the contract);
+ *   without a context it asks the node (`POST /time/verify`).
+ * - `stream({ intervalNs, onUpdate })`: WebSocket subscription (`/v1/stream`).
+ * - `grpc.getCurrentTime()` etc. over @grpc/grpc-js when `grpcEndpoint` is given.
+ * - TLS: an https:// endpoint means HTTPS and WSS; `tls` (or an https:// endpoint) means gRPC over TLS. `tls.ca`
+ *   trusts a private CA or a self-signed node certificate instead of the system roots, on all three transports
+ *   (REST then goes through node:https, since the global fetch takes no per-request CA).
+ * Split per transport: client/rest.ts, client/ws.ts, client/grpc.ts, client/retry.ts; it imports wire/ and
+ * protocol/ only, never the node (docs/architecture.md), so a dApp or relayer does not load the server.
+ * Errors are the classes of protocol/errors.ts (ValidationError, AuthError, NotFoundError, RateLimitError,
+ * UnavailableError, AtsError "INTERNAL").
+ */
+import { verifyTimeProof } from "../protocol/verify";
+import type { TimeProof } from "../protocol/types";
+import { toFetched } from "./fetched";
+import { createGrpcClient } from "./grpc";
+import { createRestCaller } from "./rest";
+import type { RetryPolicy } from "./retry";
+import type { ScheduleCreated, TimeClient, TimeClientOptions, VerifyResult } from "./types";
+import { openStream } from "./ws";
+
+export type * from "./types";
+export { consensusFromMessage, nodeInfoFromMessage, proofJsonFromMessage } from "./grpc";
+/** The text a registered gRPC client signs (EIP-191) for `GrpcTimeRequestOptions.clientSignature`. */
+export { clientRequestMessage } from "../wire/auth";
+
+export function createTimeClient(options: TimeClientOptions): TimeClient {
+  const base = options.endpoint.replace(/\/+$/, "");
+  const timeoutMs = options.timeoutMs ?? 5_000;
+  const retry: RetryPolicy = {
+    retries: options.retries ?? 2,
+    backoffBaseMs: options.backoffBaseMs ?? 100,
+    backoffMaxMs: options.backoffMaxMs ?? 2_000,
+  };
+  const ca = options.tls?.ca;
+  const rest = createRestCaller({ base, apiKey: options.apiKey, timeoutMs, retry, ca });
+  const grpc = createGrpcClient({
+    grpcEndpoint: options.grpcEndpoint,
+    apiKey: options.apiKey,
+    timeoutMs,
+    retry,
+    tls: options.tls !== undefined || base.startsWith("https:"),
+    ca,
+  });
+  const wsEndpoint = options.wsEndpoint ?? `${base.replace(/^http/, "ws")}/v1/stream`;
+
+  async function verifyRemote(proof: TimeProof, verifyOptions: { certificateChainPem?: readonly string[] } = {}): Promise<VerifyResult> {
+    const body: Record<string, unknown> = {
+      nanoMoment: proof.nanoMoment.toString(),
+      proof: { hardwareSignature: proof.hardwareSignature, nodeSignature: proof.nodeSignature, accuracyNs: proof.accuracy },
+    };
+    if (verifyOptions.certificateChainPem !== undefined) body["certificateChainPem"] = [...verifyOptions.certificateChainPem];
+    const { value } = await rest.request("POST", "/time/verify", body);
+    return value as VerifyResult;
+  }
+
+  return {
+    async getCurrentTime() {
+      const { value } = await rest.request("GET", "/time/current");
+      return toFetched(value);
+    },
+    async verify(proof, verifyOptions = {}) {
+      if (verifyOptions.context !== undefined) {
+        const outcome = verifyTimeProof(proof, verifyOptions.context);
+        return outcome.valid ? { valid: true, reason: null } : { valid: false, reason: outcome.reason, detail: outcome.detail };
+      }
+      return verifyRemote(proof);
+    },
+    verifyRemote,
+    async schedule(executeAtNs, callbackUrl) {
+      const body = { executeAt: executeAtNs.toString(), callback: callbackUrl };
+      const { value } = await rest.request("POST", "/time/schedule", body, false);
+      return value as ScheduleCreated;
+    },
+    async getSchedule(id) {
+      const { value } = await rest.request("GET", `/time/schedule/${encodeURIComponent(id)}`);
+      return value as Record<string, unknown>;
+    },
+    async info() {
+      const { value } = await rest.request("GET", "/node/info");
+      return value as Record<string, unknown>;
+    },
+    stream: (streamOptions) => openStream({ wsEndpoint, apiKey: options.apiKey, timeoutMs, ca }, streamOptions),
+    grpc,
+    close() {
+      grpc.close();
+      rest.close();
+    },
+  };
+}

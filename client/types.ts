@@ -1,0 +1,149 @@
+/**
+ * The client library's options and results (createTimeClient in client/index.ts). Nanosecond values are bigint,
+ * proofs the on-chain struct of protocol/types.ts.
+ */
+import type { Hex, ProofJson, TimeProof } from "../protocol/types";
+import type { VerifyTimeProofContext } from "../protocol/verify";
+import type { RequestTypeName } from "../wire/grpc";
+
+export interface TimeClientOptions {
+  /** REST base URL of the node, e.g. "http://127.0.0.1:8080". */
+  endpoint: string;
+  /** Sent as header / metadata `x-api-key`. */
+  apiKey?: string;
+  /** gRPC target "host:port"; gRPC calls throw without it. */
+  grpcEndpoint?: string;
+  /** WebSocket URL; defaults to the endpoint with ws(s):// and path /v1/stream. */
+  wsEndpoint?: string;
+  /**
+   * For a node serving TLS (its `endpoints.tls`). gRPC uses TLS when this is set or `endpoint` is https://;
+   * REST and WebSocket follow their URL's scheme.
+   */
+  tls?: TimeClientTlsOptions;
+  /** Per-attempt timeout (default 5,000 ms). */
+  timeoutMs?: number;
+  /** Retries after the first attempt on retryable failures (default 2). */
+  retries?: number;
+  /** First backoff (default 100 ms); doubles per retry, full jitter, capped by backoffMaxMs (default 2,000 ms). */
+  backoffBaseMs?: number;
+  backoffMaxMs?: number;
+}
+
+export interface TimeClientTlsOptions {
+  /** PEM certificate(s) to trust for the node (a private CA or a self-signed node certificate); default: system roots. */
+  ca?: string | Buffer;
+}
+
+export interface FetchedProof {
+  /** The on-chain struct: pass it to `verifyTimeProof` unchanged. */
+  proof: TimeProof;
+  /** docs/protocol.md §9.1 JSON as received. */
+  json: ProofJson;
+  cardId: Hex;
+  /** Local clock when the answer arrived, ns since the Unix epoch (Date.now() resolution). */
+  receivedAtNs: bigint;
+}
+
+export interface VerifyResult {
+  valid: boolean;
+  reason: string | null;
+  detail?: string;
+}
+
+export interface ScheduleCreated {
+  id: string;
+  status: string;
+  executeAt: string;
+  callback: string;
+}
+
+export interface StreamUpdate {
+  /** ns since the Unix epoch. */
+  nanoMoment: bigint;
+  accuracyNs: number;
+  subscriptionId: string;
+  /** Present when the subscription asked for proofs. */
+  proof?: FetchedProof;
+}
+
+export interface StreamOptions {
+  intervalNs: bigint | number;
+  includeProof?: boolean;
+  onUpdate(update: StreamUpdate): void;
+  /** Server error messages and connection errors. */
+  onError?(error: Error): void;
+  /** The connection closed (code, reason), e.g. 1013 with the tamper reason. */
+  onClose?(code: number, reason: string): void;
+}
+
+export interface TimeStream {
+  /** Subscription id given by the node. */
+  readonly id: string;
+  close(): void;
+}
+
+export interface GrpcTimeRequestOptions {
+  /** Default CURRENT_TIME (enum value 0, also what the node assumes when the field is absent). */
+  type?: RequestTypeName;
+  atNs?: bigint;
+  requestId?: string;
+  /**
+   * TimeRequest.nonce, an unsigned 64-bit integer (ValidationError outside 0 .. 2^64 - 1). Signed in decimal form
+   * (`clientRequestMessage({ nonce: nonce.toString(), ... })`); a signed request needs a non-zero nonce.
+   */
+  nonce?: bigint;
+  clientId?: string;
+  /** 65-byte EIP-191 signature over wire/auth.ts `clientRequestMessage(...)`. */
+  clientSignature?: Uint8Array;
+  /** The `issuedAtMs` that the signature covers (decimal ms since the Unix epoch). */
+  issuedAtMs?: string;
+}
+
+/** TimeResponse.node: the node that answered. */
+export interface GrpcNodeInfo {
+  /** EIP-55 address of the node key. */
+  nodeId: string;
+  /** The node's card id (32 bytes). */
+  cardId: Hex;
+  /** The node software's version. */
+  version: string;
+  /** "ATS/1". */
+  protocol: string;
+}
+
+/** TimeResponse.consensus: how the proof was agreed. */
+export interface GrpcConsensusProof {
+  /** Nodes whose entries are in the proof's nodeSignature. */
+  responders: number;
+  /** The answering node's quorum setting (entries it requires of a proof). */
+  quorum: number;
+  /** EIP-55 addresses of those nodes, in proof order (ascending). */
+  nodeIds: string[];
+}
+
+export interface GrpcFetchedProof extends FetchedProof {
+  requestId: string;
+  /** null only from a node that does not send the record (an older time.proto). */
+  node: GrpcNodeInfo | null;
+  consensus: GrpcConsensusProof | null;
+}
+
+export interface GrpcTimeClient {
+  getCurrentTime(options?: GrpcTimeRequestOptions): Promise<GrpcFetchedProof>;
+  verify(proof: TimeProof): Promise<VerifyResult>;
+  close(): void;
+}
+
+export interface TimeClient {
+  getCurrentTime(): Promise<FetchedProof>;
+  /** Local verification when `context` is given, else the node's POST /time/verify. */
+  verify(proof: TimeProof, options?: { context?: VerifyTimeProofContext }): Promise<VerifyResult>;
+  /** The node's POST /time/verify; with a certificate chain the node can check a card it does not know. */
+  verifyRemote(proof: TimeProof, options?: { certificateChainPem?: readonly string[] }): Promise<VerifyResult>;
+  schedule(executeAtNs: bigint, callbackUrl: string): Promise<ScheduleCreated>;
+  getSchedule(id: string): Promise<Record<string, unknown>>;
+  info(): Promise<Record<string, unknown>>;
+  stream(options: StreamOptions): Promise<TimeStream>;
+  readonly grpc: GrpcTimeClient;
+  close(): void;
+}
