@@ -50,6 +50,15 @@ module.exports = tseslint.config(
     },
   },
   {
+    files: ["lib/**/*.ts"],
+    rules: {
+      "no-restricted-imports": forbid(
+        ["**/node/**", "**/client/**", "**/scripts/**", "**/test/**"],
+        "lib/ is the platform layer under the programs: it imports protocol/ and wire/ only.",
+      ),
+    },
+  },
+  {
     files: ["wire/**/*.ts"],
     rules: {
       "no-restricted-imports": forbid(

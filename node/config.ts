@@ -8,7 +8,7 @@
  * objects. In the environment, lists are comma-separated and maps are JSON. Relative paths in the file resolve
  * against the file's folder; relative paths from the environment resolve against the working directory.
  */
-import { createHash, createPrivateKey, timingSafeEqual, X509Certificate, type KeyObject } from "node:crypto";
+import { hashApiKey, type ApiKeyHash } from "./api/apiKeys";
 import { existsSync, readFileSync } from "node:fs";
 import { dirname, isAbsolute, resolve } from "node:path";
 import { ValidationError } from "../protocol/errors";
@@ -30,8 +30,6 @@ export type LogLevel = (typeof LOG_LEVELS)[number];
 export const LOG_FORMATS = ["json", "pretty"] as const;
 export type LogFormat = (typeof LOG_FORMATS)[number];
 
-/** SHA-256 of an API key. The node never keeps the key itself in memory after loading. */
-export type ApiKeyHash = Buffer;
 
 /** Parsed value of each setting kind. */
 interface SettingKinds {
@@ -752,24 +750,6 @@ function parseStringArray(name: SettingName, raw: unknown, source: Source): stri
 
 const SHA256_PREFIX = "sha256:";
 
-/** SHA-256 of an API key as presented by a client. */
-export function hashApiKey(apiKey: string): ApiKeyHash {
-  return createHash("sha256").update(apiKey, "utf8").digest();
-}
-
-/**
- * Whether `presented` is one of the configured keys. Hashing first makes every comparison 32 bytes long, so
- * `timingSafeEqual` leaks neither the key nor its length; every configured hash is compared (no early exit).
- */
-export function apiKeyMatches(hashes: readonly ApiKeyHash[], presented: string): boolean {
-  const candidate = hashApiKey(presented);
-  let matched = false;
-  for (const hash of hashes) {
-    if (timingSafeEqual(hash, candidate)) matched = true;
-  }
-  return matched;
-}
-
 function parseApiKeys(name: SettingName, raw: unknown, source: Source): ApiKeyHash[] {
   return parseStringArray(name, raw, source).map((entry, index) => {
     if (entry.startsWith(SHA256_PREFIX)) {
@@ -1002,7 +982,7 @@ export function signingErrorBoundNs(config: NodeConfig): number {
 // TLS of the node's servers
 
 /** tlsCertFile and tlsKeyFile come together or not at all. */
-function checkTlsPair(config: Pick<NodeConfig, "tlsCertFile" | "tlsKeyFile">): void {
+export function checkTlsPair(config: Pick<NodeConfig, "tlsCertFile" | "tlsKeyFile">): void {
   if ((config.tlsCertFile === "") === (config.tlsKeyFile === "")) return;
   const [missing, present] = config.tlsCertFile === "" ? (["tlsCertFile", "tlsKeyFile"] as const) : (["tlsKeyFile", "tlsCertFile"] as const);
   throw new ValidationError(
@@ -1010,79 +990,6 @@ function checkTlsPair(config: Pick<NodeConfig, "tlsCertFile" | "tlsKeyFile">): v
     `must be set when ${present} is (TLS needs both the certificate and its key, or neither) [env ${SETTINGS[missing].env}]`,
     { setting: missing },
   );
-}
-
-/**
- * The certificate chain and private key of the node's servers, read and checked once at start. The key lives in a
- * private field: neither JSON.stringify, util.inspect nor a pino log line of this object shows it.
- */
-export class TlsMaterial {
-  /** PEM certificate chain as read from tlsCertFile (leaf first). */
-  readonly certificateChainPem: Buffer;
-  /** Subject and end of validity of the leaf certificate (for the start log). */
-  readonly subject: string;
-  readonly validTo: string;
-  readonly #privateKeyPem: Buffer;
-
-  constructor(certificateChainPem: Buffer, privateKeyPem: Buffer, leaf: X509Certificate) {
-    this.certificateChainPem = certificateChainPem;
-    this.#privateKeyPem = privateKeyPem;
-    this.subject = leaf.subject;
-    this.validTo = leaf.validTo;
-  }
-
-  /** The PEM private key, for server credentials only. */
-  privateKeyPem(): Buffer {
-    return this.#privateKeyPem;
-  }
-}
-
-function tlsError(name: "tlsCertFile" | "tlsKeyFile", path: string, message: string, cause?: unknown): ValidationError {
-  return new ValidationError(`config.${name}`, `${path} ${message} [env ${SETTINGS[name].env}]`, { setting: name, file: path }, cause === undefined ? {} : { cause });
-}
-
-function readTlsFile(name: "tlsCertFile" | "tlsKeyFile", path: string): Buffer {
-  try {
-    return readFileSync(path);
-  } catch (cause) {
-    const code = (cause as NodeJS.ErrnoException).code;
-    throw tlsError(name, path, `cannot be read${code === undefined ? "" : ` (${code})`}`, cause);
-  }
-}
-
-/**
- * Reads tlsCertFile and tlsKeyFile when set (null when both are empty: plaintext): the certificate must parse as
- * PEM X.509, the key as an unencrypted PEM private key, and the key must be the certificate's. Every error is a
- * ValidationError naming the setting and the file; none carries key material.
- */
-export function loadTlsMaterial(config: Pick<NodeConfig, "tlsCertFile" | "tlsKeyFile">): TlsMaterial | null {
-  checkTlsPair(config);
-  if (config.tlsCertFile === "") return null;
-  const certificateChainPem = readTlsFile("tlsCertFile", config.tlsCertFile);
-  if (!certificateChainPem.includes("-----BEGIN CERTIFICATE-----")) throw tlsError("tlsCertFile", config.tlsCertFile, "holds no PEM certificate");
-  let leaf: X509Certificate;
-  try {
-    leaf = new X509Certificate(certificateChainPem); // the first certificate of the chain
-  } catch (cause) {
-    throw tlsError("tlsCertFile", config.tlsCertFile, "is not a valid PEM X.509 certificate", cause);
-  }
-  const privateKeyPem = readTlsFile("tlsKeyFile", config.tlsKeyFile);
-  let key: KeyObject;
-  try {
-    key = createPrivateKey({ key: privateKeyPem, format: "pem" });
-  } catch (cause) {
-    // Only the error code: an OpenSSL message about a key file is not worth the risk of echoing any of it.
-    const code = (cause as NodeJS.ErrnoException).code;
-    throw tlsError("tlsKeyFile", config.tlsKeyFile, `is not an unencrypted PEM private key${code === undefined ? "" : ` (${code})`}`);
-  }
-  let matches = false;
-  try {
-    matches = leaf.checkPrivateKey(key);
-  } catch {
-    matches = false;
-  }
-  if (!matches) throw tlsError("tlsKeyFile", config.tlsKeyFile, `does not hold the private key of the certificate in ${config.tlsCertFile}`);
-  return new TlsMaterial(certificateChainPem, privateKeyPem, leaf);
 }
 
 /** A JSON-safe view of the configuration for logs: secrets hidden, ns as decimal strings, PEMs counted. */

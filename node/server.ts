@@ -11,7 +11,8 @@
 import type { FastifyInstance } from "fastify";
 import type { Logger } from "pino";
 import { UnavailableError } from "../protocol/errors";
-import { loadTlsMaterial, SETTINGS, type NodeConfig } from "./config";
+import { SETTINGS, type NodeConfig } from "./config";
+import { loadTlsMaterial } from "./api/tls";
 import { createTimeServiceFromConfig } from "./core";
 import type { TimeService } from "./core/types";
 import { createTransportContext, DEFAULT_TRANSPORT_LIMITS, type TransportContext, type TransportLimits } from "./api/context";

@@ -29,7 +29,7 @@ import { existsSync } from "node:fs";
 import type { HardhatRuntimeEnvironment } from "hardhat/types";
 import type { PublicClient, TestClient, WalletClient } from "@nomicfoundation/hardhat-viem/types";
 import pino, { type Logger } from "pino";
-import { decodeRevert } from "./revert";
+import { decodeRevert } from "../lib/revert";
 import {
   encodeFunctionData,
   formatEther,

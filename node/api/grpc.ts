@@ -18,7 +18,7 @@ import { NODE_ENTRY_LENGTH } from "../../protocol/constants";
 import { parseNsString } from "../../protocol/json";
 import { recoverNodeAddresses } from "../../protocol/verify";
 import type { Hex, TimeProof } from "../../protocol/types";
-import type { TlsMaterial } from "../config";
+import type { TlsMaterial } from "./tls";
 import type { NodeInfo, SignedTime } from "../core/types";
 import { API_KEY_HEADER } from "../../wire/auth";
 import { clientKeyForIp } from "./auth";

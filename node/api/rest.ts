@@ -24,7 +24,7 @@ import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance, t
 import { ValidationError } from "../../protocol/errors";
 import { parseNsString } from "../../protocol/json";
 import type { Hex, ProofJson, TimeProof } from "../../protocol/types";
-import type { TlsMaterial } from "../config";
+import type { TlsMaterial } from "./tls";
 import type { ScheduleRecord } from "../core/types";
 import { API_KEY_HEADER } from "../../wire/auth";
 import { clientKeyForIp } from "./auth";

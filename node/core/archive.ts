@@ -7,7 +7,7 @@
 import type { Logger } from "pino";
 import type { Hex } from "../../protocol/types";
 import { buildSignedTime } from "./signedTime";
-import { blobToNs, nsToBlob, openDatabase, type SqliteDatabase, type SqliteStatement } from "./sqlite";
+import { blobToNs, nsToBlob, openDatabase, type SqliteDatabase, type SqliteStatement } from "../../lib/sqlite";
 import type { SignedTime } from "./types";
 
 export interface ProofArchiveOptions {

@@ -54,7 +54,7 @@ import {
   type CallbackTransport,
   type ResolveHost,
 } from "./callbackGuard";
-import { blobToNs, nsToBlob, openDatabase, type SqliteDatabase, type SqliteStatement } from "./sqlite";
+import { blobToNs, nsToBlob, openDatabase, type SqliteDatabase, type SqliteStatement } from "../../lib/sqlite";
 import type { ScheduleRecord, ScheduleStatus, SignedTime } from "./types";
 
 // ---------------------------------------------------------------------------------------------------------------

@@ -6,7 +6,7 @@ import hre from "hardhat";
 import { loadFixture } from "@nomicfoundation/hardhat-network-helpers";
 import { expect } from "chai";
 import { BaseError, keccak256, toHex, type Abi, type AbiItem, type Address } from "viem";
-import { decodeRevert } from "../../scripts/revert";
+import { decodeRevert } from "../../lib/revert";
 import {
   attest,
   createDevIdentity,

@@ -3,10 +3,9 @@ import { readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { inspect } from "node:util";
 import { ValidationError } from "../../../protocol/errors";
+import { apiKeyMatches, hashApiKey } from "../../../node/api/apiKeys";
 import {
-  apiKeyMatches,
   describeSettings,
-  hashApiKey,
   loadConfig,
   redactedConfig,
   SETTINGS,

@@ -17,7 +17,7 @@ import {
   type ScheduleServiceOptions,
 } from "../../../node/core/schedules";
 import { buildSignedTime } from "../../../node/core/signedTime";
-import { nsToBlob } from "../../../node/core/sqlite";
+import { nsToBlob } from "../../../lib/sqlite";
 import { buildService, silentLogger, startCallbackServer, tempDir, testConfig, waitFor, type CallbackServer } from "./helpers";
 
 const MS = 1_000_000n;
