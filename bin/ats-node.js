@@ -1,7 +1,16 @@
 #!/usr/bin/env node
 "use strict";
-// Runs the TypeScript CLI (node/cli.ts), transpiled on load by ./register-ts.js (no type check at start: types are
-// checked by `npm run lint`; and not ts-node, whose REPL import slows every EventEmitter of a serving process).
-require("./register-ts");
+// Runs the node's command line from the build output, dist/node/cli.js (TypeScript compiled by
+// `tsc -p tsconfig.build.json`, see ./build-dist.js). dist/ is built by `npm install` / `npm ci` (the `prepare`
+// script); when it is missing or older than the sources (installed with --ignore-scripts, a checkout changed since),
+// it is built here first, with a line on stderr (~5 s); if that build fails, nothing runs (never stale code).
+// Stack traces name TypeScript lines (dist/ has source maps).
+try {
+  require("./build-dist").ensureBuilt({ stdio: ["ignore", 2, 2] });
+} catch (error) {
+  process.stderr.write(`ats-node: cannot build dist/: ${error instanceof Error ? error.message : String(error)}\n`);
+  process.exit(1);
+}
+process.setSourceMapsEnabled(true);
 
-require("../node/cli.ts").main(process.argv.slice(2));
+require("../dist/node/cli.js").main(process.argv.slice(2));

@@ -1,13 +1,16 @@
 "use strict";
 /**
- * Lets `node` run this package's TypeScript sources (`node -r ./bin/register-ts.js file.ts`, and bin/ats-node.js):
- * each `.ts` file is transpiled on require with the TypeScript compiler's `transpileModule` (no type check: types
- * are checked by `npm run lint`), with an inline source map so stack traces name TypeScript lines.
+ * Lets `node` run this package's TypeScript sources (`node -r ./bin/register-ts.js file.ts`): the benchmark
+ * drivers (`npm run bench:node`, `bench:attack`) and, when the node's code itself runs from the sources (tests,
+ * scripts), its signer worker thread (node/core/signerWorker.ts preloads this file in the worker). Each `.ts` file
+ * is transpiled on require with the TypeScript compiler's `transpileModule` (no type check: types are checked by
+ * `npm run lint`), with an inline source map so stack traces name TypeScript lines. The node that ships does not
+ * use it: bin/ats-node.js runs the compiled dist/ (bin/build-dist.js).
  *
  * Why not ts-node: `ts-node/register` loads Node's `repl` module, which loads `domain`, and once `domain` is
  * loaded every EventEmitter construction and emit in the process takes a slower path. For a server that is
  * ~10 % of the work of answering a request (measured with `node --cpu-prof` under load: EventEmitter.init in
- * node:domain). Tests and Hardhat scripts keep Hardhat's own ts-node: the hook is for the processes that serve.
+ * node:domain). Tests and Hardhat scripts keep Hardhat's own ts-node.
  *
  * A file that fails to transpile (a syntax error) throws with TypeScript's message.
  */

@@ -4,7 +4,8 @@
  *
  * - "libsecp256k1": Bitcoin Core's C library through the `secp256k1` npm package (v5, N-API prebuilds, no
  *   compiler needed), ~15× faster to sign and ~25× faster to recover than pure JS on this machine;
- * - "noble": @noble/curves (audited pure JS), the fallback when the native addon does not load.
+ * - "noble": @noble/curves (audited pure JS), the fallback when the native addon does not load, and always in
+ *   a worker thread (the addon is loaded in the main thread only: protocol/nativeAddon.ts).
  *
  * Both are deterministic (RFC 6979, no extra entropy) and normalise s to the low half, so they produce the same
  * bytes for the same inputs; the golden vectors (test/vectors/protocol-v1.json) and a differential test pin it.
@@ -228,15 +229,15 @@ const NATIVE_LOAD = loadNativeAddon<Secp256k1Implementation>({
     return { implementation: nativeImplementation(loaded), modulePath };
   },
   assertKnownAnswer: assertSecp256k1KnownAnswer,
-  // No worker thread loads this module today (node/core/signerWorker.ts runs noble by itself), so the load
-  // stays as it always was; protocol/keccak.ts, newer, refuses workers.
-  mainThreadOnly: false,
+  // Main thread only (protocol/nativeAddon.ts says why): the node's signer thread (node/core/signerThread.ts)
+  // imports this module and must sign with noble, never with the addon.
+  mainThreadOnly: true,
 });
 
 /** libsecp256k1 when its addon loaded and passed the known-answer test; otherwise null. */
 export const NATIVE_SECP256K1: Secp256k1Implementation | null = NATIVE_LOAD.implementation;
 
-/** Absolute path of the native entry (`secp256k1/bindings.js`) when NATIVE_SECP256K1 is active (signer thread). */
+/** Absolute path of the native entry (`secp256k1/bindings.js`) when NATIVE_SECP256K1 is active. */
 export const SECP256K1_NATIVE_MODULE_PATH: string | null = NATIVE_LOAD.modulePath;
 
 /** Why the native backend is not active (load error or failed known answer); null when it is. */

@@ -83,12 +83,8 @@ export function signHardware(cardKey: CardSigningKey, nanoMoment: bigint): Hex {
   return `${cardId}${lowSP256Bytes(rawP256Sign(cardKey, hwMessage(cardId, nanoMoment))).toString("hex")}`;
 }
 
-/**
- * Signs the EIP-712 digest of `att` with the node's secp256k1 key and returns the 80-byte entry
- * nodeTimestamp ‖ r ‖ yParityAndS (EIP-2098). Signing is RFC 6979 deterministic and low-S with either backend
- * of protocol/secp256k1.ts (libsecp256k1 when its addon loads, @noble/curves otherwise): same bytes.
- */
-export function signNodeEntry(nodePrivateKey: NodeKeyInput, att: TimeAttestation): Hex {
+/** The 80-byte entry and the 32-byte EIP-712 digest it signs (signNodeEntry, signNodeEntryWithDigest). */
+function signNodeEntryBytes(nodePrivateKey: NodeKeyInput, att: TimeAttestation): { entry: Buffer; digest: Buffer } {
   const key = hexToByteArray(nodePrivateKeyHex(nodePrivateKey));
   const digest = timeAttestationDigestBuffer(att); // checks every field of att, nodeTimestamp included
   const signature = signDigest(digest, key);
@@ -101,11 +97,30 @@ export function signNodeEntry(nodePrivateKey: NodeKeyInput, att: TimeAttestation
   writeUint128(entry, 0, att.nodeTimestamp);
   entry.set(signature.compact, 16);
   entry[48] = entry[48]! | (signature.recovery << 7);
-  const entryHex = entry.toString("hex");
+  return { entry, digest };
+}
+
+/**
+ * Signs the EIP-712 digest of `att` with the node's secp256k1 key and returns the 80-byte entry
+ * nodeTimestamp ‖ r ‖ yParityAndS (EIP-2098). Signing is RFC 6979 deterministic and low-S with either backend
+ * of protocol/secp256k1.ts (libsecp256k1 when its addon loads, @noble/curves otherwise): same bytes.
+ */
+export function signNodeEntry(nodePrivateKey: NodeKeyInput, att: TimeAttestation): Hex {
+  const { entry, digest } = signNodeEntryBytes(nodePrivateKey, att);
   // A NodeKey carries its address: seed the recovery memo so verifying our own proofs costs no ecrecover.
   // (A raw hex key would need a point multiplication to learn its address: not worth it here.)
   if (typeof nodePrivateKey !== "string") memoStore(nodeAddressMemoKeyOf(digest, entry.subarray(16)), nodePrivateKey.address);
-  return `0x${entryHex}`;
+  return `0x${entry.toString("hex")}`;
+}
+
+/**
+ * signNodeEntry, also returning the EIP-712 digest the entry signs (computed once), for a signer that hands both
+ * to another thread (node/core/signerThread.ts: the parent seeds its recovery memo with the digest). Seeds no memo
+ * itself.
+ */
+export function signNodeEntryWithDigest(nodePrivateKey: NodeKeyInput, att: TimeAttestation): { entry: Hex; digest: Hex } {
+  const { entry, digest } = signNodeEntryBytes(nodePrivateKey, att);
+  return { entry: `0x${entry.toString("hex")}`, digest: `0x${digest.toString("hex")}` };
 }
 
 // ---------------------------------------------------------------- recovery memo

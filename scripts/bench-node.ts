@@ -2,7 +2,9 @@
  * Attesting-node benchmark (`npm run bench:node`). Not a test: numbers depend on the machine. Prints a markdown
  * table with the date, Node version, CPU and how the cores were shared.
  *
- * Layout: the node under load runs in a CHILD process, the load generators in this process or its children.
+ * Layout: the node under load runs in a CHILD process, the load generators in this process or its children. The
+ * children run this script as built into dist/ (CHILD_SCRIPT: the compiled code that ships, as bin/ats-node.js runs
+ * it); this driver may run from the TypeScript sources (`node -r ./bin/register-ts.js`).
  * With `taskset` (util-linux) and ≥ 2 cores, the node is pinned to core 0 and everything else (this process, wrk,
  * autocannon, the gRPC loop) to core 1, so the node has one core to itself and the figures are per node core.
  * Max-throughput runs use `wrk` when it is installed (a C load generator that needs far less CPU than the JS
@@ -45,8 +47,13 @@ const DURATION_S = Number(process.env.BENCH_DURATION_S ?? 10);
 const TICK_NS = process.env.BENCH_TICK_NS ?? "";
 /** The --server child's refreshAfterNs (decimal string), set by the parent per configuration; empty = default. */
 const REFRESH_NS = process.env.BENCH_NODE_REFRESH_NS ?? "";
-/** Loads TypeScript in the child without ts-node (see bin/register-ts.js for why that matters to a server). */
-const REGISTER_TS = join(__dirname, "..", "bin", "register-ts.js");
+/**
+ * What the child processes run: this script compiled into dist/ by bin/build-dist.js (tsconfig.build.json), so
+ * the benchmarked node is the built code bin/ats-node.js runs, not TypeScript transpiled on load. `npm run
+ * bench:node` builds dist/ first when it is stale; main() checks again. When this file is itself the compiled
+ * copy, the children run it.
+ */
+const CHILD_SCRIPT = __filename.endsWith(".js") ? __filename : join(__dirname, "..", "dist", "scripts", "bench-node.js");
 /** Verifications run before the measured ones (JIT, key caches): the verify rows are the steady state. */
 const VERIFY_WARMUP = 500;
 const NODE_CORE = 0;
@@ -243,8 +250,8 @@ function fmt(value: number, digits = 0): string {
 }
 
 async function startChild(mode: ChildMode, env: Record<string, string> = {}): Promise<{ child: ChildProcess; endpoints: { rest: string; grpc: string } }> {
-  const child: ChildProcess = fork(__filename, [mode], {
-    execArgv: ["-r", REGISTER_TS],
+  const child: ChildProcess = fork(CHILD_SCRIPT, [mode], {
+    execArgv: [],
     env: { ...process.env, ...env },
     stdio: ["ignore", "inherit", "inherit", "ipc"],
   });
@@ -425,7 +432,7 @@ async function micro(): Promise<void> {
 
 /** Runs --micro pinned to the load core and returns its rows. */
 async function microChild(): Promise<Row[]> {
-  const child: ChildProcess = fork(__filename, ["--micro"], { execArgv: ["-r", REGISTER_TS], stdio: ["ignore", "inherit", "inherit", "ipc"] });
+  const child: ChildProcess = fork(CHILD_SCRIPT, ["--micro"], { execArgv: [], stdio: ["ignore", "inherit", "inherit", "ipc"] });
   if (child.pid !== undefined) pin(child.pid, LOAD_CORE);
   const exited = new Promise<number | null>((resolve) => child.once("exit", resolve));
   const rows = await new Promise<Row[]>((resolve, reject) => {
@@ -502,7 +509,17 @@ async function withSteal<T>(run: () => Promise<T> | T): Promise<{ result: T; ste
   return { result, stealPercent };
 }
 
+/** Builds dist/ when it is missing or older than the sources (bin/build-dist.js), so the children run today's code. */
+function ensureChildBuilt(): void {
+  if (__filename.endsWith(".js")) return;
+  // A plain-JavaScript build helper of this package (bin/), loaded by path: no TypeScript types.
+  // eslint-disable-next-line @typescript-eslint/no-require-imports
+  const { ensureBuilt } = require(join(__dirname, "..", "bin", "build-dist.js")) as { ensureBuilt(): boolean };
+  ensureBuilt();
+}
+
 async function main(): Promise<void> {
+  ensureChildBuilt();
   const loadAtStart = loadavg();
   pin(process.pid, LOAD_CORE);
   const rows: Row[] = [];

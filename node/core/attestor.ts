@@ -67,7 +67,7 @@ export interface AttestorOptions {
   /**
    * Sign ticks' node entries in a worker thread so transports never wait behind slow secp256k1 math. Default: on
    * when signing is pure-JS noble (~0.35–1.5 ms), off when libsecp256k1 is active (~0.1 ms: a round trip to a
-   * thread would cost more freshness than it saves; and the addon is not loaded in workers, see signerWorker.ts).
+   * thread would cost more freshness than it saves; and the addon is not loaded in workers, see signerThread.ts).
    */
   signInWorker?: boolean;
 }

@@ -1,31 +1,48 @@
 /**
  * The node-key signer thread: computes the EIP-712 TimeAttestation digest and the secp256k1 node signature
  * with pure-JS noble (~0.35–1.5 ms) in a worker_thread, so the event loop that serves REST/gRPC/WS never waits
- * behind slow curve math; where libsecp256k1 is available (~0.1 ms) the attestor signs in the main thread instead. The main thread keeps everything that decides WHETHER to sign (tamper,
- * accuracy bound, card clock, card signature through the card driver) and only swaps its cached proof when a
- * result comes back (node/core/attestor.ts).
+ * behind slow curve math; where libsecp256k1 is available (~0.1 ms) the attestor signs in the main thread instead.
+ * The main thread keeps everything that decides WHETHER to sign (tamper, accuracy bound, card clock, card
+ * signature through the card driver) and only swaps its cached proof when a result comes back
+ * (node/core/attestor.ts).
  *
- * Why the worker runs a small plain-JavaScript source (eval) instead of loading a .ts file: the package runs
- * TypeScript through a require hook (Hardhat's ts-node in tests, bin/register-ts.js for bin/ats-node.js and the
- * benchmarks), and a worker does not inherit the parent's require hooks. Registering one again in the worker
- * costs ~0.5–1 s of CPU and tens of MB per worker, and depends on how the process was started. The signer needs
- * only node:worker_threads, Buffer, the keccak module of @noble/hashes and @noble/curves' secp256k1, whose
- * absolute paths the parent resolves and passes in, so the same code starts in ~50 ms however the process was
- * launched (and from any working directory). It never loads the libsecp256k1 addon (see the worker source for
- * why). What it computes is pinned by a
- * known-answer test against protocol/sign.ts (`signNodeEntry`) before the attestor routes any tick to it, and by
- * the attestor tests.
+ * The worker runs node/core/signerThread.ts, an ordinary module that signs with protocol/sign.ts. Which file the
+ * worker loads depends on how this module was loaded (a worker does not inherit its parent's require hooks):
+ * - compiled (dist/, what bin/ats-node.js runs): the sibling `signerThread.js`, plain Node.js (~150 ms from
+ *   `new Worker` to ready on this machine, most of it loading protocol/codec.ts's imports, viem's EIP-712 included;
+ *   ticks sign in the main thread meanwhile);
+ * - TypeScript sources (Hardhat's ts-node in tests, `node -r ./bin/register-ts.js` for scripts): `signerThread.ts`
+ *   with bin/register-ts.js preloaded in the worker (`-r`), which loads the TypeScript compiler and transpiles the
+ *   worker's modules on load (measured: ~0.55 s to ready, ~0.8 s of CPU, ~120 MB more RSS, per worker start; the
+ *   built node never runs this way).
+ * Either way the worker never loads the libsecp256k1 addon (see signerThread.ts for why). What it computes is
+ * pinned by a known-answer test against protocol/sign.ts (`signNodeEntry`) before the attestor routes any tick
+ * to it, and by the attestor tests.
  *
  * The private key travels once, as raw bytes in workerData (structured clone inside this process); the parent
  * zeroes its copy right after the worker is created. Neither side ever logs it: worker errors are reported as
  * messages that contain only the error text.
  */
+import { existsSync } from "node:fs";
+import { join } from "node:path";
 import { Worker } from "node:worker_threads";
 import { hexToByteArray } from "../../protocol/bytes";
-import { timeAttestationDomainSeparator, timeAttestationTypeHash } from "../../protocol/codec";
 import type { NodeKey } from "../../protocol/keys";
 import type { Secp256k1Backend } from "../../protocol/secp256k1";
 import type { Hex } from "../../protocol/types";
+
+/** bin/register-ts.js: the transpile-on-require hook a worker needs to run the TypeScript sources. */
+const REGISTER_TS = join(__dirname, "..", "..", "bin", "register-ts.js");
+
+/**
+ * The worker's entry file and the options it needs to run: the compiled sibling when this module is compiled
+ * JavaScript, else the TypeScript source behind bin/register-ts.js.
+ */
+export function signerThreadEntry(): { filename: string; execArgv: string[] } {
+  if (__filename.endsWith(".js")) return { filename: join(__dirname, "signerThread.js"), execArgv: [] };
+  if (!existsSync(REGISTER_TS)) throw new Error(`signer thread: ${REGISTER_TS} is missing (needed to run the TypeScript sources)`);
+  return { filename: join(__dirname, "signerThread.ts"), execArgv: ["-r", REGISTER_TS] };
+}
 
 /** What the worker signs: exactly the inputs of timeAttestationForProof(proof, nodeTimestampNs). */
 export interface NodeSignRequest {
@@ -54,73 +71,6 @@ interface WorkerReply {
   digest?: Hex;
   error?: string;
 }
-
-/**
- * The worker's code (CommonJS, run with eval). Mirrors protocol/codec.ts timeAttestationDigest (static-word
- * EIP-712 hashing) and protocol/sign.ts signNodeEntry (RFC 6979, low-S, EIP-2098 packing) with noble (the same
- * bytes as libsecp256k1).
- */
-const WORKER_SOURCE = String.raw`
-"use strict";
-const { parentPort, workerData } = require("node:worker_threads");
-const { keccak_256 } = require(workerData.sha3Module);
-// secp256k1: pure-JS @noble/curves only. libsecp256k1's addon (protocol/secp256k1.ts) is not loaded here: when a
-// worker that loaded it is terminated, the addon's teardown can abort the whole process (seen in the test suite:
-// "terminate called after throwing an instance of 'Napi::Error'"). With libsecp256k1 the main thread signs
-// ticks itself (~0.1 ms), and this thread is only used when signing is slow pure JS (attestor.ts).
-const noble = require(workerData.secp256k1Module).secp256k1;
-const backend = "noble";
-// Returns recovery ‖ r ‖ s (65 bytes), low-S.
-function signDigest(digest) {
-  return noble.sign(digest, key, { prehash: false, lowS: true, format: "recovered" });
-}
-const key = workerData.nodePrivateKey;
-const fromHex = (hex) => Uint8Array.from(Buffer.from(hex.slice(2), "hex"));
-const toHex = (bytes) => "0x" + Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength).toString("hex");
-// 0x1901 ‖ domainSeparator ‖ structHash
-const outer = new Uint8Array(34);
-outer[0] = 0x19;
-outer[1] = 0x01;
-outer.set(fromHex(workerData.domainSeparator), 2);
-// typeHash ‖ cardId ‖ nanoMoment ‖ accuracy ‖ hardwareSignatureHash ‖ nodeTimestamp (six 32-byte words)
-const struct = new Uint8Array(192);
-struct.set(fromHex(workerData.typeHash), 0);
-function putUint(target, offset, width, value, bits, name) {
-  if (typeof value !== "bigint" || value < 0n || value >= 1n << BigInt(bits)) throw new RangeError(name + " is not a uint" + bits);
-  const hex = value.toString(16).padStart(width * 2, "0");
-  target.set(Buffer.from(hex, "hex"), offset);
-}
-function sign(request) {
-  const hardware = fromHex(request.hardwareSignature);
-  if (hardware.length !== 96) throw new RangeError("hardwareSignature must be 96 bytes");
-  struct.set(hardware.subarray(0, 32), 32);
-  putUint(struct, 64, 32, request.nanoMoment, 128, "nanoMoment");
-  putUint(struct, 96, 32, BigInt(request.accuracy), 32, "accuracy");
-  struct.set(keccak_256(hardware.subarray(32, 96)), 128);
-  putUint(struct, 160, 32, request.nodeTimestampNs, 128, "nodeTimestamp");
-  const message = new Uint8Array(66);
-  message.set(outer, 0);
-  message.set(keccak_256(struct), 34);
-  const digest = keccak_256(message);
-  const signature = signDigest(digest);
-  const recovery = signature[0];
-  if (recovery !== 0 && recovery !== 1) throw new RangeError("node signature has an unrepresentable recovery id");
-  const entry = new Uint8Array(80);
-  putUint(entry, 0, 16, request.nodeTimestampNs, 128, "nodeTimestamp");
-  entry.set(signature.subarray(1, 65), 16);
-  entry[48] |= recovery << 7; // yParity in bit 255 of s (s <= n/2 < 2^255)
-  return { entry: toHex(entry), digest: toHex(digest) };
-}
-parentPort.on("message", (request) => {
-  try {
-    const result = sign(request);
-    parentPort.postMessage({ id: request.id, entry: result.entry, digest: result.digest });
-  } catch (error) {
-    parentPort.postMessage({ id: request.id, error: String((error && error.message) || error) });
-  }
-});
-parentPort.postMessage({ ready: true, backend });
-`;
 
 /** How long one signature may take in the worker by default (normally well under a millisecond). */
 export const SIGN_TIMEOUT_MS = 1_000;
@@ -158,18 +108,8 @@ export class NodeSignerThread {
     this.#signTimeoutMs = options.signTimeoutMs ?? SIGN_TIMEOUT_MS;
     const nodePrivateKey = hexToByteArray(nodeKey.exportPrivateKey());
     try {
-      this.#worker = new Worker(WORKER_SOURCE, {
-        eval: true,
-        name: "ats-node-signer",
-        execArgv: [],
-        workerData: {
-          nodePrivateKey,
-          domainSeparator: timeAttestationDomainSeparator(),
-          typeHash: timeAttestationTypeHash(),
-          secp256k1Module: require.resolve("@noble/curves/secp256k1.js"),
-          sha3Module: require.resolve("@noble/hashes/sha3.js"),
-        },
-      });
+      const entry = signerThreadEntry();
+      this.#worker = new Worker(entry.filename, { name: "ats-node-signer", execArgv: entry.execArgv, workerData: { nodePrivateKey } });
     } finally {
       nodePrivateKey.fill(0); // the worker got its own copy (workerData is cloned at construction)
     }

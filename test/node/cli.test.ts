@@ -137,7 +137,7 @@ describe("ats-node CLI", function () {
     expect(await runCli(["keys", "init", "--nope", "x"], captureIo())).to.equal(2);
   });
 
-  it("bin/ats-node.js runs the TypeScript CLI (prints the settings table as JSON with --json)", async () => {
+  it("bin/ats-node.js runs the built CLI, dist/node/cli.js (prints the settings table as JSON with --json)", async () => {
     const { stdout } = await execFileAsync(process.execPath, [BIN, "settings", "--json"]);
     const table = JSON.parse(stdout) as { name: string; env: string }[];
     expect(table.map((row) => row.name)).to.include.members(["host", "tickIntervalNs", "apiKeys", "maxRequestsPerSecond"]);

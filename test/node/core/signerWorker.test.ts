@@ -1,4 +1,5 @@
 import { expect } from "chai";
+import { join } from "node:path";
 import { UnavailableError } from "../../../protocol/errors";
 import { timeAttestationDigest, timeAttestationForProof } from "../../../protocol/codec";
 import { SECP256K1_BACKEND } from "../../../protocol/secp256k1";
@@ -6,12 +7,23 @@ import { clearNodeAddressMemo, nodeAddressMemoSize, signNodeEntry } from "../../
 import type { Hex } from "../../../protocol/types";
 import type { TimeCard } from "../../../node/card/types";
 import { Attestor } from "../../../node/core/attestor";
-import { NodeSignerThread, type NodeSignRequest } from "../../../node/core/signerWorker";
+import { NodeSignerThread, signerThreadEntry, type NodeSignRequest } from "../../../node/core/signerWorker";
 import type { SignedTime } from "../../../node/core/types";
 import { attestorSetup, expectRejects, waitFor } from "./helpers";
 
 // Ticks use the thread by default only with pure-JS noble; these tests ask for it explicitly.
 const setup = attestorSetup;
+
+const ROOT = join(__dirname, "..", "..", "..");
+
+/** node/core/signerWorker as compiled into dist/ (built first when missing or stale, as bin/ats-node.js does). */
+function compiledSignerWorker(): typeof import("../../../node/core/signerWorker") {
+  // Plain-JavaScript helpers loaded by path: bin/build-dist.js, and the build output itself.
+  // eslint-disable-next-line @typescript-eslint/no-require-imports
+  (require(join(ROOT, "bin", "build-dist.js")) as { ensureBuilt(options: { log(line: string): void }): boolean }).ensureBuilt({ log: () => undefined });
+  // eslint-disable-next-line @typescript-eslint/no-require-imports
+  return require(join(ROOT, "dist", "node", "core", "signerWorker.js")) as typeof import("../../../node/core/signerWorker");
+}
 
 /** Records every signer thread the attestor closes (and the promise of its termination). */
 function spyOnClose(): { closed: Promise<void>[]; restore(): void } {
@@ -52,6 +64,28 @@ describe("Signer thread (node/core/signerWorker.ts)", () => {
       const result = await thread.sign(request);
       expect(result.entry).to.equal(signNodeEntry(identity.nodeKey.exportPrivateKey(), att));
       expect(result.digest).to.equal(timeAttestationDigest(att));
+    }
+  });
+
+  it("runs node/core/signerThread.ts from the sources (bin/register-ts.js in the worker), the sibling .js from dist/", async function () {
+    this.timeout(60_000);
+    expect(signerThreadEntry()).to.deep.equal({
+      filename: join(ROOT, "node", "core", "signerThread.ts"),
+      execArgv: ["-r", join(ROOT, "bin", "register-ts.js")],
+    });
+    const compiled = compiledSignerWorker();
+    expect(compiled.signerThreadEntry()).to.deep.equal({ filename: join(ROOT, "dist", "node", "core", "signerThread.js"), execArgv: [] });
+    const { identity, card } = await setup();
+    const thread = new compiled.NodeSignerThread(identity.nodeKey);
+    try {
+      await thread.ready;
+      expect(thread.backend).to.equal("noble");
+      const nanoMoment = card.readTimeNs();
+      const request: NodeSignRequest = { nanoMoment, hardwareSignature: card.signHardware(nanoMoment), accuracy: 50, nodeTimestampNs: nanoMoment + 7n };
+      const att = timeAttestationForProof(request, request.nodeTimestampNs);
+      expect(await thread.sign(request)).to.deep.equal({ entry: signNodeEntry(identity.nodeKey.exportPrivateKey(), att), digest: timeAttestationDigest(att) });
+    } finally {
+      await thread.close();
     }
   });
 

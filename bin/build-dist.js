@@ -1,0 +1,138 @@
+#!/usr/bin/env node
+"use strict";
+/**
+ * Builds dist/, the JavaScript the node runs (`node bin/build-dist.js`, `npm run build:dist`; `npm install` and
+ * `npm ci` run it through the `prepare` script):
+ *
+ * 1. `tsc -p tsconfig.build.json` (the production folders protocol/, wire/, lib/, client/, node/ and the
+ *    benchmark's node child scripts/bench-node.ts; never test/ or hardhat.config.ts; type errors fail the build
+ *    and emit nothing) into a staging folder, with source maps;
+ * 2. proto/*.proto copied to dist/proto/ and a dist/package.json (name, version), so dist/ mirrors the
+ *    repository's layout and holds everything the node reads from disk besides node_modules: a versioned artifact;
+ * 3. a stamp file, written last; then the staging folder replaces dist/ in one rename (a process running from the
+ *    old dist/ keeps its loaded modules; a failed build leaves the old dist/ as it was).
+ *
+ * `--if-stale` builds only when dist/ is missing or older than its sources (SOURCES below): what `npm test`
+ * (pretest), `npm run bench:node` and bin/ats-node.js (ensureBuilt, on first use) do. Concurrent builds of one
+ * checkout wait for each other through a lock folder.
+ */
+const { execFileSync } = require("node:child_process");
+const fs = require("node:fs");
+const path = require("node:path");
+
+const ROOT = path.join(__dirname, "..");
+const DIST = path.join(ROOT, "dist");
+const STAMP = path.join(DIST, ".build-stamp");
+const TSCONFIG = path.join(ROOT, "tsconfig.build.json");
+const LOCK = path.join(ROOT, ".dist-build.lock");
+/** A lock older than this is from a build that died: it is taken over. */
+const STALE_LOCK_MS = 10 * 60 * 1000;
+/** What dist/ is built from (relative to the repository root): a change to any of these makes dist/ stale. */
+const SOURCES = ["protocol", "wire", "lib", "client", "node", "scripts/bench-node.ts", "proto", "package.json", "tsconfig.json", "tsconfig.build.json"];
+
+/** The newest modification time (ms) of the files under `entry`, 0 when it does not exist. */
+function newestMtimeMs(entry) {
+  let stat;
+  try {
+    stat = fs.statSync(entry);
+  } catch {
+    return 0;
+  }
+  if (!stat.isDirectory()) return stat.mtimeMs;
+  let newest = stat.mtimeMs; // a deleted or renamed file changes its folder's time
+  for (const name of fs.readdirSync(entry)) newest = Math.max(newest, newestMtimeMs(path.join(entry, name)));
+  return newest;
+}
+
+/** Why dist/ needs a build ("missing", "stale"), or null when it is at least as new as every source. */
+function staleness() {
+  let stamp;
+  try {
+    stamp = fs.statSync(STAMP).mtimeMs;
+  } catch {
+    return "missing";
+  }
+  for (const source of SOURCES) if (newestMtimeMs(path.join(ROOT, source)) > stamp) return "stale";
+  return null;
+}
+
+function sleepMs(ms) {
+  Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, ms);
+}
+
+/** Runs `fn` holding the build lock (a folder: mkdir is atomic); waits while another build holds it. */
+function withLock(fn) {
+  for (;;) {
+    try {
+      fs.mkdirSync(LOCK);
+      break;
+    } catch (error) {
+      if (error.code !== "EEXIST") throw error;
+      try {
+        if (Date.now() - fs.statSync(LOCK).mtimeMs > STALE_LOCK_MS) fs.rmSync(LOCK, { recursive: true, force: true });
+      } catch {
+        // released meanwhile
+      }
+      sleepMs(200);
+    }
+  }
+  try {
+    return fn();
+  } finally {
+    fs.rmSync(LOCK, { recursive: true, force: true });
+  }
+}
+
+/** Builds dist/ (see the header). Throws when tsc fails; dist/ is then left as it was. */
+function build({ stdio = "inherit" } = {}) {
+  const staging = path.join(ROOT, `.dist-build-${process.pid}`);
+  const old = path.join(ROOT, `.dist-old-${process.pid}`);
+  fs.rmSync(staging, { recursive: true, force: true });
+  try {
+    try {
+      execFileSync(process.execPath, [require.resolve("typescript/bin/tsc"), "-p", TSCONFIG, "--outDir", staging], { cwd: ROOT, stdio });
+    } catch (error) {
+      throw new Error(`tsc -p tsconfig.build.json failed${error.status === undefined ? `: ${error.message}` : " (errors above)"}; dist/ is unchanged`);
+    }
+    fs.mkdirSync(path.join(staging, "proto"), { recursive: true });
+    for (const name of fs.readdirSync(path.join(ROOT, "proto"))) {
+      if (name.endsWith(".proto")) fs.copyFileSync(path.join(ROOT, "proto", name), path.join(staging, "proto", name));
+    }
+    const pkg = JSON.parse(fs.readFileSync(path.join(ROOT, "package.json"), "utf8"));
+    const built = { name: pkg.name, version: pkg.version, description: pkg.description, license: pkg.license, private: true, type: "commonjs" };
+    fs.writeFileSync(path.join(staging, "package.json"), `${JSON.stringify(built, null, 2)}\n`);
+    fs.writeFileSync(path.join(staging, ".build-stamp"), `${new Date().toISOString()}\n`);
+    if (fs.existsSync(DIST)) fs.renameSync(DIST, old);
+    fs.renameSync(staging, DIST);
+  } finally {
+    fs.rmSync(staging, { recursive: true, force: true });
+    fs.rmSync(old, { recursive: true, force: true });
+  }
+}
+
+/**
+ * Builds dist/ unless it is at least as new as its sources (checked again under the lock: another process may have
+ * just built it). `log` gets one line before a build. Returns whether it built.
+ */
+function ensureBuilt({ log = (line) => process.stderr.write(`${line}\n`), stdio = "inherit" } = {}) {
+  if (staleness() === null) return false;
+  return withLock(() => {
+    const reason = staleness();
+    if (reason === null) return false;
+    log(`building dist/ (${reason === "missing" ? "not built yet" : "older than the sources"}): tsc -p tsconfig.build.json …`);
+    build({ stdio });
+    return true;
+  });
+}
+
+module.exports = { DIST, SOURCES, build, ensureBuilt, staleness };
+
+if (require.main === module) {
+  try {
+    if (process.argv.includes("--if-stale")) ensureBuilt();
+    else withLock(() => build());
+  } catch (error) {
+    process.stderr.write(`bin/build-dist.js: ${error.message}\n`);
+    process.exitCode = 1;
+  }
+}
