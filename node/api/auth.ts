@@ -30,7 +30,7 @@
 import { getAddress, isAddress, recoverMessageAddress, type Hex as ViemHex } from "viem";
 import { AuthError, RateLimitError, ValidationError } from "../../protocol/errors";
 import type { Address } from "../../protocol/types";
-import { apiKeyMatches, hashApiKey, type ApiKeyHash } from "./apiKeys";
+import { apiKeyMatches, hashApiKey, type ApiKeyHash } from "../../lib/apiKeys";
 import { clientRequestMessage, type ClientRequestFields } from "../../wire/auth";
 
 /** Header (REST, WS upgrade) and metadata key (gRPC) carrying the API key. */

@@ -3,7 +3,7 @@
  * limits. Built once by node/server.ts (or by a test) and passed in; no transport reaches a singleton.
  */
 import type { Logger } from "pino";
-import type { ApiKeyHash } from "./apiKeys";
+import type { ApiKeyHash } from "../../lib/apiKeys";
 import type { CoreTimeService } from "../core/service";
 import type { TimeProof } from "../../protocol/types";
 import type { TimeService, VerifyOutcome } from "../core/types";

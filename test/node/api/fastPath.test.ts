@@ -1,7 +1,7 @@
 import { expect } from "chai";
 import type { FastifyInstance } from "fastify";
 import { UnavailableError } from "../../../protocol/errors";
-import { hashApiKey } from "../../../node/api/apiKeys";
+import { hashApiKey } from "../../../lib/apiKeys";
 import type { SignedTime } from "../../../node/core/types";
 import { DEFAULT_CONNECTION_LIMITS } from "../../../node/api/connectionGuard";
 import { createTransportContext, type TransportContext } from "../../../node/api/context";

@@ -1,7 +1,7 @@
 import { expect } from "chai";
 import * as grpc from "@grpc/grpc-js";
 import { AtsError, AuthError, NotFoundError, ProtocolError, RateLimitError, UnavailableError, ValidationError } from "../../../protocol/errors";
-import { hashApiKey } from "../../../node/api/apiKeys";
+import { hashApiKey } from "../../../lib/apiKeys";
 import { privateKeyToAccount } from "viem/accounts";
 import { ApiKeyAuth, ClientSignatureVerifier } from "../../../node/api/auth";
 import { clientRequestMessage, type ClientRequestFields } from "../../../wire/auth";

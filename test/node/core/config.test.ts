@@ -3,7 +3,7 @@ import { readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { inspect } from "node:util";
 import { ValidationError } from "../../../protocol/errors";
-import { apiKeyMatches, hashApiKey } from "../../../node/api/apiKeys";
+import { apiKeyMatches, hashApiKey } from "../../../lib/apiKeys";
 import {
   describeSettings,
   loadConfig,

@@ -1,5 +1,5 @@
 /**
- * API keys as the transports check them: only SHA-256 hashes are kept (the apiKeys setting loads keys as hashes),
+ * API keys as the settings loader stores them (the apiKeyList kind, lib/settings.ts) and the transports check them: only SHA-256 hashes are kept (the apiKeys setting loads keys as hashes),
  * and a presented key is compared against all of them in constant time.
  */
 import { createHash, timingSafeEqual } from "node:crypto";
