@@ -210,6 +210,24 @@ export const SETTINGS = {
     max: NS_PER_DAY,
     secret: false,
   }),
+  grpcMinStreamIntervalNs: setting({
+    kind: "ns",
+    env: "ATS_GRPC_MIN_STREAM_INTERVAL_NS",
+    description: "Smallest StreamTime interval a gRPC client may ask for.",
+    default: NS_PER_MILLISECOND,
+    min: 100_000n,
+    max: 3_600n * NS_PER_SECOND,
+    secret: false,
+  }),
+  grpcMaxStreamIntervalNs: setting({
+    kind: "ns",
+    env: "ATS_GRPC_MAX_STREAM_INTERVAL_NS",
+    description: "Largest StreamTime interval a gRPC client may ask for.",
+    default: 3_600n * NS_PER_SECOND,
+    min: 100_000n,
+    max: NS_PER_DAY,
+    secret: false,
+  }),
   wsMaxConnections: setting({
     kind: "integer",
     env: "ATS_WS_MAX_CONNECTIONS",
@@ -523,6 +541,11 @@ const NODE_SETTINGS = defineSettings(SETTINGS, {
 
 export const SETTING_NAMES: readonly SettingName[] = NODE_SETTINGS.names;
 
+/** Every setting at its declared default (paths unresolved): for code that needs defaults without loading. */
+export const SETTING_DEFAULTS = Object.freeze(
+  Object.fromEntries(SETTING_NAMES.map((name) => [name, SETTINGS[name].default])),
+) as unknown as NodeConfig;
+
 export interface LoadConfigOptions extends LoadSettingsOptions {
   /** Applied after file and env (tests, `ats-node dev`). Values take the file's JSON shapes or parsed values. */
   overrides?: Partial<Record<SettingName, unknown>>;
@@ -557,6 +580,9 @@ function checkCrossFieldRules(config: NodeConfig, fail: SettingFailure): void {
   }
   if (config.wsMinIntervalNs > config.wsMaxIntervalNs) {
     fail("wsMinIntervalNs", `must not exceed wsMaxIntervalNs (${config.wsMaxIntervalNs})`, config.wsMinIntervalNs);
+  }
+  if (config.grpcMinStreamIntervalNs > config.grpcMaxStreamIntervalNs) {
+    fail("grpcMinStreamIntervalNs", `must not exceed grpcMaxStreamIntervalNs (${config.grpcMaxStreamIntervalNs})`, config.grpcMinStreamIntervalNs);
   }
   if (config.scheduleMaxConcurrentDeliveriesPerClient > config.scheduleMaxConcurrentDeliveries) {
     fail("scheduleMaxConcurrentDeliveriesPerClient",

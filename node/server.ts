@@ -15,8 +15,7 @@ import { SETTINGS, type NodeConfig } from "./config";
 import { loadTlsMaterial } from "./api/tls";
 import { createTimeServiceFromConfig } from "./core";
 import type { TimeService } from "./core/types";
-import { createTransportContext, DEFAULT_TRANSPORT_LIMITS, type TransportContext, type TransportLimits } from "./api/context";
-import { DEFAULT_CONNECTION_LIMITS } from "./api/connectionGuard";
+import { createTransportContext, transportLimitsFromConfig, type TransportContext, type TransportLimits } from "./api/context";
 import { startGrpcServer, type GrpcServerHandle } from "./api/grpc";
 import { createNodeMetrics, type NodeMetrics } from "./api/metrics";
 import { buildRestApp } from "./api/rest";
@@ -51,32 +50,6 @@ export interface RunningNode {
    * Idempotent: later calls return the first call's promise.
    */
   close(): Promise<void>;
-}
-
-/** The transport limits a NodeConfig sets; the rest keep DEFAULT_TRANSPORT_LIMITS. */
-export function transportLimitsFromConfig(config: NodeConfig): TransportLimits {
-  return {
-    ...DEFAULT_TRANSPORT_LIMITS,
-    bodyLimitBytes: config.bodyLimitBytes,
-    requestTimeoutMs: config.requestTimeoutMs,
-    connectionTimeoutMs: config.requestTimeoutMs,
-    wsMaxPayloadBytes: config.wsMaxMessageBytes,
-    wsMaxConnections: config.wsMaxConnections,
-    maxStreamsPerClient: config.maxStreamsPerClient,
-    wsMaxSubscriptionsPerConnection: config.wsMaxSubscriptionsPerConnection,
-    wsMinIntervalNs: config.wsMinIntervalNs,
-    wsMaxIntervalNs: config.wsMaxIntervalNs,
-    grpcMaxReceiveMessageBytes: config.grpcMaxMessageBytes,
-    grpcMinStreamIntervalNs: config.wsMinIntervalNs,
-    grpcMaxStreamIntervalNs: config.wsMaxIntervalNs,
-    streamMaxPushesPerSecond: config.streamMaxPushesPerSecond,
-    connections: {
-      ...DEFAULT_CONNECTION_LIMITS,
-      maxConnections: config.maxConnections,
-      maxConnectionsPerAddress: config.maxConnectionsPerAddress,
-      maxPipelinedRequests: config.maxPipelinedRequests,
-    },
-  };
 }
 
 function urlHost(host: string): string {

@@ -4,6 +4,7 @@
  */
 import type { Logger } from "pino";
 import type { ApiKeyHash } from "../../lib/apiKeys";
+import { SETTING_DEFAULTS, type NodeConfig } from "../config";
 import type { CoreTimeService } from "../core/service";
 import type { TimeProof } from "../../protocol/types";
 import type { TimeService, VerifyOutcome } from "../core/types";
@@ -52,27 +53,43 @@ export interface TransportLimits {
   connections: ConnectionLimits;
 }
 
-export const DEFAULT_TRANSPORT_LIMITS: Readonly<TransportLimits> = {
-  bodyLimitBytes: 16 * 1024,
-  connectionTimeoutMs: 10_000,
-  requestTimeoutMs: 10_000,
+/** Limits no setting exposes: fixed for every node. */
+const FIXED_LIMITS = {
   keepAliveTimeoutMs: 5_000,
-  wsMaxPayloadBytes: 1024,
-  wsMaxConnections: 1_000,
-  maxStreamsPerClient: 8,
-  wsMaxSubscriptionsPerConnection: 8,
-  wsMinIntervalNs: 1_000_000n,
-  wsMaxIntervalNs: 3_600_000_000_000n,
   wsMaxErrorsPerConnection: 20,
   wsMaxBufferedBytes: 256 * 1024,
-  grpcMaxReceiveMessageBytes: 16 * 1024,
   grpcMaxSendMessageBytes: 64 * 1024,
   grpcMaxFutureWaitNs: 10_000_000_000n,
-  grpcMinStreamIntervalNs: 1_000_000n,
-  grpcMaxStreamIntervalNs: 3_600_000_000_000n,
-  streamMaxPushesPerSecond: 20_000,
-  connections: DEFAULT_CONNECTION_LIMITS,
-};
+} as const;
+
+/** The transport limits a configuration sets (the settings table declares each default once). */
+export function transportLimitsFromConfig(config: NodeConfig): TransportLimits {
+  return {
+    ...FIXED_LIMITS,
+    bodyLimitBytes: config.bodyLimitBytes,
+    requestTimeoutMs: config.requestTimeoutMs,
+    connectionTimeoutMs: config.requestTimeoutMs,
+    wsMaxPayloadBytes: config.wsMaxMessageBytes,
+    wsMaxConnections: config.wsMaxConnections,
+    maxStreamsPerClient: config.maxStreamsPerClient,
+    wsMaxSubscriptionsPerConnection: config.wsMaxSubscriptionsPerConnection,
+    wsMinIntervalNs: config.wsMinIntervalNs,
+    wsMaxIntervalNs: config.wsMaxIntervalNs,
+    grpcMaxReceiveMessageBytes: config.grpcMaxMessageBytes,
+    grpcMinStreamIntervalNs: config.grpcMinStreamIntervalNs,
+    grpcMaxStreamIntervalNs: config.grpcMaxStreamIntervalNs,
+    streamMaxPushesPerSecond: config.streamMaxPushesPerSecond,
+    connections: {
+      ...DEFAULT_CONNECTION_LIMITS,
+      maxConnections: config.maxConnections,
+      maxConnectionsPerAddress: config.maxConnectionsPerAddress,
+      maxPipelinedRequests: config.maxPipelinedRequests,
+    },
+  };
+}
+
+/** The limits of a node with every setting at its default (contexts built without a configuration: tests). */
+export const DEFAULT_TRANSPORT_LIMITS: Readonly<TransportLimits> = transportLimitsFromConfig(SETTING_DEFAULTS);
 
 /**
  * The service as transports see it: the seam, plus (optionally) the core's asynchronous chain check used when a
