@@ -23,6 +23,7 @@ import { toFetched } from "./fetched";
 import { createGrpcClient } from "./grpc";
 import { createRestCaller } from "./rest";
 import type { RetryPolicy } from "./retry";
+import type { NodeInfoBody, ScheduleRecordBody } from "../wire/rest";
 import type { ScheduleCreated, TimeClient, TimeClientOptions, VerifyResult } from "./types";
 import { openStream } from "./ws";
 
@@ -81,11 +82,11 @@ export function createTimeClient(options: TimeClientOptions): TimeClient {
     },
     async getSchedule(id) {
       const { value } = await rest.request("GET", `/time/schedule/${encodeURIComponent(id)}`);
-      return value as Record<string, unknown>;
+      return value as ScheduleRecordBody;
     },
     async info() {
       const { value } = await rest.request("GET", "/node/info");
-      return value as Record<string, unknown>;
+      return value as NodeInfoBody;
     },
     stream: (streamOptions) => openStream({ wsEndpoint, apiKey: options.apiKey, timeoutMs, ca }, streamOptions),
     grpc,

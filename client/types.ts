@@ -5,6 +5,7 @@
 import type { Hex, ProofJson, TimeProof } from "../protocol/types";
 import type { VerifyTimeProofContext } from "../protocol/verify";
 import type { RequestTypeName } from "../wire/grpc";
+import type { NodeInfoBody, ScheduleCreated, ScheduleRecordBody } from "../wire/rest";
 
 export interface TimeClientOptions {
   /** REST base URL of the node, e.g. "http://127.0.0.1:8080". */
@@ -50,12 +51,8 @@ export interface VerifyResult {
   detail?: string;
 }
 
-export interface ScheduleCreated {
-  id: string;
-  status: string;
-  executeAt: string;
-  callback: string;
-}
+/** POST /time/schedule's answer (wire/rest.ts). */
+export type { ScheduleCreated } from "../wire/rest";
 
 export interface StreamUpdate {
   /** ns since the Unix epoch. */
@@ -141,8 +138,8 @@ export interface TimeClient {
   /** The node's POST /time/verify; with a certificate chain the node can check a card it does not know. */
   verifyRemote(proof: TimeProof, options?: { certificateChainPem?: readonly string[] }): Promise<VerifyResult>;
   schedule(executeAtNs: bigint, callbackUrl: string): Promise<ScheduleCreated>;
-  getSchedule(id: string): Promise<Record<string, unknown>>;
-  info(): Promise<Record<string, unknown>>;
+  getSchedule(id: string): Promise<ScheduleRecordBody>;
+  info(): Promise<NodeInfoBody>;
   stream(options: StreamOptions): Promise<TimeStream>;
   readonly grpc: GrpcTimeClient;
   close(): void;

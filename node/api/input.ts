@@ -5,9 +5,6 @@
 import { ValidationError } from "../../protocol/errors";
 import type { SignedTime } from "../core/types";
 
-/** Schema pattern of a canonical unsigned decimal (the same rule as protocol/json.ts parseNsString). */
-export const DECIMAL_NS_PATTERN = "^(0|[1-9][0-9]{0,38})$";
-
 /** Bounds a duration in ns. */
 export function checkDurationNs(field: string, valueNs: bigint, minNs: bigint, maxNs: bigint): bigint {
   if (valueNs < minNs || valueNs > maxNs) {

@@ -23,7 +23,7 @@ import { createServer as createHttpsServer } from "node:https";
 import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance, type FastifyReply, type FastifyRequest } from "fastify";
 import { ValidationError } from "../../protocol/errors";
 import { parseNsString } from "../../protocol/json";
-import type { Hex, ProofJson, TimeProof } from "../../protocol/types";
+import type { TimeProof } from "../../protocol/types";
 import type { TlsMaterial } from "./tls";
 import type { ScheduleRecord } from "../core/types";
 import { API_KEY_HEADER } from "../../wire/auth";
@@ -40,57 +40,33 @@ import {
 import { toHttpError } from "../../wire/errorMapping";
 import { checkJsonCharset, parseJsonBody } from "./jsonBody";
 import {
-  errorResponseSchema,
-  healthSchema,
-  nodeInfoSchema,
-  proofJsonSchema,
-  scheduleBodySchema,
-  scheduleCreatedSchema,
-  scheduleParamsSchema,
-  scheduleRecordSchema,
-  verifyBodySchema,
-  verifyResponseSchema,
-} from "./schemas";
+  ErrorBody,
+  HealthBody,
+  NodeInfoBody,
+  ProofBody,
+  ScheduleBody,
+  ScheduleCreated,
+  ScheduleParams,
+  ScheduleRecordBody,
+  VerifyAnswer,
+  VerifyBody,
+} from "../../wire/rest";
 
 
 /** Error responses every route may give. */
 const errorResponses = {
-  400: errorResponseSchema,
-  401: errorResponseSchema,
-  404: errorResponseSchema,
-  413: errorResponseSchema,
-  415: errorResponseSchema,
-  429: errorResponseSchema,
-  500: errorResponseSchema,
-  503: errorResponseSchema,
+  400: ErrorBody,
+  401: ErrorBody,
+  404: ErrorBody,
+  413: ErrorBody,
+  415: ErrorBody,
+  429: ErrorBody,
+  500: ErrorBody,
+  503: ErrorBody,
 } as const;
 
-interface VerifyBody {
-  nanoMoment: string;
-  certificateChainPem?: string[];
-  proof: { hardwareSignature: Hex; nodeSignature: Hex; accuracyNs: number; hardwareId?: Hex; gps?: null };
-}
-
-interface ScheduleBody {
-  executeAt: string;
-  callback: string;
-}
-
 /** JSON view of a schedule record (ns as decimal strings). */
-export interface ScheduleRecordJson {
-  id: string;
-  status: ScheduleRecord["status"];
-  executeAt: string;
-  callback: string;
-  attempts: number;
-  lastError: string | null;
-  createdAt: string;
-  deliveredAt: string | null;
-  nextAttemptAt: string | null;
-  proof: ProofJson | null;
-}
-
-export function scheduleRecordToJson(record: ScheduleRecord): ScheduleRecordJson {
+export function scheduleRecordToJson(record: ScheduleRecord): ScheduleRecordBody {
   return {
     id: record.id,
     status: record.status,
@@ -241,7 +217,7 @@ export function buildRestApp(context: TransportContext, options: RestAppOptions 
 
   app.get(
     CURRENT_TIME_PATH,
-    { ...guardHooks, schema: { response: { 200: proofJsonSchema, ...errorResponses } } },
+    { ...guardHooks, schema: { response: { 200: ProofBody, ...errorResponses } } },
     (_request, reply) => {
       const signed = service.current();
       metrics.countServedProof("rest", signed);
@@ -253,7 +229,7 @@ export function buildRestApp(context: TransportContext, options: RestAppOptions 
 
   app.post<{ Body: VerifyBody }>(
     "/time/verify",
-    { ...guardHooks, schema: { body: verifyBodySchema, response: { 200: verifyResponseSchema, ...errorResponses } } },
+    { ...guardHooks, schema: { body: VerifyBody, response: { 200: VerifyAnswer, ...errorResponses } } },
     async (request) => {
       const outcome = await verifyWithOptionalChain(service, proofFromVerifyBody(request.body), request.body.certificateChainPem);
       return outcome.valid ? { valid: true, reason: null } : { valid: false, reason: outcome.reason, detail: outcome.detail };
@@ -264,7 +240,7 @@ export function buildRestApp(context: TransportContext, options: RestAppOptions 
     "/time/schedule",
     {
       ...guardHooks,
-      schema: { body: scheduleBodySchema, response: { 201: scheduleCreatedSchema, ...errorResponses } },
+      schema: { body: ScheduleBody, response: { 201: ScheduleCreated, ...errorResponses } },
     },
     async (request, reply) => {
       const executeAtNs = parseNsString(request.body.executeAt, "executeAt");
@@ -276,11 +252,11 @@ export function buildRestApp(context: TransportContext, options: RestAppOptions 
 
   app.get<{ Params: { id: string } }>(
     "/time/schedule/:id",
-    { ...guardHooks, schema: { params: scheduleParamsSchema, response: { 200: scheduleRecordSchema, ...errorResponses } } },
+    { ...guardHooks, schema: { params: ScheduleParams, response: { 200: ScheduleRecordBody, ...errorResponses } } },
     async (request) => scheduleRecordToJson(service.getSchedule(request.params.id)),
   );
 
-  app.get("/node/info", { ...openHooks, schema: { response: { 200: nodeInfoSchema, ...errorResponses } } }, async () => {
+  app.get("/node/info", { ...openHooks, schema: { response: { 200: NodeInfoBody, ...errorResponses } } }, async () => {
     const info = service.info();
     return {
       ...info,
@@ -294,7 +270,7 @@ export function buildRestApp(context: TransportContext, options: RestAppOptions 
     };
   });
 
-  app.get("/health", { ...openHooks, schema: { response: { 200: healthSchema, 503: healthSchema } } }, async (_request, reply) => {
+  app.get("/health", { ...openHooks, schema: { response: { 200: HealthBody, 503: HealthBody } } }, async (_request, reply) => {
     const health = service.health();
     void reply.code(health.status === "ok" || health.status === "degraded" ? 200 : 503);
     return {
