@@ -2,6 +2,10 @@
  * Signing (card: P-256, node: secp256k1 over EIP-712) and node-address recovery (docs/protocol.md §3–§5).
  * Every signature this module produces is low-S: a high-S signature is invalid everywhere (§3), and the
  * compact EIP-2098 form cannot carry one unambiguously anyway.
+ *
+ * Recovery results are memoised only in a RecoveryMemo the caller creates and passes (createRecoveryMemo); this
+ * module keeps no recovery cache of its own. Its one module-level table, the cardId of a card KeyObject
+ * (cardIdOf), is a WeakMap keyed by the caller's key objects: a pure function of the key, freed with it.
  */
 import { sign as cryptoSign, type KeyObject } from "node:crypto";
 import { p256 } from "@noble/curves/nist.js";
@@ -10,6 +14,7 @@ import { ProtocolError } from "./errors";
 import { asBuffer, bigintToBytes, bigintToFixedHex, bytesToHexString, concatHexStrings, hexToBigint, hexToByteArray, toFixedHex, writeUint128 } from "./bytes";
 import { cardIdFromPublicKey, decodeNodeEntry, encodeNodeEntry, hwMessage, timeAttestationDigestBuffer, timeAttestationForProof } from "./codec";
 import { addressOfUncompressedKey, nodeAddressFromPrivateKey, nodePrivateKeyHex, p256PublicKeyToUncompressed, type NodeKeyInput } from "./keys";
+import { BoundedLru } from "./lru";
 import { recoverUncompressedPublicKey, signDigest } from "./secp256k1";
 import type { Address, Hex, NodeEntry, TimeAttestation, TimeProof } from "./types";
 
@@ -104,18 +109,20 @@ function signNodeEntryBytes(nodePrivateKey: NodeKeyInput, att: TimeAttestation):
  * Signs the EIP-712 digest of `att` with the node's secp256k1 key and returns the 80-byte entry
  * nodeTimestamp ‖ r ‖ yParityAndS (EIP-2098). Signing is RFC 6979 deterministic and low-S with either backend
  * of protocol/secp256k1.ts (libsecp256k1 when its addon loads, @noble/curves otherwise): same bytes.
+ * With a `memo` and a NodeKey signer, the entry is remembered in `memo`, so verifying the proof through that memo
+ * costs no ecrecover (a raw hex key would need a point multiplication to learn its address: not seeded).
  */
-export function signNodeEntry(nodePrivateKey: NodeKeyInput, att: TimeAttestation): Hex {
+export function signNodeEntry(nodePrivateKey: NodeKeyInput, att: TimeAttestation, memo?: RecoveryMemo): Hex {
   const { entry, digest } = signNodeEntryBytes(nodePrivateKey, att);
-  // A NodeKey carries its address: seed the recovery memo so verifying our own proofs costs no ecrecover.
-  // (A raw hex key would need a point multiplication to learn its address: not worth it here.)
-  if (typeof nodePrivateKey !== "string") memoStore(nodeAddressMemoKeyOf(digest, entry.subarray(16)), nodePrivateKey.address);
+  if (memo !== undefined && typeof nodePrivateKey !== "string") {
+    entriesOf(memo).set(nodeAddressMemoKeyOf(digest, entry.subarray(16)), nodePrivateKey.address);
+  }
   return `0x${entry.toString("hex")}`;
 }
 
 /**
  * signNodeEntry, also returning the EIP-712 digest the entry signs (computed once), for a signer that hands both
- * to another thread (node/core/signerThread.ts: the parent seeds its recovery memo with the digest). Seeds no memo
+ * to another thread (node/core/signerThread.ts: the parent seeds its RecoveryMemo with the digest). Seeds no memo
  * itself.
  */
 export function signNodeEntryWithDigest(nodePrivateKey: NodeKeyInput, att: TimeAttestation): { entry: Hex; digest: Hex } {
@@ -125,18 +132,70 @@ export function signNodeEntryWithDigest(nodePrivateKey: NodeKeyInput, att: TimeA
 
 // ---------------------------------------------------------------- recovery memo
 
-/** Entries kept by the node-address recovery memo (least recently used evicted first). */
-export const NODE_ADDRESS_MEMO_CAPACITY = 4_096;
+/** Entries a RecoveryMemo keeps unless createRecoveryMemo is told otherwise (least recently used evicted first). */
+export const DEFAULT_RECOVERY_MEMO_MAX_ENTRIES = 4_096;
+
+export interface CreateRecoveryMemoParameters {
+  /** At most this many recoveries are kept (least recently used evicted first). Default DEFAULT_RECOVERY_MEMO_MAX_ENTRIES. */
+  maxEntries?: number;
+}
+
+/** The LRU behind a memo, for this module's recovery functions only (set in RecoveryMemo's static block). */
+let entriesOf: (memo: RecoveryMemo) => BoundedLru<string, Address>;
 
 /**
- * digest ‖ r ‖ yParityAndS (lowercase hex) → recovered address. Public-key recovery is a pure function of
- * these three values, so a hit returns exactly what recovery would; a proof is typically verified many times
- * (every client, every relay, the node itself) while one secp256k1 recovery costs ~0.1 ms with libsecp256k1
- * and ~1–3 ms in pure JS. Range and high-S checks run BEFORE the memo is consulted, and failures are never
- * stored, so the memo cannot change which signatures are refused. A Map iterates in insertion order:
- * re-inserting on a hit makes it an LRU.
+ * A node-address recovery memo: digest ‖ r ‖ yParityAndS (lowercase hex) → recovered address, a bounded LRU owned
+ * by whoever creates it (createRecoveryMemo) and passed to recoverNodeAddress, recoverNodeAddressFromDigest,
+ * signNodeEntry (which seeds it) or, through VerifyTimeProofContext.recoveryMemo, to verifyTimeProof. protocol/
+ * keeps no memo of its own: a call without one always recovers, and two memos never share entries.
+ *
+ * Public-key recovery is a pure function of those three values, so a hit returns exactly what recovery would; a
+ * proof is typically verified many times (every client, every relay, the node itself) while one secp256k1
+ * recovery costs ~0.1 ms with libsecp256k1 and ~1–3 ms in pure JS. Range and high-S checks run BEFORE the memo is
+ * consulted, and failures are never stored, so the memo cannot change which signatures are refused. Only
+ * remember() can make it answer wrongly: seed it with your own signatures only.
  */
-const nodeAddressMemo = new Map<string, Address>();
+export class RecoveryMemo {
+  readonly #entries: BoundedLru<string, Address>;
+
+  static {
+    entriesOf = (memo) => memo.#entries;
+  }
+
+  constructor(parameters: CreateRecoveryMemoParameters = {}) {
+    this.#entries = new BoundedLru(parameters.maxEntries ?? DEFAULT_RECOVERY_MEMO_MAX_ENTRIES, "recovery memo");
+  }
+
+  /** The bound on size. */
+  get maxEntries(): number {
+    return this.#entries.maxEntries;
+  }
+
+  /** The number of memoised recoveries (tests, metrics). */
+  get size(): number {
+    return this.#entries.size;
+  }
+
+  /**
+   * Seeds the memo with a signature the caller PRODUCED itself with the key of `address` over `digest` (the
+   * attestor does, for entries signed in its worker thread). Never call it with a signature received from
+   * elsewhere: a wrong seed would make recovery through this memo report a signer that did not sign.
+   */
+  remember(digest: Hex, entry: Pick<NodeEntry, "r" | "yParityAndS">, address: Address): void {
+    const key = nodeAddressMemoKey(toFixedHex(digest, 32, "digest"), toFixedHex(entry.r, 32, "nodeEntry.r"), toFixedHex(entry.yParityAndS, 32, "nodeEntry.yParityAndS"));
+    this.#entries.set(key, address);
+  }
+
+  /** Empties the memo (tests and benchmarks measuring cold verification). */
+  clear(): void {
+    this.#entries.clear();
+  }
+}
+
+/** A new, empty RecoveryMemo (bounded LRU, DEFAULT_RECOVERY_MEMO_MAX_ENTRIES unless `maxEntries` says otherwise). */
+export function createRecoveryMemo(parameters: CreateRecoveryMemoParameters = {}): RecoveryMemo {
+  return new RecoveryMemo(parameters);
+}
 
 function nodeAddressMemoKey(digest: Hex, r: Hex, yParityAndS: Hex): string {
   return `${digest}${r.slice(2)}${yParityAndS.slice(2)}`.toLowerCase();
@@ -145,44 +204,6 @@ function nodeAddressMemoKey(digest: Hex, r: Hex, yParityAndS: Hex): string {
 /** nodeAddressMemoKey of bytes: digest (32) and the entry's r ‖ yParityAndS (64). Buffer hex is lowercase. */
 function nodeAddressMemoKeyOf(digest: Buffer, signature: Buffer): string {
   return `0x${digest.toString("hex")}${signature.toString("hex")}`;
-}
-
-function memoStore(key: string, address: Address): void {
-  if (nodeAddressMemo.has(key)) {
-    nodeAddressMemo.delete(key);
-  } else if (nodeAddressMemo.size >= NODE_ADDRESS_MEMO_CAPACITY) {
-    const oldest = nodeAddressMemo.keys().next();
-    if (oldest.done !== true) nodeAddressMemo.delete(oldest.value);
-  }
-  nodeAddressMemo.set(key, address);
-}
-
-function memoLookup(key: string): Address | undefined {
-  const address = nodeAddressMemo.get(key);
-  if (address !== undefined) {
-    nodeAddressMemo.delete(key);
-    nodeAddressMemo.set(key, address);
-  }
-  return address;
-}
-
-/**
- * Seeds the recovery memo with a signature the caller PRODUCED itself with the key of `address` over `digest`
- * (the attestor does, for entries signed in its worker thread). Never call it with a signature received from
- * elsewhere: a wrong seed would make recoverNodeAddress report a signer that did not sign.
- */
-export function rememberNodeSignature(digest: Hex, entry: Pick<NodeEntry, "r" | "yParityAndS">, address: Address): void {
-  memoStore(nodeAddressMemoKey(toFixedHex(digest, 32, "digest"), toFixedHex(entry.r, 32, "nodeEntry.r"), toFixedHex(entry.yParityAndS, 32, "nodeEntry.yParityAndS")), address);
-}
-
-/** The number of memoised recoveries (tests, metrics). */
-export function nodeAddressMemoSize(): number {
-  return nodeAddressMemo.size;
-}
-
-/** Empties the recovery memo (tests and benchmarks measuring cold verification). */
-export function clearNodeAddressMemo(): void {
-  nodeAddressMemo.clear();
 }
 
 /** Splits EIP-2098 yParityAndS into the y parity (bit 255) and s (low 255 bits). */
@@ -224,11 +245,20 @@ function checkedNodeSignature(signature: Buffer, rEvidence: Hex | undefined): Ch
   return { compact, yParity };
 }
 
-/** The memo, else the active secp256k1 backend; successful recoveries are memoised. */
-function recoverCheckedNodeSignature(digest: Buffer, signature: Buffer, checked: CheckedNodeSignature, rEvidence: Hex | undefined): Address {
-  const key = nodeAddressMemoKeyOf(digest, signature);
-  const known = memoLookup(key);
-  if (known !== undefined) return known;
+/** The memo (if any), else the active secp256k1 backend; successful recoveries are memoised. */
+function recoverCheckedNodeSignature(
+  digest: Buffer,
+  signature: Buffer,
+  checked: CheckedNodeSignature,
+  rEvidence: Hex | undefined,
+  memo: RecoveryMemo | undefined,
+): Address {
+  const entries = memo === undefined ? undefined : entriesOf(memo);
+  const key = entries === undefined ? undefined : nodeAddressMemoKeyOf(digest, signature);
+  if (key !== undefined) {
+    const known = entries!.get(key);
+    if (known !== undefined) return known;
+  }
   let address: Address;
   try {
     // The backend validates r and s again, identically for libsecp256k1 and noble, and returns a curve point.
@@ -236,16 +266,16 @@ function recoverCheckedNodeSignature(digest: Buffer, signature: Buffer, checked:
   } catch (cause) {
     throw new ProtocolError("node signature does not recover to a public key", { r: rEvidence ?? rHex(signature) }, { cause });
   }
-  memoStore(key, address);
+  if (key !== undefined) entries!.set(key, address);
   return address;
 }
 
 /**
  * Recovers the node address that signed `att` in `entry`. Throws ProtocolError for what ecrecover would refuse
- * or OpenZeppelin's ECDSA rejects: r or s zero or ≥ n, high s, a point that does not recover. Successful
- * recoveries are memoised (bounded LRU, see NODE_ADDRESS_MEMO_CAPACITY) after those checks.
+ * or OpenZeppelin's ECDSA rejects: r or s zero or ≥ n, high s, a point that does not recover. With a `memo`, it is
+ * consulted after those checks and successful recoveries are stored in it; without one, every call recovers.
  */
-export function recoverNodeAddress(att: TimeAttestation, entry: NodeEntry | Hex): Address {
+export function recoverNodeAddress(att: TimeAttestation, entry: NodeEntry | Hex, memo?: RecoveryMemo): Address {
   const decoded = typeof entry === "string" ? decodeNodeEntry(entry) : entry;
   const r = toFixedHex(decoded.r, 32, "nodeEntry.r");
   const yParityAndS = toFixedHex(decoded.yParityAndS, 32, "yParityAndS");
@@ -258,20 +288,20 @@ export function recoverNodeAddress(att: TimeAttestation, entry: NodeEntry | Hex)
   } catch (cause) {
     throw new ProtocolError("node signature does not recover to a public key", { r: decoded.r }, { cause });
   }
-  return recoverCheckedNodeSignature(digest, signature, checked, decoded.r);
+  return recoverCheckedNodeSignature(digest, signature, checked, decoded.r, memo);
 }
 
 /**
  * recoverNodeAddress for a verifier holding bytes: `digest` is the 32-byte EIP-712 digest
  * (timeAttestationDigestBytes), `signature` the entry's r ‖ yParityAndS (its last 64 bytes). Same checks, same
- * errors, same memo, same address.
+ * errors, same use of `memo`, same address.
  */
-export function recoverNodeAddressFromDigest(digest: Uint8Array, signature: Uint8Array): Address {
+export function recoverNodeAddressFromDigest(digest: Uint8Array, signature: Uint8Array, memo?: RecoveryMemo): Address {
   if (digest.length !== 32 || signature.length !== 64) {
     throw new ProtocolError("digest must be 32 bytes and r ‖ yParityAndS 64 bytes", { digestBytes: digest.length, signatureBytes: signature.length });
   }
   const signatureBytes = asBuffer(signature);
-  return recoverCheckedNodeSignature(asBuffer(digest), signatureBytes, checkedNodeSignature(signatureBytes, undefined), undefined);
+  return recoverCheckedNodeSignature(asBuffer(digest), signatureBytes, checkedNodeSignature(signatureBytes, undefined), undefined, memo);
 }
 
 export interface AssembleProofParameters {
@@ -283,6 +313,8 @@ export interface AssembleProofParameters {
   entries: readonly (Hex | NodeEntry)[];
   /** ns; the value every entry signed. */
   accuracy: number;
+  /** Consulted and filled by the address recoveries (none by default: every entry is recovered). */
+  recoveryMemo?: RecoveryMemo;
 }
 
 export type AssembleProofReturnType = TimeProof;
@@ -300,7 +332,7 @@ export function assembleProof(parameters: AssembleProofParameters): AssembleProo
   };
   const signed = parameters.entries.map((raw) => {
     const entry = typeof raw === "string" ? decodeNodeEntry(raw) : raw;
-    return { entry, address: recoverNodeAddress(timeAttestationForProof(base, entry.nodeTimestampNs), entry) };
+    return { entry, address: recoverNodeAddress(timeAttestationForProof(base, entry.nodeTimestampNs), entry, parameters.recoveryMemo) };
   });
   return { ...base, nodeSignature: sortedNodeSignature(signed) };
 }
@@ -335,6 +367,8 @@ export interface AttestParameters {
   accuracy: number;
   /** Each node's own reading, ns: one value for all nodes, or one per node (same order as `nodes`). */
   nodeTimestampNs: bigint | readonly bigint[];
+  /** Seeded with the entries of NodeKey signers (signNodeEntry): verifying the proof through it costs no ecrecover. */
+  recoveryMemo?: RecoveryMemo;
 }
 
 /**
@@ -354,7 +388,7 @@ export function attest(parameters: AttestParameters): TimeProof {
   // The signers are known here, so entries are ordered by their addresses without an ecrecover each.
   const signed = nodes.map((nodeKey, index) => {
     const timestampNs = typeof nodeTimestampNs === "bigint" ? nodeTimestampNs : nodeTimestampNs[index]!;
-    const entry = decodeNodeEntry(signNodeEntry(nodeKey, timeAttestationForProof(base, timestampNs)));
+    const entry = decodeNodeEntry(signNodeEntry(nodeKey, timeAttestationForProof(base, timestampNs), parameters.recoveryMemo));
     const address = typeof nodeKey === "string" ? nodeAddressFromPrivateKey(nodeKey) : nodeKey.address;
     return { entry, address };
   });

@@ -2,6 +2,10 @@
  * Off-chain verification of a TimeProof with exactly the rules of docs/protocol.md §6, in the same order as the
  * contract, so a proof fails here for the same reason it fails on-chain. `verifyTimeProof` never throws on
  * malformed proof input: every failure is a `{ valid: false, reason, detail }` value.
+ *
+ * No hidden state: the caches that make repeated verification cheap (a RecoveryMemo for node-address recovery, a
+ * P256KeyCache for parsed card keys) are objects the caller creates and passes in the context (createVerifyContext
+ * makes its own unless told otherwise); this module keeps none, and a context without them gives the same verdicts.
  */
 import { verify as cryptoVerify } from "node:crypto";
 import { p256 } from "@noble/curves/nist.js";
@@ -30,38 +34,81 @@ import {
 } from "./codec";
 import type { KeyObject, VerifyKeyObjectInput } from "node:crypto";
 import { p256PublicKeyObject, p256PublicKeyToUncompressed } from "./keys";
-import { recoverNodeAddress, recoverNodeAddressFromDigest } from "./sign";
+import { BoundedLru } from "./lru";
+import { createRecoveryMemo, recoverNodeAddress, recoverNodeAddressFromDigest, type RecoveryMemo } from "./sign";
 import type { Address, CardRecord, Hex, TimeProof } from "./types";
 
 // ---------------------------------------------------------------- P-256 (card signatures)
 
 const HEX_32_BYTES = /^0x[0-9a-fA-F]{64}$/;
 
-/** How many card public keys keep their parsed node:crypto KeyObject (a verifier sees few cards). */
-export const P256_KEY_CACHE_CAPACITY = 256;
-interface ParsedP256Key {
-  uncompressed: Uint8Array;
-  keyObject: KeyObject;
+/** Card public keys a P256KeyCache keeps unless createP256KeyCache is told otherwise (a verifier sees few cards). */
+export const DEFAULT_P256_KEY_CACHE_MAX_ENTRIES = 256;
+
+/** A card public key parsed once: SEC1 bytes, the node:crypto KeyObject and the verify options built on it. */
+export interface ParsedP256PublicKey {
+  readonly uncompressed: Uint8Array;
+  readonly keyObject: KeyObject;
   /** node:crypto verify options for this key (one object per key, not per call). */
-  verifyKey: VerifyKeyObjectInput;
+  readonly verifyKey: VerifyKeyObjectInput;
 }
-const p256KeyCache = new Map<string, ParsedP256Key>();
+
+export interface CreateP256KeyCacheParameters {
+  /** At most this many keys are kept (least recently used evicted first). Default DEFAULT_P256_KEY_CACHE_MAX_ENTRIES. */
+  maxEntries?: number;
+}
 
 /**
- * The card key as SEC1 bytes and as a node:crypto KeyObject. Parsing and validating the point costs more than the
- * OpenSSL verification itself, and a verifier checks many proofs of the same few cards, so the parsed form is
- * kept per key (bounded; the oldest entry goes first). Keys that fail to parse are never cached.
+ * Parsed card public keys (lowercase hex of the key as given → ParsedP256PublicKey), a bounded LRU owned by
+ * whoever creates it (createP256KeyCache) and passed to verifyP256Signature / verifyP256 or, through
+ * VerifyTimeProofContext.p256KeyCache, to verifyTimeProof. Parsing and validating the point costs more than the
+ * OpenSSL verification itself and a verifier checks many proofs of the same few cards, so the parsed form is worth
+ * keeping; protocol/ keeps no such cache of its own (a call without one parses the key) and two caches never
+ * share entries. Keys that fail to parse are never stored. The cached value is a pure function of the key, so a
+ * cache can only change speed, not a verdict.
  */
-function parsedP256Key(publicKey: Hex | Uint8Array): ParsedP256Key {
-  const cacheKey = (typeof publicKey === "string" ? publicKey : bytesToHexString(publicKey)).toLowerCase();
-  const cached = p256KeyCache.get(cacheKey);
-  if (cached !== undefined) return cached;
+export class P256KeyCache {
+  readonly #entries: BoundedLru<string, ParsedP256PublicKey>;
+
+  constructor(parameters: CreateP256KeyCacheParameters = {}) {
+    this.#entries = new BoundedLru(parameters.maxEntries ?? DEFAULT_P256_KEY_CACHE_MAX_ENTRIES, "P-256 key cache");
+  }
+
+  /** The bound on size. */
+  get maxEntries(): number {
+    return this.#entries.maxEntries;
+  }
+
+  /** The number of keys held (tests, metrics). */
+  get size(): number {
+    return this.#entries.size;
+  }
+
+  /** The parsed key, from the cache or parsed and stored now. Throws ProtocolError when it is no P-256 point. */
+  get(publicKey: Hex | Uint8Array): ParsedP256PublicKey {
+    const cacheKey = (typeof publicKey === "string" ? publicKey : bytesToHexString(publicKey)).toLowerCase();
+    const cached = this.#entries.get(cacheKey);
+    if (cached !== undefined) return cached;
+    const parsed = parseP256PublicKey(publicKey);
+    this.#entries.set(cacheKey, parsed);
+    return parsed;
+  }
+
+  clear(): void {
+    this.#entries.clear();
+  }
+}
+
+/** A new, empty P256KeyCache (bounded LRU, DEFAULT_P256_KEY_CACHE_MAX_ENTRIES unless `maxEntries` says otherwise). */
+export function createP256KeyCache(parameters: CreateP256KeyCacheParameters = {}): P256KeyCache {
+  return new P256KeyCache(parameters);
+}
+
+/** The card key as SEC1 bytes and as a node:crypto KeyObject, uncached. Throws when it is no P-256 point. */
+function parseP256PublicKey(publicKey: Hex | Uint8Array): ParsedP256PublicKey {
   const uncompressed = hexToByteArray(p256PublicKeyToUncompressed(publicKey));
   const keyObject = p256PublicKeyObject(uncompressed);
-  const parsed: ParsedP256Key = { uncompressed, keyObject, verifyKey: { key: keyObject, dsaEncoding: "ieee-p1363" } };
-  if (p256KeyCache.size >= P256_KEY_CACHE_CAPACITY) p256KeyCache.delete(p256KeyCache.keys().next().value!);
-  p256KeyCache.set(cacheKey, parsed);
-  return parsed;
+  return { uncompressed, keyObject, verifyKey: { key: keyObject, dsaEncoding: "ieee-p1363" } };
 }
 
 /** What a P-256 signature covers: the message (hashed here with SHA-256) or its SHA-256 digest. */
@@ -82,10 +129,15 @@ function p256SignatureInRange(signature: Buffer): boolean {
 }
 
 /** verifyP256Signature over bytes: `signature` is r ‖ s (64 bytes). Never throws. */
-function verifyP256SignatureBytes(input: { message: Uint8Array } | { digest: Uint8Array }, signature: Buffer, publicKey: Hex | Uint8Array): boolean {
+function verifyP256SignatureBytes(
+  input: { message: Uint8Array } | { digest: Uint8Array },
+  signature: Buffer,
+  publicKey: Hex | Uint8Array,
+  keyCache: P256KeyCache | undefined,
+): boolean {
   try {
     if (!p256SignatureInRange(signature)) return false;
-    const key = parsedP256Key(publicKey);
+    const key = keyCache === undefined ? parseP256PublicKey(publicKey) : keyCache.get(publicKey);
     if ("digest" in input) {
       return p256.verify(signature, input.digest, key.uncompressed, { prehash: false, lowS: true, format: "compact" });
     }
@@ -99,24 +151,25 @@ function verifyP256SignatureBytes(input: { message: Uint8Array } | { digest: Uin
 
 /**
  * ECDSA P-256 verification with the protocol's rule set: r and s in [1, n), s ≤ n/2 (low-S mandatory),
- * public key an uncompressed point on the curve. Returns false (never throws) for anything malformed.
+ * public key an uncompressed point on the curve. Returns false (never throws) for anything malformed. `keyCache`
+ * (optional) keeps the parsed key for the next call.
  */
-export function verifyP256Signature(input: P256SignedInput, r: Hex, s: Hex, publicKey: Hex | Uint8Array): boolean {
+export function verifyP256Signature(input: P256SignedInput, r: Hex, s: Hex, publicKey: Hex | Uint8Array, keyCache?: P256KeyCache): boolean {
   try {
     if (!HEX_32_BYTES.test(r) || !HEX_32_BYTES.test(s)) return false;
     if ("digest" in input && !HEX_32_BYTES.test(input.digest)) return false;
     const signature = Buffer.from(`${r.slice(2)}${s.slice(2)}`, "hex");
-    if ("digest" in input) return verifyP256SignatureBytes({ digest: hexToByteArray(input.digest) }, signature, publicKey);
+    if ("digest" in input) return verifyP256SignatureBytes({ digest: hexToByteArray(input.digest) }, signature, publicKey, keyCache);
     const message = typeof input.message === "string" ? hexToByteArray(input.message) : input.message;
-    return verifyP256SignatureBytes({ message }, signature, publicKey);
+    return verifyP256SignatureBytes({ message }, signature, publicKey, keyCache);
   } catch {
     return false;
   }
 }
 
 /** verifyP256Signature over a SHA-256 digest: the check the P-256 precompile makes (plus low-S). */
-export function verifyP256(digest: Hex, r: Hex, s: Hex, publicKey: Hex | Uint8Array): boolean {
-  return verifyP256Signature({ digest }, r, s, publicKey);
+export function verifyP256(digest: Hex, r: Hex, s: Hex, publicKey: Hex | Uint8Array, keyCache?: P256KeyCache): boolean {
+  return verifyP256Signature({ digest }, r, s, publicKey, keyCache);
 }
 
 // ---------------------------------------------------------------- TimeProof
@@ -172,6 +225,13 @@ export interface VerifyTimeProofContext {
   maxFutureDriftNs: bigint;
   /** A proof with accuracy above this is refused, ns. */
   maxAcceptableDriftNs: bigint;
+  /**
+   * Node-address recoveries are looked up and stored here (optional: without it every entry is recovered). The
+   * caller owns it; a node shares one with its signer, which seeds it (signNodeEntry, RecoveryMemo.remember).
+   */
+  recoveryMemo?: RecoveryMemo;
+  /** Parsed card keys are looked up and stored here (optional: without it the card key is parsed on every call). */
+  p256KeyCache?: P256KeyCache;
 }
 
 export type VerifyTimeProofReturnType =
@@ -235,7 +295,7 @@ function checkHardware(proof: TimeProof, nowNs: bigint, ctx: VerifyTimeProofCont
     return fail("high-s", `hardware signature s 0x${bytes.toString("hex", 64, 96)} is above n/2`);
   }
   const message = hwMessageBytes(bytes.subarray(0, 32), proof.nanoMoment);
-  if (!verifyP256SignatureBytes({ message }, bytes.subarray(32, 96), card.publicKey)) {
+  if (!verifyP256SignatureBytes({ message }, bytes.subarray(32, 96), card.publicKey, ctx.p256KeyCache)) {
     return fail("bad-hardware-signature", `P-256 signature does not verify for card ${cardId} at ${proof.nanoMoment} ns`);
   }
   return { cardId, bytes };
@@ -267,7 +327,7 @@ function checkNodes(proof: TimeProof, hardware: CheckedHardware, ctx: VerifyTime
     try {
       // nodeTimestamp (16) ‖ r (32) ‖ yParityAndS (32)
       attestation.nodeTimestamp = readUint128(entries, offset);
-      address = recoverNodeAddressFromDigest(timeAttestationDigestBytes(attestation), entries.subarray(offset + 16, offset + NODE_ENTRY_LENGTH));
+      address = recoverNodeAddressFromDigest(timeAttestationDigestBytes(attestation), entries.subarray(offset + 16, offset + NODE_ENTRY_LENGTH), ctx.recoveryMemo);
     } catch (error) {
       return fail("bad-node-signature", `entry ${index}: ${errorText(error)}`);
     }
@@ -327,10 +387,13 @@ function checkProof(proof: TimeProof, ctx: VerifyTimeProofContext): VerifyTimePr
   return { valid: true, cardId: hardware.cardId, nodes };
 }
 
-/** The recovered node address of every entry, in proof order. Throws ProtocolError on malformed entries. */
-export function recoverNodeAddresses(proof: TimeProof): Address[] {
+/**
+ * The recovered node address of every entry, in proof order, through `memo` when given. Throws ProtocolError on
+ * malformed entries.
+ */
+export function recoverNodeAddresses(proof: TimeProof, memo?: RecoveryMemo): Address[] {
   return decodeNodeEntries(proof.nodeSignature).map((entry) =>
-    recoverNodeAddress(timeAttestationForProof(proof, entry.nodeTimestampNs), entry),
+    recoverNodeAddress(timeAttestationForProof(proof, entry.nodeTimestampNs), entry, memo),
   );
 }
 
@@ -353,9 +416,19 @@ export interface CreateVerifyContextParameters {
   maxAttestationAgeNs?: bigint;
   maxFutureDriftNs?: bigint;
   maxAcceptableDriftNs?: bigint;
+  /**
+   * The context's recovery memo: omitted = a new one (createRecoveryMemo(), owned by this context, so verifying
+   * the same proof again through it costs no ecrecover); null = none; or one the caller shares between contexts.
+   */
+  recoveryMemo?: RecoveryMemo | null;
+  /** The context's P-256 key cache: omitted = a new one (createP256KeyCache()); null = none; or a shared one. */
+  p256KeyCache?: P256KeyCache | null;
 }
 
-/** A context over in-memory registries, with the on-chain defaults for omitted settings. */
+/**
+ * A context over in-memory registries, with the on-chain defaults for omitted settings and, unless told
+ * otherwise, its own recovery memo and P-256 key cache (reuse the context to benefit from them).
+ */
 export function createVerifyContext(parameters: CreateVerifyContextParameters): VerifyTimeProofContext {
   const cards = new Map<string, CardRecord>();
   const entries = parameters.cards instanceof Map ? [...parameters.cards] : Object.entries(parameters.cards);
@@ -365,7 +438,7 @@ export function createVerifyContext(parameters: CreateVerifyContextParameters): 
     const record = typeof node === "string" ? { address: node } : node;
     nodes.set(record.address.toLowerCase(), record);
   }
-  return {
+  const context: VerifyTimeProofContext = {
     resolveCard: (cardId) => cards.get(cardId.toLowerCase()),
     isActiveNode: (address, nowNs) => {
       const node = nodes.get(address.toLowerCase());
@@ -379,4 +452,9 @@ export function createVerifyContext(parameters: CreateVerifyContextParameters): 
     maxFutureDriftNs: parameters.maxFutureDriftNs ?? DEFAULT_MAX_FUTURE_DRIFT_NS,
     maxAcceptableDriftNs: parameters.maxAcceptableDriftNs ?? DEFAULT_MAX_ACCEPTABLE_DRIFT_NS,
   };
+  const recoveryMemo = parameters.recoveryMemo === undefined ? createRecoveryMemo() : parameters.recoveryMemo;
+  if (recoveryMemo !== null) context.recoveryMemo = recoveryMemo;
+  const p256KeyCache = parameters.p256KeyCache === undefined ? createP256KeyCache() : parameters.p256KeyCache;
+  if (p256KeyCache !== null) context.p256KeyCache = p256KeyCache;
+  return context;
 }

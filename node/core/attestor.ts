@@ -36,7 +36,7 @@ import type { Logger } from "pino";
 import { timeAttestationDigest, timeAttestationForProof } from "../../protocol/codec";
 import { UnavailableError } from "../../protocol/errors";
 import type { NodeKey } from "../../protocol/keys";
-import { rememberNodeSignature, signNodeEntry } from "../../protocol/sign";
+import { signNodeEntry, type RecoveryMemo } from "../../protocol/sign";
 import { SECP256K1_BACKEND } from "../../protocol/secp256k1";
 import type { Hex, TimeProof } from "../../protocol/types";
 import type { TimeCard } from "../card/types";
@@ -70,6 +70,11 @@ export interface AttestorOptions {
    * thread would cost more freshness than it saves; and the addon is not loaded in workers, see signerThread.ts).
    */
   signInWorker?: boolean;
+  /**
+   * The owner's recovery memo (the TimeService's, shared with its verify()): every entry this node signs is
+   * remembered in it, so verifying the node's own proofs costs no ecrecover. Omitted: nothing is seeded.
+   */
+  recoveryMemo?: RecoveryMemo;
 }
 
 export interface AttestorStats {
@@ -277,7 +282,7 @@ export class Attestor {
     let nodeSignature: Hex;
     try {
       const base = { nanoMoment: request.nanoMoment, hardwareSignature: request.hardwareSignature, accuracy: request.accuracy };
-      nodeSignature = signNodeEntry(this.#options.nodeKey, timeAttestationForProof(base, request.nodeTimestampNs));
+      nodeSignature = signNodeEntry(this.#options.nodeKey, timeAttestationForProof(base, request.nodeTimestampNs), this.#options.recoveryMemo);
     } catch (error) {
       this.#checkTamperAfterFailure();
       throw error;
@@ -439,7 +444,7 @@ export class Attestor {
     const latest = this.#latest;
     if (latest !== null && latest.proof.nanoMoment >= request.nanoMoment) return;
     // The worker signed with our key over `digest`: verifying our own proofs needs no ecrecover.
-    rememberNodeSignature(digest, { r: `0x${entry.slice(34, 98)}`, yParityAndS: `0x${entry.slice(98, 162)}` }, this.#options.nodeKey.address);
+    this.#options.recoveryMemo?.remember(digest, { r: `0x${entry.slice(34, 98)}`, yParityAndS: `0x${entry.slice(98, 162)}` }, this.#options.nodeKey.address);
     this.#stats.workerAttestationsTotal += 1;
     this.#publish(request, entry, startedAt);
   }

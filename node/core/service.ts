@@ -1,7 +1,8 @@
 /**
  * The TimeService: the one object every transport reads. It composes the attestor (produces proofs), the proof
  * archive (HISTORICAL_PROOF), the schedule store + delivery worker, and off-chain verification
- * (protocol/verify.ts + protocol/certs.ts). It owns no sockets: transports are thin adapters over it.
+ * (protocol/verify.ts + protocol/certs.ts). It owns no sockets: transports are thin adapters over it. It also owns
+ * the verification caches (a RecoveryMemo the attestor seeds, a P256KeyCache) that verify() passes to protocol/.
  */
 import { createHash } from "node:crypto";
 import { setTimeout as delay } from "node:timers/promises";
@@ -11,7 +12,8 @@ import { decodeHardwareSignature } from "../../protocol/codec";
 import { NotFoundError, UnavailableError, ValidationError } from "../../protocol/errors";
 import type { NodeKey } from "../../protocol/keys";
 import type { Address, CardRecord, Hex, TimeProof } from "../../protocol/types";
-import { verifyTimeProof, type VerifyTimeProofContext } from "../../protocol/verify";
+import { createRecoveryMemo } from "../../protocol/sign";
+import { createP256KeyCache, verifyTimeProof, type VerifyTimeProofContext } from "../../protocol/verify";
 import type { TimeCard } from "../card/types";
 import { createAnchoredClock } from "../card/hostClock";
 import { redactedConfig, signingErrorBoundNs, type NodeConfig } from "../config";
@@ -99,6 +101,10 @@ export function createTimeService(parameters: CreateTimeServiceParameters): Core
   const activeNodes = new Set<string>([nodeKey.address.toLowerCase(), ...config.trustedNodeAddresses.map((a) => a.toLowerCase())]);
   const knownChains = new Map<string, ChainCheck & { checkedAtMs: number }>();
   const knownCards = new Map<string, KnownCard>();
+  // The service's own verification caches (protocol/ keeps none): the attestor seeds the recovery memo with every
+  // entry it signs, so verify() of the node's own proofs, the common request, costs no ecrecover.
+  const recoveryMemo = createRecoveryMemo();
+  const p256KeyCache = createP256KeyCache();
 
   const attestor = new Attestor({
     card,
@@ -111,6 +117,7 @@ export function createTimeService(parameters: CreateTimeServiceParameters): Core
     nodeClockNs,
     // Components bind their own `component` to the caller's logger (a child of ours would print the key twice).
     logger: parameters.logger,
+    recoveryMemo,
   });
 
   let archive: ProofArchive | null = null;
@@ -237,6 +244,8 @@ export function createTimeService(parameters: CreateTimeServiceParameters): Core
       maxAttestationAgeNs: config.maxAttestationAgeNs,
       maxFutureDriftNs: config.maxFutureDriftNs,
       maxAcceptableDriftNs: config.maxAcceptableDriftNs,
+      recoveryMemo,
+      p256KeyCache,
     };
     const result = verifyTimeProof(proof, ctx);
     return result.valid ? { valid: true, reason: null } : { valid: false, reason: result.reason, detail: result.detail };

@@ -2,7 +2,8 @@
  * verifyTimeProof (bytes, native keccak, recovery memo) against a reference verifier written straight from
  * docs/protocol.md §6 with the generic tools: BigInt arithmetic, viem's hashTypedData and publicKeyToAddress,
  * @noble/curves for both curves, no memo. Both must reach the same decision (valid, reason, cardId, nodes) on
- * valid proofs and on thousands of tampered ones, with the recovery memo cold and warm.
+ * valid proofs and on thousands of tampered ones: without caches, and with the context's recovery memo and P-256
+ * key cache cold and warm.
  */
 import { expect } from "chai";
 import fc from "fast-check";
@@ -17,7 +18,6 @@ import {
   SECP256K1_HALF_N,
   SECP256K1_N,
   UINT128_MAX,
-  clearNodeAddressMemo,
   timeAttestationDigestViem,
   verifyTimeProof,
   type Address,
@@ -114,9 +114,18 @@ function decisionOf(proof: TimeProof, ctx: VerifyTimeProofContext): Decision {
   return result.valid ? result : { valid: false, reason: result.reason };
 }
 
+/** `ctx` without its caches: a pure verification. */
+function withoutCaches(ctx: VerifyTimeProofContext): VerifyTimeProofContext {
+  const bare = { ...ctx };
+  delete bare.recoveryMemo;
+  delete bare.p256KeyCache;
+  return bare;
+}
+
 function expectSameDecision(proof: TimeProof, ctx: VerifyTimeProofContext): Decision {
   const expected = referenceVerify(proof, ctx);
   const label = JSON.stringify(proof, (_key, value: unknown) => (typeof value === "bigint" ? value.toString() : value));
+  expect(decisionOf(proof, withoutCaches(ctx)), `no caches: ${label}`).to.deep.equal(expected);
   expect(decisionOf(proof, ctx), `cold memo: ${label}`).to.deep.equal(expected);
   expect(decisionOf(proof, ctx), `warm memo: ${label}`).to.deep.equal(expected);
   return expected;
@@ -210,10 +219,7 @@ const mutationArbitrary: fc.Arbitrary<Mutation> = fc.oneof(
   fc.record({ kind: fc.constant("duplicateEntry" as const), position: fc.nat({ max: 10 }) }),
 );
 
-describe("verifyTimeProof agrees with a reference verifier (docs/protocol.md §6, generic code, no memo)", () => {
-  beforeEach(() => clearNodeAddressMemo());
-  after(() => clearNodeAddressMemo());
-
+describe("verifyTimeProof agrees with a reference verifier (docs/protocol.md §6, generic code, no caches)", () => {
   const proofs = [validProof(), validProof({ nodes: [NODE_KEYS[0]] }), validProof({ nodes: [NODE_KEYS[2], NODE_KEYS[1]] })];
   const contexts = [
     context(),
@@ -222,6 +228,13 @@ describe("verifyTimeProof agrees with a reference verifier (docs/protocol.md §6
     context({ nowNs: NOW_NS + 60n * 1_000_000_000n }),
     context({ maxAttestationAgeNs: 1n << 128n, maxFutureDriftNs: 1n << 128n, maxAcceptableDriftNs: 1n << 32n }),
   ];
+  // Every context owns its caches (createVerifyContext): each test starts them cold.
+  beforeEach(() => {
+    for (const ctx of contexts) {
+      ctx.recoveryMemo?.clear();
+      ctx.p256KeyCache?.clear();
+    }
+  });
 
   it("on the valid proofs and the crafted bad ones", () => {
     const crafted = [...proofs, highSProof(), withHardwareSignature(`0x${CARD_ID.slice(2)}${"00".repeat(64)}`)];

@@ -107,6 +107,32 @@ describe("TimeService", function () {
     expect(restarted.service.getSchedule(id)).to.include({ status: "scheduled", attempts: 0, lastError: null });
   });
 
+  it("verify() of its own proofs costs no secp256k1 recovery (the attestor seeds the service's memo); others' are memoised", async () => {
+    const { service, identity, card } = await started();
+    // Counts recoveries by wrapping the backend entry point that protocol/sign.ts calls (CommonJS exports).
+    // eslint-disable-next-line @typescript-eslint/no-require-imports
+    const backend = require("../../../protocol/secp256k1") as { recoverUncompressedPublicKey(digest: Uint8Array, signature: Uint8Array, recovery: number): Uint8Array };
+    const original = backend.recoverUncompressedPublicKey;
+    let recoveries = 0;
+    backend.recoverUncompressedPublicKey = (digest, signature, recovery) => {
+      recoveries += 1;
+      return original(digest, signature, recovery);
+    };
+    try {
+      expect(service.verify(service.current().proof).valid).to.equal(true);
+      expect(recoveries).to.equal(0);
+      const nowNs = card.readTimeNs();
+      // Signed outside the service (attest() seeds no memo it is not given): recovered once, then memoised.
+      const outside = attest({ card: identity.cardKey, nodes: [identity.nodeKey], nanoMoment: nowNs, accuracy: 50, nodeTimestampNs: nowNs });
+      expect(service.verify(outside).valid).to.equal(true);
+      expect(recoveries).to.equal(1);
+      expect(service.verify(outside).valid).to.equal(true);
+      expect(recoveries).to.equal(1);
+    } finally {
+      backend.recoverUncompressedPublicKey = original;
+    }
+  });
+
   it("verify() reports why a proof fails: bad signature, unknown node, too old, too far ahead, accuracy", async () => {
     const { service, identity, card } = await started();
     const { proof } = service.current();

@@ -3,7 +3,8 @@ import { join } from "node:path";
 import { UnavailableError } from "../../../protocol/errors";
 import { timeAttestationDigest, timeAttestationForProof } from "../../../protocol/codec";
 import { SECP256K1_BACKEND } from "../../../protocol/secp256k1";
-import { clearNodeAddressMemo, nodeAddressMemoSize, signNodeEntry } from "../../../protocol/sign";
+import { createRecoveryMemo, signNodeEntry } from "../../../protocol/sign";
+import { recoverNodeAddresses } from "../../../protocol/verify";
 import type { Hex } from "../../../protocol/types";
 import type { TimeCard } from "../../../node/card/types";
 import { Attestor } from "../../../node/core/attestor";
@@ -130,7 +131,8 @@ describe("Signer thread (node/core/signerWorker.ts)", () => {
   });
 
   it("attestor: ticks move to the worker, proofs verify, and the node's own proofs need no recovery", async () => {
-    const { options, verifyAt, identity } = await setup({ signInWorker: true });
+    const recoveryMemo = createRecoveryMemo();
+    const { options, verifyAt, identity } = await setup({ signInWorker: true, recoveryMemo });
     const attestor = new Attestor(options);
     attestors.push(attestor);
     const seen: SignedTime[] = [];
@@ -139,11 +141,15 @@ describe("Signer thread (node/core/signerWorker.ts)", () => {
     expect(() => attestor.current()).to.not.throw(); // the first proof is signed in start(), as before
     await waitFor(() => attestor.stats().workerAttestationsTotal >= 5, 20_000, "five worker-signed proofs");
     expect(attestor.stats().signer).to.equal("worker");
-    clearNodeAddressMemo();
+    recoveryMemo.clear();
     const before = attestor.stats().workerAttestationsTotal;
     await waitFor(() => attestor.stats().workerAttestationsTotal >= before + 1, 20_000, "one more worker proof");
     const { proof, body, json } = attestor.current();
-    expect(nodeAddressMemoSize()).to.be.at.least(1); // seeded by the attestor from the worker's digest
+    const seeded = recoveryMemo.size;
+    expect(seeded).to.be.at.least(1); // seeded by the attestor from the worker's digest
+    // The memo answers for the served proof: a hit stores nothing new.
+    expect(recoverNodeAddresses(proof, recoveryMemo).map((a) => a.toLowerCase())).to.deep.equal([identity.nodeAddress.toLowerCase()]);
+    expect(recoveryMemo.size).to.equal(seeded);
     expect(verifyAt(proof)).to.deep.include({ valid: true, cardId: identity.cardId });
     expect(body).to.equal(JSON.stringify(json));
     for (let i = 1; i < seen.length; i += 1) expect(seen[i]!.proof.nanoMoment > seen[i - 1]!.proof.nanoMoment).to.equal(true);
