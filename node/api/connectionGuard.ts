@@ -197,12 +197,11 @@ export function createConnectionGuard(options: ConnectionGuardOptions): Connecti
       state.pending += 1;
       state.last = response;
       const owner = state;
+      // One listener per request (this is the hot path): 'close' follows 'finish' for every answered response.
       response.once("close", () => {
         owner.pending -= 1;
         if (owner.closing && owner.pending === 0) socket.destroy();
-      });
-      response.once("finish", () => {
-        if (response.statusCode === 429) pauseReading(socket, owner);
+        else if (response.statusCode === 429 && response.writableFinished) pauseReading(socket, owner);
       });
       return true;
     },
