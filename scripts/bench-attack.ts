@@ -65,7 +65,7 @@ import { WebSocket, type RawData } from "ws";
 import { createDevIdentity } from "../protocol/devca";
 import { KEY_FILES, saveKeyDir } from "../protocol/keystore";
 import { SETTINGS } from "../node/config";
-import { loadProtos } from "../node/api/grpc";
+import { loadProtos } from "../wire/grpc";
 
 // ---------------------------------------------------------------------------------------------------------------
 // Settings of the benchmark

@@ -39,7 +39,7 @@ import { createVerifyContext, verifyTimeProof } from "../protocol/verify";
 import { DevTimeCard } from "../node/card/dev";
 import { loadConfig } from "../node/config";
 import { createTimeService, type CoreTimeService } from "../node/core";
-import { loadProtos, type TimeResponseMessage } from "../node/api/grpc";
+import { loadProtos, type TimeResponseMessage } from "../wire/grpc";
 import { startNode, type RunningNode } from "../node/server";
 
 const DURATION_S = Number(process.env.BENCH_DURATION_S ?? 10);

@@ -28,26 +28,6 @@ import { throwIfRejected, withStrictRequestDecoding } from "./grpcWire";
 import { checkDurationNs } from "./input";
 import type { Transport } from "./metrics";
 
-export {
-  HEALTH_PROTO_PATH,
-  loadProtos,
-  PROTO_DIR,
-  PROTO_LOADER_OPTIONS,
-  REQUEST_TYPES,
-  TIME_PROTO_PATH,
-  TIME_SERVICE_NAME,
-  type ConsensusProofMessage,
-  type NodeInfoMessage,
-  type ProofMessage,
-  type RequestTypeName,
-  type ScheduleRequestMessage,
-  type ScheduleResponseMessage,
-  type StreamRequestMessage,
-  type TimeRequestMessage,
-  type TimeResponseMessage,
-  type VerifyRequestMessage,
-  type VerifyResponseMessage,
-} from "../../wire/grpc";
 import {
   loadProtos,
   REQUEST_TYPES,

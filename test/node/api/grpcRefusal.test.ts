@@ -5,7 +5,7 @@
 import { expect } from "chai";
 import * as grpc from "@grpc/grpc-js";
 import { DEFAULT_CONNECTION_LIMITS } from "../../../node/api/connectionGuard";
-import { loadProtos } from "../../../node/api/grpc";
+import { loadProtos } from "../../../wire/grpc";
 import { startTestNode, type TestNode } from "./helpers";
 
 describe("node/api/grpc refusals", function () {

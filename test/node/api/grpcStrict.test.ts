@@ -7,7 +7,7 @@ import { expect } from "chai";
 import * as grpc from "@grpc/grpc-js";
 import { Root, parse } from "protobufjs";
 import { ValidationError } from "../../../protocol/errors";
-import { TIME_PROTO_PATH } from "../../../node/api/grpc";
+import { TIME_PROTO_PATH } from "../../../wire/grpc";
 import { checkWireMessage, MAX_NESTING_DEPTH, messageRule } from "../../../node/api/grpcWire";
 import { startTestNode, type TestNode } from "./helpers";
 

@@ -10,7 +10,7 @@ import pino, { type Logger } from "pino";
 import WebSocket, { type ClientOptions } from "ws";
 import { parseJsonLossless } from "../../../protocol/json";
 import type { ProofJson } from "../../../protocol/types";
-import { loadProtos, type TimeResponseMessage } from "../../../node/api/grpc";
+import { loadProtos, type TimeResponseMessage } from "../../../wire/grpc";
 import { proofJsonFromMessage } from "../../../client";
 import { createDevIdentity, type DevIdentity } from "../../../protocol/devca";
 import { DevTimeCard } from "../../../node/card/dev";

@@ -3,7 +3,7 @@ import * as grpc from "@grpc/grpc-js";
 import WebSocket from "ws";
 import { RateLimitError } from "../../../protocol/errors";
 import { toGrpcError, toHttpError } from "../../../wire/errorMapping";
-import { loadProtos } from "../../../node/api/grpc";
+import { loadProtos } from "../../../wire/grpc";
 import { RateLimiter } from "../../../node/api/rateLimit";
 import { http, startTestNode, type TestNode } from "./helpers";
 

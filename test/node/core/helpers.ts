@@ -10,6 +10,8 @@ import { DevTimeCard } from "../../../node/card/dev";
 import { loadConfig, type NodeConfig, type SettingName } from "../../../node/config";
 import { createTimeService, type CoreTimeService, type CreateTimeServiceParameters } from "../../../node/core/service";
 import type { AttestorOptions } from "../../../node/core/attestor";
+import type { ScheduleServiceOptions } from "../../../node/core/schedules";
+import { buildSignedTime } from "../../../node/core/signedTime";
 import type { TimeProof } from "../../../protocol/types";
 import { createVerifyContext, verifyTimeProof } from "../../../protocol/verify";
 
@@ -140,4 +142,33 @@ export async function attestorSetup(overrides: Partial<AttestorOptions> = {}) {
       }),
     );
   return { identity, card, options, verifyAt };
+}
+
+const HELPER_MS = 1_000_000n;
+const helperNowNs = (): bigint => BigInt(Date.now()) * HELPER_MS;
+
+/**
+ * Options of a ScheduleService on its own, for tests about delivery (not proofs): short backoffs, loopback
+ * callbacks only, and a well-formed (unsigned) proof at executeAt. `overrides` win.
+ */
+export function scheduleServiceOptions(dataDir: string, overrides: Partial<ScheduleServiceOptions> = {}): ScheduleServiceOptions {
+  return {
+    dataDir,
+    maxAttempts: 2,
+    baseBackoffMs: 10,
+    maxBackoffMs: 20,
+    deliveryTimeoutMs: 5_000,
+    maxHorizonNs: 3_600_000n * HELPER_MS,
+    maxPastNs: 60_000n * HELPER_MS,
+    maxPending: 100,
+    allowedCallbackHosts: [],
+    nowNs: helperNowNs,
+    proofAtOrAfter: async (executeAtNs) =>
+      buildSignedTime(
+        { nanoMoment: executeAtNs, hardwareSignature: `0x${"11".repeat(96)}`, nodeSignature: `0x${"22".repeat(80)}`, accuracy: 50 },
+        helperNowNs(),
+      ),
+    logger: silentLogger(),
+    ...overrides,
+  };
 }

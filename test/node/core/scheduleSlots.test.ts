@@ -7,8 +7,7 @@ import { setFlagsFromString } from "node:v8";
 import { runInNewContext } from "node:vm";
 import type { CallbackRequest } from "../../../node/core/callbackGuard";
 import { pickFairly, ScheduleService, type ScheduleServiceOptions } from "../../../node/core/schedules";
-import { buildSignedTime } from "../../../node/core/signedTime";
-import { silentLogger, tempDir, waitFor } from "./helpers";
+import { scheduleServiceOptions, tempDir, waitFor } from "./helpers";
 
 const MS = 1_000_000n;
 const nowNs = (): bigint => BigInt(Date.now()) * MS;
@@ -73,22 +72,7 @@ describe("schedule delivery slots", function () {
 
   function service(overrides: Partial<ScheduleServiceOptions>): ScheduleService {
     const dir = tempDir("schedule-slots");
-    const schedules = new ScheduleService({
-      dataDir: dir.path,
-      maxAttempts: 1,
-      baseBackoffMs: 10,
-      maxBackoffMs: 20,
-      deliveryTimeoutMs: 5_000,
-      maxHorizonNs: 3_600_000n * MS,
-      maxPastNs: 60_000n * MS,
-      maxPending: 10_000,
-      allowedCallbackHosts: [],
-      nowNs,
-      proofAtOrAfter: async (executeAtNs) =>
-        buildSignedTime({ nanoMoment: executeAtNs, hardwareSignature: `0x${"11".repeat(96)}`, nodeSignature: `0x${"22".repeat(80)}`, accuracy: 50 }, nowNs()),
-      logger: silentLogger(),
-      ...overrides,
-    });
+    const schedules = new ScheduleService(scheduleServiceOptions(dir.path, { maxAttempts: 1, maxPending: 10_000, ...overrides }));
     schedules.start();
     cleanups.push(() => dir.remove());
     cleanups.push(() => schedules.stop());

@@ -16,9 +16,8 @@ import {
   type ScheduleDeliveryBody,
   type ScheduleServiceOptions,
 } from "../../../node/core/schedules";
-import { buildSignedTime } from "../../../node/core/signedTime";
 import { nsToBlob } from "../../../lib/sqlite";
-import { buildService, silentLogger, startCallbackServer, tempDir, testConfig, waitFor, type CallbackServer } from "./helpers";
+import { buildService, scheduleServiceOptions, startCallbackServer, tempDir, testConfig, waitFor, type CallbackServer } from "./helpers";
 
 const MS = 1_000_000n;
 
@@ -310,22 +309,7 @@ describe("scheduled deliveries: SSRF guard at delivery time", function () {
   /** A schedule service on its own, with a well-formed (unsigned) proof: these tests are about where the POST goes. */
 
   function service(overrides: Partial<ScheduleServiceOptions>, { dataDir = data(), start = true } = {}): ScheduleService {
-    const schedules = new ScheduleService({
-      dataDir,
-      maxAttempts: 2,
-      baseBackoffMs: 10,
-      maxBackoffMs: 20,
-      deliveryTimeoutMs: 5_000,
-      maxHorizonNs: 3_600_000n * MS,
-      maxPastNs: 60_000n * MS,
-      maxPending: 100,
-      allowedCallbackHosts: [],
-      nowNs,
-      proofAtOrAfter: async (executeAtNs) =>
-        buildSignedTime({ nanoMoment: executeAtNs, hardwareSignature: `0x${"11".repeat(96)}`, nodeSignature: `0x${"22".repeat(80)}`, accuracy: 50 }, nowNs()),
-      logger: silentLogger(),
-      ...overrides,
-    });
+    const schedules = new ScheduleService(scheduleServiceOptions(dataDir, overrides));
     if (start) schedules.start();
     stops.push(() => schedules.stop());
     return schedules;
