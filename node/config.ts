@@ -477,6 +477,16 @@ export const SETTINGS = {
     max: 10_000_000,
     secret: false,
   }),
+  scheduleMaxCreatesPerSecond: setting({
+    kind: "integer",
+    env: "ATS_SCHEDULE_MAX_CREATES_PER_SECOND",
+    description:
+      "New schedules the node accepts per second, all clients together (0 = unlimited); more get 429 with Retry-After. Each accepted schedule is committed to disk before the answer, on the serving thread: this keeps floods from many addresses (each within its own rate) from taking that thread from everyone.",
+    default: 500,
+    min: 0,
+    max: 1_000_000,
+    secret: false,
+  }),
   scheduleMaxConcurrentDeliveries: setting({
     kind: "integer",
     env: "ATS_SCHEDULE_MAX_CONCURRENT_DELIVERIES",

@@ -12,7 +12,7 @@ import { ApiKeyAuth, ClientSignatureVerifier, clientKeyForIp } from "./auth";
 import { createConnectionGuard, DEFAULT_CONNECTION_LIMITS, type ConnectionGuard, type ConnectionLimits } from "./connectionGuard";
 import { createNodeMetrics, type NodeMetrics } from "./metrics";
 import { PushScheduler } from "./pushScheduler";
-import { RateLimiter } from "./rateLimit";
+import { RateLimiter } from "../../lib/rateLimit";
 import { SampledLog } from "./sampledLog";
 import { StreamQuota } from "./streamQuota";
 

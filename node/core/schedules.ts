@@ -44,6 +44,7 @@ import { randomUUID } from "node:crypto";
 import type { Logger } from "pino";
 import { UINT128_MAX } from "../../protocol/constants";
 import { NotFoundError, RateLimitError, UnavailableError, ValidationError } from "../../protocol/errors";
+import { RateLimiter } from "../../lib/rateLimit";
 import type { ProofJson } from "../../protocol/types";
 import { timeoutReason, untilAborted } from "./abort";
 import {
@@ -233,6 +234,8 @@ export interface ScheduleServiceOptions {
    * deliveryTimeoutMs + this, and a claimed row is not due again before then (default 10 s).
    */
   maxProofWaitMs?: number;
+  /** New schedules accepted per second, node-wide (0, the default here: unlimited). */
+  maxCreatesPerSecond?: number;
   /** Concurrent deliveries of one client (default a quarter of maxConcurrentDeliveries, at least 1). */
   maxConcurrentDeliveriesPerClient?: number;
 }
@@ -262,6 +265,8 @@ interface ScheduleRow {
 }
 
 const MAX_TIMER_MS = 60_000;
+/** The one key of the node-wide creation bucket. */
+const NODE_WIDE = "node";
 /** Default of ScheduleServiceOptions.maxProofWaitMs. */
 const DEFAULT_MAX_PROOF_WAIT_MS = 10_000;
 /** How long a client whose delivery attempt failed counts as a suspect (unless one of its deliveries succeeds). */
@@ -414,6 +419,8 @@ export class ScheduleService {
   >;
   /** Pending rows (scheduled or delivering), in all and per client: kept in memory, counted once at open. */
   readonly #pending = new PendingCounts();
+  /** New schedules per second, node-wide (maxCreatesPerSecond). */
+  readonly #creates: RateLimiter;
   /** Clients whose callbacks failed lately: they share half the delivery slots (pickFairly). */
   readonly #suspects = new FailingClients();
   readonly #inFlight = new Map<string, { controller: AbortController; done: Promise<void>; clientKey: string }>();
@@ -430,6 +437,7 @@ export class ScheduleService {
     this.#transport = options.callbackTransport ?? httpCallbackTransport;
     this.#random = options.random ?? Math.random;
     this.#maxConcurrent = options.maxConcurrentDeliveries ?? 16;
+    this.#creates = new RateLimiter({ ratePerSecond: options.maxCreatesPerSecond ?? 0 });
     this.#attemptLimitMs = options.deliveryTimeoutMs + (options.maxProofWaitMs ?? DEFAULT_MAX_PROOF_WAIT_MS);
     this.#maxConcurrentPerClient = Math.min(
       this.#maxConcurrent,
@@ -538,6 +546,14 @@ export class ScheduleService {
       maxPastNs: this.#options.maxPastNs,
     });
     const url = validateCallbackUrl(callbackUrl, this.#options.allowedCallbackHosts);
+    // Node-wide, before any write: each accepted row costs a synchronous commit on the serving thread, and many
+    // addresses each within their own rate could otherwise take the whole thread from every other client.
+    if (!this.#creates.tryTake(NODE_WIDE)) {
+      throw new RateLimitError(
+        { retryAfterMs: Math.ceil(this.#creates.msUntilNextToken(NODE_WIDE)) },
+        { message: `the node accepts at most ${this.#creates.ratePerSecond} new schedules per second` },
+      );
+    }
     const pending = this.#pending.total;
     if (pending >= this.#options.maxPending) {
       // The node's total is not the caller's business: the numbers stay in the details, out of the answer.

@@ -375,6 +375,7 @@ export function createTimeService(parameters: CreateTimeServiceParameters): Core
           maxPending: config.scheduleMaxPending,
           maxPendingPerClient: config.scheduleMaxPendingPerClient,
           maxConcurrentDeliveries: config.scheduleMaxConcurrentDeliveries,
+          maxCreatesPerSecond: config.scheduleMaxCreatesPerSecond,
           maxConcurrentDeliveriesPerClient: config.scheduleMaxConcurrentDeliveriesPerClient,
           allowedCallbackHosts: config.scheduleAllowedCallbackHosts,
           nowNs: nodeClockNs,

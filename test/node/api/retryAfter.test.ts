@@ -4,7 +4,7 @@ import WebSocket from "ws";
 import { RateLimitError } from "../../../protocol/errors";
 import { toGrpcError, toHttpError } from "../../../wire/errorMapping";
 import { loadProtos } from "../../../wire/grpc";
-import { RateLimiter } from "../../../node/api/rateLimit";
+import { RateLimiter } from "../../../lib/rateLimit";
 import { http, startTestNode, type TestNode } from "./helpers";
 
 /** Every 429 of the request rate says when to come back (Retry-After), on every transport (docs/protocol.md §11.2). */

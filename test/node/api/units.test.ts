@@ -6,7 +6,7 @@ import { privateKeyToAccount } from "viem/accounts";
 import { ApiKeyAuth, ClientSignatureVerifier } from "../../../node/api/auth";
 import { clientRequestMessage, type ClientRequestFields } from "../../../wire/auth";
 import { INTERNAL_ERROR_MESSAGE, fromGrpcStatus, fromHttpStatus, toGrpcError, toHttpError, toJsonRpcError } from "../../../wire/errorMapping";
-import { RateLimiter } from "../../../node/api/rateLimit";
+import { RateLimiter } from "../../../lib/rateLimit";
 import { expectRejects } from "../core/helpers";
 
 describe("node/api/rateLimit RateLimiter", function () {

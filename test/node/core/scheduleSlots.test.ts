@@ -3,6 +3,7 @@
  * are shared fairly across clients.
  */
 import { expect } from "chai";
+import { RateLimitError } from "../../../protocol/errors";
 import { setFlagsFromString } from "node:v8";
 import { runInNewContext } from "node:vm";
 import type { CallbackRequest } from "../../../node/core/callbackGuard";
@@ -190,6 +191,22 @@ describe("schedule delivery slots", function () {
     // 96 due rows and 12 free slots, yet nothing to do until a delivery ends: not one more pass.
     expect(schedules.stats().dispatchesTotal).to.equal(before);
     expect(started).to.have.length(4);
+  });
+
+  it("accepts at most maxCreatesPerSecond new schedules node-wide, from all clients together, refusing the rest with 429 and a Retry-After", () => {
+    const { callbackTransport } = hangingTransport();
+    const schedules = service({ maxCreatesPerSecond: 3, callbackTransport, maxPending: 100 });
+    const future = nowNs() + 60_000n * MS;
+    for (const client of ["a", "b", "c"]) schedules.schedule(future, "http://127.0.0.1:9/x", client);
+    let refusal: unknown;
+    try {
+      schedules.schedule(future, "http://127.0.0.1:9/x", "d");
+    } catch (error) {
+      refusal = error;
+    }
+    expect(refusal).to.be.instanceOf(RateLimitError);
+    expect((refusal as RateLimitError).message).to.equal("the node accepts at most 3 new schedules per second");
+    expect((refusal as RateLimitError).details["retryAfterMs"]).to.be.within(1, 334);
   });
 
   it("delivers another client's schedule while one client's many overdue callbacks hang", async () => {

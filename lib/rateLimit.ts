@@ -8,7 +8,7 @@
  * client, and a bucket idle for burst/rate seconds is full again, i.e. equal to a fresh one, so eviction of idle
  * buckets loses nothing; `sweepIdle()` drops those explicitly (the server calls it on a timer).
  */
-import { RateLimitError } from "../../protocol/errors";
+import { RateLimitError } from "../protocol/errors";
 
 export interface RateLimiterOptions {
   /** MAX_REQUESTS_PER_SECOND; 0 disables limiting. */
