@@ -26,6 +26,7 @@ import { RateLimitError, UnavailableError, ValidationError } from "../../protoco
 import { parseJsonLossless } from "../../protocol/json";
 import type { SignedTime } from "../core/types";
 import { API_KEY_HEADER } from "../../wire/auth";
+import { CLIENT_MESSAGES, schemaProblem, type SubscribeMessage, type UnsubscribeMessage } from "../../wire/ws";
 import { admitClient, type TransportContext } from "./context";
 import {
   INTERNAL_ERROR_MESSAGE,
@@ -68,43 +69,25 @@ type ClientMessage =
   | { type: "subscribe"; intervalNs: bigint; includeProof: boolean }
   | { type: "unsubscribe"; id: string };
 
-const SUBSCRIBE_KEYS = new Set(["type", "interval", "accuracy", "includeProof"]);
-const UNSUBSCRIBE_KEYS = new Set(["type", "id"]);
-
 function isPlainObject(value: unknown): value is Record<string, unknown> {
   return typeof value === "object" && value !== null && !Array.isArray(value);
 }
 
-/** Schema check of one client message (by hand: the shapes are tiny and the errors name the field). */
+/** Checks one client message against its wire/ws.ts schema (errors name the field), then the interval bounds. */
 export function parseClientMessage(text: string, limits: { minIntervalNs: bigint; maxIntervalNs: bigint }): ClientMessage {
   // Throws "message: malformed JSON (…)" or "message: nesting deeper than 32 levels" (checked before parsing).
   const value = parseJsonLossless(text, "message");
   if (!isPlainObject(value)) throw new ValidationError("message", "must be a JSON object");
   const type = value["type"];
-  if (type === "subscribe") {
-    const unknown = Object.keys(value).filter((key) => !SUBSCRIBE_KEYS.has(key));
-    if (unknown.length > 0) throw new ValidationError("message", `unknown field(s): ${unknown.join(", ")}`);
-    const interval = value["interval"];
-    let intervalNs: bigint;
-    if (typeof interval === "number" && Number.isSafeInteger(interval)) intervalNs = BigInt(interval);
-    else if (typeof interval === "bigint") intervalNs = interval;
-    else throw new ValidationError("interval", "must be a JSON integer number of nanoseconds");
-    checkDurationNs("interval", intervalNs, limits.minIntervalNs, limits.maxIntervalNs);
-    if (value["accuracy"] !== "hardware") throw new ValidationError("accuracy", 'must be "hardware"');
-    const includeProof = value["includeProof"];
-    if (includeProof !== undefined && typeof includeProof !== "boolean") {
-      throw new ValidationError("includeProof", "must be a boolean");
-    }
-    return { type, intervalNs, includeProof: includeProof === true };
+  if (type !== "subscribe" && type !== "unsubscribe") {
+    throw new ValidationError("type", typeof type === "string" ? `unknown message type "${type.slice(0, 32)}"` : "is required");
   }
-  if (type === "unsubscribe") {
-    const unknown = Object.keys(value).filter((key) => !UNSUBSCRIBE_KEYS.has(key));
-    if (unknown.length > 0) throw new ValidationError("message", `unknown field(s): ${unknown.join(", ")}`);
-    const id = value["id"];
-    if (typeof id !== "string" || id.length === 0 || id.length > 32) throw new ValidationError("id", "must be a subscription id string");
-    return { type, id };
-  }
-  throw new ValidationError("type", typeof type === "string" ? `unknown message type "${type.slice(0, 32)}"` : "is required");
+  const problem = schemaProblem(CLIENT_MESSAGES[type], value);
+  if (problem !== null) throw new ValidationError(problem.field, problem.message);
+  if (type === "unsubscribe") return { type, id: (value as UnsubscribeMessage).id };
+  const subscribe = value as SubscribeMessage;
+  const intervalNs = checkDurationNs("interval", BigInt(subscribe.interval), limits.minIntervalNs, limits.maxIntervalNs);
+  return { type, intervalNs, includeProof: subscribe.includeProof === true };
 }
 
 function truncateReason(reason: string): string {
