@@ -1,8 +1,9 @@
 /**
- * The attestor: the only code that asks the card and the node key to sign. It produces a dual-signed
- * SignedTime (card P-256 signature + node EIP-712 signature over cardId, nanoMoment, accuracy, the card
- * signature's hash and the node's own timestamp) on a short tick and on demand, and keeps the freshest one in a
- * cache that every transport reads (background loop writes, handlers read).
+ * The attestor: the only code that asks the card and the node key to sign. It produces a *local attestation*
+ * (card P-256 signature + this node's EIP-712 entry over cardId, nanoMoment, accuracy, the card signature's hash
+ * and the node's own timestamp) on a short tick and on demand, hands it to the co-signing stage (cosign.ts; a
+ * lone node's passes it through) once per attestation, and keeps the resulting SignedTime in a cache that every
+ * transport reads (background loop writes, handlers read).
  *
  * Cost: one P-256 signature (OpenSSL) plus one EIP-712 digest and one secp256k1 signature (libsecp256k1, or
  * @noble/curves when the addon is missing: protocol/secp256k1.ts) per attestation. With pure-JS noble the digest
@@ -38,9 +39,9 @@ import { UnavailableError } from "../../protocol/errors";
 import type { NodeKey } from "../../protocol/keys";
 import { signNodeEntry, type RecoveryMemo } from "../../protocol/sign";
 import { SECP256K1_BACKEND } from "../../protocol/secp256k1";
-import type { Hex, TimeProof } from "../../protocol/types";
+import type { Hex } from "../../protocol/types";
 import type { TimeCard } from "../card/types";
-import { buildSignedTime } from "./signedTime";
+import { soloCoSigning, type CoSigningStage, type LocalAttestation } from "./cosign";
 import { NodeSignerThread, type NodeSignRequest } from "./signerWorker";
 import type { NodeAlert, SignedTime } from "./types";
 
@@ -75,6 +76,11 @@ export interface AttestorOptions {
    * remembered in it, so verifying the node's own proofs costs no ecrecover. Omitted: nothing is seeded.
    */
   recoveryMemo?: RecoveryMemo;
+  /**
+   * Turns each local attestation (card moment + this node's entry) into the served proof: see cosign.ts.
+   * Default soloCoSigning() (a lone node: the proof carries this node's entry only).
+   */
+  coSigning?: CoSigningStage;
 }
 
 export interface AttestorStats {
@@ -124,6 +130,7 @@ const NS_PER_MS = 1_000_000n;
 export class Attestor {
   readonly #options: AttestorOptions;
   readonly #logger: Logger;
+  readonly #coSign: CoSigningStage;
   readonly #proofListeners: Listeners<SignedTime>;
   readonly #tamperListeners: Listeners<string>;
   readonly #alertListeners: Listeners<NodeAlert>;
@@ -155,6 +162,7 @@ export class Attestor {
       throw new RangeError("signingErrorBoundNs must not exceed accuracyNs: the node would sign an accuracy it does not meet");
     }
     this.#options = options;
+    this.#coSign = options.coSigning ?? soloCoSigning();
     this.#logger = options.logger.child({ component: "attestor" });
     this.#proofListeners = new Listeners(this.#logger, "proof");
     this.#tamperListeners = new Listeners(this.#logger, "tamper");
@@ -334,15 +342,17 @@ export class Attestor {
 
   /** Caches the signed proof and notifies listeners. */
   #publish(request: NodeSignRequest, nodeSignature: Hex, startedAt: bigint): SignedTime {
-    // One entry is trivially "ascending": assembleProof's address recovery would only cost time here.
-    const proof: TimeProof = {
+    this.#stats.lastSignDurationNs = process.hrtime.bigint() - startedAt;
+    // The local attestation goes through the co-signing stage (cosign.ts) once per attestation; a lone node's
+    // stage passes it through (one entry is trivially "ascending": no address recovery needed).
+    const local: LocalAttestation = {
       nanoMoment: request.nanoMoment,
       hardwareSignature: request.hardwareSignature,
       accuracy: request.accuracy,
-      nodeSignature,
+      nodeEntry: nodeSignature,
+      producedAtNs: this.#options.nodeClockNs(),
     };
-    this.#stats.lastSignDurationNs = process.hrtime.bigint() - startedAt;
-    const signed = buildSignedTime(proof, this.#options.nodeClockNs());
+    const signed = this.#coSign(local);
     this.#latest = signed;
     this.#refreshSuspended = false;
     this.#stats.attestationsTotal += 1;

@@ -1,5 +1,6 @@
 /**
- * The node's core: attestor, proof archive, schedules, verification, composed into one TimeService.
+ * The node's core: attestor (local attestations), co-signing stage (cosign.ts: solo for a lone node), trust store
+ * (trustStore.ts), health (health.ts), proof archive and schedules, composed into one TimeService (service.ts).
  * `createTimeServiceFromConfig` is what `startNode` and the CLI use; tests build services with
  * `createTimeService` and their own card, key and clock.
  */
@@ -24,6 +25,9 @@ export {
   type ScheduleServiceOptions,
 } from "./schedules";
 export { buildSignedTime } from "./signedTime";
+export { soloCoSigning, localProof, type CoSigningStage, type LocalAttestation } from "./cosign";
+export { TrustStore, type TrustStoreOptions, type ChainFailure } from "./trustStore";
+export { createHealthCheck, type HealthSources } from "./health";
 
 export interface CreateTimeServiceFromConfigOptions {
   logger: Logger;

@@ -1,17 +1,16 @@
 /**
- * The TimeService: the one object every transport reads. It composes the attestor (produces proofs), the proof
- * archive (HISTORICAL_PROOF), the schedule store + delivery worker, and off-chain verification
- * (protocol/verify.ts + protocol/certs.ts). It owns no sockets: transports are thin adapters over it. It also owns
- * the verification caches (a RecoveryMemo the attestor seeds, a P256KeyCache) that verify() passes to protocol/.
+ * The TimeService: the one object every transport reads, a thin composition of the attestor (local attestations,
+ * through the co-signing stage of cosign.ts: solo for a lone node), the trust store (trustStore.ts: the cards and
+ * nodes verify() accepts), health (health.ts), the proof archive (HISTORICAL_PROOF) and the schedule store +
+ * delivery worker. It owns no sockets: transports are thin adapters over it. It also owns the verification caches
+ * (a RecoveryMemo the attestor seeds, a P256KeyCache) that verify() passes to protocol/.
  */
-import { createHash } from "node:crypto";
 import { setTimeout as delay } from "node:timers/promises";
 import type { Logger } from "pino";
-import { verifyCardCertificateChain } from "../../protocol/certs";
 import { decodeHardwareSignature } from "../../protocol/codec";
 import { NotFoundError, UnavailableError, ValidationError } from "../../protocol/errors";
 import type { NodeKey } from "../../protocol/keys";
-import type { Address, CardRecord, Hex, TimeProof } from "../../protocol/types";
+import type { Hex, TimeProof } from "../../protocol/types";
 import { createRecoveryMemo } from "../../protocol/sign";
 import { createP256KeyCache, verifyTimeProof, type VerifyTimeProofContext } from "../../protocol/verify";
 import type { TimeCard } from "../card/types";
@@ -20,9 +19,11 @@ import { redactedConfig, signingErrorBoundNs, type NodeConfig } from "../config"
 import { ProofArchive } from "./archive";
 import { Attestor } from "./attestor";
 import type { CallbackTransport, ResolveHost } from "./callbackGuard";
+import { soloCoSigning } from "./cosign";
+import { createHealthCheck } from "./health";
 import { ScheduleService } from "./schedules";
+import { TrustStore } from "./trustStore";
 import type {
-  HealthReport,
   NodeAlert,
   NodeInfo,
   ScheduleRecord,
@@ -63,24 +64,6 @@ export interface CoreTimeService extends TimeService {
   verifyWithCertificateChain(proof: TimeProof, certificateChainPem: readonly string[]): Promise<VerifyOutcome>;
 }
 
-/** Remembered card chains: bounded, and re-checked after a while (certificates expire). */
-const KNOWN_CHAIN_LIMIT = 1_024;
-const KNOWN_CHAIN_TTL_MS = 10 * 60_000;
-
-interface KnownCard {
-  cardId: Hex;
-  publicKey: Hex;
-  checkedAtMs: number;
-}
-
-type ChainCheck = { ok: true; card: KnownCard } | { ok: false; detail: string };
-
-function chainKey(chainPem: readonly string[]): string {
-  const hash = createHash("sha256");
-  for (const pem of chainPem) hash.update(pem.trim()).update("\n");
-  return hash.digest("hex");
-}
-
 function cardIdOfProof(proof: TimeProof): Hex | undefined {
   try {
     return decodeHardwareSignature(proof.hardwareSignature).cardId;
@@ -96,11 +79,13 @@ export function createTimeService(parameters: CreateTimeServiceParameters): Core
   const { config, card, nodeKey } = parameters;
   const logger = parameters.logger.child({ component: "time-service" });
   const nodeClockNs = parameters.nodeClockNs ?? createAnchoredClock();
-  const ownCardId = card.cardId.toLowerCase() as Hex;
-  const revokedCardIds = new Set(config.revokedCardIds.map((id) => id.toLowerCase()));
-  const activeNodes = new Set<string>([nodeKey.address.toLowerCase(), ...config.trustedNodeAddresses.map((a) => a.toLowerCase())]);
-  const knownChains = new Map<string, ChainCheck & { checkedAtMs: number }>();
-  const knownCards = new Map<string, KnownCard>();
+  const trust = new TrustStore({
+    ownCard: card,
+    ownNodeAddress: nodeKey.address,
+    trustedNodeAddresses: config.trustedNodeAddresses,
+    revokedCardIds: config.revokedCardIds,
+    trustedRootsPem: config.trustedRootsPem,
+  });
   // The service's own verification caches (protocol/ keeps none): the attestor seeds the recovery memo with every
   // entry it signs, so verify() of the node's own proofs, the common request, costs no ecrecover.
   const recoveryMemo = createRecoveryMemo();
@@ -118,11 +103,11 @@ export function createTimeService(parameters: CreateTimeServiceParameters): Core
     // Components bind their own `component` to the caller's logger (a child of ours would print the key twice).
     logger: parameters.logger,
     recoveryMemo,
+    coSigning: soloCoSigning(),
   });
 
   let archive: ProofArchive | null = null;
   let schedules: ScheduleService | null = null;
-  let ownChainProblem: string | null = null;
   let running = false;
   let unsubscribeArchive: (() => void) | null = null;
 
@@ -175,70 +160,12 @@ export function createTimeService(parameters: CreateTimeServiceParameters): Core
     return value;
   }
 
-  async function checkChain(chainPem: readonly string[], expectedCardId?: Hex): Promise<ChainCheck> {
-    if (config.trustedRootsPem.length === 0) {
-      return { ok: false, detail: "no trusted roots are configured (trustedRootsPem)" };
-    }
-    const result = await verifyCardCertificateChain({
-      chainPem,
-      trustedRootsPem: config.trustedRootsPem,
-      nowMs: Date.now(),
-      ...(expectedCardId === undefined ? {} : { cardId: expectedCardId }),
-    });
-    if (!result.valid) return { ok: false, detail: `${result.reason}: ${result.detail}` };
-    return { ok: true, card: { cardId: result.cardId, publicKey: result.publicKey, checkedAtMs: Date.now() } };
-  }
-
-  function rememberChain(key: string, check: ChainCheck): void {
-    if (knownChains.size >= KNOWN_CHAIN_LIMIT) {
-      const oldest = knownChains.keys().next().value;
-      if (oldest !== undefined) knownChains.delete(oldest);
-    }
-    knownChains.set(key, { ...check, checkedAtMs: Date.now() });
-    if (check.ok) {
-      if (knownCards.size >= KNOWN_CHAIN_LIMIT && !knownCards.has(check.card.cardId)) {
-        const oldest = knownCards.keys().next().value;
-        if (oldest !== undefined) knownCards.delete(oldest);
-      }
-      knownCards.set(check.card.cardId.toLowerCase(), check.card);
-    }
-  }
-
-  function resolveCard(cardId: Hex): CardRecord | undefined {
-    const id = cardId.toLowerCase();
-    const revoked = revokedCardIds.has(id);
-    if (id === ownCardId) return ownChainProblem === null ? { publicKey: card.publicKey, revoked } : undefined;
-    const known = knownCards.get(id);
-    if (known === undefined || Date.now() - known.checkedAtMs > KNOWN_CHAIN_TTL_MS) return undefined;
-    return { publicKey: known.publicKey, revoked };
-  }
-
   function verify(proof: TimeProof, opts: VerifyOptions = {}): VerifyOutcome {
-    const proofCardId = cardIdOfProof(proof);
-    if (opts.certificateChainPem !== undefined) {
-      const known = knownChains.get(chainKey(opts.certificateChainPem));
-      if (known === undefined || Date.now() - known.checkedAtMs > KNOWN_CHAIN_TTL_MS) {
-        return {
-          valid: false,
-          reason: "certificate-chain-unchecked",
-          detail: "this certificate chain has not been checked yet: use verifyWithCertificateChain()",
-        };
-      }
-      if (!known.ok) return { valid: false, reason: "certificate-chain-invalid", detail: known.detail };
-      if (proofCardId !== undefined && known.card.cardId.toLowerCase() !== proofCardId.toLowerCase()) {
-        return {
-          valid: false,
-          reason: "certificate-chain-invalid",
-          detail: `the chain certifies card ${known.card.cardId}, the proof is from ${proofCardId}`,
-        };
-      }
-    }
-    if (proofCardId?.toLowerCase() === ownCardId && ownChainProblem !== null) {
-      return { valid: false, reason: "certificate-chain-invalid", detail: `this node's card chain: ${ownChainProblem}` };
-    }
+    const refused = trust.chainFailure(cardIdOfProof(proof), opts.certificateChainPem);
+    if (refused !== undefined) return refused;
     const ctx: VerifyTimeProofContext = {
-      resolveCard,
-      isActiveNode: (address: Address) => activeNodes.has(address.toLowerCase()),
+      resolveCard: trust.resolveCard,
+      isActiveNode: trust.isActiveNode,
       nodeQuorum: config.nodeQuorum,
       nowNs: nodeClockNs(),
       maxAttestationAgeNs: config.maxAttestationAgeNs,
@@ -252,13 +179,17 @@ export function createTimeService(parameters: CreateTimeServiceParameters): Core
   }
 
   async function verifyWithCertificateChain(proof: TimeProof, certificateChainPem: readonly string[]): Promise<VerifyOutcome> {
-    const key = chainKey(certificateChainPem);
-    const known = knownChains.get(key);
-    if (known === undefined || Date.now() - known.checkedAtMs > KNOWN_CHAIN_TTL_MS) {
-      rememberChain(key, await checkChain(certificateChainPem));
-    }
+    await trust.checkChain(certificateChainPem);
     return verify(proof, { certificateChainPem: [...certificateChainPem] });
   }
+
+  const health = createHealthCheck({
+    attestor,
+    measuredErrorNs: () => card.measuredErrorNs(),
+    nowNs: nodeClockNs,
+    isRunning: () => running,
+    maxAttestationAgeNs: config.maxAttestationAgeNs,
+  });
 
   const info: NodeInfo = {
     nodeId: nodeKey.address,
@@ -306,19 +237,7 @@ export function createTimeService(parameters: CreateTimeServiceParameters): Core
 
     info: () => ({ ...info, certificateChainPem: [...info.certificateChainPem] }),
 
-    health: (): HealthReport => {
-      const latest = attestor.latest;
-      const lastProofAgeNs = latest === null ? null : nodeClockNs() - latest.proof.nanoMoment;
-      const measuredErrorNs = card.measuredErrorNs();
-      if (attestor.tamperReason !== null) return { status: "tampered", reason: attestor.tamperReason, lastProofAgeNs, measuredErrorNs };
-      if (!running || latest === null) return { status: "starting", reason: attestor.refusalReason, lastProofAgeNs, measuredErrorNs };
-      // The same bound current() applies: past it the node answers 503 to every proof request.
-      if (lastProofAgeNs !== null && lastProofAgeNs > config.maxAttestationAgeNs) {
-        return { status: "stale", reason: attestor.refusalReason ?? "no fresh attestation: signing stalled", lastProofAgeNs, measuredErrorNs };
-      }
-      if (attestor.refusalReason !== null) return { status: "degraded", reason: attestor.refusalReason, lastProofAgeNs, measuredErrorNs };
-      return { status: "ok", reason: null, lastProofAgeNs, measuredErrorNs };
-    },
+    health,
 
     stats: (): ServiceStats => {
       const attestorStats = attestor.stats();
@@ -342,12 +261,9 @@ export function createTimeService(parameters: CreateTimeServiceParameters): Core
 
     start: async () => {
       if (running) return;
-      if (config.trustedRootsPem.length > 0) {
-        const check = await checkChain(card.certificateChainPem, card.cardId);
-        ownChainProblem = check.ok ? null : check.detail;
-        if (!check.ok) {
-          logger.warn({ cardId: card.cardId, problem: check.detail }, "this node's card chain does not lead to a trusted root: verify() rejects its own proofs");
-        }
+      const problem = await trust.checkOwnChain();
+      if (problem !== null) {
+        logger.warn({ cardId: card.cardId, problem }, "this node's card chain does not lead to a trusted root: verify() rejects its own proofs");
       }
       archive = new ProofArchive({
         dataDir: config.dataDir,

@@ -83,15 +83,10 @@ export interface ScheduleRecord {
 }
 
 /**
- * "ok": fresh proofs are being produced. "starting": no proof yet (start() not finished, or stopped).
- * "degraded": the card's measured error exceeds the advertised accuracy, so the node refuses to sign and the
- * cached proof ages (current() still serves it while it is within maxAttestationAgeNs). "tampered": the card
- * reported tampering; the node no longer attests.
- */
-/**
- * ok: serving fresh proofs. degraded: refusing to sign (accuracy) but still serving a proof within the age bound.
- * stale: the latest proof is older than the age bound, so nothing can be served (signing stalled or refused too
- * long). tampered, starting: nothing served.
+ * "ok": fresh proofs are being produced. "degraded": the card's measured error exceeds the advertised accuracy, so
+ * the node refuses to sign, but a proof within maxAttestationAgeNs is still served. "stale": the latest proof is
+ * older than that bound, so nothing can be served (signing stalled or refused too long). "starting": no proof
+ * yet (start() not finished, or stopped). "tampered": the card reported tampering; the node no longer attests.
  */
 export type HealthStatus = "ok" | "tampered" | "starting" | "degraded" | "stale";
 

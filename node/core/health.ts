@@ -1,0 +1,47 @@
+/**
+ * The node's health (types.ts HealthReport), from the attestor's state, the card's measured error and the node
+ * clock. The order of the checks is the contract: tampered before starting before stale before degraded.
+ * - tampered: the card reported tampering (latched by the attestor); nothing is served;
+ * - starting: not running, or no proof yet; nothing is served;
+ * - stale: the freshest proof is older than maxAttestationAgeNs, the bound current() applies, so every proof
+ *   request answers 503 (signing stalled or refused for too long);
+ * - degraded: refusing to sign (accuracy) but a proof within the age bound is still served;
+ * - ok: fresh proofs are being produced.
+ */
+import type { HealthReport, SignedTime } from "./types";
+
+/** What health reads: the attestor's cache and reasons (an Attestor fits), the card, the clock, the run state. */
+export interface HealthSources {
+  attestor: {
+    readonly latest: SignedTime | null;
+    readonly tamperReason: string | null;
+    readonly refusalReason: string | null;
+  };
+  /** The card's current measured error, ns. */
+  measuredErrorNs(): number;
+  /** The node clock, ns since the Unix epoch. */
+  nowNs(): bigint;
+  /** Whether the service is started. */
+  isRunning(): boolean;
+  /** The serving age bound (config.maxAttestationAgeNs), ns. */
+  maxAttestationAgeNs: bigint;
+}
+
+/** Returns the health check over `sources`; each call reads them afresh. */
+export function createHealthCheck(sources: HealthSources): () => HealthReport {
+  const { attestor, maxAttestationAgeNs } = sources;
+  return () => {
+    const latest = attestor.latest;
+    const lastProofAgeNs = latest === null ? null : sources.nowNs() - latest.proof.nanoMoment;
+    const measuredErrorNs = sources.measuredErrorNs();
+    if (attestor.tamperReason !== null) return { status: "tampered", reason: attestor.tamperReason, lastProofAgeNs, measuredErrorNs };
+    if (!sources.isRunning() || latest === null) {
+      return { status: "starting", reason: attestor.refusalReason, lastProofAgeNs, measuredErrorNs };
+    }
+    if (lastProofAgeNs !== null && lastProofAgeNs > maxAttestationAgeNs) {
+      return { status: "stale", reason: attestor.refusalReason ?? "no fresh attestation: signing stalled", lastProofAgeNs, measuredErrorNs };
+    }
+    if (attestor.refusalReason !== null) return { status: "degraded", reason: attestor.refusalReason, lastProofAgeNs, measuredErrorNs };
+    return { status: "ok", reason: null, lastProofAgeNs, measuredErrorNs };
+  };
+}
