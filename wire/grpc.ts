@@ -134,6 +134,29 @@ export interface HealthCheckResponseMessage {
   status: ServingStatus;
 }
 
+/**
+ * A message's field names, checked by the compiler against its interface both ways (none missing, none extra).
+ * The interfaces above are written by hand (proto-loader yields untyped objects); these lists pin them to
+ * proto/time.proto: test/wire/grpc.test.ts compares each list with the fields protobufjs reads from the file.
+ */
+function fieldsOf<T>() {
+  return <const K extends readonly (keyof T & string)[]>(keys: K & ([keyof T] extends [K[number]] ? unknown : "a field is missing")) => keys;
+}
+
+/** Proto message name → the fields its interface declares. */
+export const MESSAGE_FIELDS = {
+  TimeRequest: fieldsOf<TimeRequestMessage>()(["request_id", "nonce", "type", "at_ns", "client_signature", "client_id", "issued_at_ms"]),
+  Proof: fieldsOf<ProofMessage>()(["hardware_signature", "node_signature", "accuracy_ns", "hardware_id"]),
+  NodeInfo: fieldsOf<NodeInfoMessage>()(["node_id", "card_id", "version", "protocol"]),
+  ConsensusProof: fieldsOf<ConsensusProofMessage>()(["responders", "quorum", "node_ids"]),
+  TimeResponse: fieldsOf<TimeResponseMessage>()(["request_id", "nano_moment", "proof", "consensus", "node"]),
+  StreamRequest: fieldsOf<StreamRequestMessage>()(["request_id", "interval_ns"]),
+  VerifyRequest: fieldsOf<VerifyRequestMessage>()(["nano_moment", "proof", "certificate_chain_pem"]),
+  VerifyResponse: fieldsOf<VerifyResponseMessage>()(["valid", "reason", "detail"]),
+  ScheduleRequest: fieldsOf<ScheduleRequestMessage>()(["execute_at_ns", "callback_url"]),
+  ScheduleResponse: fieldsOf<ScheduleResponseMessage>()(["id", "status", "execute_at_ns", "callback_url"]),
+} as const;
+
 export interface LoadedProtos {
   timeService: grpc.ServiceDefinition;
   healthService: grpc.ServiceDefinition;
