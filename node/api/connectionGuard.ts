@@ -1,16 +1,18 @@
 /**
- * Connection-level defences of the REST/WebSocket server: what a per-client rate limit cannot do on its own.
+ * Connection-level defences of the node's servers: what a per-client rate limit cannot do on its own. One guard
+ * per node (TransportContext.connections) watches the REST/WebSocket server and gRPC's listening servers alike;
+ * the pipelining and refusal rules apply to HTTP/1.1 requests.
  *
  * - Connection caps: at most `maxConnections` open connections in all and `maxConnectionsPerAddress` from one
- *   remote address; a connection beyond either is closed as it is accepted, before a byte is parsed. Without them
+ *   remote address (both ports counted together); a connection beyond either is closed as it is accepted, before a byte is parsed. Without them
  *   idle or slow connections from one address exhaust the process's file descriptors and everyone's requests fail.
  * - Pipelining depth: Node parses a whole socket read (64 kB, ~1,800 pipelined GETs) at once and dispatches every
  *   request in it, and a cheap 429 keeps the connection open, so one pipelining connection can take the event loop
  *   from everyone, and one that never reads its answers makes the server buffer them without bound. A connection
  *   with more than `maxPipelinedRequests` requests received and not yet answered is closed (browsers and ordinary
  *   clients never pipeline; an honest pipelining client stays far below the bound).
- * - Refusals: after a 429 (client over its rate) the connection is not read for `refusalPauseMs` (about the time
- *   its rate-limit bucket needs for one token), so an over-rate client is slowed by backpressure instead of being
+ * - Refusals: after a 429 (client over its rate) the connection is not read for `refusalPauseMs` (100 ms by
+ *   default: ten tokens at the default 100 requests/s), so an over-rate client is slowed by backpressure instead of being
  *   answered as fast as it can send; a connection whose last `maxRefusalsPerConnection` answers were all 429 (a
  *   pipelined batch) is closed instead of being answered again.
  * - Penalty: an address whose connection was closed (pipelining or refusals) has new connections closed on accept for
