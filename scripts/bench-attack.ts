@@ -54,7 +54,7 @@
  * "2,5": run only those attacks), BENCH_ATTACK_CONNECTIONS (5000, attack 4), BENCH_ATTACK_KEEP_LOG=1 (keep the
  * temporary folder with the node's log and print its path), BENCH_PIN=0 (no pinning).
  */
-import { execFileSync, fork, spawn, spawnSync, type ChildProcess } from "node:child_process";
+import { fork, spawn, spawnSync, type ChildProcess } from "node:child_process";
 import { closeSync, existsSync, mkdtempSync, openSync, readFileSync, readSync, rmSync, statSync, writeFileSync } from "node:fs";
 import http from "node:http";
 import { connect, type Socket } from "node:net";
@@ -66,6 +66,7 @@ import { createDevIdentity } from "../protocol/devca";
 import { KEY_FILES, saveKeyDir } from "../protocol/keystore";
 import { SETTINGS } from "../node/config";
 import { loadProtos } from "../wire/grpc";
+import { fmt, percentile, pin, PINNING } from "./benchUtil";
 
 // ---------------------------------------------------------------------------------------------------------------
 // Settings of the benchmark
@@ -148,15 +149,7 @@ function waitUntil(deadline: number, signal: AbortSignal): Promise<void> {
   });
 }
 
-function percentile(sorted: readonly number[], p: number): number {
-  if (sorted.length === 0) return Number.NaN;
-  return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))]!;
-}
 
-function fmt(value: number, digits = 0): string {
-  if (!Number.isFinite(value)) return "n/a";
-  return value.toLocaleString("en-US", { maximumFractionDigits: digits, minimumFractionDigits: digits });
-}
 
 function errorLabel(error: unknown): string {
   if (error instanceof Error) return (error as NodeJS.ErrnoException).code ?? error.message.slice(0, 60);
@@ -236,18 +229,7 @@ function httpRequest(url: string, options: { method?: string; body?: string; age
 }
 
 /** Whether processes can be pinned: taskset present, ≥ 2 cores, not turned off. */
-const PINNING = process.env.BENCH_PIN !== "0" && cpus().length >= 2 && spawnSync("taskset", ["--version"], { stdio: "ignore" }).error === undefined;
 
-/** Pins every thread of `pid` (present and future) to one core. */
-function pin(pid: number | undefined, core: number): void {
-  if (PINNING && pid !== undefined) {
-    try {
-      execFileSync("taskset", ["-a", "-p", "-c", String(core), String(pid)], { stdio: "ignore" });
-    } catch {
-      // the process may have exited meanwhile
-    }
-  }
-}
 
 /** VmRSS of a process, MB; NaN when it is gone. */
 function rssMb(pid: number | undefined): number {

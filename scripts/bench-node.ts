@@ -25,7 +25,7 @@
  * Environment: BENCH_DURATION_S (default 10) bounds each load run; BENCH_TICK_NS sets the node's attestation tick
  * (default: the config default, 1 ms); BENCH_PIN=0 turns CPU pinning off; BENCH_LOAD=autocannon ignores wrk.
  */
-import { execFileSync, fork, spawnSync, type ChildProcess } from "node:child_process";
+import { execFileSync, fork, type ChildProcess } from "node:child_process";
 import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { createServer } from "node:http";
 import { cpus, loadavg, tmpdir } from "node:os";
@@ -41,6 +41,7 @@ import { loadConfig } from "../node/config";
 import { createTimeService, type CoreTimeService } from "../node/core";
 import { loadProtos, type TimeResponseMessage } from "../wire/grpc";
 import { startNode, type RunningNode } from "../node/server";
+import { commandExists, fmt, percentile, pin, PINNING } from "./benchUtil";
 
 const DURATION_S = Number(process.env.BENCH_DURATION_S ?? 10);
 /** Attestation tick of the benchmarked node, ns (decimal string); empty = the configured default (1 ms). */
@@ -59,20 +60,9 @@ const VERIFY_WARMUP = 500;
 const NODE_CORE = 0;
 const LOAD_CORE = 1;
 
-/** Whether `command` can be run (its version flag answers at all). */
-function commandExists(command: string, versionFlag = "--version"): boolean {
-  return spawnSync(command, [versionFlag], { stdio: "ignore" }).error === undefined;
-}
-
-/** Whether processes can be pinned: taskset present, ≥ 2 cores, not turned off. */
-const PINNING = process.env.BENCH_PIN !== "0" && cpus().length >= 2 && commandExists("taskset");
 /** Whether max-throughput runs use wrk (installed, not turned off). */
 const WRK = process.env.BENCH_LOAD !== "autocannon" && commandExists("wrk", "-v");
 
-/** Pins every thread of `pid` (present and future) to one core. */
-function pin(pid: number, core: number): void {
-  if (PINNING) execFileSync("taskset", ["-a", "-p", "-c", String(core), String(pid)], { stdio: "ignore" });
-}
 
 /** The body the bare baselines answer: a proof JSON of the same size as the node's. */
 const BASELINE_BODY = JSON.stringify({
@@ -193,10 +183,6 @@ async function serve(): Promise<void> {
   process.on("disconnect", stop);
 }
 
-function percentile(sorted: readonly number[], p: number): number {
-  if (sorted.length === 0) return Number.NaN;
-  return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))]!;
-}
 
 async function grpcLoop(target: string, durationS: number, concurrency: number): Promise<{ perSecond: number; p50Ms: number; p99Ms: number }> {
   const { timeClient } = loadProtos();
@@ -245,9 +231,6 @@ type ChildMode = "--server" | "--baseline" | "--baseline-http" | "--micro";
 /** One table row: measure, result, goal. */
 type Row = [string, string, string];
 
-function fmt(value: number, digits = 0): string {
-  return value.toLocaleString("en-US", { maximumFractionDigits: digits, minimumFractionDigits: digits });
-}
 
 async function startChild(mode: ChildMode, env: Record<string, string> = {}): Promise<{ child: ChildProcess; endpoints: { rest: string; grpc: string } }> {
   const child: ChildProcess = fork(CHILD_SCRIPT, [mode], {
