@@ -13,7 +13,7 @@ const HEX_BYTES_PATTERN = "^0x(?:[0-9a-f]{2})*$";
 type HexString = `0x${string}`;
 
 export const DecimalNs = Type.String({ pattern: DECIMAL_NS_PATTERN, maxLength: 39 });
-const NullableDecimalNs = Type.Union([Type.String({ pattern: DECIMAL_NS_PATTERN, maxLength: 39 }), Type.Null()]);
+const NullableDecimalNs = Type.Union([DecimalNs, Type.Null()]);
 const HexBytes = (maxBytes: number) => Type.Unsafe<HexString>(Type.String({ pattern: HEX_BYTES_PATTERN, maxLength: 2 + 2 * maxBytes }));
 
 export const ErrorBody = Type.Object({
