@@ -2,7 +2,7 @@
  * The client library's options and results (createTimeClient in client/index.ts). Nanosecond values are bigint,
  * proofs the on-chain struct of protocol/types.ts.
  */
-import type { Hex, ProofJson, TimeProof } from "../protocol/types";
+import type { ConsensusJson, Hex, ProofJson, TimeProof } from "../protocol/types";
 import type { VerifyTimeProofContext } from "../protocol/verify";
 import type { RequestTypeName } from "../wire/grpc";
 import type { NodeInfoBody, ScheduleCreated, ScheduleRecordBody } from "../wire/rest";
@@ -40,6 +40,8 @@ export interface FetchedProof {
   proof: TimeProof;
   /** docs/protocol.md §9.1 JSON as received. */
   json: ProofJson;
+  /** How a mesh node's proof was agreed (docs/protocol.md §7, §9.1), checked against its schema; absent from a lone node. */
+  consensus?: ConsensusJson;
   cardId: Hex;
   /** Local clock when the answer arrived, ns since the Unix epoch (Date.now() resolution). */
   receivedAtNs: bigint;
@@ -118,7 +120,7 @@ export interface GrpcConsensusProof {
   nodeIds: string[];
 }
 
-export interface GrpcFetchedProof extends FetchedProof {
+export interface GrpcFetchedProof extends Omit<FetchedProof, "consensus"> {
   requestId: string;
   /** null only from a node that does not send the record (an older time.proto). */
   node: GrpcNodeInfo | null;

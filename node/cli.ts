@@ -8,6 +8,8 @@
  *                                        certificate is signed (a node never needs it)
  *   ats-node start --config <file> [--pretty]   start a node from a JSON config file (+ ATS_* environment overrides)
  *   ats-node dev [--pretty]              start a node with fresh dev keys in a temp folder; prints its endpoints
+ *   ats-node cluster --nodes <N> [--pretty]   start N meshed dev nodes on 127.0.0.1 (free ports, fresh keys under
+ *                                        one dev CA); prints every node's id and endpoints; Ctrl-C stops them all
  *   ats-node settings [--config <file>] [--json]   the settings as a table (name, env variable, default, with
  *                                        --config the value from the file + environment, secrets redacted, short
  *                                        description); --json: the full table as JSON (with bounds)
@@ -23,7 +25,7 @@ import { join, resolve } from "node:path";
 import { parseArgs } from "node:util";
 import type { Logger } from "pino";
 import { HW_MESSAGE_TAG_ASCII } from "../protocol/constants";
-import { createDevIdentity } from "../protocol/devca";
+import { createDevIdentity, type DevIdentity } from "../protocol/devca";
 import { AtsError } from "../protocol/errors";
 import { KEY_FILES, saveKeyDir } from "../protocol/keystore";
 import type { Address, Hex } from "../protocol/types";
@@ -54,6 +56,7 @@ const USAGE = `usage:
   ats-node keys init <dir> [--force]
   ats-node start --config <file> [--pretty]
   ats-node dev [--pretty]
+  ats-node cluster --nodes <N> [--pretty]
   ats-node settings [--config <file>] [--json]
   ats-node --version`;
 
@@ -161,6 +164,8 @@ export interface StartDevNodeParameters {
   startNode?: StartNodeFunction;
   /** Further settings (e.g. logFormat from `--pretty`); the keys, data folder and trusted root stay the dev ones. */
   overrides?: Partial<Record<SettingName, unknown>>;
+  /** The identity to run (a cluster creates all of them first, to tell each node its peers); default a fresh one. */
+  identity?: DevIdentity;
 }
 
 /**
@@ -171,7 +176,7 @@ export async function startDevNode(parameters: StartDevNodeParameters): Promise<
   const root = mkdtempSync(join(tmpdir(), "ats-node-dev-"));
   const cleanup = () => rmSync(root, { recursive: true, force: true });
   try {
-    const identity = await createDevIdentity();
+    const identity = parameters.identity ?? (await createDevIdentity());
     const keyDir = join(root, "keys");
     const summary = await saveKeyDir(keyDir, identity);
     const overrides: Partial<Record<SettingName, unknown>> = {
@@ -203,6 +208,25 @@ export async function startDevNode(parameters: StartDevNodeParameters): Promise<
     cleanup();
     throw error;
   }
+}
+
+async function cluster(args: string[], io: CliIo): Promise<number> {
+  const { values } = parseArgs({ args, options: { nodes: { type: "string" }, pretty: { type: "boolean" } } });
+  const nodes = Number(values.nodes ?? "4");
+  // Loaded on use: cluster.ts builds on startDevNode of this module.
+  const { startDevCluster } = await import("./cluster");
+  const devCluster = await startDevCluster({
+    nodes,
+    env: io.env,
+    cwd: io.cwd,
+    logger: loggerFactory(io),
+    overrides: prettyOverride(values.pretty),
+    ...(io.startNode === undefined ? {} : { startNode: io.startNode }),
+  });
+  printJson(io, { nodes: devCluster.nodes, trustedRootPem: devCluster.trustedRootPem });
+  await (io.shutdownSignal ?? waitForSignal)();
+  await devCluster.close();
+  return 0;
 }
 
 async function dev(args: string[], io: CliIo): Promise<number> {
@@ -280,6 +304,7 @@ export async function runCli(argv: readonly string[], io: CliIo): Promise<number
     if (command === "keys" && rest[0] === "init") return await keysInit(rest.slice(1), io);
     if (command === "start") return await start(rest, io);
     if (command === "dev") return await dev(rest, io);
+    if (command === "cluster") return await cluster(rest, io);
     if (command === "settings") return settings(rest, io);
     if (command === "--version" || command === "-v" || command === "version") {
       io.stdout(versionText());

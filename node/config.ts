@@ -405,6 +405,99 @@ export const SETTINGS = {
     max: 1_000,
     secret: false,
   }),
+  role: setting({
+    kind: "choice",
+    env: "ATS_ROLE",
+    description:
+      "The node's role (docs/protocol.md §7.6), reported in node info, hellos and mesh state. Only a 'primary' proposes consensus rounds over its card's moments; 'secondary', 'archive' and 'bridge' nodes never sign as a card.",
+    default: "primary",
+    choices: ["primary", "secondary", "archive", "bridge"],
+    secret: false,
+  }),
+  meshPort: setting({
+    kind: "integer",
+    env: "ATS_MESH_PORT",
+    description: "UDP port of the mesh (docs/protocol.md §7.3), on `host`. Used only with meshPeers; 0 picks a free port.",
+    default: 50061,
+    min: 0,
+    max: MAX_PORT,
+    secret: false,
+  }),
+  meshPeers: setting({
+    kind: "list",
+    env: "ATS_MESH_PEERS",
+    description:
+      "The other mesh members as <nodeId>@<host>:<port> (node id: the peer's secp256k1 address). Empty: a lone node, serving one-entry proofs. Non-empty: the node serves co-signed proofs of ⌈2n/3⌉ of the n = peers + 1 members.",
+    default: [],
+    max: 31,
+    pattern: /^0x[0-9a-fA-F]{40}@[0-9A-Za-z.-]{1,253}:[0-9]{1,5}$/,
+    patternHint: "0x<40 hex>@<host>:<port>",
+    secret: false,
+  }),
+  meshWindowNs: setting({
+    kind: "ns",
+    env: "ATS_MESH_WINDOW_NS",
+    description:
+      "W: a reading counts in a round when within this of the median (docs/protocol.md §7). 100 ns needs hardware timestamping; a loopback cluster of this software needs tens of µs.",
+    default: 100n,
+    min: 0n,
+    max: NS_PER_SECOND,
+    secret: false,
+  }),
+  meshRoundIntervalMs: setting({
+    kind: "integer",
+    env: "ATS_MESH_ROUND_INTERVAL_MS",
+    description: "Pause between consensus rounds (a round also runs on demand); the served proof is at most about this old.",
+    default: 100,
+    min: 1,
+    max: 60_000,
+    secret: false,
+  }),
+  meshProbeIntervalMs: setting({
+    kind: "integer",
+    env: "ATS_MESH_PROBE_INTERVAL_MS",
+    description: "Interval of the clock probes to every peer (one reachability bit per interval).",
+    default: 1_000,
+    min: 10,
+    max: 600_000,
+    secret: false,
+  }),
+  meshRoundTimeoutMs: setting({
+    kind: "integer",
+    env: "ATS_MESH_ROUND_TIMEOUT_MS",
+    description: "How long a round waits for each of its two exchanges; also the staleness a co-signer tolerates.",
+    default: 250,
+    min: 1,
+    max: 10_000,
+    secret: false,
+  }),
+  meshMaxPeerUncertaintyNs: setting({
+    kind: "ns",
+    env: "ATS_MESH_MAX_PEER_UNCERTAINTY_NS",
+    description: "Readings whose uncertainty (delay / 2 + card accuracy) exceeds this are left out of rounds.",
+    default: 10n * NS_PER_MILLISECOND,
+    min: 0n,
+    max: NS_PER_SECOND,
+    secret: false,
+  }),
+  meshMaxProofAgeNs: setting({
+    kind: "ns",
+    env: "ATS_MESH_MAX_PROOF_AGE_NS",
+    description: "A mesh node refuses to serve (503) a co-signed proof older than this: no fresh consensus, no proof.",
+    default: 2n * NS_PER_SECOND,
+    min: NS_PER_MILLISECOND,
+    max: NS_PER_DAY,
+    secret: false,
+  }),
+  meshMaxClockSkewMs: setting({
+    kind: "integer",
+    env: "ATS_MESH_MAX_CLOCK_SKEW_MS",
+    description: "A mesh packet whose nonce time is further than this from the host clock is refused (replay bound).",
+    default: 10_000,
+    min: 100,
+    max: 600_000,
+    secret: false,
+  }),
   scheduleMaxAttempts: setting({
     kind: "integer",
     env: "ATS_SCHEDULE_MAX_ATTEMPTS",
@@ -610,6 +703,10 @@ function checkCrossFieldRules(config: NodeConfig, fail: SettingFailure): void {
     fail("requireClientSignature", "needs at least one registered client in clientPublicKeys, or every GetCurrentTime would be refused", true);
   }
   checkTlsPair(config);
+  if (config.meshPeers.length > 0 && config.meshPort !== 0 && (config.meshPort === config.restPort || (config.grpcEnabled && config.meshPort === config.grpcPort))) {
+    // UDP and TCP ports do not collide, but one number for two services is a configuration mistake worth naming.
+    fail("meshPort", "must differ from restPort and grpcPort", config.meshPort);
+  }
   if (BigInt(config.accuracyNs) > config.maxAcceptableDriftNs) {
     // Not fatal for the node itself, but then its own proofs fail its own verify(): refuse the mistake early.
     fail("accuracyNs", `must not exceed maxAcceptableDriftNs (${config.maxAcceptableDriftNs}), or the node's own proofs fail verification`, config.accuracyNs);

@@ -30,6 +30,8 @@ export interface NodeEndpoints {
   ws: string;
   /** Whether every transport serves TLS (tlsCertFile/tlsKeyFile set): gRPC clients need SSL credentials. */
   tls: boolean;
+  /** e.g. "udp://127.0.0.1:50061": the mesh socket (docs/protocol.md §7.3); "" for a lone node (no meshPeers). */
+  mesh: string;
 }
 
 export interface StartNodeParameters {
@@ -138,6 +140,7 @@ export async function startNode(parameters: StartNodeParameters): Promise<Runnin
       grpc: grpcServer === undefined ? "" : `${host}:${grpcServer.port}`,
       ws: `${tls === null ? "ws" : "wss"}://${host}:${restPort}${WS_STREAM_PATH}`,
       tls: tls !== null,
+      mesh: config.meshPeers.length === 0 ? "" : `udp://${host}:${config.meshPort}`,
     };
     const certificate = tls === null ? {} : { certificate: { subject: tls.subject, validTo: tls.validTo } };
     logger.info({ endpoints, ...certificate, authRequired: context.auth.required, maxRequestsPerSecond: config.maxRequestsPerSecond }, "node listening");

@@ -169,12 +169,14 @@ export interface ProofFromJsonReturnType {
 
 /**
  * Validates an already-parsed JSON value (use parseJsonLossless for text) in the §9 shape
- * `{ nanoMoment, proof: { hardwareSignature, nodeSignature, accuracyNs, hardwareId, gps } }`.
+ * `{ nanoMoment, proof: { hardwareSignature, nodeSignature, accuracyNs, hardwareId, gps }, consensus? }`.
  * `hardwareId` and `gps` may be omitted (POST /time/verify bodies); when present they are checked.
  */
 export function proofFromJson(value: unknown): ProofFromJsonReturnType {
   const body = asRecord(value, "$");
-  rejectUnknownKeys(body, ["nanoMoment", "proof"], "$");
+  // `consensus` (a mesh node's account of the round, §9.1) sits beside the proof and is not part of it: its shape is
+  // checked by the reader that uses it (the client library, with the wire schema).
+  rejectUnknownKeys(body, ["nanoMoment", "proof", "consensus"], "$");
   const nanoMoment = parseNsString(body.nanoMoment, "nanoMoment");
   const inner = asRecord(body.proof, "proof");
   rejectUnknownKeys(inner, ["hardwareSignature", "nodeSignature", "accuracyNs", "hardwareId", "gps"], "proof");

@@ -155,6 +155,11 @@ export function nodeAddressFromPrivateKey(privateKey: Hex): Address {
   }
 }
 
+/** The uncompressed secp256k1 public key (65 bytes, 0x04 ‖ X ‖ Y) of a node key. */
+export function nodePublicKeyUncompressed(key: NodeKeyInput): Buffer {
+  return Buffer.from(secp256k1.getPublicKey(hexToByteArray(nodePrivateKeyHex(key)), false));
+}
+
 const NODE_KEY_SCALAR = new WeakMap<NodeKey, Hex>();
 
 /**

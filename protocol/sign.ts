@@ -88,20 +88,30 @@ export function signHardware(cardKey: CardSigningKey, nanoMoment: bigint): Hex {
   return `${cardId}${lowSP256Bytes(rawP256Sign(cardKey, hwMessage(cardId, nanoMoment))).toString("hex")}`;
 }
 
-/** The 80-byte entry and the 32-byte EIP-712 digest it signs (signNodeEntry, signNodeEntryWithDigest). */
-function signNodeEntryBytes(nodePrivateKey: NodeKeyInput, att: TimeAttestation): { entry: Buffer; digest: Buffer } {
-  const key = hexToByteArray(nodePrivateKeyHex(nodePrivateKey));
-  const digest = timeAttestationDigestBuffer(att); // checks every field of att, nodeTimestamp included
-  const signature = signDigest(digest, key);
+/**
+ * Signs a 32-byte digest with a node key in EIP-2098 compact form: r (32) ‖ yParityAndS (32), low-S. The form of
+ * every node signature (entries, mesh hellos and alerts); recoverNodeAddressFromDigest reads it back.
+ */
+export function signDigestCompact(nodePrivateKey: NodeKeyInput, digest: Uint8Array): Buffer {
+  if (digest.length !== 32) throw new ProtocolError("a digest is 32 bytes", { actualBytes: digest.length });
+  const signature = signDigest(digest, hexToByteArray(nodePrivateKeyHex(nodePrivateKey)));
   if (signature.recovery !== 0 && signature.recovery !== 1) {
     // Recovery ids 2/3 (r ≥ n − p) have probability ~2^-128 and EIP-2098 cannot express them.
     throw new ProtocolError("node signature has an unrepresentable recovery id", { recovery: signature.recovery });
   }
-  // nodeTimestamp (16) ‖ r (32) ‖ yParityAndS (32): s ≤ n/2 < 2^255 leaves bit 255 free for the y parity.
+  // s ≤ n/2 < 2^255 leaves bit 255 free for the y parity.
+  const compact = Buffer.from(signature.compact);
+  compact[32] = compact[32]! | (signature.recovery << 7);
+  return compact;
+}
+
+/** The 80-byte entry and the 32-byte EIP-712 digest it signs (signNodeEntry, signNodeEntryWithDigest). */
+function signNodeEntryBytes(nodePrivateKey: NodeKeyInput, att: TimeAttestation): { entry: Buffer; digest: Buffer } {
+  const digest = timeAttestationDigestBuffer(att); // checks every field of att, nodeTimestamp included
+  // nodeTimestamp (16) ‖ r (32) ‖ yParityAndS (32).
   const entry = Buffer.alloc(NODE_ENTRY_LENGTH);
   writeUint128(entry, 0, att.nodeTimestamp);
-  entry.set(signature.compact, 16);
-  entry[48] = entry[48]! | (signature.recovery << 7);
+  entry.set(signDigestCompact(nodePrivateKey, digest), 16);
   return { entry, digest };
 }
 

@@ -74,6 +74,41 @@ export interface ProofJson {
   };
 }
 
+/** One member's reading in a consensus round (docs/protocol.md §9.1 `consensus.readings`); ns as decimal strings. */
+export interface ConsensusReadingJson {
+  nodeId: Address;
+  /** The member's clock at the round's moment, delay-compensated (measured by the proposer). */
+  readingNs: string;
+  /** Half the exchange's delay plus the member's card accuracy. */
+  uncertaintyNs: string;
+  /** readingNs − the round's median (signed). */
+  deviationNs: string;
+  /** The nodeTimestamp of the member's entry in proof.nodeSignature (its own signed reading); null if it did not co-sign. */
+  nodeTimestampNs: string | null;
+}
+
+/** How a mesh proof was agreed (docs/protocol.md §7, §9.1): beside `proof`, never inside it. */
+export interface ConsensusJson {
+  /** n: the mesh members, the serving node included. */
+  members: number;
+  /** ⌈2n/3⌉. */
+  threshold: number;
+  /** Entries in proof.nodeSignature: the nodes that co-signed. */
+  responders: number;
+  /** Their node ids, in the proof's (ascending) order. */
+  nodeIds: Address[];
+  /** The median of the readings (§7's consensus time), decimal ns. */
+  timeNs: string;
+  /** §7's "largest absolute deviation among the valid responses", decimal ns. The signed bound is proof.accuracyNs. */
+  deviationNs: string;
+  /** The window W of the round, decimal ns. */
+  windowNs: string;
+  /** The valid readings, ascending by node id. */
+  readings: ConsensusReadingJson[];
+  /** Readings outside the window. */
+  excluded: Array<{ nodeId: Address; deviationNs: string }>;
+}
+
 /** The cross-chain message (docs/protocol.md §10): exactly the Solidity struct. */
 export interface CrossChainTime {
   /** Equals the proof's nanoMoment, ns (uint128). */

@@ -9,13 +9,17 @@
  *   3. node      an attesting node starts on 127.0.0.1 with fresh dev keys (what `ats-node dev` does); its card
  *                chain is checked and its card and node registered; a proof fetched over REST with the client
  *                library is verified on-chain unchanged; the node is closed and its temp folder removed
- *   4. schedule  a contract schedules a call on the scheduler; executing it early is refused; the chain clock moves
+ *   4. mesh      a 4-node mesh on 127.0.0.1 (`ats-node cluster`): the four cards and nodes are registered, the
+ *                oracle's nodeQuorum set to 3; a proof co-signed by at least 3 nodes, fetched over REST, verifies
+ *                on-chain; two nodes stop and the next rounds fail with exactly "Insufficient node responses";
+ *                the quorum and accuracy bound go back to the single-node values for the later steps
+ *   5. schedule  a contract schedules a call on the scheduler; executing it early is refused; the chain clock moves
  *                on and a keeper executes it with a later proof and earns the bounty
- *   5. vault     ether locked in TimeLockedVault until an attested moment: refused before, released after
- *   6. bridge    a second local deployment; bridge A sends the oracle's time, a relayer carries the CrossChainTime
+ *   6. vault     ether locked in TimeLockedVault until an attested moment: refused before, released after
+ *   7. bridge    a second local deployment; bridge A sends the oracle's time, a relayer carries the CrossChainTime
  *                event to bridge B, which records it; a replay is refused
  *
- * Why the live node comes third: its card reads the wall clock, and the oracle accepts a proof at most 60 s older
+ * Why the live nodes come third and fourth: their cards read the wall clock, and the oracle accepts a proof at most 60 s older
  * or 15 s newer than the chain clock. A chain clock only moves forward, and steps 4 and 5 move it on by an hour, so
  * the node step runs before them, after mining a block at the wall clock's second when the chain is behind. Every
  * other proof is signed for the chain's own "now" (the latest block's second plus the wall clock's nanoseconds),
@@ -60,6 +64,7 @@ import {
 } from "../protocol";
 import { DEV_CARD_PRIVATE_KEY, DEV_NODE_PRIVATE_KEYS } from "../protocol/devkeys";
 import { startDevNode } from "../node/cli";
+import { CLUSTER_MAX_ACCEPTABLE_DRIFT_NS, startDevCluster } from "../node/cluster";
 import { createTimeClient } from "../client";
 import { deployAttestedTime, NO_EXPIRY_NS, type AttestedTimeDeployment, type ScheduledCall } from "./deploy";
 
@@ -107,6 +112,17 @@ export interface DemoResult {
     ageAtVerificationNs: bigint;
     tempDirRemoved: boolean;
   };
+  mesh: {
+    nodes: number;
+    /** Entries in the proof fetched from the first node (nodes that co-signed it). */
+    responders: number;
+    threshold: number;
+    accuracyNs: number;
+    convergenceState: string;
+    validOnChainWithQuorum3: boolean;
+    /** The error of the first node's rounds once two of the four stopped. */
+    errorWithTwoDown: string | null;
+  };
   scheduledCall: {
     callee: Address;
     callId: Hex;
@@ -151,6 +167,7 @@ export interface DemoChecks {
   deployed: boolean;
   proof: boolean;
   node: boolean;
+  mesh: boolean;
   scheduledCall: boolean;
   vault: boolean;
   bridge: boolean;
@@ -491,10 +508,91 @@ async function nodeStep(ctx: DemoContext, deployed: Deployed, nodeLogger: Logger
   return result;
 }
 
+/** Polls `read` every 50 ms until `done` holds on its value (at most `timeoutMs`); returns the last value. */
+async function pollUntil<T>(read: () => Promise<T>, done: (value: T) => boolean, timeoutMs: number): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const value = await read();
+    if (done(value) || Date.now() > deadline) return value;
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+}
+
+async function meshStep(ctx: DemoContext, deployed: Deployed, nodeLogger: Logger): Promise<DemoResult["mesh"]> {
+  const { hre, log } = ctx;
+  log("");
+  log("4. A 4-node mesh on 127.0.0.1: a proof co-signed by ⌈2n/3⌉ = 3 nodes, verified on-chain with nodeQuorum = 3");
+  const oracle = await hre.viem.getContractAt("TimeOracle", deployed.deployment.oracle);
+  const previousQuorum = (await oracle.read.nodeQuorum()) as bigint;
+  const previousMaxDriftNs = (await oracle.read.maxAcceptableDrift()) as bigint;
+  const cluster = await startDevCluster({ nodes: 4, env: {}, cwd: process.cwd(), logger: () => nodeLogger });
+  const clients = cluster.nodes.map((node) => createTimeClient({ endpoint: node.endpoints.rest }));
+  try {
+    for (const [index, node] of cluster.nodes.entries()) {
+      const info = await clients[index]!.info();
+      const chain = await verifyCardCertificateChain({
+        chainPem: info.certificateChainPem as string[],
+        trustedRootsPem: [cluster.trustedRootPem],
+        nowMs: Date.now(),
+        cardId: info.cardId as Hex,
+      });
+      if (!chain.valid) throw new Error(`mesh node ${node.nodeId}: card chain does not verify: ${chain.reason}`);
+      const { x, y } = p256PublicKeyCoordinates(chain.publicKey);
+      await ctx.confirm(await oracle.write.registerCard([x, y, 0n, NO_EXPIRY_NS]), "registerCard");
+      await ctx.confirm(await oracle.write.registerNode([getAddress(node.nodeId), 0n, NO_EXPIRY_NS]), "registerNode");
+      deployed.cards.set(chain.cardId, { publicKey: chain.publicKey, revoked: false });
+      deployed.nodes.push(getAddress(node.nodeId));
+      log(`   node ${index + 1}: ${node.nodeId}, REST ${node.endpoints.rest}, mesh ${node.endpoints.mesh ?? ""}: card and node registered`);
+    }
+    // The mesh signs an honest bound (half the loopback round trip plus the card accuracy: microseconds), above the
+    // bound the single-node steps use; the administrator raises it for this step and restores it after.
+    await ctx.confirm(await oracle.write.setNodeQuorum([3n]), "setNodeQuorum");
+    await ctx.confirm(await oracle.write.setMaxAcceptableDrift([CLUSTER_MAX_ACCEPTABLE_DRIFT_NS]), "setMaxAcceptableDrift");
+    log(`   oracle: nodeQuorum 3, maxAcceptableDrift ${CLUSTER_MAX_ACCEPTABLE_DRIFT_NS} ns`);
+    const rest = cluster.nodes[0]!.endpoints.rest;
+    const meshState = async () => (await (await fetch(`${rest}/mesh/state`)).json()) as { convergenceState: string; lastError: string | null; peerCount: number };
+    const converged = await pollUntil(meshState, (state) => state.convergenceState === "Converged", 15_000);
+    log(`   GET /mesh/state of node 1: ${converged.convergenceState}, ${converged.peerCount} peers reachable`);
+    const fetched = await clients[0]!.getCurrentTime();
+    const consensus = fetched.consensus;
+    const responders = fetched.proof.nodeSignature.length === 0 ? 0 : (fetched.proof.nodeSignature.length - 2) / 160;
+    log(`   GET /time/current: nanoMoment ${isoNs(fetched.proof.nanoMoment)}, ${responders} entries (threshold ${consensus?.threshold ?? "?"}), accuracy ${fetched.proof.accuracy} ns`);
+    log(`     consensus: median ${consensus === undefined ? "?" : isoNs(BigInt(consensus.timeNs))}, largest deviation ${consensus?.deviationNs ?? "?"} ns`);
+    const validOnChainWithQuorum3 = (await oracle.read.verifyTimeProof([fetched.proof])) as boolean;
+    log(`   on-chain verifyTimeProof with nodeQuorum 3: ${validOnChainWithQuorum3}`);
+    if (!validOnChainWithQuorum3) {
+      // Say why, with the off-chain rules the contract shares (docs/protocol.md §6).
+      const chainNs = (await ctx.publicClient.getBlock()).timestamp * NS_PER_SECOND;
+      const why = verifyTimeProof(fetched.proof, { ...offChainContext(deployed, chainNs), nodeQuorum: 3, maxAcceptableDriftNs: CLUSTER_MAX_ACCEPTABLE_DRIFT_NS });
+      log(`     off-chain verdict with the oracle's settings: ${why.valid ? "valid" : `${why.reason} (${why.detail})`}`);
+    }
+
+    await cluster.stopNode(3);
+    await cluster.stopNode(2);
+    const failing = await pollUntil(meshState, (state) => state.lastError === "Insufficient node responses", 10_000);
+    log(`   nodes 3 and 4 stopped: node 1's rounds fail with "${failing.lastError ?? "(none yet)"}" (state ${failing.convergenceState})`);
+    return {
+      nodes: cluster.nodes.length,
+      responders,
+      threshold: consensus?.threshold ?? 0,
+      accuracyNs: fetched.proof.accuracy,
+      convergenceState: converged.convergenceState,
+      validOnChainWithQuorum3,
+      errorWithTwoDown: failing.lastError,
+    };
+  } finally {
+    for (const client of clients) client.close();
+    await cluster.close();
+    await ctx.confirm(await oracle.write.setNodeQuorum([previousQuorum]), "setNodeQuorum");
+    await ctx.confirm(await oracle.write.setMaxAcceptableDrift([previousMaxDriftNs]), "setMaxAcceptableDrift");
+    log(`   mesh closed; oracle back to nodeQuorum ${previousQuorum} and maxAcceptableDrift ${previousMaxDriftNs} ns`);
+  }
+}
+
 async function scheduleStep(ctx: DemoContext, deployed: Deployed): Promise<DemoResult["scheduledCall"]> {
   const { hre, log, publicClient, accounts } = ctx;
   log("");
-  log("4. Schedule a call on the scheduler for one minute from now; execute it too early, then on time");
+  log("5. Schedule a call on the scheduler for one minute from now; execute it too early, then on time");
   // The callee is contracts/test/SchedulerCallee.sol, a test contract that schedules calls back to itself (here
   // `ping(7)`, which returns 14); the package ships no example callee. Any contract can schedule this way.
   const callee = await hre.viem.deployContract("SchedulerCallee", [deployed.deployment.scheduler], {
@@ -565,7 +663,7 @@ async function scheduleStep(ctx: DemoContext, deployed: Deployed): Promise<DemoR
 async function vaultStep(ctx: DemoContext, deployed: Deployed): Promise<DemoResult["vault"]> {
   const { hre, log, publicClient, accounts } = ctx;
   log("");
-  log("5. The example consumer: 1 ETH locked in TimeLockedVault for one hour");
+  log("6. The example consumer: 1 ETH locked in TimeLockedVault for one hour");
   const vault = await hre.viem.getContractAt("TimeLockedVault", deployed.deployment.vault, {
     client: { wallet: accounts.depositor },
   });
@@ -612,7 +710,7 @@ async function vaultStep(ctx: DemoContext, deployed: Deployed): Promise<DemoResu
 async function bridgeStep(ctx: DemoContext, deployed: Deployed): Promise<DemoResult["bridge"]> {
   const { hre, log, publicClient, accounts, chainId } = ctx;
   log("");
-  log(`6. Bridge: carry the oracle's time to a second deployment (on this chain too: targetChain ${chainId})`);
+  log(`7. Bridge: carry the oracle's time to a second deployment (on this chain too: targetChain ${chainId})`);
   const deploymentB = await deployAttestedTime(hre, {
     deployer: accounts.deployer,
     cards: [{ publicKey: deployed.cardPublicKey }],
@@ -722,6 +820,7 @@ export async function runDemo(parameters: RunDemoParameters): Promise<DemoResult
   const proof = await proofStep(ctx, deployed);
   // The live node before the steps that move the chain clock on (see the top of this file).
   const node = await nodeStep(ctx, deployed, parameters.nodeLogger ?? pino({ level: "silent" }));
+  const mesh = await meshStep(ctx, deployed, parameters.nodeLogger ?? pino({ level: "silent" }));
   const scheduledCall = await scheduleStep(ctx, deployed);
   const vault = await vaultStep(ctx, deployed);
   const bridge = await bridgeStep(ctx, deployed);
@@ -730,6 +829,7 @@ export async function runDemo(parameters: RunDemoParameters): Promise<DemoResult
     deployed: identity.certificateChainValid && deployed.deployment.cardIds.length === 1,
     proof: proof.offChain.valid && proof.validOnChain && proof.currentTimeMatches && !proof.tampered.validOnChain,
     node: node.validOffChain && node.validOnChain && node.tempDirRemoved,
+    mesh: mesh.responders >= 3 && mesh.validOnChainWithQuorum3 && mesh.errorWithTwoDown === "Insufficient node responses",
     scheduledCall:
       scheduledCall.early.errorName === "SchedulerTooEarly" &&
       scheduledCall.status === "Executed" &&
@@ -742,6 +842,7 @@ export async function runDemo(parameters: RunDemoParameters): Promise<DemoResult
     [checks.deployed, "card chain checked; oracle, bridge and vault deployed; card and node registered"],
     [checks.proof, "proof valid off-chain and on-chain, submitted, read back; a tampered copy refused"],
     [checks.node, "live node's REST proof verified on-chain unchanged; node closed, temp dir removed"],
+    [checks.mesh, `4-node mesh: ${mesh.responders} co-signers, valid on-chain with nodeQuorum 3; two down: "${mesh.errorWithTwoDown ?? "no error"}"`],
     [checks.scheduledCall, `scheduled call refused early (${scheduledCall.early.errorName}), executed, bounty paid`],
     [checks.vault, `vault refused before the unlock moment (${vault.early.errorName}), released after`],
     [checks.bridge, `bridge message delivered in block ${bridge.targetBlock}, replay refused (${bridge.replay.errorName})`],
@@ -755,6 +856,7 @@ export async function runDemo(parameters: RunDemoParameters): Promise<DemoResult
     identity,
     proof,
     node,
+    mesh,
     scheduledCall,
     vault,
     bridge,

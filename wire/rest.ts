@@ -35,8 +35,48 @@ export const ProofObject = Type.Object(
   { additionalProperties: false },
 );
 
-/** A proof as JSON (§9.1): GET /time/current, stream updates, schedule deliveries. */
-export const ProofBody = Type.Object({ nanoMoment: DecimalNs, proof: ProofObject }, { additionalProperties: false });
+const NodeIdString = Type.Unsafe<HexString>(Type.String({ pattern: "^0x[0-9a-fA-F]{40}$" }));
+const SignedDecimalNs = Type.String({ pattern: "^-?(0|[1-9][0-9]{0,38})$", maxLength: 40 });
+
+/** How a mesh proof was agreed (§7, §9.1; protocol/types.ts ConsensusJson): beside `proof`, never inside it. */
+export const ConsensusObject = Type.Object(
+  {
+    members: Type.Integer({ minimum: 1 }),
+    threshold: Type.Integer({ minimum: 1 }),
+    responders: Type.Integer({ minimum: 1 }),
+    nodeIds: Type.Array(NodeIdString, { maxItems: MAX_NODE_ENTRIES }),
+    timeNs: DecimalNs,
+    deviationNs: DecimalNs,
+    windowNs: DecimalNs,
+    readings: Type.Array(
+      Type.Object(
+        {
+          nodeId: NodeIdString,
+          readingNs: DecimalNs,
+          uncertaintyNs: DecimalNs,
+          deviationNs: SignedDecimalNs,
+          nodeTimestampNs: NullableDecimalNs,
+        },
+        { additionalProperties: false },
+      ),
+      { maxItems: MAX_NODE_ENTRIES },
+    ),
+    excluded: Type.Array(Type.Object({ nodeId: NodeIdString, deviationNs: SignedDecimalNs }, { additionalProperties: false }), {
+      maxItems: MAX_NODE_ENTRIES,
+    }),
+  },
+  { additionalProperties: false },
+);
+export type ConsensusObject = Static<typeof ConsensusObject>;
+
+/**
+ * A proof as JSON (§9.1): GET /time/current, stream updates, schedule deliveries. A mesh node's answer adds
+ * `consensus`; a lone node's has none.
+ */
+export const ProofBody = Type.Object(
+  { nanoMoment: DecimalNs, proof: ProofObject, consensus: Type.Optional(ConsensusObject) },
+  { additionalProperties: false },
+);
 export type ProofBody = Static<typeof ProofBody>;
 
 /** Optional card certificate chain (leaf first, PEM) in a verify request: checked against the trusted roots. */
@@ -118,11 +158,51 @@ export const NodeInfoBody = Type.Object({
 });
 export type NodeInfoBody = Static<typeof NodeInfoBody>;
 
+/** GET /mesh/state (node/core/types.ts MeshStateReport; node/mesh/peers.ts PeerReport). */
+export const MeshStateBody = Type.Object(
+  {
+    convergenceState: Type.Union([Type.Literal("Initializing"), Type.Literal("Converging"), Type.Literal("Converged"), Type.Literal("Degraded")]),
+    timeQuality: Type.Integer({ minimum: 0, maximum: 10_000 }),
+    peerCount: Type.Integer({ minimum: 0 }),
+    members: Type.Integer({ minimum: 1 }),
+    threshold: Type.Integer({ minimum: 1 }),
+    consensusOffsetNs: Type.Union([SignedDecimalNs, Type.Null()]),
+    lastError: Type.Union([Type.String(), Type.Null()]),
+    role: Type.String(),
+    roundsSucceeded: Type.Integer({ minimum: 0 }),
+    roundsFailed: Type.Record(Type.String(), Type.Integer({ minimum: 0 })),
+    peers: Type.Array(
+      Type.Object(
+        {
+          nodeId: NodeIdString,
+          role: Type.Union([Type.String(), Type.Null()]),
+          cardId: Type.Union([Type.String(), Type.Null()]),
+          reachable: Type.Boolean(),
+          reach: Type.Integer({ minimum: 0, maximum: 255 }),
+          offsetNs: Type.Union([SignedDecimalNs, Type.Null()]),
+          delayNs: NullableDecimalNs,
+          jitterNs: NullableDecimalNs,
+          lastSeenNs: NullableDecimalNs,
+          reportedState: Type.Union([Type.String(), Type.Null()]),
+          excluded: Type.Boolean(),
+          excludedReason: Type.Union([Type.String(), Type.Null()]),
+          faultsTotal: Type.Integer({ minimum: 0 }),
+        },
+        { additionalProperties: false },
+      ),
+    ),
+  },
+  { additionalProperties: false },
+);
+export type MeshStateBody = Static<typeof MeshStateBody>;
+
 /** GET /health. */
 export const HealthBody = Type.Object({
   status: Type.Union([Type.Literal("ok"), Type.Literal("tampered"), Type.Literal("starting"), Type.Literal("degraded"), Type.Literal("stale")]),
   reason: Type.Union([Type.String(), Type.Null()]),
   lastProofAgeNs: Type.Union([Type.String(), Type.Null()]),
   measuredErrorNs: Type.Number(),
+  /** The mesh's convergence state (a lone node: Initializing). */
+  convergenceState: Type.Union([Type.Literal("Initializing"), Type.Literal("Converging"), Type.Literal("Converged"), Type.Literal("Degraded")]),
 });
 export type HealthBody = Static<typeof HealthBody>;

@@ -7,10 +7,14 @@
  *   name or "ok"/"error"/"rate_limited" for WebSocket messages; "aborted" for a REST request its client abandoned
  *   (it gets no response). Every refusal is counted here; the log only samples them (sampledLog.ts).
  * - timerpc_accuracy_ns: the accuracy (ns) signed into each attestation the node produced.
- * - timerpc_consensus_latency: seconds from the card's reading (nanoMoment) to the node's completed signature
- *   (producedAtNs). With a single node this is the attestation latency; the mesh (docs/protocol.md §7) will observe the
- *   collection-and-agreement latency of multi-node proofs under the same name.
- * - timerpc_node_drift_ns: the card's latest measured error against the host reference clock (ns).
+ * - timerpc_consensus_latency: seconds from the card's reading (nanoMoment) to the completed proof (producedAtNs).
+ *   On a mesh node (docs/protocol.md §7) this is the whole round: exchange, agreement and co-signing; on a lone
+ *   node, the attestation latency.
+ * - timerpc_node_drift_ns: on a mesh node, |consensus time − this node's moment| of the last successful round (how
+ *   far this node's clock is from the mesh's median); on a lone node, the card's measured error (ns).
+ * - timerpc_mesh_peer_offset_ns / _delay_ns / _reach {peer}: each peer's best clock-filter sample and its 8-bit
+ *   reachability register (docs/protocol.md §7.4).
+ * - timerpc_mesh_rounds_total{outcome}: consensus rounds proposed, "ok" or the error message that ended them.
  * - timerpc_tamper_events_total: tamper events reported by the card.
  * - timerpc_served_proofs_total{transport}: proofs handed out (REST current, WS pushes, gRPC responses).
  * - timerpc_stream_pushes_skipped_total: stream updates (WebSocket, gRPC StreamTime) skipped because the node-wide
@@ -34,6 +38,10 @@ export const METRIC_NAMES = {
   servedProofsTotal: "timerpc_served_proofs_total",
   proofAgeNs: "timerpc_proof_age_ns",
   connectionsDroppedTotal: "timerpc_connections_dropped_total",
+  meshPeerOffsetNs: "timerpc_mesh_peer_offset_ns",
+  meshPeerDelayNs: "timerpc_mesh_peer_delay_ns",
+  meshPeerReach: "timerpc_mesh_peer_reach",
+  meshRoundsTotal: "timerpc_mesh_rounds_total",
   streamPushesSkippedTotal: "timerpc_stream_pushes_skipped_total",
 } as const;
 
@@ -140,6 +148,39 @@ export function createNodeMetrics(options: { defaultMetrics?: boolean } = {}): N
     registers: [registry],
   });
 
+  // Mesh gauges read the bound service's mesh state when scraped.
+  let meshSource: (() => ReturnType<TimeService["meshState"]>) | null = null;
+  const peerGauge = (name: string, help: string, field: "offsetNs" | "delayNs" | "reach") =>
+    new Gauge({
+      name,
+      help,
+      labelNames: ["peer"] as const,
+      registers: [registry],
+      collect() {
+        this.reset();
+        for (const peer of meshSource?.().peers ?? []) {
+          const value = peer[field];
+          if (value !== null && value !== undefined) this.set({ peer: String(peer["nodeId"]) }, Number(value));
+        }
+      },
+    });
+  peerGauge(METRIC_NAMES.meshPeerOffsetNs, "Each mesh peer's clock offset from the best filter sample (peer − this node), nanoseconds", "offsetNs");
+  peerGauge(METRIC_NAMES.meshPeerDelayNs, "Each mesh peer's round-trip delay from the best filter sample, nanoseconds", "delayNs");
+  peerGauge(METRIC_NAMES.meshPeerReach, "Each mesh peer's 8-bit reachability register", "reach");
+  new Gauge({
+    name: METRIC_NAMES.meshRoundsTotal,
+    help: "Consensus rounds proposed by this node, by outcome (ok, or the error that ended them)",
+    labelNames: ["outcome"] as const,
+    registers: [registry],
+    collect() {
+      this.reset();
+      const state = meshSource?.();
+      if (state === undefined || state.members === 1) return;
+      this.set({ outcome: "ok" }, state.roundsSucceeded);
+      for (const [outcome, count] of Object.entries(state.roundsFailed)) this.set({ outcome }, count);
+    },
+  });
+
   // Until a service is bound there is no node clock: served proofs are counted, their age is not observed.
   let clockNs: (() => bigint) | null = null;
 
@@ -179,12 +220,18 @@ export function createNodeMetrics(options: { defaultMetrics?: boolean } = {}): N
     bindService(service) {
       const offProof = service.onProof(observeAttestation);
       const offTamper = service.onTamper(() => tamperEventsTotal.inc());
-      driftSourceNs = () => service.stats().measuredErrorNs;
+      driftSourceNs = () => {
+        const offset = service.meshState().consensusOffsetNs;
+        if (offset === null) return service.stats().measuredErrorNs;
+        return Math.abs(Number(offset));
+      };
+      meshSource = () => service.meshState();
       clockNs = () => service.nowNs();
       return () => {
         offProof();
         offTamper();
         driftSourceNs = null;
+        meshSource = null;
         clockNs = null;
       };
     },

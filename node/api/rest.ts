@@ -42,6 +42,7 @@ import { checkJsonCharset, parseJsonBody } from "./jsonBody";
 import {
   ErrorBody,
   HealthBody,
+  MeshStateBody,
   NodeInfoBody,
   ProofBody,
   ScheduleBody,
@@ -278,8 +279,11 @@ export function buildRestApp(context: TransportContext, options: RestAppOptions 
       reason: health.reason,
       lastProofAgeNs: health.lastProofAgeNs === null ? null : health.lastProofAgeNs.toString(),
       measuredErrorNs: health.measuredErrorNs,
+      convergenceState: service.meshState().convergenceState,
     };
   });
+
+  app.get("/mesh/state", { ...openHooks, schema: { response: { 200: MeshStateBody, ...errorResponses } } }, async () => service.meshState());
 
   app.get(
     "/metrics",

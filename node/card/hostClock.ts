@@ -1,8 +1,17 @@
 /**
- * A nanosecond wall clock from the host: the wall clock read ONCE (Date.now(), ms resolution) as an anchor, then
- * advanced by the monotonic high-resolution timer (process.hrtime.bigint()). It is monotonic (never steps back
- * when NTP adjusts the wall clock) at the cost of drifting from the wall clock by the host oscillator's error
- * over long runs; a real time card disciplines its oscillator to GPS/PTP instead.
+ * A nanosecond wall clock from the host: the wall clock read once, precisely, as an anchor, then advanced by the
+ * monotonic high-resolution timer (process.hrtime.bigint()). It is monotonic (never steps back when NTP adjusts the
+ * wall clock) at the cost of drifting from the wall clock by the host oscillator's error over long runs; a real time
+ * card disciplines its oscillator to GPS/PTP instead.
+ *
+ * The anchor: Date.now() is the realtime clock truncated to whole milliseconds, so reading it once is up to 1 ms
+ * off, and two dev nodes on one host anchored that way disagree by up to 1 ms — more than a mesh round's window.
+ * Instead the anchor is taken at a millisecond *edge*: a short spin reads the monotonic timer, then Date.now(),
+ * until Date.now() changes; the realtime clock crossed that millisecond between the monotonic reads just before the
+ * previous and just after the changed reading, and the midpoint of that span is the anchor, with half the span
+ * (typically well under a microsecond) as its uncertainty. The tightest of a few edges is kept; the spin is bounded
+ * (ANCHOR_MAX_SPIN_MS per edge), and without an edge (a frozen or fake clock) the classic single read is used with
+ * its honest 1 ms uncertainty.
  */
 import { NS_PER_MILLISECOND } from "../../protocol/constants";
 
@@ -18,9 +27,63 @@ export const SYSTEM_CLOCK_SOURCES: HostClockSources = {
   monotonicNs: () => process.hrtime.bigint(),
 };
 
-/** Returns a function reading ns since the Unix epoch, anchored once to the wall clock. */
+/** Millisecond edges sampled per anchoring; the tightest wins. */
+export const ANCHOR_EDGES = 3;
+/** Longest spin for one edge, ms (an edge comes within 1 ms of real time; the rest is margin for a busy host). */
+export const ANCHOR_MAX_SPIN_MS = 3;
+/** Most reads per edge whatever the monotonic timer says (a frozen or fake timer must not spin for ever). */
+const ANCHOR_MAX_READS = 200_000;
+
+/** Where the wall clock was on the monotonic timer, and how well that is known. */
+export interface WallClockAnchor {
+  /** Wall clock at the anchor, ns since the Unix epoch. */
+  readonly wallNs: bigint;
+  /** Monotonic timer at the same instant, ns. */
+  readonly monotonicNs: bigint;
+  /** How far the anchor may be off, ns (half the span the edge was caught in; 1 ms without an edge). */
+  readonly uncertaintyNs: bigint;
+}
+
+/** One millisecond edge of the wall clock located on the monotonic timer, or null when none came in time. */
+function catchEdge(sources: HostClockSources): WallClockAnchor | null {
+  const spinLimitNs = BigInt(ANCHOR_MAX_SPIN_MS) * NS_PER_MILLISECOND;
+  let beforeNs = sources.monotonicNs();
+  let wallMs = sources.wallNowMs();
+  const startNs = beforeNs;
+  for (let reads = 0; reads < ANCHOR_MAX_READS; reads += 1) {
+    const readBeforeNs = sources.monotonicNs();
+    const nextWallMs = sources.wallNowMs();
+    if (nextWallMs !== wallMs) {
+      // The edge lies after the read that still showed `wallMs` began (beforeNs) and before this one ended.
+      const afterNs = sources.monotonicNs();
+      return {
+        wallNs: BigInt(nextWallMs) * NS_PER_MILLISECOND,
+        monotonicNs: (beforeNs + afterNs) / 2n,
+        uncertaintyNs: (afterNs - beforeNs + 1n) / 2n,
+      };
+    }
+    beforeNs = readBeforeNs;
+    wallMs = nextWallMs;
+    if (readBeforeNs - startNs > spinLimitNs) return null;
+  }
+  return null;
+}
+
+/** Anchors the monotonic timer to the wall clock (module comment): the tightest of ANCHOR_EDGES edges. */
+export function anchorToWallClock(sources: HostClockSources = SYSTEM_CLOCK_SOURCES): WallClockAnchor {
+  let best: WallClockAnchor | null = null;
+  for (let edge = 0; edge < ANCHOR_EDGES; edge += 1) {
+    const anchor = catchEdge(sources);
+    if (anchor !== null && (best === null || anchor.uncertaintyNs < best.uncertaintyNs)) best = anchor;
+  }
+  if (best !== null) return best;
+  // No edge: the wall clock is frozen or coarse. A single read is somewhere in its millisecond: say so.
+  const monotonicNs = sources.monotonicNs();
+  return { wallNs: BigInt(sources.wallNowMs()) * NS_PER_MILLISECOND + NS_PER_MILLISECOND / 2n, monotonicNs, uncertaintyNs: NS_PER_MILLISECOND / 2n };
+}
+
+/** Returns a function reading ns since the Unix epoch, anchored once to the wall clock (anchorToWallClock). */
 export function createAnchoredClock(sources: HostClockSources = SYSTEM_CLOCK_SOURCES): () => bigint {
-  const monotonicAnchorNs = sources.monotonicNs();
-  const wallAnchorNs = BigInt(sources.wallNowMs()) * NS_PER_MILLISECOND;
-  return () => wallAnchorNs + (sources.monotonicNs() - monotonicAnchorNs);
+  const anchor = anchorToWallClock(sources);
+  return () => anchor.wallNs + (sources.monotonicNs() - anchor.monotonicNs);
 }

@@ -54,6 +54,11 @@ export interface AttestorOptions {
   signingErrorBoundNs: number;
   /** Interval between ticks, ns. */
   tickIntervalNs: bigint;
+  /**
+   * Whether to attest on a tick at all (default true). A mesh node serves its rounds' co-signed proofs, not these:
+   * it turns ticks off and keeps the attestor for its guard (assertCanSign), tamper watch and on-demand attest().
+   */
+  ticks?: boolean;
   /** current() refuses a cached proof older than this (node clock − nanoMoment), ns. */
   maxServeAgeNs: bigint;
   /**
@@ -179,6 +184,7 @@ export class Attestor {
       this.#handleTamper(state.reason ?? "card reports tampering");
       return;
     }
+    if (this.#options.ticks === false) return;
     if (this.#options.signInWorker ?? SECP256K1_BACKEND === "noble") this.#startSigner();
     this.#nextTickAtNs = this.#options.nodeClockNs();
     this.#tick();
@@ -303,7 +309,25 @@ export class Attestor {
    * clock and signature, the node timestamp. Throws UnavailableError like attest().
    */
   #prepare(): NodeSignRequest {
-    const { card, accuracyNs, signingErrorBoundNs, nodeClockNs } = this.#options;
+    const { card, accuracyNs, nodeClockNs } = this.#options;
+    this.assertCanSign();
+    try {
+      const nanoMoment = card.readTimeNs();
+      const hardwareSignature = card.signHardware(nanoMoment);
+      return { nanoMoment, hardwareSignature, accuracy: accuracyNs, nodeTimestampNs: nodeClockNs() };
+    } catch (error) {
+      this.#checkTamperAfterFailure();
+      throw error;
+    }
+  }
+
+  /**
+   * Throws UnavailableError when this node must not sign now: the card is tampered (latched) or its measured
+   * error exceeds the signing bound (logged and alerted on the transition). Every signature of this node goes
+   * through it: its own attestations and, in a mesh, its rounds and co-signatures.
+   */
+  assertCanSign(): void {
+    const { card, signingErrorBoundNs } = this.#options;
     if (this.#tamperReason !== null) {
       throw new UnavailableError(`time card tampered: ${this.#tamperReason}`, { reason: this.#tamperReason });
     }
@@ -324,14 +348,6 @@ export class Attestor {
     if (this.#refusalReason !== null) {
       this.#logger.info({ measuredErrorNs, signingErrorBoundNs }, "card back within the accuracy bound; signing resumed");
       this.#refusalReason = null;
-    }
-    try {
-      const nanoMoment = card.readTimeNs();
-      const hardwareSignature = card.signHardware(nanoMoment);
-      return { nanoMoment, hardwareSignature, accuracy: accuracyNs, nodeTimestampNs: nodeClockNs() };
-    } catch (error) {
-      this.#checkTamperAfterFailure();
-      throw error;
     }
   }
 

@@ -5,16 +5,16 @@
  * one node entry (byte for byte what the attestor built before this seam existed).
  *
  * The stage is synchronous on purpose: attest() (attestNow, schedule delivery, on-demand refresh under load)
- * returns its proof in the same call, and the serving path must never await. A mesh stage (docs/protocol.md §7,
- * not built yet) has to collect peer entries within a deadline, which is asynchronous; it will sit on the tick
- * path the way the signer worker already does (the attestor publishes a worker tick when its reply is in), as an
- * asynchronous variant `(local, deadline) => Promise<SignedTime>` that falls back to this synchronous stage when
- * the quorum is 1 or the deadline passes. Merging peer entries means sorting them by recovered address
- * (assembleProof in protocol/) — work the solo stage skips, since one entry is trivially ascending.
+ * returns its proof in the same call, and the serving path must never await.
+ *
+ * A node with mesh peers serves a ConsensusStage instead (node/mesh/: docs/protocol.md §7). Its rounds are
+ * asynchronous (peers answer over the network) and sign a different accuracy (the round's bound, not the card's),
+ * so they do not go through the attestor's local attestation: the service serves the stage's latest co-signed
+ * proof, and the attestor keeps guarding every signature (assertCanSign) and reporting tamper.
  */
 import type { Hex, TimeProof } from "../../protocol/types";
 import { buildSignedTime } from "./signedTime";
-import type { SignedTime } from "./types";
+import type { MeshStateReport, SignedTime } from "./types";
 
 /** What the attestor signs, before it becomes a served proof. Immutable; one is built per attestation. */
 export interface LocalAttestation {
@@ -50,3 +50,25 @@ export function localProof(local: LocalAttestation): TimeProof {
 export function soloCoSigning(): CoSigningStage {
   return (local) => buildSignedTime(localProof(local), local.producedAtNs);
 }
+
+/**
+ * The proofs of a node with mesh peers (node/mesh/Mesh implements it): the latest co-signed proof, rounds on
+ * demand, the mesh state, and the tamper broadcast. The service serves it in place of the attestor's cache.
+ */
+export interface ConsensusStage {
+  /** The latest co-signed proof without freshness checks; null before the first successful round. */
+  readonly latest: SignedTime | null;
+  /** The latest co-signed proof; UnavailableError (naming the last round's error) when none is fresh. */
+  current(): SignedTime;
+  /** A round now (or the one in flight). Rejects with ConsensusError or UnavailableError. */
+  roundNow(): Promise<SignedTime>;
+  onProof(listener: (signed: SignedTime) => void): () => void;
+  state(): MeshStateReport;
+  /** Tells every peer, signed, that this node's card is tampered. */
+  broadcastTamper(reason: string, atNs: bigint): void;
+  start(): Promise<unknown>;
+  stop(): Promise<void>;
+}
+
+/** Builds the stage once the service's attestor exists: `assertCanSign` is the attestor's guard. */
+export type ConsensusStageFactory = (deps: { assertCanSign: () => void }) => ConsensusStage;

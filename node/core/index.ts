@@ -8,6 +8,7 @@ import type { Logger } from "pino";
 import { loadKeyDir } from "../../protocol/keystore";
 import { createCard } from "../card";
 import type { NodeConfig } from "../config";
+import { createMeshStage } from "../mesh";
 import { createTimeService, type CoreTimeService, type CreateTimeServiceParameters } from "./service";
 
 export * from "./types";
@@ -45,5 +46,14 @@ export async function createTimeServiceFromConfig(
 ): Promise<CoreTimeService> {
   const keys = await loadKeyDir(config.keyDir, config.keystorePassword === "" ? {} : { password: config.keystorePassword });
   const card = createCard(config.cardDriver, keys);
-  return createTimeService({ config, card, nodeKey: keys.nodeKey, logger: options.logger, ownsCard: true, ...options.deps });
+  const consensus = createMeshStage({ config, nodeKey: keys.nodeKey, card, logger: options.logger });
+  return createTimeService({
+    config,
+    card,
+    nodeKey: keys.nodeKey,
+    logger: options.logger,
+    ownsCard: true,
+    ...(consensus === undefined ? {} : { consensus }),
+    ...options.deps,
+  });
 }

@@ -19,11 +19,12 @@ import { redactedConfig, signingErrorBoundNs, type NodeConfig } from "../config"
 import { ProofArchive } from "./archive";
 import { Attestor } from "./attestor";
 import type { CallbackTransport, ResolveHost } from "./callbackGuard";
-import { soloCoSigning } from "./cosign";
+import { soloCoSigning, type ConsensusStage, type ConsensusStageFactory } from "./cosign";
 import { createHealthCheck } from "./health";
 import { ScheduleService } from "./schedules";
 import { TrustStore } from "./trustStore";
 import type {
+  MeshStateReport,
   NodeAlert,
   NodeInfo,
   ScheduleRecord,
@@ -53,6 +54,16 @@ export interface CreateTimeServiceParameters {
   random?: () => number;
   /** stop() also closes the card (the service built it). Default false. */
   ownsCard?: boolean;
+  /**
+   * The mesh (node/mesh/createMeshStage) when the node has peers: the service then serves its co-signed proofs
+   * instead of the attestor's one-entry ones. Omitted: a lone node.
+   */
+  consensus?: ConsensusStageFactory;
+}
+
+/** What a lone node reports as its mesh (docs/protocol.md §7.4): honest, never "Converged". */
+function loneNodeState(): MeshStateReport {
+  return { convergenceState: "Initializing", timeQuality: 0, peerCount: 0, members: 1, threshold: 1, consensusOffsetNs: null, lastError: null, role: "primary", roundsSucceeded: 0, roundsFailed: {}, peers: [] };
 }
 
 /** TimeService plus the operations that only the core's owner (CLI, tests, mesh) uses. */
@@ -104,12 +115,19 @@ export function createTimeService(parameters: CreateTimeServiceParameters): Core
     logger: parameters.logger,
     recoveryMemo,
     coSigning: soloCoSigning(),
+    ticks: parameters.consensus === undefined,
   });
+
+  const consensus: ConsensusStage | null = parameters.consensus?.({ assertCanSign: () => attestor.assertCanSign() }) ?? null;
+  /** What transports serve: the mesh's co-signed proofs when there is a mesh, else the attestor's. */
+  const served = consensus ?? attestor;
+  const freshProof = (): Promise<SignedTime> => (consensus === null ? Promise.resolve(attestor.attest()) : consensus.roundNow());
 
   let archive: ProofArchive | null = null;
   let schedules: ScheduleService | null = null;
   let running = false;
   let unsubscribeArchive: (() => void) | null = null;
+  let unsubscribeTamperBroadcast: (() => void) | null = null;
 
   /** Aborted by stop(): a delivery waiting for the card clock gives up at once instead of signing after stop. */
   let stopping = new AbortController();
@@ -144,10 +162,10 @@ export function createTimeService(parameters: CreateTimeServiceParameters): Core
       signal?.throwIfAborted();
       const tamper = card.tamperState();
       if (tamper.tampered) throw new UnavailableError(tamper.reason ?? "time card tampered", {});
-      const cached = attestor.latest;
-      if (cached !== null && cached.proof.nanoMoment >= executeAtNs) return attestor.current();
+      const cached = served.latest;
+      if (cached !== null && cached.proof.nanoMoment >= executeAtNs) return served.current();
       const cardNowNs = card.readTimeNs();
-      if (cardNowNs >= executeAtNs) return attestor.attest();
+      if (cardNowNs >= executeAtNs) return freshProof();
       const waitMs = Math.min(Math.max(Number((executeAtNs - cardNowNs + NS_PER_MS - 1n) / NS_PER_MS), 1), 1_000);
       // stop() or the caller aborts the wait (AbortError); the next round's checks then end the loop unsigned.
       await delay(waitMs, undefined, { signal: waitSignal }).catch(() => undefined);
@@ -184,11 +202,28 @@ export function createTimeService(parameters: CreateTimeServiceParameters): Core
   }
 
   const health = createHealthCheck({
-    attestor,
+    attestor:
+      consensus === null
+        ? attestor
+        : {
+            // A mesh node is healthy when its co-signed proofs are: stale once the latest is older than the mesh's
+            // serving bound, degraded while the mesh is not Converged.
+            get latest() {
+              return consensus.latest;
+            },
+            get tamperReason() {
+              return attestor.tamperReason;
+            },
+            get refusalReason() {
+              const state = consensus.state();
+              if (attestor.refusalReason !== null) return attestor.refusalReason;
+              return state.convergenceState === "Converged" ? null : `mesh ${state.convergenceState}${state.lastError === null ? "" : `: ${state.lastError}`}`;
+            },
+          },
     measuredErrorNs: () => card.measuredErrorNs(),
     nowNs: nodeClockNs,
     isRunning: () => running,
-    maxAttestationAgeNs: config.maxAttestationAgeNs,
+    maxAttestationAgeNs: consensus === null ? config.maxAttestationAgeNs : config.meshMaxProofAgeNs,
   });
 
   const info: NodeInfo = {
@@ -208,12 +243,12 @@ export function createTimeService(parameters: CreateTimeServiceParameters): Core
   };
 
   const service: CoreTimeService = {
-    current: () => attestor.current(),
+    current: () => served.current(),
     nowNs: nodeClockNs,
 
     attestNow: async () => {
       if (!running) throw new UnavailableError("node is not started", {});
-      return attestor.attest();
+      return freshProof();
     },
 
     proofAtOrAfter,
@@ -237,6 +272,8 @@ export function createTimeService(parameters: CreateTimeServiceParameters): Core
 
     info: () => ({ ...info, certificateChainPem: [...info.certificateChainPem] }),
 
+    meshState: () => consensus?.state() ?? loneNodeState(),
+
     health,
 
     stats: (): ServiceStats => {
@@ -255,7 +292,7 @@ export function createTimeService(parameters: CreateTimeServiceParameters): Core
       };
     },
 
-    onProof: (listener: (signed: SignedTime) => void) => attestor.onProof(listener),
+    onProof: (listener: (signed: SignedTime) => void) => served.onProof(listener),
     onTamper: (listener: (reason: string) => void) => attestor.onTamper(listener),
     onAlert: (listener: (alert: NodeAlert) => void) => attestor.onAlert(listener),
 
@@ -272,7 +309,7 @@ export function createTimeService(parameters: CreateTimeServiceParameters): Core
         logger,
       });
       const openArchive = archive;
-      unsubscribeArchive = attestor.onProof((signed) => {
+      unsubscribeArchive = served.onProof((signed) => {
         try {
           openArchive.offer(signed);
         } catch (error) {
@@ -310,6 +347,21 @@ export function createTimeService(parameters: CreateTimeServiceParameters): Core
       running = true;
       stopping = new AbortController();
       attestor.start();
+      if (consensus !== null) {
+        try {
+          await consensus.start();
+        } catch (error) {
+          running = false;
+          attestor.stop();
+          unsubscribeArchive();
+          await schedules.stop();
+          archive.close();
+          archive = null;
+          schedules = null;
+          throw error;
+        }
+        unsubscribeTamperBroadcast = attestor.onTamper((reason) => consensus.broadcastTamper(reason, nodeClockNs()));
+      }
       schedules.start();
       logger.info(
         { nodeId: nodeKey.address, cardId: card.cardId, config: redactedConfig(config) },
@@ -321,6 +373,9 @@ export function createTimeService(parameters: CreateTimeServiceParameters): Core
       if (!running) return;
       running = false;
       stopping.abort();
+      unsubscribeTamperBroadcast?.();
+      unsubscribeTamperBroadcast = null;
+      await consensus?.stop();
       attestor.stop();
       unsubscribeArchive?.();
       unsubscribeArchive = null;

@@ -4,18 +4,62 @@
  * touch the card and never open the database. The shape is the seam of docs/architecture.md; fields may be added, never
  * renamed.
  */
-import type { Address, Hex, ProofJson, TimeProof } from "../../protocol/types";
+import type { Address, ConsensusJson, Hex, ProofJson, TimeProof } from "../../protocol/types";
 
 /** One attestation: produced once by the attestor, served many times by every transport. */
 export interface SignedTime {
   /** The on-chain struct, unchanged across transports. */
   readonly proof: TimeProof;
-  /** docs/protocol.md §9.1 body, built once at production time. */
-  readonly json: ProofJson;
+  /** docs/protocol.md §9.1 body, built once at production time (with `consensus` for a mesh proof). */
+  readonly json: ProofJson & { readonly consensus?: ConsensusJson };
   /** `JSON.stringify(json)`, pre-serialised for the hot REST path. */
   readonly body: string;
   /** Node clock (ns since the Unix epoch) when the node signed. */
   readonly producedAtNs: bigint;
+}
+
+/** Convergence of the node's mesh (docs/protocol.md §7.4): these exact strings. */
+export type ConvergenceState = "Initializing" | "Converging" | "Converged" | "Degraded";
+
+/** One mesh peer as this node sees it (node/mesh/peers.ts builds it); ns values as decimal strings. */
+export interface MeshPeerReport {
+  nodeId: Address;
+  role: string | null;
+  cardId: Hex | null;
+  reachable: boolean;
+  /** The reachability register, 0–255 (bit 0: the latest probe interval). */
+  reach: number;
+  /** Peer clock − this node's clock from the best filter sample; null without samples. */
+  offsetNs: string | null;
+  delayNs: string | null;
+  jitterNs: string | null;
+  lastSeenNs: string | null;
+  reportedState: string | null;
+  excluded: boolean;
+  excludedReason: string | null;
+  faultsTotal: number;
+}
+
+/** The mesh as this node sees it (`GET /mesh/state`, health, node info). A lone node: Initializing, 0 peers. */
+export interface MeshStateReport {
+  convergenceState: ConvergenceState;
+  /** 0–10,000 (docs/protocol.md §7.4). */
+  timeQuality: number;
+  /** Reachable peers (not counting this node). */
+  peerCount: number;
+  /** n (this node included) and ⌈2n/3⌉. */
+  members: number;
+  threshold: number;
+  /** The last successful round's median − this node's moment, ns (signed decimal); null before one. */
+  consensusOffsetNs: string | null;
+  /** The last round's ConsensusError message (or other failure), null after a success. */
+  lastError: string | null;
+  role: string;
+  /** Rounds this node proposed that succeeded, and those that failed by error message. */
+  roundsSucceeded: number;
+  roundsFailed: Record<string, number>;
+  /** Per peer: filter, reachability, exclusion (node/mesh/peers.ts PeerReport). */
+  peers: readonly MeshPeerReport[];
 }
 
 /** What clients need to know about this node (`GET /node/info`). */
@@ -145,6 +189,8 @@ export interface TimeService {
    * the service stops; rejects with `signal`'s reason when it aborts.
    */
   proofAtOrAfter(atNs: bigint, signal?: AbortSignal): Promise<SignedTime>;
+  /** The mesh's state as this node sees it (a lone node: Initializing, 0 peers). */
+  meshState(): MeshStateReport;
   /** Full off-chain checks (docs/protocol.md §6 plus the card chain of §2); never throws on a malformed proof. */
   verify(proof: TimeProof, opts?: VerifyOptions): VerifyOutcome;
   /**

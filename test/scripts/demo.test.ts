@@ -82,6 +82,16 @@ describe("scripts/demo.ts runDemo", () => {
     expect(vault.withdrawn).to.equal(true);
   });
 
+  it("runs a 4-node mesh whose co-signed proof verifies on-chain with nodeQuorum 3, and fails exactly with two nodes down", () => {
+    const { mesh } = result;
+    expect(mesh.nodes).to.equal(4);
+    expect(mesh.threshold).to.equal(3);
+    expect(mesh.responders).to.be.at.least(3);
+    expect(mesh.convergenceState).to.equal("Converged");
+    expect(mesh.validOnChainWithQuorum3).to.equal(true);
+    expect(mesh.errorWithTwoDown).to.equal("Insufficient node responses");
+  });
+
   it("delivers the bridge message once, with targetBlock set, and refuses its replay", () => {
     const { bridge } = result;
     expect(bridge.delivered).to.equal(true);
@@ -91,11 +101,11 @@ describe("scripts/demo.ts runDemo", () => {
   });
 
   it("prints one numbered heading per step and a summary with every check ok", () => {
-    for (const step of ["1.", "2.", "3.", "4.", "5.", "6."]) {
+    for (const step of ["1.", "2.", "3.", "4.", "5.", "6.", "7."]) {
       expect(lines.some((line) => line.startsWith(step)), `heading ${step}`).to.equal(true);
     }
     const summary = lines.slice(lines.findIndex((line) => line.startsWith("Summary")) + 1);
-    expect(summary).to.have.length(6);
+    expect(summary).to.have.length(7);
     for (const line of summary) expect(line.trim().startsWith("ok"), line).to.equal(true);
     expect(Object.values(result.checks).every((ok) => ok)).to.equal(true);
   });

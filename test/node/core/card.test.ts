@@ -5,20 +5,51 @@ import { verifyP256 } from "../../../protocol/verify";
 import { P256_HALF_N } from "../../../protocol/constants";
 import { verifyCardCertificateChain } from "../../../protocol/certs";
 import { DevTimeCard } from "../../../node/card/dev";
-import { createAnchoredClock } from "../../../node/card/hostClock";
+import { anchorToWallClock, createAnchoredClock } from "../../../node/card/hostClock";
 import { CARD_DRIVERS, createCard } from "../../../node/card";
 import { SETTINGS } from "../../../node/config";
 import { devIdentity } from "./helpers";
 
 describe("DevTimeCard", () => {
-  it("anchors the monotonic timer to the wall clock once", () => {
+  it("anchors the monotonic timer at a millisecond edge of the wall clock, to within the reads around it", () => {
+    // A fake host: the monotonic timer advances 100 ns per read; the wall clock ticks to the next ms at 1,000,000 ns.
+    let monotonicNs = 999_000n;
+    const sources = {
+      monotonicNs: () => (monotonicNs += 100n),
+      wallNowMs: () => 1_700_000_000_000 + Number(monotonicNs / 1_000_000n),
+    };
+    const anchor = anchorToWallClock(sources);
+    expect(anchor.wallNs % 1_000_000n).to.equal(0n);
+    // The edge at monotonic 1,000,000 (+ n ms for later edges) is located within the reads around it.
+    const edgeMonotonicNs = (anchor.wallNs - 1_700_000_000_000_000_000n);
+    expect(Number(anchor.monotonicNs - edgeMonotonicNs)).to.be.within(-200, 200);
+    expect(Number(anchor.uncertaintyNs)).to.be.within(1, 200);
+  });
+
+  it("without a wall-clock edge (a frozen clock) takes the middle of the millisecond and claims ±0.5 ms", () => {
     let monotonicNs = 5_000n;
     let wallMs = 1_700_000_000_000;
-    const clock = createAnchoredClock({ wallNowMs: () => wallMs, monotonicNs: () => monotonicNs });
-    expect(clock()).to.equal(1_700_000_000_000_000_000n);
+    const sources = { wallNowMs: () => wallMs, monotonicNs: () => monotonicNs };
+    expect(anchorToWallClock(sources).uncertaintyNs).to.equal(500_000n);
+    const clock = createAnchoredClock(sources);
+    expect(clock()).to.equal(1_700_000_000_000_500_000n);
     monotonicNs += 1_234n;
     wallMs -= 60_000; // NTP steps the wall clock back: the card clock does not follow
-    expect(clock()).to.equal(1_700_000_000_000_001_234n);
+    expect(clock()).to.equal(1_700_000_000_000_501_234n);
+  });
+
+  it("two clocks anchored on this host agree to within a few microseconds (not the 1 ms of a single Date.now())", () => {
+    const first = createAnchoredClock();
+    const second = createAnchoredClock();
+    // Interleaved reads: the smallest difference over several tries is free of scheduling noise.
+    let smallest = 1_000_000_000n;
+    for (let i = 0; i < 20; i += 1) {
+      const a = first();
+      const b = second();
+      const difference = a > b ? a - b : b - a;
+      if (difference < smallest) smallest = difference;
+    }
+    expect(Number(smallest)).to.be.below(20_000);
   });
 
   it("reads ns since the Unix epoch, close to the wall clock and never going back", async () => {

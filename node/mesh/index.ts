@@ -1,0 +1,83 @@
+/**
+ * The mesh of a node (docs/protocol.md §7), built from its settings: `createMeshStage` returns the co-signing
+ * stage the TimeService serves (node/core/cosign.ts ConsensusStage), or undefined for a lone node (no meshPeers).
+ * node/core/index.ts composes it; node/core/service.ts does not import this folder.
+ */
+import type { Logger } from "pino";
+import { ValidationError } from "../../protocol/errors";
+import { nodePublicKeyUncompressed, type NodeKey } from "../../protocol/keys";
+import type { Address } from "../../protocol/types";
+import type { MeshRole } from "../../wire/mesh";
+import type { TimeCard } from "../card/types";
+import type { NodeConfig } from "../config";
+import type { ConsensusStageFactory } from "../core/cosign";
+import { Mesh } from "./mesh";
+import { MeshTransport, type MeshPeerAddress } from "./transport";
+
+export { Mesh, type MeshOptions, type MeshStats } from "./mesh";
+export { MeshTransport, type MeshPeerAddress, type MeshDropReason } from "./transport";
+
+// eslint-disable-next-line @typescript-eslint/no-require-imports
+const PACKAGE_VERSION = (require("../../package.json") as { version: string }).version;
+
+/** Parses one meshPeers entry, `<nodeId>@<host>:<port>` (the setting's pattern has checked the characters). */
+export function parseMeshPeer(entry: string): MeshPeerAddress {
+  const at = entry.indexOf("@");
+  const colon = entry.lastIndexOf(":");
+  const port = Number(entry.slice(colon + 1));
+  if (at !== 42 || colon < at || !Number.isInteger(port) || port < 1 || port > 65_535) {
+    throw new ValidationError("config.meshPeers", `"${entry}" is not <0x node id>@<host>:<port 1-65535>`, { entry });
+  }
+  return { nodeId: entry.slice(0, at) as Address, host: entry.slice(at + 1, colon), port };
+}
+
+export interface CreateMeshStageParameters {
+  readonly config: NodeConfig;
+  readonly nodeKey: NodeKey;
+  readonly card: TimeCard;
+  readonly logger: Logger;
+  /** Reports the bound UDP address (the CLI prints it). */
+  readonly onListening?: (address: { host: string; port: number }) => void;
+}
+
+/** The mesh stage for the service, or undefined when the node has no peers. Throws ValidationError on bad peers. */
+export function createMeshStage(parameters: CreateMeshStageParameters): ConsensusStageFactory | undefined {
+  const { config, nodeKey, card, logger } = parameters;
+  if (config.meshPeers.length === 0) return undefined;
+  const peers = config.meshPeers.map(parseMeshPeer);
+  return ({ assertCanSign }) => {
+    const transport = new MeshTransport({
+      nodeKey,
+      host: config.host,
+      port: config.meshPort,
+      peers,
+      nodePublicKey: nodePublicKeyUncompressed(nodeKey),
+      hello: {
+        cardPublicKey: Buffer.from(card.publicKey.slice(2), "hex"),
+        certificateChainPem: card.certificateChainPem,
+        cardAccuracyNs: config.accuracyNs,
+        role: config.role as MeshRole,
+        version: PACKAGE_VERSION,
+      },
+      clockNs: () => card.readTimeNs(),
+      maxClockSkewMs: config.meshMaxClockSkewMs,
+      logger,
+    });
+    return new Mesh({
+      transport,
+      nodeKey,
+      card,
+      role: config.role as MeshRole,
+      cardAccuracyNs: config.accuracyNs,
+      assertCanSign,
+      windowNs: config.meshWindowNs,
+      roundIntervalMs: config.meshRoundIntervalMs,
+      probeIntervalMs: config.meshProbeIntervalMs,
+      roundTimeoutMs: config.meshRoundTimeoutMs,
+      maxPeerUncertaintyNs: config.meshMaxPeerUncertaintyNs,
+      maxProofAgeNs: config.meshMaxProofAgeNs,
+      logger,
+      ...(parameters.onListening === undefined ? {} : { onListening: parameters.onListening }),
+    });
+  };
+}

@@ -1,0 +1,543 @@
+/**
+ * The time mesh of one node (docs/protocol.md §7): it measures its peers continuously, runs consensus rounds as
+ * the proposer of its own card's moments, answers its peers' rounds, and keeps the latest co-signed proof for the
+ * transports to serve.
+ *
+ * A round (one proposer, its n − 1 peers, on a short tick and on demand; rounds never overlap):
+ *   1. exchange: the proposer reads its card (M) and sends M as t1 of a four-timestamp exchange to every peer
+ *      with a session (it signs M with the card while the answers travel); each answer gives that peer's
+ *      delay-compensated reading of M (protocol/consensus.ts readingFromExchange);
+ *   2. consensus: runConsensusRound over the readings (its own included): ⌈2n/3⌉ responses, median, window W,
+ *      the exact ConsensusErrors, and the accuracy bound to sign;
+ *   3. co-signing: the proposer signs its own entry over (card attestation, that accuracy) and asks every valid
+ *      responder to co-sign; each decides by its own clock (coSignDecision) and checks the card signature against
+ *      the proposer's card from its hello. Entries that do not recover to the peer are a fault (a liar) and are
+ *      dropped; fewer than the threshold of entries is `Insufficient node responses`.
+ * The proof carries the entries in ascending address order, so a contract's nodeQuorum can demand k of them.
+ *
+ * n is the configured membership (this node and its meshPeers): excluding a peer (its own tamper alert) never
+ * lowers the threshold, so getting nodes excluded cannot weaken the quorum.
+ */
+import type { Logger } from "pino";
+import { cardIdFromPublicKey, decodeHardwareSignature, hwMessage, timeAttestationForProof } from "../../protocol/codec";
+import { coSignDecision, consensusThreshold, exchangeSample, readingFromExchange, runConsensusRound, type ConsensusReading, type ConsensusResult } from "../../protocol/consensus";
+import { AtsError, ConsensusError, UnavailableError } from "../../protocol/errors";
+import type { NodeKey } from "../../protocol/keys";
+import { recoverNodeAddress, signNodeEntry, type RecoveryMemo } from "../../protocol/sign";
+import type { Address, ConsensusJson, Hex, TimeProof } from "../../protocol/types";
+import { createP256KeyCache, verifyP256Signature } from "../../protocol/verify";
+import { alertSignedBy, signAlert, type MeshPayload, type MeshRole } from "../../wire/mesh";
+import type { TimeCard } from "../card/types";
+import { buildSignedTime } from "../core/signedTime";
+import type { MeshStateReport, SignedTime } from "../core/types";
+import { ConvergenceTracker } from "./convergence";
+import { newPeerRecord, peerReport, type PeerRecord } from "./peers";
+import type { MeshPeerLink, MeshTransport } from "./transport";
+
+/** Rounds a responder remembers per proposer between the exchange and the co-sign request. */
+const MAX_PENDING_ROUNDS_PER_PEER = 16;
+
+export interface MeshOptions {
+  readonly transport: MeshTransport;
+  readonly nodeKey: NodeKey;
+  readonly card: TimeCard;
+  readonly role: MeshRole;
+  /** The accuracy this node's card advertises, ns (its own reading's uncertainty). */
+  readonly cardAccuracyNs: number;
+  /** Throws UnavailableError when this node must not sign (card tampered, accuracy refusal): the attestor's guard. */
+  readonly assertCanSign: () => void;
+  readonly windowNs: bigint;
+  readonly roundIntervalMs: number;
+  readonly probeIntervalMs: number;
+  readonly roundTimeoutMs: number;
+  /** Readings with a larger uncertainty (slow link, loose card) are left out of rounds, ns. */
+  readonly maxPeerUncertaintyNs: bigint;
+  /** current() refuses a consensus proof older than this, ns. */
+  readonly maxProofAgeNs: bigint;
+  readonly recoveryMemo?: RecoveryMemo;
+  readonly logger: Logger;
+  /** Told the bound UDP address once the transport listens. */
+  readonly onListening?: (address: { host: string; port: number }) => void;
+  /** Told about every verified tamper alert (the guardian hook). */
+  readonly onTamperAlert?: (alert: { nodeId: Address; cardId: Hex; reason: string; atNs: bigint; signature: Hex }) => void;
+}
+
+/** Round outcomes by result, for metrics. */
+export interface MeshStats {
+  roundsTotal: number;
+  roundsFailedTotal: Record<string, number>;
+  /** Duration of the last successful round (card reading → proof), ns. */
+  lastRoundDurationNs: bigint | null;
+  coSignaturesGivenTotal: number;
+  coSignaturesRefusedTotal: number;
+}
+
+interface PendingRound {
+  readonly roundId: bigint;
+  readonly momentNs: bigint;
+  readonly receivedAtNs: bigint;
+}
+
+type ProofListener = (signed: SignedTime) => void;
+
+function sortByAddress<T extends { nodeId: Address }>(items: T[]): T[] {
+  return items.sort((a, b) => (a.nodeId.toLowerCase() < b.nodeId.toLowerCase() ? -1 : 1));
+}
+
+export class Mesh {
+  readonly #options: MeshOptions;
+  readonly #logger: Logger;
+  readonly #self: Address;
+  readonly #peers = new Map<string, PeerRecord>();
+  readonly #pendingRounds = new Map<string, PendingRound[]>();
+  readonly #tracker: ConvergenceTracker;
+  readonly #members: number;
+  readonly #threshold: number;
+  readonly #listeners = new Set<ProofListener>();
+  readonly #p256Keys = createP256KeyCache();
+  readonly #stats: MeshStats = { roundsTotal: 0, roundsFailedTotal: {}, lastRoundDurationNs: null, coSignaturesGivenTotal: 0, coSignaturesRefusedTotal: 0 };
+  #latest: SignedTime | null = null;
+  #roundCounter = 0n;
+  #roundInFlight: Promise<SignedTime> | null = null;
+  #roundTimer: NodeJS.Timeout | null = null;
+  #probeTimer: NodeJS.Timeout | null = null;
+  #running = false;
+  #lastFailureLogMs = 0;
+
+  constructor(options: MeshOptions) {
+    this.#options = options;
+    this.#logger = options.logger.child({ component: "mesh" });
+    this.#self = options.nodeKey.address;
+    for (const link of options.transport.peers) this.#peers.set(link.nodeId.toLowerCase(), newPeerRecord(link.nodeId));
+    this.#members = this.#peers.size + 1;
+    this.#threshold = consensusThreshold(this.#members);
+    this.#tracker = new ConvergenceTracker({ memberCount: this.#members, windowNs: options.windowNs });
+    const { transport } = options;
+    transport.onHello((link) => this.#learn(link));
+    transport.handle("probe", (link, payload, receivedAtNs) => this.#answerProbe(link, payload, receivedAtNs));
+    transport.handle("cosignRequest", (link, payload) => this.#answerCoSign(link, payload));
+    transport.handle("alert", (link, payload) => this.#acceptAlert(link, payload));
+  }
+
+  async start(): Promise<{ host: string; port: number }> {
+    const bound = await this.#options.transport.start().catch((error: unknown) => {
+      const code = (error as NodeJS.ErrnoException).code;
+      if (code === "EADDRINUSE" || code === "EACCES" || code === "EADDRNOTAVAIL") {
+        throw new UnavailableError(`cannot bind the mesh socket (meshPort, UDP): ${code} [env ATS_MESH_PORT]`, { code }, { cause: error });
+      }
+      throw error;
+    });
+    this.#options.onListening?.(bound);
+    this.#running = true;
+    this.#options.transport.greet();
+    this.#armProbe();
+    this.#armRound(this.#options.roundIntervalMs);
+    return bound;
+  }
+
+  async stop(): Promise<void> {
+    this.#running = false;
+    if (this.#roundTimer !== null) clearTimeout(this.#roundTimer);
+    if (this.#probeTimer !== null) clearTimeout(this.#probeTimer);
+    this.#roundTimer = null;
+    this.#probeTimer = null;
+    await this.#roundInFlight?.catch(() => undefined);
+    await this.#options.transport.close();
+    this.#latest = null;
+  }
+
+  get latest(): SignedTime | null {
+    return this.#latest;
+  }
+
+  get threshold(): number {
+    return this.#threshold;
+  }
+
+  /** The latest consensus proof; UnavailableError (with the last round's error) when none is fresh. */
+  current(): SignedTime {
+    const latest = this.#latest;
+    const ageNs = latest === null ? null : this.#options.card.readTimeNs() - latest.proof.nanoMoment;
+    if (latest === null || ageNs! > this.#options.maxProofAgeNs) {
+      const why = this.#tracker.lastError ?? (latest === null ? "no round has succeeded yet" : "rounds stalled");
+      throw new UnavailableError(`no consensus proof: ${why}`, {
+        convergenceState: this.#tracker.state,
+        ...(ageNs === null ? {} : { ageNs: ageNs.toString() }),
+      });
+    }
+    return latest;
+  }
+
+  onProof(listener: ProofListener): () => void {
+    this.#listeners.add(listener);
+    return () => this.#listeners.delete(listener);
+  }
+
+  /** Runs a round now (or joins the one in flight). Rejects with ConsensusError / UnavailableError. */
+  roundNow(): Promise<SignedTime> {
+    if (!this.#running) return Promise.reject(new UnavailableError("the mesh is not running", {}));
+    this.#roundInFlight ??= this.#round().finally(() => {
+      this.#roundInFlight = null;
+    });
+    return this.#roundInFlight;
+  }
+
+  /** Broadcasts this node's own tamper alert, signed, to every peer with a session. */
+  broadcastTamper(reason: string, atNs: bigint): void {
+    const { card, nodeKey, transport } = this.#options;
+    const signature = signAlert(nodeKey, this.#self, card.cardId, atNs, reason);
+    for (const peer of this.#peers.values()) {
+      transport.notify(peer.nodeId, { kind: "alert", alert: { kind: "tamper", cardId: card.cardId, reason, atNs, signature } });
+    }
+  }
+
+  state(): MeshStateReport {
+    const snapshot = this.#tracker.snapshot();
+    return {
+      convergenceState: snapshot.state,
+      timeQuality: snapshot.timeQuality,
+      peerCount: this.#reachablePeers(),
+      members: this.#members,
+      threshold: this.#threshold,
+      consensusOffsetNs: snapshot.consensusOffsetNs === null ? null : snapshot.consensusOffsetNs.toString(),
+      lastError: snapshot.lastError,
+      role: this.#options.role,
+      roundsSucceeded: this.#stats.roundsTotal - Object.values(this.#stats.roundsFailedTotal).reduce((sum, count) => sum + count, 0),
+      roundsFailed: { ...this.#stats.roundsFailedTotal },
+      peers: sortByAddress([...this.#peers.values()]).map(peerReport),
+    };
+  }
+
+  stats(): MeshStats {
+    return { ...this.#stats, roundsFailedTotal: { ...this.#stats.roundsFailedTotal } };
+  }
+
+  /** The largest |offset| among reachable peers' best samples, ns (the drift gauge); null without samples. */
+  maxPeerOffsetNs(): bigint | null {
+    let max: bigint | null = null;
+    for (const peer of this.#peers.values()) {
+      const best = peer.filter.best();
+      if (best === null || !peer.reach.reachable) continue;
+      const offset = best.offsetNs < 0n ? -best.offsetNs : best.offsetNs;
+      if (max === null || offset > max) max = offset;
+    }
+    return max;
+  }
+
+  // ------------------------------------------------------------------------------------------ peers
+
+  #learn(link: MeshPeerLink): void {
+    const peer = this.#peers.get(link.nodeId.toLowerCase());
+    const hello = link.hello;
+    if (peer === undefined || hello === null) return;
+    peer.role = hello.role;
+    peer.version = hello.version;
+    peer.cardAccuracyNs = hello.cardAccuracyNs;
+    if (hello.cardPublicKey.length === 0) {
+      peer.cardPublicKey = null;
+      peer.cardId = null;
+    } else {
+      peer.cardPublicKey = `0x${hello.cardPublicKey.toString("hex")}`;
+      peer.cardId = cardIdFromPublicKey(peer.cardPublicKey);
+    }
+  }
+
+  #reachablePeers(): number {
+    let count = 0;
+    for (const peer of this.#peers.values()) if (peer.reach.reachable && peer.excludedReason === null) count += 1;
+    return count;
+  }
+
+  #armProbe(): void {
+    if (!this.#running) return;
+    this.#probeTimer = setTimeout(() => {
+      this.#probeAll();
+      this.#armProbe();
+    }, this.#options.probeIntervalMs);
+    this.#probeTimer.unref();
+  }
+
+  /** One probe interval: shift every reach register, probe every peer (hello first where there is no session). */
+  #probeAll(): void {
+    const { transport, card } = this.#options;
+    for (const peer of this.#peers.values()) {
+      peer.reach.shift(peer.answeredSinceLastProbe);
+      peer.answeredSinceLastProbe = false;
+      if (!transport.hasSession(peer.nodeId)) continue;
+      const t1Ns = card.readTimeNs();
+      transport
+        .request(peer.nodeId, { kind: "probe", t1Ns, roundId: 0n }, this.#options.roundTimeoutMs)
+        .then((answer) => this.#recordExchange(peer, t1Ns, answer.payload, answer.receivedAtNs))
+        .catch(() => undefined); // an unanswered probe is what the reach register records
+    }
+    transport.greet();
+    this.#tracker.observePeers(this.#reachablePeers());
+  }
+
+  /** Feeds an answered exchange into the peer's filter; returns the reading of the moment t1, or null. */
+  #recordExchange(peer: PeerRecord, t1Ns: bigint, payload: MeshPayload, t4Ns: bigint): ConsensusReading | null {
+    if (payload.kind !== "probeReply") return null;
+    const timestamps = { t1: t1Ns, t2: payload.t2Ns, t3: payload.t3Ns, t4: t4Ns };
+    try {
+      const sample = exchangeSample(timestamps);
+      peer.filter.add({ offsetNs: sample.offsetNs, delayNs: sample.delayNs, atNs: t4Ns });
+      peer.answeredSinceLastProbe = true;
+      peer.lastSeenNs = t4Ns;
+      peer.reportedState = payload.state;
+      peer.cardAccuracyNs = payload.cardAccuracyNs;
+      return readingFromExchange(peer.nodeId, timestamps, BigInt(payload.cardAccuracyNs));
+    } catch (error) {
+      peer.faultsTotal += 1;
+      this.#logger.warn({ peer: peer.nodeId, err: error }, "mesh exchange with impossible timestamps: ignored");
+      return null;
+    }
+  }
+
+  // ------------------------------------------------------------------------------------------ responder
+
+  #answerProbe(link: MeshPeerLink, payload: MeshPayload, receivedAtNs: bigint): MeshPayload | null {
+    if (payload.kind !== "probe") return null;
+    const peer = this.#peers.get(link.nodeId.toLowerCase());
+    if (peer === undefined || peer.excludedReason !== null) return null;
+    if (payload.roundId !== 0n) {
+      const key = link.nodeId.toLowerCase();
+      const rounds = (this.#pendingRounds.get(key) ?? []).filter((round) => round.roundId !== payload.roundId);
+      rounds.push({ roundId: payload.roundId, momentNs: payload.t1Ns, receivedAtNs });
+      // Bounded: a proposer has one round in flight; older entries are rounds whose co-sign request never came.
+      this.#pendingRounds.set(key, rounds.slice(-MAX_PENDING_ROUNDS_PER_PEER));
+    }
+    return {
+      kind: "probeReply",
+      t2Ns: receivedAtNs,
+      t3Ns: this.#options.card.readTimeNs(),
+      cardAccuracyNs: this.#options.cardAccuracyNs,
+      state: this.#tracker.state,
+    };
+  }
+
+  #answerCoSign(link: MeshPeerLink, payload: MeshPayload): MeshPayload | null {
+    if (payload.kind !== "cosignRequest") return null;
+    const refuse = (refusal: string): MeshPayload => {
+      this.#stats.coSignaturesRefusedTotal += 1;
+      this.#logger.debug({ proposer: link.nodeId, refusal }, "co-signature refused");
+      return { kind: "cosignReply", nodeEntry: null, refusal };
+    };
+    const peer = this.#peers.get(link.nodeId.toLowerCase());
+    if (peer === undefined || peer.excludedReason !== null) return refuse("the proposer is excluded from the mesh");
+    const key = link.nodeId.toLowerCase();
+    const rounds = this.#pendingRounds.get(key) ?? [];
+    const round = rounds.find((candidate) => candidate.roundId === payload.roundId);
+    if (round === undefined) return refuse(`round ${payload.roundId} unknown (no exchange, or already co-signed)`);
+    this.#pendingRounds.set(key, rounds.filter((candidate) => candidate !== round)); // one co-signature per round
+    if (round.momentNs !== payload.nanoMoment) return refuse("the moment differs from the round's exchange");
+    const cardProblem = this.#checkProposerCard(peer, payload.nanoMoment, payload.hardwareSignature);
+    if (cardProblem !== null) return refuse(cardProblem);
+    try {
+      this.#options.assertCanSign();
+    } catch (error) {
+      return refuse(`this node cannot sign: ${error instanceof Error ? error.message : String(error)}`);
+    }
+    const decision = coSignDecision({
+      momentNs: payload.nanoMoment,
+      accuracyNs: payload.accuracyNs,
+      receivedAtNs: round.receivedAtNs,
+      ownAccuracyNs: this.#options.cardAccuracyNs,
+      maxTransitNs: BigInt(this.#options.roundTimeoutMs) * 1_000_000n,
+    });
+    if (!decision.sign) return refuse(decision.reason);
+    const attestation = timeAttestationForProof(
+      { nanoMoment: payload.nanoMoment, hardwareSignature: payload.hardwareSignature, accuracy: payload.accuracyNs },
+      this.#options.card.readTimeNs(),
+    );
+    this.#stats.coSignaturesGivenTotal += 1;
+    return { kind: "cosignReply", nodeEntry: signNodeEntry(this.#options.nodeKey, attestation), refusal: "" };
+  }
+
+  /** Why the proposer's card signature cannot be co-signed, or null: its card from its hello, low-S, valid. */
+  #checkProposerCard(peer: PeerRecord, nanoMoment: bigint, hardwareSignature: Hex): string | null {
+    if (peer.cardPublicKey === null || peer.cardId === null) return "the proposer announced no card";
+    const decoded = decodeHardwareSignature(hardwareSignature);
+    if (decoded.cardId.toLowerCase() !== peer.cardId.toLowerCase()) return `the card signature is by ${decoded.cardId}, the proposer's card is ${peer.cardId}`;
+    const valid = verifyP256Signature({ message: hwMessage(decoded.cardId, nanoMoment) }, decoded.r, decoded.s, peer.cardPublicKey, this.#p256Keys);
+    return valid ? null : "the card signature does not verify";
+  }
+
+  #acceptAlert(link: MeshPeerLink, payload: MeshPayload): null {
+    if (payload.kind !== "alert") return null;
+    const peer = this.#peers.get(link.nodeId.toLowerCase());
+    const { alert } = payload;
+    // Only the node itself can sign an alert about its card: a forged one (another signer, another card) frames nobody.
+    if (peer === undefined || !alertSignedBy(alert, peer.nodeId) || (peer.cardId !== null && alert.cardId.toLowerCase() !== peer.cardId.toLowerCase())) {
+      this.#logger.warn({ sender: link.nodeId, cardId: alert.cardId }, "tamper alert refused: not signed by the node it is about, or not its card");
+      return null;
+    }
+    if (peer.excludedReason === null) {
+      peer.excludedReason = `tamper alert: ${alert.reason}`;
+      this.#pendingRounds.delete(link.nodeId.toLowerCase());
+      this.#logger.error({ peer: peer.nodeId, cardId: alert.cardId, reason: alert.reason }, "peer reported its card tampered: excluded from rounds and co-signing");
+      this.#options.onTamperAlert?.({ nodeId: peer.nodeId, cardId: alert.cardId, reason: alert.reason, atNs: alert.atNs, signature: `0x${alert.signature.toString("hex")}` });
+    }
+    return null;
+  }
+
+  // ------------------------------------------------------------------------------------------ proposer
+
+  #armRound(delayMs: number): void {
+    if (!this.#running) return;
+    this.#roundTimer = setTimeout(() => {
+      this.#roundTimer = null;
+      this.roundNow()
+        .catch(() => undefined) // recorded by #round
+        .finally(() => this.#armRound(this.#options.roundIntervalMs));
+    }, delayMs);
+    this.#roundTimer.unref();
+  }
+
+  async #round(): Promise<SignedTime> {
+    const startedAt = process.hrtime.bigint();
+    try {
+      const signed = await this.#runRound();
+      this.#stats.roundsTotal += 1;
+      this.#stats.lastRoundDurationNs = process.hrtime.bigint() - startedAt;
+      this.#latest = signed;
+      for (const listener of this.#listeners) {
+        try {
+          listener(signed);
+        } catch (error) {
+          this.#logger.error({ err: error }, "mesh proof listener failed");
+        }
+      }
+      return signed;
+    } catch (error) {
+      this.#stats.roundsTotal += 1;
+      const label = error instanceof AtsError ? error.message : "internal";
+      this.#stats.roundsFailedTotal[label] = (this.#stats.roundsFailedTotal[label] ?? 0) + 1;
+      this.#tracker.observeRound({ ok: false, atNs: this.#options.card.readTimeNs(), error: error instanceof Error ? error.message : String(error) });
+      this.#logRoundFailure(error);
+      throw error;
+    }
+  }
+
+  #logRoundFailure(error: unknown): void {
+    const nowMs = Date.now();
+    if (nowMs - this.#lastFailureLogMs < 5_000) return; // a partition fails every round: one line per 5 s
+    this.#lastFailureLogMs = nowMs;
+    const details = error instanceof AtsError ? error.details : {};
+    this.#logger.warn({ err: error instanceof AtsError ? undefined : error, error: error instanceof Error ? error.message : String(error), ...details }, "consensus round failed");
+  }
+
+  async #runRound(): Promise<SignedTime> {
+    const { card, transport, nodeKey } = this.#options;
+    this.#options.assertCanSign();
+    this.#roundCounter += 1n;
+    const roundId = this.#roundCounter;
+    const participants = [...this.#peers.values()].filter((peer) => peer.excludedReason === null && transport.hasSession(peer.nodeId));
+    const momentNs = card.readTimeNs();
+    const exchanges = participants.map((peer) =>
+      transport
+        .request(peer.nodeId, { kind: "probe", t1Ns: momentNs, roundId }, this.#options.roundTimeoutMs)
+        .then((answer) => this.#recordExchange(peer, momentNs, answer.payload, answer.receivedAtNs)),
+    );
+    // The card signs while the exchanges travel: t1 is the moment itself, read before any of this work.
+    const hardwareSignature = card.signHardware(momentNs);
+    const answers = await Promise.allSettled(exchanges);
+
+    const readings: ConsensusReading[] = [{ nodeId: this.#self, readingNs: momentNs, uncertaintyNs: BigInt(this.#options.cardAccuracyNs) }];
+    answers.forEach((answer, index) => {
+      const reading = answer.status === "fulfilled" ? answer.value : null;
+      if (reading === null) return;
+      if (reading.uncertaintyNs > this.#options.maxPeerUncertaintyNs) {
+        this.#logger.debug({ peer: participants[index]!.nodeId, uncertaintyNs: reading.uncertaintyNs.toString() }, "reading too uncertain for a round");
+        return;
+      }
+      readings.push(reading);
+    });
+    const result = runConsensusRound({ memberCount: this.#members, selfId: this.#self, momentNs, readings, windowNs: this.#options.windowNs });
+    for (const excluded of result.excluded) this.#peers.get(excluded.nodeId.toLowerCase())!.faultsTotal += 1;
+
+    const accuracy = result.accuracyNs;
+    const base = { nanoMoment: momentNs, hardwareSignature, accuracy };
+    const ownTimestampNs = card.readTimeNs();
+    const entries: Array<{ nodeId: Address; entry: Hex; nodeTimestampNs: bigint }> = [
+      { nodeId: this.#self, entry: signNodeEntry(nodeKey, timeAttestationForProof(base, ownTimestampNs), this.#options.recoveryMemo), nodeTimestampNs: ownTimestampNs },
+    ];
+    const coSigners = result.valid.filter((reading) => reading.nodeId.toLowerCase() !== this.#self.toLowerCase());
+    const replies = await Promise.allSettled(
+      coSigners.map((reading) =>
+        transport.request(reading.nodeId, { kind: "cosignRequest", roundId, nanoMoment: momentNs, accuracyNs: accuracy, hardwareSignature }, this.#options.roundTimeoutMs),
+      ),
+    );
+    replies.forEach((reply, index) => {
+      const nodeId = coSigners[index]!.nodeId;
+      if (reply.status !== "fulfilled" || reply.value.payload.kind !== "cosignReply") return;
+      const { nodeEntry, refusal } = reply.value.payload;
+      if (nodeEntry === null) {
+        this.#logger.debug({ peer: nodeId, refusal }, "peer refused to co-sign");
+        return;
+      }
+      const checked = this.#checkEntry(nodeId, base, nodeEntry);
+      if (checked !== null) entries.push({ nodeId, entry: nodeEntry, nodeTimestampNs: checked });
+    });
+    if (entries.length < result.threshold) {
+      throw new ConsensusError(ConsensusError.INSUFFICIENT_RESPONSES, {
+        stage: "co-signing",
+        coSignatures: entries.length,
+        threshold: result.threshold,
+        members: this.#members,
+      });
+    }
+    sortByAddress(entries);
+    const proof: TimeProof = { ...base, nodeSignature: `0x${entries.map((e) => e.entry.slice(2)).join("")}` };
+    this.#tracker.observeRound({
+      ok: true,
+      atNs: momentNs,
+      consensusOffsetNs: result.timeNs - momentNs,
+      accuracyNs: accuracy,
+      validResponders: result.valid.length,
+    });
+    return withConsensus(buildSignedTime(proof, card.readTimeNs()), consensusJson(result, entries, this.#members, this.#options.windowNs));
+  }
+
+  /** The entry's nodeTimestamp when it is `nodeId`'s valid signature over the round's attestation; null (a fault) otherwise. */
+  #checkEntry(nodeId: Address, base: Pick<TimeProof, "nanoMoment" | "hardwareSignature" | "accuracy">, entry: Hex): bigint | null {
+    const peer = this.#peers.get(nodeId.toLowerCase())!;
+    try {
+      const nodeTimestampNs = BigInt(`0x${entry.slice(2, 34)}`);
+      const signer = recoverNodeAddress(timeAttestationForProof(base, nodeTimestampNs), entry, this.#options.recoveryMemo);
+      if (signer.toLowerCase() === nodeId.toLowerCase()) return nodeTimestampNs;
+      this.#logger.warn({ peer: nodeId, signer }, "co-signature signed by another key: dropped");
+    } catch (error) {
+      this.#logger.warn({ peer: nodeId, err: error }, "co-signature does not recover: dropped");
+    }
+    peer.faultsTotal += 1;
+    return null;
+  }
+}
+
+/** The served form of a mesh proof: the solo body plus its `consensus` member, serialised once. */
+function withConsensus(signed: SignedTime, consensus: ConsensusJson): SignedTime {
+  const json = Object.freeze({ ...signed.json, consensus });
+  return Object.freeze({ ...signed, json, body: JSON.stringify(json) });
+}
+
+/** The `consensus` member of the served body (docs/protocol.md §9.1). */
+function consensusJson(result: ConsensusResult, entries: ReadonlyArray<{ nodeId: Address; nodeTimestampNs: bigint }>, members: number, windowNs: bigint): ConsensusJson {
+  const timestamps = new Map(entries.map((entry) => [entry.nodeId.toLowerCase(), entry.nodeTimestampNs]));
+  return {
+    members,
+    threshold: result.threshold,
+    responders: entries.length,
+    nodeIds: entries.map((entry) => entry.nodeId),
+    timeNs: result.timeNs.toString(),
+    deviationNs: result.deviationNs.toString(),
+    windowNs: windowNs.toString(),
+    readings: result.valid.map((reading) => ({
+      nodeId: reading.nodeId,
+      readingNs: reading.readingNs.toString(),
+      uncertaintyNs: reading.uncertaintyNs.toString(),
+      deviationNs: reading.deviationNs.toString(),
+      nodeTimestampNs: timestamps.get(reading.nodeId.toLowerCase())?.toString() ?? null,
+    })),
+    excluded: result.excluded.map((reading) => ({ nodeId: reading.nodeId, deviationNs: reading.deviationNs.toString() })),
+  };
+}

@@ -1,0 +1,231 @@
+/**
+ * The consensus round of docs/protocol.md §7 and the co-signing rule of a responder, as pure functions over exact
+ * nanosecond integers: no clock, no network, no key. The mesh (node/mesh/) feeds them what it measured; the
+ * deterministic simulator (test/mesh/) feeds them what it invented, and checks that the bound a proof claims is
+ * never violated.
+ *
+ * A *reading* is one mesh member's clock at the round's moment M (the proposing node's card reading), compensated
+ * for the network: for a responder measured by a four-timestamp exchange (t1 = M sent, t2 received, t3 answered,
+ * t4 answer received), `readingNs = t1 + offset` with `offset = ((t2 − t1) + (t3 − t4)) / 2`, and its
+ * `uncertaintyNs` is `delay / 2` (`delay = (t4 − t1) − (t3 − t2)`: how far the offset can be off, whatever the
+ * asymmetry of the path) plus the responder's own card accuracy. The proposer's own reading is M with its card's
+ * accuracy as uncertainty.
+ *
+ * The signed accuracy (§7.2) is the safe superset of §7's "largest deviation from the median": for every valid
+ * responder i, `|reading_i − M| + uncertainty_i`, maximised. Why it is an honest bound: valid responses number at
+ * least the threshold ⌈2n/3⌉, which exceeds the f < n/3 members that may lie, so at least one valid responder is
+ * honest; an honest responder's clock is within its card accuracy of true time and its reading is within
+ * delay / 2 of its clock, so true time lies within `|reading_i − M| + uncertainty_i` of M.
+ */
+import { ConsensusError } from "./errors";
+import { UINT32_MAX } from "./constants";
+import type { Address } from "./types";
+
+/** One member's delay-compensated reading of the round's moment. */
+export interface ConsensusReading {
+  /** The member (its node id; any hex case). */
+  readonly nodeId: Address;
+  /** The member's clock at the round's moment, ns since the Unix epoch (delay-compensated). */
+  readonly readingNs: bigint;
+  /** How far true time may be from readingNs by this member's own account, ns (≥ 0): delay / 2 + card accuracy. */
+  readonly uncertaintyNs: bigint;
+}
+
+export interface ConsensusRoundInput {
+  /** n: the mesh members, the proposing node included (excluded members do not count). */
+  readonly memberCount: number;
+  /** The proposing node (its reading must be among `readings`). */
+  readonly selfId: Address;
+  /** The proposing node's card moment M: what the proof will carry as nanoMoment. */
+  readonly momentNs: bigint;
+  /** The readings collected this round, the proposer's own included; one per member at most. */
+  readonly readings: readonly ConsensusReading[];
+  /** W: a reading is valid when within this of the median, ns. */
+  readonly windowNs: bigint;
+}
+
+/** A reading with its distance from the median. */
+export interface JudgedReading extends ConsensusReading {
+  /** readingNs − median, ns (signed). */
+  readonly deviationNs: bigint;
+}
+
+export interface ConsensusResult {
+  /** ⌈2n/3⌉. */
+  readonly threshold: number;
+  /** The median of the readings, ns: §7's consensus time. */
+  readonly timeNs: bigint;
+  /** Readings within the window of the median, ascending by node id (the order of the proof's entries). */
+  readonly valid: readonly JudgedReading[];
+  /** Readings outside the window (falsetickers, or a link too slow to tell). */
+  readonly excluded: readonly JudgedReading[];
+  /** §7's "accuracy": the largest |deviation| among the valid readings, ns. */
+  readonly deviationNs: bigint;
+  /** The bound signed into the proof (module comment), ns; fits uint32. */
+  readonly accuracyNs: number;
+}
+
+/** ⌈2n/3⌉ of n members (docs/protocol.md §7): 1 of 1, 2 of 2, 2 of 3, 3 of 4, 4 of 5, 4 of 6, 5 of 7. */
+export function consensusThreshold(memberCount: number): number {
+  if (!Number.isSafeInteger(memberCount) || memberCount < 1) throw new RangeError(`memberCount must be a positive integer, got ${memberCount}`);
+  return Math.ceil((2 * memberCount) / 3);
+}
+
+function abs(value: bigint): bigint {
+  return value < 0n ? -value : value;
+}
+
+/** The median of sorted values; for an even count the mean of the two middle ones, rounded toward −∞. */
+export function medianNs(sorted: readonly bigint[]): bigint {
+  if (sorted.length === 0) throw new RangeError("the median of no readings");
+  const middle = sorted.length >> 1;
+  if (sorted.length % 2 === 1) return sorted[middle]!;
+  const sum = sorted[middle - 1]! + sorted[middle]!;
+  // BigInt division truncates toward zero; readings are positive, but stay exact for any sign.
+  return sum >= 0n || sum % 2n === 0n ? sum / 2n : sum / 2n - 1n;
+}
+
+/**
+ * Runs one §7 round over the collected readings. Throws ConsensusError `Insufficient node responses` when fewer
+ * than the threshold responded, and `Time divergence too high` when fewer than the threshold lie within the
+ * window of the median, when the proposer's own reading is outside it (its clock disagrees with the mesh: it must
+ * not serve its card's moment), or when the bound would not fit the proof's uint32. Throws RangeError on input a
+ * caller must never build (duplicate members, more readings than members, negative uncertainty).
+ */
+export function runConsensusRound(input: ConsensusRoundInput): ConsensusResult {
+  const { memberCount, readings, windowNs, momentNs } = input;
+  const threshold = consensusThreshold(memberCount);
+  if (windowNs < 0n) throw new RangeError(`windowNs must be ≥ 0, got ${windowNs}`);
+  if (readings.length > memberCount) throw new RangeError(`${readings.length} readings from ${memberCount} members`);
+  const seen = new Set<string>();
+  for (const reading of readings) {
+    const id = reading.nodeId.toLowerCase();
+    if (seen.has(id)) throw new RangeError(`two readings from ${reading.nodeId}`);
+    if (reading.uncertaintyNs < 0n) throw new RangeError(`negative uncertainty from ${reading.nodeId}`);
+    seen.add(id);
+  }
+  const selfId = input.selfId.toLowerCase();
+  const evidence = { responses: readings.length, threshold, members: memberCount };
+  if (readings.length < threshold) throw new ConsensusError(ConsensusError.INSUFFICIENT_RESPONSES, evidence);
+  if (!seen.has(selfId)) throw new RangeError(`the proposer ${input.selfId} has no reading of its own`);
+
+  const timeNs = medianNs(readings.map((r) => r.readingNs).sort((a, b) => (a < b ? -1 : a > b ? 1 : 0)));
+  const valid: JudgedReading[] = [];
+  const excluded: JudgedReading[] = [];
+  for (const reading of readings) {
+    const judged = { ...reading, deviationNs: reading.readingNs - timeNs };
+    (abs(judged.deviationNs) <= windowNs ? valid : excluded).push(judged);
+  }
+  const byId = (a: JudgedReading, b: JudgedReading) => {
+    const x = a.nodeId.toLowerCase();
+    const y = b.nodeId.toLowerCase();
+    return x < y ? -1 : x > y ? 1 : 0;
+  };
+  valid.sort(byId);
+  excluded.sort(byId);
+  const divergence = {
+    ...evidence,
+    valid: valid.length,
+    medianNs: timeNs.toString(),
+    windowNs: windowNs.toString(),
+    excluded: excluded.map((r) => ({ nodeId: r.nodeId, deviationNs: r.deviationNs.toString() })),
+  };
+  if (valid.length < threshold) throw new ConsensusError(ConsensusError.DIVERGENCE_TOO_HIGH, divergence);
+  if (!valid.some((r) => r.nodeId.toLowerCase() === selfId)) {
+    throw new ConsensusError(ConsensusError.DIVERGENCE_TOO_HIGH, { ...divergence, selfOutsideWindow: true });
+  }
+
+  let deviationNs = 0n;
+  let boundNs = 0n;
+  for (const reading of valid) {
+    if (abs(reading.deviationNs) > deviationNs) deviationNs = abs(reading.deviationNs);
+    const candidate = abs(reading.readingNs - momentNs) + reading.uncertaintyNs;
+    if (candidate > boundNs) boundNs = candidate;
+  }
+  if (boundNs > BigInt(UINT32_MAX)) {
+    throw new ConsensusError(ConsensusError.DIVERGENCE_TOO_HIGH, { ...divergence, accuracyBoundNs: boundNs.toString() });
+  }
+  return { threshold, timeNs, valid, excluded, deviationNs, accuracyNs: Number(boundNs) };
+}
+
+/** A four-timestamp exchange, each on the clock of the side that took it, ns. */
+export interface ExchangeTimestamps {
+  /** Request sent (initiator's clock). */
+  readonly t1: bigint;
+  /** Request received (responder's clock). */
+  readonly t2: bigint;
+  /** Answer sent (responder's clock). */
+  readonly t3: bigint;
+  /** Answer received (initiator's clock). */
+  readonly t4: bigint;
+}
+
+/** What one exchange tells the initiator, ns. */
+export interface ExchangeSample {
+  /** Responder clock − initiator clock, estimated (NTP's θ), rounded toward −∞. */
+  readonly offsetNs: bigint;
+  /** Round trip minus the responder's own processing (NTP's δ); ≥ 0 for a consistent exchange. */
+  readonly delayNs: bigint;
+}
+
+/**
+ * NTP's offset and delay of one exchange (RFC 5905 §8). Throws RangeError for timestamps no honest pair of clocks
+ * produces: the answer sent before the request arrived (t3 < t2), or received before it was sent (t4 < t1), or a
+ * negative delay (responder processing longer than the whole round trip).
+ */
+export function exchangeSample(timestamps: ExchangeTimestamps): ExchangeSample {
+  const { t1, t2, t3, t4 } = timestamps;
+  if (t3 < t2) throw new RangeError(`the answer was sent (t3 ${t3}) before the request arrived (t2 ${t2})`);
+  if (t4 < t1) throw new RangeError(`the answer arrived (t4 ${t4}) before the request left (t1 ${t1})`);
+  const delayNs = t4 - t1 - (t3 - t2);
+  if (delayNs < 0n) throw new RangeError(`negative delay ${delayNs} ns: the responder claims more processing time than the round trip`);
+  const twice = t2 - t1 + (t3 - t4);
+  const offsetNs = twice >= 0n || twice % 2n === 0n ? twice / 2n : twice / 2n - 1n;
+  return { offsetNs, delayNs };
+}
+
+/** The reading and uncertainty a responder's exchange contributes to a round (module comment). */
+export function readingFromExchange(nodeId: Address, timestamps: ExchangeTimestamps, responderAccuracyNs: bigint): ConsensusReading {
+  const { offsetNs, delayNs } = exchangeSample(timestamps);
+  // delay / 2 rounded up: the bound must not shrink by the rounding.
+  return { nodeId, readingNs: timestamps.t1 + offsetNs, uncertaintyNs: (delayNs + 1n) / 2n + responderAccuracyNs };
+}
+
+export interface CoSignCheckInput {
+  /** The proposed attestation's moment (the proposer's card reading, sent as t1 of this round's exchange). */
+  readonly momentNs: bigint;
+  /** The accuracy the proposer asks this node to co-sign, ns. */
+  readonly accuracyNs: number;
+  /** This node's clock when the round's first message (carrying momentNs) arrived: t2, ns. */
+  readonly receivedAtNs: bigint;
+  /** This node's card accuracy, ns. */
+  readonly ownAccuracyNs: number;
+  /** The longest this node accepts between the proposer reading its card and the message arriving, ns. */
+  readonly maxTransitNs: bigint;
+}
+
+export type CoSignDecision = { readonly sign: true } | { readonly sign: false; readonly reason: string };
+
+/**
+ * Whether a responder co-signs a proposal, by its own clock alone (never the proposer's word): the message that
+ * carried the moment arrived at t2, so the card read M before t2. Co-signing asserts "M was within ±accuracy of
+ * true time when it was read", which this node can vouch for only if
+ *   M ≤ t2 + (accuracy − ownAccuracy)       (M is not in the future by more than the claimed bound), and
+ *   t2 − M ≤ maxTransit + accuracy − ownAccuracy   (M is not older than the transit this node tolerates).
+ * The second rule costs nothing to an honest proposer and bounds how stale a moment a liar can get co-signed.
+ * An accuracy below this node's own accuracy is refused: no bound can be tighter than the clock checking it.
+ */
+export function coSignDecision(input: CoSignCheckInput): CoSignDecision {
+  const slackNs = BigInt(input.accuracyNs) - BigInt(input.ownAccuracyNs);
+  if (slackNs < 0n) {
+    return { sign: false, reason: `accuracy ${input.accuracyNs} ns is tighter than this node's own ${input.ownAccuracyNs} ns` };
+  }
+  const aheadNs = input.momentNs - input.receivedAtNs;
+  if (aheadNs > slackNs) {
+    return { sign: false, reason: `the moment is ${aheadNs} ns ahead of this node's clock; the claimed accuracy allows ${slackNs} ns` };
+  }
+  if (-aheadNs > input.maxTransitNs + slackNs) {
+    return { sign: false, reason: `the moment is ${-aheadNs} ns behind this node's clock; at most ${input.maxTransitNs + slackNs} ns allowed` };
+  }
+  return { sign: true };
+}

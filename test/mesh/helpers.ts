@@ -1,0 +1,166 @@
+/**
+ * In-process mesh members for tests: real dev cards, real keys, real UDP sockets on 127.0.0.1 (free ports), the
+ * real Mesh and TimeService. Each member's transport and card are reachable, so a test can stop a member, skew its
+ * clock, tamper its card or replace one of its answers with a lie. Every test closes what it starts.
+ */
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import pino from "pino";
+import { createDevIdentity, createDevManufacturerCa, type DevIdentity } from "../../protocol/devca";
+import { nodePublicKeyUncompressed } from "../../protocol/keys";
+import { DevTimeCard } from "../../node/card/dev";
+import { createAnchoredClock } from "../../node/card/hostClock";
+import { freeUdpPorts } from "../../node/cluster";
+import { loadConfig, type NodeConfig, type SettingName } from "../../node/config";
+import { createTimeService, type CoreTimeService } from "../../node/core";
+import { Mesh, MeshTransport } from "../../node/mesh";
+
+export interface MeshMember {
+  readonly identity: DevIdentity;
+  readonly card: DevTimeCard;
+  readonly transport: MeshTransport;
+  readonly mesh: Mesh;
+  readonly service: CoreTimeService;
+  readonly config: NodeConfig;
+  readonly port: number;
+  /** Stops the member (service, mesh, socket) and removes its folder; idempotent. */
+  stop(): Promise<void>;
+}
+
+export interface StartMeshOptions {
+  /** Per member index: ns added to that member's card clock (a skewed clock). */
+  readonly skewNs?: Readonly<Record<number, bigint>>;
+  /** Settings for every member (config-file shapes). */
+  readonly overrides?: Partial<Record<SettingName, unknown>>;
+}
+
+/** Settings of a fast, tolerant test mesh: rounds every 20 ms, a 1 ms window (one shared event loop). */
+export const TEST_MESH_SETTINGS: Partial<Record<SettingName, unknown>> = {
+  meshRoundIntervalMs: 20,
+  meshProbeIntervalMs: 50,
+  meshRoundTimeoutMs: 200,
+  meshWindowNs: "1000000",
+  meshMaxProofAgeNs: "300000000",
+  maxAcceptableDriftNs: "10000000",
+};
+
+export async function startMesh(count: number, options: StartMeshOptions = {}): Promise<MeshMember[]> {
+  const ca = await createDevManufacturerCa();
+  const identities = await Promise.all(Array.from({ length: count }, () => createDevIdentity({ ca })));
+  const ports = await freeUdpPorts(count);
+  const logger = pino({ level: process.env.ATS_TEST_LOG ?? "silent" });
+  const members: MeshMember[] = [];
+  // One host clock for every member: in one process they read the same clock, so what differs between them is
+  // only what the test injects (skew) and what the loopback exchanges measure.
+  const hostClock = createAnchoredClock();
+  try {
+    for (const [index, identity] of identities.entries()) {
+      const dir = mkdtempSync(join(tmpdir(), "ats-mesh-"));
+      const others = identities.filter((_, other) => other !== index);
+      const config = loadConfig({
+        env: {},
+        cwd: dir,
+        overrides: {
+          host: "127.0.0.1",
+          restPort: 0,
+          grpcPort: 0,
+          dataDir: join(dir, "data"),
+          trustedRootsPem: [ca.certificatePem],
+          trustedNodeAddresses: others.map((other) => other.nodeAddress),
+          meshPort: ports[index],
+          meshPeers: others.map((other) => `${other.nodeAddress}@127.0.0.1:${ports[identities.indexOf(other)]}`),
+          logLevel: "silent",
+          ...TEST_MESH_SETTINGS,
+          ...options.overrides,
+        },
+      });
+      const skewNs = options.skewNs?.[index] ?? 0n;
+      const card = new DevTimeCard({
+        cardKey: identity.cardKey,
+        certificateChainPem: identity.certificateChainPem,
+        clockNs: skewNs === 0n ? hostClock : () => hostClock() + skewNs,
+      });
+      const transport = new MeshTransport({
+        nodeKey: identity.nodeKey,
+        host: "127.0.0.1",
+        port: ports[index]!,
+        peers: others.map((other) => ({ nodeId: other.nodeAddress, host: "127.0.0.1", port: ports[identities.indexOf(other)]! })),
+        nodePublicKey: nodePublicKeyUncompressed(identity.nodeKey),
+        hello: {
+          cardPublicKey: Buffer.from(card.publicKey.slice(2), "hex"),
+          certificateChainPem: card.certificateChainPem,
+          cardAccuracyNs: config.accuracyNs,
+          role: "primary",
+          version: "test",
+        },
+        clockNs: () => card.readTimeNs(),
+        maxClockSkewMs: config.meshMaxClockSkewMs,
+        logger,
+      });
+      let mesh: Mesh | undefined;
+      const service = createTimeService({
+        config,
+        card,
+        nodeKey: identity.nodeKey,
+        logger,
+        ownsCard: true,
+        consensus: ({ assertCanSign }) => {
+          mesh = new Mesh({
+            transport,
+            nodeKey: identity.nodeKey,
+            card,
+            role: "primary",
+            cardAccuracyNs: config.accuracyNs,
+            assertCanSign,
+            windowNs: config.meshWindowNs,
+            roundIntervalMs: config.meshRoundIntervalMs,
+            probeIntervalMs: config.meshProbeIntervalMs,
+            roundTimeoutMs: config.meshRoundTimeoutMs,
+            maxPeerUncertaintyNs: config.meshMaxPeerUncertaintyNs,
+            maxProofAgeNs: config.meshMaxProofAgeNs,
+            logger,
+          });
+          return mesh;
+        },
+      });
+      await service.start();
+      let stopped = false;
+      members.push({
+        identity,
+        card,
+        transport,
+        mesh: mesh!,
+        service,
+        config,
+        port: ports[index]!,
+        stop: async () => {
+          if (stopped) return;
+          stopped = true;
+          try {
+            await service.stop();
+          } finally {
+            rmSync(dir, { recursive: true, force: true });
+          }
+        },
+      });
+    }
+  } catch (error) {
+    await stopAll(members);
+    throw error;
+  }
+  return members;
+}
+
+export async function stopAll(members: readonly MeshMember[]): Promise<void> {
+  await Promise.all(members.map((member) => member.stop()));
+}
+
+/** Waits (bounded) until `predicate` holds; for events, not for timing assertions. */
+export async function waitUntil(predicate: () => boolean, what: string, timeoutMs = 5_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!predicate()) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((resolve) => setTimeout(resolve, 5));
+  }
+}

@@ -1,0 +1,144 @@
+import { expect } from "chai";
+import { decodeNodeEntries, timeAttestationForProof } from "../../protocol/codec";
+import { ConsensusError } from "../../protocol/errors";
+import { recoverNodeAddress } from "../../protocol/sign";
+import { verifyTimeProof } from "../../protocol/verify";
+import type { SignedTime } from "../../node/core";
+import { signAlert } from "../../wire/mesh";
+import { startMesh, stopAll, waitUntil, type MeshMember } from "./helpers";
+
+/** The node ids of a proof's entries, recovered, in order. */
+function signersOf(signed: SignedTime): string[] {
+  return decodeNodeEntries(signed.proof.nodeSignature).map((entry) =>
+    recoverNodeAddress(timeAttestationForProof(signed.proof, entry.nodeTimestampNs), entry).toLowerCase(),
+  );
+}
+
+async function nextProof(member: MeshMember, after: bigint = 0n): Promise<SignedTime> {
+  await waitUntil(() => (member.mesh.latest?.proof.nanoMoment ?? 0n) > after, "a consensus proof");
+  return member.mesh.latest!;
+}
+
+describe("mesh: consensus rounds on loopback (4 in-process members)", function () {
+  this.timeout(20_000);
+  let members: MeshMember[] = [];
+  afterEach(async function () {
+    await stopAll(members);
+    members = [];
+  });
+
+  it("serves proofs co-signed by at least ⌈2n/3⌉ members in ascending order, which verify with nodeQuorum 3", async function () {
+    members = await startMesh(4);
+    const [a] = members;
+    const signed = await nextProof(a!);
+    const signers = signersOf(signed);
+    expect(signers.length).to.be.at.least(3);
+    expect([...signers].sort()).to.deep.equal(signers);
+    expect(new Set(signers).size).to.equal(signers.length);
+    expect(signers).to.include(a!.identity.nodeAddress.toLowerCase());
+    // The consensus object beside the proof names the same signers and an honest bound.
+    const consensus = signed.json.consensus!;
+    expect(consensus).to.include({ members: 4, threshold: 3, responders: signers.length });
+    expect(consensus.nodeIds.map((id) => id.toLowerCase())).to.deep.equal(signers);
+    expect(signed.proof.accuracy).to.be.at.least(a!.config.accuracyNs);
+    for (const reading of consensus.readings) {
+      const bound = BigInt(reading.uncertaintyNs) + (BigInt(reading.readingNs) - signed.proof.nanoMoment < 0n ? signed.proof.nanoMoment - BigInt(reading.readingNs) : BigInt(reading.readingNs) - signed.proof.nanoMoment);
+      expect(BigInt(signed.proof.accuracy) >= bound, `accuracy covers ${reading.nodeId}`).to.equal(true);
+    }
+    expect(JSON.parse(signed.body)).to.have.property("consensus");
+    const allNodes = new Set(members.map((member) => member.identity.nodeAddress.toLowerCase()));
+    const outcome = verifyTimeProof(signed.proof, {
+      resolveCard: (cardId) => (cardId.toLowerCase() === a!.card.cardId.toLowerCase() ? { publicKey: a!.card.publicKey, revoked: false } : undefined),
+      isActiveNode: (address) => allNodes.has(address.toLowerCase()),
+      nodeQuorum: 3,
+      nowNs: a!.card.readTimeNs(),
+      maxAttestationAgeNs: 60_000_000_000n,
+      maxFutureDriftNs: 1_000_000_000n,
+      maxAcceptableDriftNs: 10_000_000n,
+    });
+    expect(outcome).to.include({ valid: true });
+    // The service serves the mesh's proof, and its own verify() accepts it.
+    expect(a!.service.current().proof.nodeSignature.length).to.be.greaterThan(2 + 160);
+    expect(a!.service.verify(a!.service.current().proof)).to.deep.equal({ valid: true, reason: null });
+  });
+
+  it("converges, reports peers and state, and survives one member down; two down is exactly 'Insufficient node responses'", async function () {
+    members = await startMesh(4);
+    const [a, b, c, d] = members as [MeshMember, MeshMember, MeshMember, MeshMember];
+    await waitUntil(() => a.service.meshState().convergenceState === "Converged", "Converged", 10_000);
+    const state = a.service.meshState();
+    expect(state).to.include({ members: 4, threshold: 3, peerCount: 3, role: "primary" });
+    expect(state.peers).to.have.length(3);
+    expect(a.service.health()).to.include({ status: "ok" });
+
+    await d.stop();
+    const before = a.mesh.latest!.proof.nanoMoment;
+    const withThree = await a.mesh.roundNow();
+    expect(withThree.proof.nanoMoment > before).to.equal(true);
+    expect(signersOf(withThree)).to.have.length(3);
+    expect(signersOf(withThree)).to.not.include(d.identity.nodeAddress.toLowerCase());
+
+    await c.stop();
+    const error = await a.mesh.roundNow().catch((e: unknown) => e);
+    expect(error).to.be.instanceOf(ConsensusError);
+    expect((error as Error).message).to.equal("Insufficient node responses");
+    // Once the last good proof is older than meshMaxProofAgeNs, nothing is served: 503 with the round's error.
+    await waitUntil(() => {
+      try {
+        a.service.current();
+        return false;
+      } catch {
+        return true;
+      }
+    }, "the consensus proof to age out");
+    expect(() => a.service.current()).to.throw("no consensus proof: Insufficient node responses");
+    await waitUntil(() => b.service.meshState().lastError === "Insufficient node responses", "b's rounds to fail too");
+    await waitUntil(() => a.service.meshState().convergenceState === "Degraded", "Degraded");
+    expect(a.service.health().status).to.equal("stale");
+  });
+
+  it("excludes a member whose clock is skewed beyond the window, and its error does not enter the bound", async function () {
+    members = await startMesh(4, { skewNs: { 3: 20_000_000n } }); // member 3 runs 20 ms ahead; the window is 1 ms
+    const [a, , , skewed] = members as [MeshMember, MeshMember, MeshMember, MeshMember];
+    let signed = await nextProof(a);
+    await waitUntil(() => (a.mesh.latest?.json.consensus?.readings.length ?? 0) + (a.mesh.latest?.json.consensus?.excluded.length ?? 0) === 4, "all four readings");
+    signed = a.mesh.latest!;
+    const consensus = signed.json.consensus!;
+    expect(consensus.excluded.map((item) => item.nodeId.toLowerCase())).to.deep.equal([skewed.identity.nodeAddress.toLowerCase()]);
+    expect(signersOf(signed)).to.not.include(skewed.identity.nodeAddress.toLowerCase());
+    expect(signed.proof.accuracy).to.be.below(1_000_000);
+    // The skewed member's own rounds fail: its clock is outside the window of everyone else's.
+    const own = await skewed.mesh.roundNow().catch((e: unknown) => e);
+    expect((own as Error).message).to.equal("Time divergence too high");
+  });
+
+  it("drops a co-signature that does not recover to the member (a liar), and logs it as a fault", async function () {
+    members = await startMesh(4);
+    const [a, , , liar] = members as [MeshMember, MeshMember, MeshMember, MeshMember];
+    liar.transport.handle("cosignRequest", () => ({ kind: "cosignReply", nodeEntry: `0x${"11".repeat(80)}`, refusal: "" }));
+    await nextProof(a);
+    const signed = await a.mesh.roundNow();
+    expect(signersOf(signed)).to.not.include(liar.identity.nodeAddress.toLowerCase());
+    expect(signersOf(signed)).to.have.length(3);
+    const report = a.service.meshState().peers.find((peer) => peer.nodeId.toLowerCase() === liar.identity.nodeAddress.toLowerCase())!;
+    expect(report.faultsTotal).to.be.greaterThan(0);
+  });
+
+  it("a tampered member's signed alert excludes it everywhere; an alert it did not sign excludes nobody", async function () {
+    members = await startMesh(4);
+    const [a, b, c, d] = members as [MeshMember, MeshMember, MeshMember, MeshMember];
+    await nextProof(a);
+    await waitUntil(() => members.every((m) => m.mesh.state().peerCount === 3), "every session");
+    // C sends an alert about its own card, signed by someone else's key: refused, C stays in.
+    const forged = signAlert(d.identity.nodeKey, c.identity.nodeAddress, c.card.cardId, 1n, "forged");
+    c.transport.notify(a.identity.nodeAddress, { kind: "alert", alert: { kind: "tamper", cardId: c.card.cardId, reason: "forged", atNs: 1n, signature: forged } });
+    d.card.simulateTamper("enclosure opened");
+    const excluded = (member: MeshMember, target: MeshMember) =>
+      member.service.meshState().peers.find((peer) => peer.nodeId.toLowerCase() === target.identity.nodeAddress.toLowerCase())!.excluded;
+    await waitUntil(() => [a, b, c].every((member) => excluded(member, d)), "d excluded by every peer");
+    expect(excluded(a, c)).to.equal(false);
+    const signed = await a.mesh.roundNow();
+    expect(signersOf(signed)).to.not.include(d.identity.nodeAddress.toLowerCase());
+    expect(d.service.health().status).to.equal("tampered");
+  });
+});
