@@ -4,7 +4,7 @@
  */
 import * as grpc from "@grpc/grpc-js";
 import { UnavailableError, ValidationError } from "../protocol/errors";
-import type { Hex, ProofJson, TimeProof } from "../protocol/types";
+import type { Address, Hex, ProofJson, TimeProof } from "../protocol/types";
 import { API_KEY_HEADER } from "../wire/auth";
 import { fromGrpcStatus } from "../wire/errorMapping";
 import {
@@ -47,7 +47,28 @@ export function nodeInfoFromMessage(node: NodeInfoMessage | null | undefined): G
 /** TimeResponse.consensus as the client library returns it (null when absent). */
 export function consensusFromMessage(consensus: ConsensusProofMessage | null | undefined): GrpcConsensusProof | null {
   if (consensus === null || consensus === undefined) return null;
-  return { responders: consensus.responders, quorum: consensus.quorum, nodeIds: [...consensus.node_ids] };
+  const base = { responders: consensus.responders, quorum: consensus.quorum, nodeIds: [...consensus.node_ids] };
+  if (consensus.members === 0) return base; // a lone node: no round
+  return {
+    ...base,
+    round: {
+      members: consensus.members,
+      threshold: consensus.threshold,
+      responders: consensus.responders,
+      nodeIds: [...consensus.node_ids] as Address[],
+      timeNs: consensus.time_ns,
+      deviationNs: consensus.deviation_ns,
+      windowNs: consensus.window_ns,
+      readings: (consensus.readings ?? []).map((reading) => ({
+        nodeId: reading.node_id as Address,
+        readingNs: reading.reading_ns,
+        uncertaintyNs: reading.uncertainty_ns,
+        deviationNs: reading.deviation_ns,
+        nodeTimestampNs: reading.node_timestamp_ns === "" ? null : reading.node_timestamp_ns,
+      })),
+      excluded: (consensus.excluded ?? []).map((item) => ({ nodeId: item.node_id as Address, deviationNs: item.deviation_ns })),
+    },
+  };
 }
 
 const MAX_UINT64 = 2n ** 64n - 1n;

@@ -118,6 +118,8 @@ export interface GrpcConsensusProof {
   quorum: number;
   /** EIP-55 addresses of those nodes, in proof order (ascending). */
   nodeIds: string[];
+  /** From a mesh node: the round that produced the proof (the REST `consensus` member's values). */
+  round?: ConsensusJson;
 }
 
 export interface GrpcFetchedProof extends Omit<FetchedProof, "consensus"> {

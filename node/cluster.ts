@@ -4,8 +4,9 @@
  * nodes, so each serves proofs co-signed by ⌈2N/3⌉ of them. Closing stops every node and removes the folders.
  *
  * The cluster settings differ from a node's defaults where loopback software cannot meet them, and say so:
- * - meshWindowNs: CLUSTER_WINDOW_NS, not 100 ns — readings of one host clock through the kernel's loopback and
- *   Node's event loop agree to microseconds, not to the nanoseconds hardware timestamping gives;
+ * - meshWindowNs: CLUSTER_WINDOW_NS (1 ms), not 100 ns — readings of one host clock through the kernel's loopback
+ *   and Node's event loop agree to tens of microseconds when the host is idle, but to a millisecond when its cores
+ *   are busy (a test suite beside it), far from the nanoseconds hardware timestamping gives;
  * - maxAcceptableDriftNs: CLUSTER_MAX_ACCEPTABLE_DRIFT_NS, so that each node's own verify() accepts the mesh's
  *   honest accuracy bound: tens of µs on an idle loopback, but half a round trip grows to milliseconds when the
  *   host's cores are busy (the bound is honest, so it grows with the delay).
@@ -21,7 +22,7 @@ import { startDevNode, type DevNode, type NodeHandle, type StartNodeFunction } f
 /** Most nodes a local cluster runs (the meshPeers bound + 1). */
 export const MAX_CLUSTER_NODES = 32;
 /** W of a loopback cluster, ns (see the module comment). */
-export const CLUSTER_WINDOW_NS = 250_000n;
+export const CLUSTER_WINDOW_NS = 1_000_000n;
 /** The verify() accuracy bound of a loopback cluster, ns. */
 export const CLUSTER_MAX_ACCEPTABLE_DRIFT_NS = 10_000_000n;
 

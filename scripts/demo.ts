@@ -551,6 +551,7 @@ async function meshStep(ctx: DemoContext, deployed: Deployed, nodeLogger: Logger
     log(`   oracle: nodeQuorum 3, maxAcceptableDrift ${CLUSTER_MAX_ACCEPTABLE_DRIFT_NS} ns`);
     const rest = cluster.nodes[0]!.endpoints.rest;
     const meshState = async () => (await (await fetch(`${rest}/mesh/state`)).json()) as { convergenceState: string; lastError: string | null; peerCount: number };
+    // Converged takes 8 stable rounds; a proof is served as soon as one round succeeded (Converging).
     const converged = await pollUntil(meshState, (state) => state.convergenceState === "Converged", 15_000);
     log(`   GET /mesh/state of node 1: ${converged.convergenceState}, ${converged.peerCount} peers reachable`);
     const fetched = await clients[0]!.getCurrentTime();

@@ -84,6 +84,30 @@ export interface ConsensusProofMessage {
   quorum: number;
   /** EIP-55 signer addresses of those entries, in proof order (ascending). */
   node_ids: string[];
+  /** The round (docs/protocol.md §7), from a mesh node; 0 / "" / [] from a lone node. */
+  members: number;
+  threshold: number;
+  time_ns: string;
+  deviation_ns: string;
+  window_ns: string;
+  readings: ConsensusReadingMessage[];
+  excluded: ExcludedReadingMessage[];
+}
+
+/** ConsensusProof.readings. */
+export interface ConsensusReadingMessage {
+  node_id: string;
+  reading_ns: string;
+  uncertainty_ns: string;
+  deviation_ns: string;
+  /** "" when the member did not co-sign. */
+  node_timestamp_ns: string;
+}
+
+/** ConsensusProof.excluded. */
+export interface ExcludedReadingMessage {
+  node_id: string;
+  deviation_ns: string;
 }
 
 export interface TimeResponseMessage {
@@ -148,7 +172,9 @@ export const MESSAGE_FIELDS = {
   TimeRequest: fieldsOf<TimeRequestMessage>()(["request_id", "nonce", "type", "at_ns", "client_signature", "client_id", "issued_at_ms"]),
   Proof: fieldsOf<ProofMessage>()(["hardware_signature", "node_signature", "accuracy_ns", "hardware_id"]),
   NodeInfo: fieldsOf<NodeInfoMessage>()(["node_id", "card_id", "version", "protocol"]),
-  ConsensusProof: fieldsOf<ConsensusProofMessage>()(["responders", "quorum", "node_ids"]),
+  ConsensusProof: fieldsOf<ConsensusProofMessage>()(["responders", "quorum", "node_ids", "members", "threshold", "time_ns", "deviation_ns", "window_ns", "readings", "excluded"]),
+  ConsensusReading: fieldsOf<ConsensusReadingMessage>()(["node_id", "reading_ns", "uncertainty_ns", "deviation_ns", "node_timestamp_ns"]),
+  ExcludedReading: fieldsOf<ExcludedReadingMessage>()(["node_id", "deviation_ns"]),
   TimeResponse: fieldsOf<TimeResponseMessage>()(["request_id", "nano_moment", "proof", "consensus", "node"]),
   StreamRequest: fieldsOf<StreamRequestMessage>()(["request_id", "interval_ns"]),
   VerifyRequest: fieldsOf<VerifyRequestMessage>()(["nano_moment", "proof", "certificate_chain_pem"]),

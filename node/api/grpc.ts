@@ -17,7 +17,7 @@ import { NotFoundError, RateLimitError, UnavailableError, ValidationError } from
 import { NODE_ENTRY_LENGTH } from "../../protocol/constants";
 import { parseNsString } from "../../protocol/json";
 import { recoverNodeAddresses } from "../../protocol/verify";
-import type { Hex, TimeProof } from "../../protocol/types";
+import type { ConsensusJson, Hex, TimeProof } from "../../protocol/types";
 import type { TlsMaterial } from "./tls";
 import type { NodeInfo, SignedTime } from "../core/types";
 import { API_KEY_HEADER } from "../../wire/auth";
@@ -94,13 +94,43 @@ export function nodeInfoMessage(info: Pick<NodeInfo, "nodeId" | "cardId" | "vers
   return { node_id: info.nodeId, card_id: Buffer.from(info.cardId.slice(2), "hex"), version: info.version, protocol: info.protocol };
 }
 
+/** The round fields of a lone node's ConsensusProof: proto3 defaults (no round). */
+function loneNodeRound(): Pick<ConsensusProofMessage, "members" | "threshold" | "time_ns" | "deviation_ns" | "window_ns" | "readings" | "excluded"> {
+  return { members: 0, threshold: 0, time_ns: "", deviation_ns: "", window_ns: "", readings: [], excluded: [] };
+}
+
 /**
  * TimeResponse.consensus of a proof served by the node `self`. One entry is the node's own attestation (its id,
  * no recovery); several (a proof co-signed by other nodes) are recovered from proof.node_signature, once per
  * attestation since the response template is cached. Entries that do not recover (not expected of a proof the
  * node serves) leave node_ids empty rather than fail the call; responders still counts the entries.
  */
-export function consensusProofMessage(proof: TimeProof, self: Pick<NodeInfo, "nodeId" | "nodeQuorum">): ConsensusProofMessage {
+export function consensusProofMessage(
+  proof: TimeProof,
+  self: Pick<NodeInfo, "nodeId" | "nodeQuorum">,
+  round?: ConsensusJson,
+): ConsensusProofMessage {
+  if (round !== undefined) {
+    // A mesh proof: the round's own account (the same values as REST's `consensus`), node ids from the round.
+    return {
+      responders: round.responders,
+      quorum: self.nodeQuorum,
+      node_ids: [...round.nodeIds],
+      members: round.members,
+      threshold: round.threshold,
+      time_ns: round.timeNs,
+      deviation_ns: round.deviationNs,
+      window_ns: round.windowNs,
+      readings: round.readings.map((reading) => ({
+        node_id: reading.nodeId,
+        reading_ns: reading.readingNs,
+        uncertainty_ns: reading.uncertaintyNs,
+        deviation_ns: reading.deviationNs,
+        node_timestamp_ns: reading.nodeTimestampNs ?? "",
+      })),
+      excluded: round.excluded.map((item) => ({ node_id: item.nodeId, deviation_ns: item.deviationNs })),
+    };
+  }
   const entries = (proof.nodeSignature.length - 2) / (2 * NODE_ENTRY_LENGTH);
   let nodeIds: string[];
   if (entries === 1) {
@@ -112,7 +142,7 @@ export function consensusProofMessage(proof: TimeProof, self: Pick<NodeInfo, "no
       nodeIds = [];
     }
   }
-  return { responders: entries, quorum: self.nodeQuorum, node_ids: nodeIds };
+  return { responders: entries, quorum: self.nodeQuorum, node_ids: nodeIds, ...loneNodeRound() };
 }
 
 /**
@@ -139,7 +169,7 @@ class ResponseCache {
           accuracy_ns: signed.proof.accuracy,
           hardware_id: Buffer.from(signed.json.proof.hardwareId.slice(2), "hex"),
         },
-        consensus: consensusProofMessage(signed.proof, info),
+        consensus: consensusProofMessage(signed.proof, info, signed.json.consensus),
         node: this.node,
       };
       this.cache.set(signed, template);

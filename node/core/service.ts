@@ -115,13 +115,24 @@ export function createTimeService(parameters: CreateTimeServiceParameters): Core
     logger: parameters.logger,
     recoveryMemo,
     coSigning: soloCoSigning(),
-    ticks: parameters.consensus === undefined,
+    // Only a primary signs as a card on its own; a mesh node serves its rounds' proofs instead of ticks.
+    ticks: parameters.consensus === undefined && config.role === "primary",
   });
 
   const consensus: ConsensusStage | null = parameters.consensus?.({ assertCanSign: () => attestor.assertCanSign() }) ?? null;
   /** What transports serve: the mesh's co-signed proofs when there is a mesh, else the attestor's. */
+  /** Why this node has nothing of its own to serve, or null: a non-primary role never signs as a card (§7.6). */
+  const roleRefusal =
+    config.role === "primary" ? null : `this node's role is ${config.role}: it never signs as a card, so it proposes no proofs of its own`;
+  const refuseByRole = (): never => {
+    throw new UnavailableError(roleRefusal ?? "", { role: config.role });
+  };
+  /** What transports serve: the mesh's co-signed proofs when there is a mesh, else the attestor's. */
   const served = consensus ?? attestor;
-  const freshProof = (): Promise<SignedTime> => (consensus === null ? Promise.resolve(attestor.attest()) : consensus.roundNow());
+  const freshProof = (): Promise<SignedTime> => {
+    if (roleRefusal !== null) refuseByRole();
+    return consensus === null ? Promise.resolve(attestor.attest()) : consensus.roundNow();
+  };
 
   let archive: ProofArchive | null = null;
   let schedules: ScheduleService | null = null;
@@ -243,7 +254,7 @@ export function createTimeService(parameters: CreateTimeServiceParameters): Core
   };
 
   const service: CoreTimeService = {
-    current: () => served.current(),
+    current: () => (roleRefusal !== null && served.latest === null ? refuseByRole() : served.current()),
     nowNs: nodeClockNs,
 
     attestNow: async () => {

@@ -9,7 +9,7 @@
  *                                                                          Degraded
  *
  * - Converged: the last `stableRounds` rounds all succeeded, their consensus offsets (median − this node's moment)
- *   lie within `windowNs` of each other, and reachable peers + 1 ≥ the threshold.
+ *   lie within `windowNs` of each other, and reachable peers + 1 ≥ the threshold. It is left only for Degraded.
  * - Degraded: `failuresToDegrade` consecutive failed rounds, or reachable peers + 1 below the threshold, once the
  *   node has had a successful round (before its first one it stays Initializing, whatever fails).
  * - A successful round counts as evidence of reachability too: its valid responders answered just now, whatever the
@@ -132,8 +132,9 @@ export class ConvergenceTracker {
       this.#recentOffsetsNs = [];
       return;
     }
+    // Stability gates entry only: once Converged, only failed rounds or lost peers leave it (no flapping on jitter,
+    // since every successful round already has this node within the window of the median).
     if (this.#state === "Converging" && enoughPeers && this.#stable()) this.#state = "Converged";
-    if (this.#state === "Converged" && !this.#stable() && this.#recentOffsetsNs.length === this.#stableRounds) this.#state = "Converging";
   }
 
   /** The last stableRounds successes agree with each other within the window. */

@@ -131,7 +131,8 @@ export class Mesh {
     this.#running = true;
     this.#options.transport.greet();
     this.#armProbe();
-    this.#armRound(this.#options.roundIntervalMs);
+    // Only a primary proposes rounds over its card's moments (§7.6); other roles measure and co-sign.
+    if (this.#options.role === "primary") this.#armRound(this.#options.roundIntervalMs);
     return bound;
   }
 
@@ -176,6 +177,9 @@ export class Mesh {
   /** Runs a round now (or joins the one in flight). Rejects with ConsensusError / UnavailableError. */
   roundNow(): Promise<SignedTime> {
     if (!this.#running) return Promise.reject(new UnavailableError("the mesh is not running", {}));
+    if (this.#options.role !== "primary") {
+      return Promise.reject(new UnavailableError(`a ${this.#options.role} node proposes no rounds: it never signs as a card`, { role: this.#options.role }));
+    }
     this.#roundInFlight ??= this.#round().finally(() => {
       this.#roundInFlight = null;
     });

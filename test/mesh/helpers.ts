@@ -15,6 +15,7 @@ import { freeUdpPorts } from "../../node/cluster";
 import { loadConfig, type NodeConfig, type SettingName } from "../../node/config";
 import { createTimeService, type CoreTimeService } from "../../node/core";
 import { Mesh, MeshTransport } from "../../node/mesh";
+import type { MeshRole } from "../../wire/mesh";
 
 export interface MeshMember {
   readonly identity: DevIdentity;
@@ -31,6 +32,8 @@ export interface MeshMember {
 export interface StartMeshOptions {
   /** Per member index: ns added to that member's card clock (a skewed clock). */
   readonly skewNs?: Readonly<Record<number, bigint>>;
+  /** Per member index: its role (default primary). */
+  readonly roles?: Readonly<Record<number, "primary" | "secondary" | "archive" | "bridge">>;
   /** Settings for every member (config-file shapes). */
   readonly overrides?: Partial<Record<SettingName, unknown>>;
 }
@@ -71,6 +74,7 @@ export async function startMesh(count: number, options: StartMeshOptions = {}): 
           meshPort: ports[index],
           meshPeers: others.map((other) => `${other.nodeAddress}@127.0.0.1:${ports[identities.indexOf(other)]}`),
           logLevel: "silent",
+          role: options.roles?.[index] ?? "primary",
           ...TEST_MESH_SETTINGS,
           ...options.overrides,
         },
@@ -91,7 +95,7 @@ export async function startMesh(count: number, options: StartMeshOptions = {}): 
           cardPublicKey: Buffer.from(card.publicKey.slice(2), "hex"),
           certificateChainPem: card.certificateChainPem,
           cardAccuracyNs: config.accuracyNs,
-          role: "primary",
+          role: config.role as MeshRole,
           version: "test",
         },
         clockNs: () => card.readTimeNs(),
@@ -110,7 +114,7 @@ export async function startMesh(count: number, options: StartMeshOptions = {}): 
             transport,
             nodeKey: identity.nodeKey,
             card,
-            role: "primary",
+            role: config.role as MeshRole,
             cardAccuracyNs: config.accuracyNs,
             assertCanSign,
             windowNs: config.meshWindowNs,

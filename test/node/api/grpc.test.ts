@@ -13,6 +13,9 @@ import { loadConfig } from "../../../node/config";
 import { concatEntries, entriesOf, NODE_ADDRESSES, validProof } from "../../protocol/fixtures";
 import { http, startTestNode, waitFor, type TestNode } from "./helpers";
 
+/** The round fields of a lone node's ConsensusProof: proto3 defaults (docs/protocol.md §9.4). */
+const LONE_NODE_ROUND = { members: 0, threshold: 0, time_ns: "", deviation_ns: "", window_ns: "", readings: [], excluded: [] };
+
 type Callback<T> = (error: grpc.ServiceError | null, response?: T) => void;
 type UnaryMethod = (request: unknown, metadata: grpc.Metadata, options: grpc.CallOptions, callback: Callback<unknown>) => void;
 
@@ -105,7 +108,7 @@ describe("node/api/grpc", function () {
     // The records of the description: NodeInfo (from service.info()) and ConsensusProof, not strings.
     expect(response.node).to.deep.equal(expectedNode(t));
     expect(response.node.card_id.equals(response.proof.hardware_id)).to.equal(true);
-    expect(response.consensus).to.deep.equal({ responders: 1, quorum: 1, node_ids: [t.identity.nodeAddress] });
+    expect(response.consensus).to.deep.equal({ responders: 1, quorum: 1, node_ids: [t.identity.nodeAddress], ...LONE_NODE_ROUND });
     expect(response.proof.hardware_signature).to.have.length(96);
     expect(response.proof.node_signature).to.have.length(80);
     expect(`0x${response.proof.hardware_id.toString("hex")}`).to.equal(t.identity.cardId);
@@ -252,7 +255,7 @@ describe("node/api/grpc", function () {
     stream.cancel();
     expect(received[0]?.request_id).to.equal("s-1");
     expect(received[0]?.node).to.deep.equal(expectedNode(t));
-    expect(received[0]?.consensus).to.deep.equal({ responders: 1, quorum: 1, node_ids: [t.identity.nodeAddress] });
+    expect(received[0]?.consensus).to.deep.equal({ responders: 1, quorum: 1, node_ids: [t.identity.nodeAddress], ...LONE_NODE_ROUND });
     const bad = (client as unknown as { StreamTime(request: unknown): grpc.ClientReadableStream<TimeResponseMessage> }).StreamTime({ interval_ns: "5" });
     const error = await new Promise<grpc.ServiceError>((resolve) => bad.on("error", resolve));
     expect(error.code).to.equal(grpc.status.INVALID_ARGUMENT);
@@ -514,15 +517,15 @@ describe("node/api/grpc ConsensusProof of a served proof", function () {
     const cosigned = validProof();
     const ascending = [...NODE_ADDRESSES].sort((a, b) => (BigInt(a) < BigInt(b) ? -1 : 1));
     expect(NODE_ADDRESSES.length).to.be.greaterThan(1);
-    expect(consensusProofMessage(cosigned, self)).to.deep.equal({ responders: NODE_ADDRESSES.length, quorum: 2, node_ids: ascending });
+    expect(consensusProofMessage(cosigned, self)).to.deep.equal({ responders: NODE_ADDRESSES.length, quorum: 2, node_ids: ascending, ...LONE_NODE_ROUND });
     const own = { ...cosigned, nodeSignature: entriesOf(cosigned)[0]! };
-    expect(consensusProofMessage(own, self)).to.deep.equal({ responders: 1, quorum: 2, node_ids: [self.nodeId] });
+    expect(consensusProofMessage(own, self)).to.deep.equal({ responders: 1, quorum: 2, node_ids: [self.nodeId], ...LONE_NODE_ROUND });
   });
 
   it("counts entries that do not recover but names no signer for them, instead of failing the call", function () {
     const cosigned = validProof();
     const [first, second] = entriesOf(cosigned);
     const broken = { ...cosigned, nodeSignature: concatEntries([first!, `0x${"00".repeat(80)}`, second!]) };
-    expect(consensusProofMessage(broken, self)).to.deep.equal({ responders: 3, quorum: 2, node_ids: [] });
+    expect(consensusProofMessage(broken, self)).to.deep.equal({ responders: 3, quorum: 2, node_ids: [], ...LONE_NODE_ROUND });
   });
 });
