@@ -11,11 +11,12 @@
  * asymmetry of the path) plus the responder's own card accuracy. The proposer's own reading is M with its card's
  * accuracy as uncertainty.
  *
- * The signed accuracy (§7.2) is the safe superset of §7's "largest deviation from the median": for every valid
- * responder i, `|reading_i − M| + uncertainty_i`, maximised. Why it is an honest bound: valid responses number at
- * least the threshold ⌈2n/3⌉, which exceeds the f < n/3 members that may lie, so at least one valid responder is
- * honest; an honest responder's clock is within its card accuracy of true time and its reading is within
- * delay / 2 of its clock, so true time lies within `|reading_i − M| + uncertainty_i` of M.
+ * The signed accuracy (§7.2): each valid reading i bounds the moment's error by `d_i = |reading_i − M| +
+ * uncertainty_i` if member i is honest (its clock is within its card accuracy of true time, and its reading within
+ * delay / 2 of its clock). At most f = ⌊(n − 1)/3⌋ members may lie, so among the f + 1 smallest d_i at least one is
+ * an honest member's: true time lies within the (f + 1)-th smallest d_i of M. That is the bound signed (never below
+ * the proposer's own card accuracy), the way NTP's intersection algorithm tolerates falsetickers. §7's "largest
+ * deviation from the median" alone is no error bound (it ignores delay and card accuracy); it is reported too.
  */
 import { ConsensusError } from "./errors";
 import { UINT32_MAX } from "./constants";
@@ -63,12 +64,19 @@ export interface ConsensusResult {
   readonly deviationNs: bigint;
   /** The bound signed into the proof (module comment), ns; fits uint32. */
   readonly accuracyNs: number;
+  /** f = ⌊(n − 1)/3⌋: the liars the bound tolerates. */
+  readonly toleratedFaults: number;
 }
 
 /** ⌈2n/3⌉ of n members (docs/protocol.md §7): 1 of 1, 2 of 2, 2 of 3, 3 of 4, 4 of 5, 4 of 6, 5 of 7. */
 export function consensusThreshold(memberCount: number): number {
   if (!Number.isSafeInteger(memberCount) || memberCount < 1) throw new RangeError(`memberCount must be a positive integer, got ${memberCount}`);
   return Math.ceil((2 * memberCount) / 3);
+}
+
+/** f = ⌊(n − 1)/3⌋: the most members that may lie while ⌈2n/3⌉ honest ones remain a quorum. */
+export function maxFaults(memberCount: number): number {
+  return Math.floor((memberCount - 1) / 3);
 }
 
 function abs(value: bigint): bigint {
@@ -136,16 +144,17 @@ export function runConsensusRound(input: ConsensusRoundInput): ConsensusResult {
   }
 
   let deviationNs = 0n;
-  let boundNs = 0n;
-  for (const reading of valid) {
-    if (abs(reading.deviationNs) > deviationNs) deviationNs = abs(reading.deviationNs);
-    const candidate = abs(reading.readingNs - momentNs) + reading.uncertaintyNs;
-    if (candidate > boundNs) boundNs = candidate;
-  }
+  for (const reading of valid) if (abs(reading.deviationNs) > deviationNs) deviationNs = abs(reading.deviationNs);
+  const toleratedFaults = maxFaults(memberCount);
+  const bounds = valid.map((reading) => abs(reading.readingNs - momentNs) + reading.uncertaintyNs).sort((a, b) => (a < b ? -1 : a > b ? 1 : 0));
+  // valid.length ≥ threshold > f, so the (f + 1)-th smallest exists.
+  let boundNs = bounds[toleratedFaults]!;
+  const ownUncertaintyNs = valid.find((r) => r.nodeId.toLowerCase() === selfId)!.uncertaintyNs;
+  if (boundNs < ownUncertaintyNs) boundNs = ownUncertaintyNs;
   if (boundNs > BigInt(UINT32_MAX)) {
     throw new ConsensusError(ConsensusError.DIVERGENCE_TOO_HIGH, { ...divergence, accuracyBoundNs: boundNs.toString() });
   }
-  return { threshold, timeNs, valid, excluded, deviationNs, accuracyNs: Number(boundNs) };
+  return { threshold, timeNs, valid, excluded, deviationNs, accuracyNs: Number(boundNs), toleratedFaults };
 }
 
 /** A four-timestamp exchange, each on the clock of the side that took it, ns. */
@@ -189,6 +198,29 @@ export function readingFromExchange(nodeId: Address, timestamps: ExchangeTimesta
   const { offsetNs, delayNs } = exchangeSample(timestamps);
   // delay / 2 rounded up: the bound must not shrink by the rounding.
   return { nodeId, readingNs: timestamps.t1 + offsetNs, uncertaintyNs: (delayNs + 1n) / 2n + responderAccuracyNs };
+}
+
+/** Relative frequency error assumed between two honest clocks, parts per million (two oscillators of 15 ppm each). */
+export const MESH_RELATIVE_DRIFT_PPM = 30n;
+
+/** An earlier exchange with the same member: its offset and delay, and when it was taken (proposer's clock). */
+export interface EarlierSample {
+  readonly offsetNs: bigint;
+  readonly delayNs: bigint;
+  readonly atNs: bigint;
+}
+
+/**
+ * The reading of the moment M that an earlier exchange gives, the way NTP's clock filter trusts its minimum-delay
+ * sample: `M + offset`, uncertain by `⌈delay / 2⌉ + the member's accuracy + ⌈drift since the sample⌉`, the drift
+ * bounded by MESH_RELATIVE_DRIFT_PPM of the time elapsed (honest clocks are slewed, never stepped). A quiet
+ * exchange of a few rounds ago often bounds M more tightly than this round's, whose delay includes whatever the
+ * two event loops were busy with.
+ */
+export function readingFromSample(nodeId: Address, momentNs: bigint, sample: EarlierSample, responderAccuracyNs: bigint): ConsensusReading {
+  const elapsedNs = momentNs > sample.atNs ? momentNs - sample.atNs : sample.atNs - momentNs;
+  const driftNs = (elapsedNs * MESH_RELATIVE_DRIFT_PPM + 999_999n) / 1_000_000n;
+  return { nodeId, readingNs: momentNs + sample.offsetNs, uncertaintyNs: (sample.delayNs + 1n) / 2n + responderAccuracyNs + driftNs };
 }
 
 export interface CoSignCheckInput {

@@ -25,7 +25,7 @@
  * Environment: BENCH_DURATION_S (default 10) bounds each load run; BENCH_TICK_NS sets the node's attestation tick
  * (default: the config default, 1 ms); BENCH_PIN=0 turns CPU pinning off; BENCH_LOAD=autocannon ignores wrk.
  */
-import { execFileSync, fork, type ChildProcess } from "node:child_process";
+import { fork, type ChildProcess } from "node:child_process";
 import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { createServer } from "node:http";
 import { cpus, loadavg, tmpdir } from "node:os";
@@ -41,7 +41,7 @@ import { loadConfig } from "../node/config";
 import { createTimeService, type CoreTimeService } from "../node/core";
 import { loadProtos, type TimeResponseMessage } from "../wire/grpc";
 import { startNode, type RunningNode } from "../node/server";
-import { commandExists, fmt, percentile, pin, PINNING } from "./benchUtil";
+import { fmt, maxLoad, percentile, pin, PINNING, reportFailures, runAutocannon, WRK } from "./benchUtil";
 
 const DURATION_S = Number(process.env.BENCH_DURATION_S ?? 10);
 /** Attestation tick of the benchmarked node, ns (decimal string); empty = the configured default (1 ms). */
@@ -60,33 +60,12 @@ const VERIFY_WARMUP = 500;
 const NODE_CORE = 0;
 const LOAD_CORE = 1;
 
-/** Whether max-throughput runs use wrk (installed, not turned off). */
-const WRK = process.env.BENCH_LOAD !== "autocannon" && commandExists("wrk", "-v");
-
 
 /** The body the bare baselines answer: a proof JSON of the same size as the node's. */
 const BASELINE_BODY = JSON.stringify({
   nanoMoment: "1732268493123456789",
   proof: { hardwareSignature: `0x${"ab".repeat(96)}`, nodeSignature: `0x${"cd".repeat(80)}`, accuracyNs: 50, hardwareId: `0x${"ab".repeat(32)}`, gps: null },
 });
-
-interface AutocannonResult {
-  requests: { average: number; total: number };
-  latency: { p50: number; p99: number; average: number };
-  non2xx: number;
-  errors: number;
-  timeouts: number;
-}
-type Autocannon = (options: {
-  url: string;
-  connections: number;
-  duration: number;
-  pipelining?: number;
-  overallRate?: number;
-}) => Promise<AutocannonResult>;
-// autocannon ships no TypeScript types; the shape used here is declared above.
-// eslint-disable-next-line @typescript-eslint/no-require-imports
-const autocannon: Autocannon = require("autocannon");
 
 interface Started {
   node: RunningNode;
@@ -253,65 +232,6 @@ async function stopChild(child: ChildProcess): Promise<void> {
   const exited = new Promise((resolve) => child.once("exit", resolve));
   child.kill("SIGTERM");
   await exited;
-}
-
-interface LoadResult {
-  requestsPerSecond: number;
-  p50Ms: number;
-  p99Ms: number;
-  /** Non-2xx answers, socket errors and timeouts. */
-  failures: number;
-}
-
-/** "812.34us" / "1.20ms" / "1.01s" → ms. */
-function wrkDurationMs(text: string): number {
-  const match = /^([\d.]+)(us|ms|s)$/.exec(text.trim());
-  if (match === null) throw new Error(`unexpected wrk duration ${JSON.stringify(text)}`);
-  const value = Number(match[1]);
-  return match[2] === "us" ? value / 1000 : match[2] === "ms" ? value : value * 1000;
-}
-
-/** One closed-loop max-throughput run with wrk (one thread: the load core). */
-function runWrk(url: string, connections: number, durationS: number): LoadResult {
-  const out = execFileSync("wrk", ["-t1", `-c${connections}`, `-d${durationS}s`, "--latency", url], { encoding: "utf8" });
-  const number = (pattern: RegExp): number => Number(pattern.exec(out)?.[1] ?? "0");
-  const latency = (percent: string): number => {
-    const match = new RegExp(`^\\s+${percent}%\\s+(\\S+)$`, "m").exec(out);
-    if (match === null) throw new Error(`wrk printed no ${percent}% latency:\n${out}`);
-    return wrkDurationMs(match[1]!);
-  };
-  const socketErrors = /Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)/.exec(out);
-  const errors = socketErrors === null ? 0 : socketErrors.slice(1).reduce((sum, value) => sum + Number(value), 0);
-  return {
-    requestsPerSecond: number(/Requests\/sec:\s+([\d.]+)/),
-    p50Ms: latency("50"),
-    p99Ms: latency("99"),
-    failures: number(/Non-2xx or 3xx responses: (\d+)/) + errors,
-  };
-}
-
-async function runAutocannon(url: string, connections: number, durationS: number, overallRate?: number): Promise<LoadResult> {
-  const result = await autocannon({ url, connections, duration: durationS, pipelining: 1, ...(overallRate === undefined ? {} : { overallRate }) });
-  return {
-    requestsPerSecond: result.requests.average,
-    p50Ms: result.latency.p50,
-    p99Ms: result.latency.p99,
-    failures: result.non2xx + result.errors + result.timeouts,
-  };
-}
-
-/** Max throughput: wrk when installed, else autocannon. A short warm-up run first (JIT, connections). */
-async function maxLoad(url: string, durationS: number): Promise<LoadResult> {
-  if (WRK) {
-    runWrk(url, 20, 2);
-    return runWrk(url, 100, durationS);
-  }
-  await runAutocannon(url, 20, 2);
-  return runAutocannon(url, 100, durationS);
-}
-
-function reportFailures(what: string, result: LoadResult): void {
-  if (result.failures > 0) console.error(`${what}: ${result.failures} failed requests (non-2xx, errors, timeouts)`);
 }
 
 /** Cumulative bucket counts of timerpc_proof_age_ns{transport="rest"} (le → count), from /metrics. */

@@ -1,6 +1,6 @@
 /**
- * What the benchmarks (bench-node.ts, bench-attack.ts) share: pinning processes to cores, and how numbers are
- * summarised and printed.
+ * What the benchmarks (bench-node.ts, bench-attack.ts, bench-mesh.ts) share: pinning processes to cores, the load
+ * generators (wrk when installed, else autocannon), and how numbers are summarised and printed.
  */
 import { execFileSync, spawnSync } from "node:child_process";
 import { cpus } from "node:os";
@@ -33,4 +33,88 @@ export function percentile(sorted: readonly number[], p: number): number {
 export function fmt(value: number, digits = 0): string {
   if (!Number.isFinite(value)) return "n/a";
   return value.toLocaleString("en-US", { maximumFractionDigits: digits, minimumFractionDigits: digits });
+}
+
+// ------------------------------------------------------------------------------------------------ load
+
+/** Whether max-throughput runs use wrk (installed, not turned off). */
+export const WRK = process.env.BENCH_LOAD !== "autocannon" && commandExists("wrk", "-v");
+
+
+interface AutocannonResult {
+  requests: { average: number; total: number };
+  latency: { p50: number; p99: number; average: number };
+  non2xx: number;
+  errors: number;
+  timeouts: number;
+}
+type Autocannon = (options: {
+  url: string;
+  connections: number;
+  duration: number;
+  pipelining?: number;
+  overallRate?: number;
+}) => Promise<AutocannonResult>;
+// autocannon ships no TypeScript types; the shape used here is declared above.
+// eslint-disable-next-line @typescript-eslint/no-require-imports
+const autocannon: Autocannon = require("autocannon");
+
+
+export interface LoadResult {
+  requestsPerSecond: number;
+  p50Ms: number;
+  p99Ms: number;
+  /** Non-2xx answers, socket errors and timeouts. */
+  failures: number;
+}
+
+/** "812.34us" / "1.20ms" / "1.01s" → ms. */
+function wrkDurationMs(text: string): number {
+  const match = /^([\d.]+)(us|ms|s)$/.exec(text.trim());
+  if (match === null) throw new Error(`unexpected wrk duration ${JSON.stringify(text)}`);
+  const value = Number(match[1]);
+  return match[2] === "us" ? value / 1000 : match[2] === "ms" ? value : value * 1000;
+}
+
+/** One closed-loop max-throughput run with wrk (one thread: the load core). */
+export function runWrk(url: string, connections: number, durationS: number): LoadResult {
+  const out = execFileSync("wrk", ["-t1", `-c${connections}`, `-d${durationS}s`, "--latency", url], { encoding: "utf8" });
+  const number = (pattern: RegExp): number => Number(pattern.exec(out)?.[1] ?? "0");
+  const latency = (percent: string): number => {
+    const match = new RegExp(`^\\s+${percent}%\\s+(\\S+)$`, "m").exec(out);
+    if (match === null) throw new Error(`wrk printed no ${percent}% latency:\n${out}`);
+    return wrkDurationMs(match[1]!);
+  };
+  const socketErrors = /Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)/.exec(out);
+  const errors = socketErrors === null ? 0 : socketErrors.slice(1).reduce((sum, value) => sum + Number(value), 0);
+  return {
+    requestsPerSecond: number(/Requests\/sec:\s+([\d.]+)/),
+    p50Ms: latency("50"),
+    p99Ms: latency("99"),
+    failures: number(/Non-2xx or 3xx responses: (\d+)/) + errors,
+  };
+}
+
+export async function runAutocannon(url: string, connections: number, durationS: number, overallRate?: number): Promise<LoadResult> {
+  const result = await autocannon({ url, connections, duration: durationS, pipelining: 1, ...(overallRate === undefined ? {} : { overallRate }) });
+  return {
+    requestsPerSecond: result.requests.average,
+    p50Ms: result.latency.p50,
+    p99Ms: result.latency.p99,
+    failures: result.non2xx + result.errors + result.timeouts,
+  };
+}
+
+/** Max throughput: wrk when installed, else autocannon. A short warm-up run first (JIT, connections). */
+export async function maxLoad(url: string, durationS: number): Promise<LoadResult> {
+  if (WRK) {
+    runWrk(url, 20, 2);
+    return runWrk(url, 100, durationS);
+  }
+  await runAutocannon(url, 20, 2);
+  return runAutocannon(url, 100, durationS);
+}
+
+export function reportFailures(what: string, result: LoadResult): void {
+  if (result.failures > 0) console.error(`${what}: ${result.failures} failed requests (non-2xx, errors, timeouts)`);
 }

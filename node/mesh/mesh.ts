@@ -20,7 +20,15 @@
  */
 import type { Logger } from "pino";
 import { cardIdFromPublicKey, decodeHardwareSignature, hwMessage, timeAttestationForProof } from "../../protocol/codec";
-import { coSignDecision, consensusThreshold, exchangeSample, readingFromExchange, runConsensusRound, type ConsensusReading, type ConsensusResult } from "../../protocol/consensus";
+import {
+  coSignDecision,
+  consensusThreshold,
+  exchangeSample,
+  readingFromSample,
+  runConsensusRound,
+  type ConsensusReading,
+  type ConsensusResult,
+} from "../../protocol/consensus";
 import { AtsError, ConsensusError, UnavailableError } from "../../protocol/errors";
 import type { NodeKey } from "../../protocol/keys";
 import { recoverNodeAddress, signNodeEntry, type RecoveryMemo } from "../../protocol/sign";
@@ -34,6 +42,8 @@ import { ConvergenceTracker } from "./convergence";
 import { newPeerRecord, peerReport, type PeerRecord } from "./peers";
 import type { MeshPeerLink, MeshTransport } from "./transport";
 
+/** A filter sample older than this does not stand in for a round's own exchange, ns (its drift allowance grows). */
+const MAX_FILTER_SAMPLE_AGE_NS = 2_000_000_000n;
 /** Rounds a responder remembers per proposer between the exchange and the co-sign request. */
 const MAX_PENDING_ROUNDS_PER_PEER = 16;
 
@@ -74,7 +84,8 @@ export interface MeshStats {
 
 interface PendingRound {
   readonly roundId: bigint;
-  readonly momentNs: bigint;
+  /** The probe's t1 (the proposer's clock when it sent it): the round's moment was read before it. */
+  readonly t1Ns: bigint;
   readonly receivedAtNs: bigint;
 }
 
@@ -263,33 +274,55 @@ export class Mesh {
 
   /** One probe interval: shift every reach register, probe every peer (hello first where there is no session). */
   #probeAll(): void {
-    const { transport, card } = this.#options;
-    for (const peer of this.#peers.values()) {
+    const { transport } = this.#options;
+    const peers = [...this.#peers.values()];
+    // Spread over the interval: answers that arrive together wait for each other in this event loop, and that
+    // wait would count as path delay. A quiet exchange is what the clock filter keeps as its best sample.
+    const spacingMs = this.#options.probeIntervalMs / Math.max(1, peers.length);
+    peers.forEach((peer, index) => {
       peer.reach.shift(peer.answeredSinceLastProbe);
       peer.answeredSinceLastProbe = false;
-      if (!transport.hasSession(peer.nodeId)) continue;
-      const t1Ns = card.readTimeNs();
-      transport
-        .request(peer.nodeId, { kind: "probe", t1Ns, roundId: 0n }, this.#options.roundTimeoutMs)
-        .then((answer) => this.#recordExchange(peer, t1Ns, answer.payload, answer.receivedAtNs))
-        .catch(() => undefined); // an unanswered probe is what the reach register records
-    }
+      if (!transport.hasSession(peer.nodeId)) return;
+      if (index === 0) this.#probe(peer);
+      else setTimeout(() => this.#probe(peer), index * spacingMs).unref();
+    });
     transport.greet();
     this.#tracker.observePeers(this.#reachablePeers());
   }
 
-  /** Feeds an answered exchange into the peer's filter; returns the reading of the moment t1, or null. */
-  #recordExchange(peer: PeerRecord, t1Ns: bigint, payload: MeshPayload, t4Ns: bigint): ConsensusReading | null {
+  #probe(peer: PeerRecord): void {
+    if (!this.#running) return;
+    const t1Ns = this.#options.card.readTimeNs();
+    this.#options.transport
+      .request(peer.nodeId, { kind: "probe", t1Ns, roundId: 0n }, this.#options.roundTimeoutMs)
+      .then((answer) => this.#recordExchange(peer, t1Ns, answer.payload, answer.receivedAtNs))
+      .catch(() => undefined); // an unanswered probe is what the reach register records
+  }
+
+  /**
+   * Records an answered exchange (reachability, last seen) and returns the peer's reading of `momentNs`, or null.
+   * Only probes feed the clock filter: a round's exchanges go out to every peer at once and their answers queue
+   * behind each other in this event loop, so their delays say more about that queue than about the path. For a
+   * round (`momentNs` read just before this exchange's t1) the reading is this exchange's, or the filter's best
+   * sample's when that bounds the moment more tightly (§7.1).
+   */
+  #recordExchange(peer: PeerRecord, t1Ns: bigint, payload: MeshPayload, t4Ns: bigint, round?: { momentNs: bigint }): ConsensusReading | null {
     if (payload.kind !== "probeReply") return null;
     const timestamps = { t1: t1Ns, t2: payload.t2Ns, t3: payload.t3Ns, t4: t4Ns };
     try {
       const sample = exchangeSample(timestamps);
-      peer.filter.add({ offsetNs: sample.offsetNs, delayNs: sample.delayNs, atNs: t4Ns });
+      if (round === undefined) peer.filter.add({ offsetNs: sample.offsetNs, delayNs: sample.delayNs, atNs: t4Ns });
       peer.answeredSinceLastProbe = true;
       peer.lastSeenNs = t4Ns;
       peer.reportedState = payload.state;
       peer.cardAccuracyNs = payload.cardAccuracyNs;
-      return readingFromExchange(peer.nodeId, timestamps, BigInt(payload.cardAccuracyNs));
+      const momentNs = round?.momentNs ?? t1Ns;
+      const accuracyNs = BigInt(payload.cardAccuracyNs);
+      const fresh = readingFromSample(peer.nodeId, momentNs, { offsetNs: sample.offsetNs, delayNs: sample.delayNs, atNs: t1Ns }, accuracyNs);
+      const best = peer.filter.best();
+      if (best === null || t4Ns - best.atNs > MAX_FILTER_SAMPLE_AGE_NS) return fresh;
+      const filtered = readingFromSample(peer.nodeId, momentNs, best, accuracyNs);
+      return filtered.uncertaintyNs < fresh.uncertaintyNs ? filtered : fresh;
     } catch (error) {
       peer.faultsTotal += 1;
       this.#logger.warn({ peer: peer.nodeId, err: error }, "mesh exchange with impossible timestamps: ignored");
@@ -306,7 +339,7 @@ export class Mesh {
     if (payload.roundId !== 0n) {
       const key = link.nodeId.toLowerCase();
       const rounds = (this.#pendingRounds.get(key) ?? []).filter((round) => round.roundId !== payload.roundId);
-      rounds.push({ roundId: payload.roundId, momentNs: payload.t1Ns, receivedAtNs });
+      rounds.push({ roundId: payload.roundId, t1Ns: payload.t1Ns, receivedAtNs });
       // Bounded: a proposer has one round in flight; older entries are rounds whose co-sign request never came.
       this.#pendingRounds.set(key, rounds.slice(-MAX_PENDING_ROUNDS_PER_PEER));
     }
@@ -333,7 +366,7 @@ export class Mesh {
     const round = rounds.find((candidate) => candidate.roundId === payload.roundId);
     if (round === undefined) return refuse(`round ${payload.roundId} unknown (no exchange, or already co-signed)`);
     this.#pendingRounds.set(key, rounds.filter((candidate) => candidate !== round)); // one co-signature per round
-    if (round.momentNs !== payload.nanoMoment) return refuse("the moment differs from the round's exchange");
+    if (payload.nanoMoment > round.t1Ns) return refuse("the moment is later than the round's exchange that should follow it");
     const cardProblem = this.#checkProposerCard(peer, payload.nanoMoment, payload.hardwareSignature);
     if (cardProblem !== null) return refuse(cardProblem);
     try {
@@ -437,11 +470,14 @@ export class Mesh {
     const roundId = this.#roundCounter;
     const participants = [...this.#peers.values()].filter((peer) => peer.excludedReason === null && transport.hasSession(peer.nodeId));
     const momentNs = card.readTimeNs();
-    const exchanges = participants.map((peer) =>
-      transport
-        .request(peer.nodeId, { kind: "probe", t1Ns: momentNs, roundId }, this.#options.roundTimeoutMs)
-        .then((answer) => this.#recordExchange(peer, momentNs, answer.payload, answer.receivedAtNs)),
-    );
+    // Each exchange's t1 is read right before its own packet is built and sent, so a peer's measured delay does
+    // not include the packets sent to the peers before it; the reading is then carried back to the moment.
+    const exchanges = participants.map((peer) => {
+      const t1Ns = card.readTimeNs();
+      return transport
+        .request(peer.nodeId, { kind: "probe", t1Ns, roundId }, this.#options.roundTimeoutMs)
+        .then((answer) => this.#recordExchange(peer, t1Ns, answer.payload, answer.receivedAtNs, { momentNs }));
+    });
     // The card signs while the exchanges travel: t1 is the moment itself, read before any of this work.
     const hardwareSignature = card.signHardware(momentNs);
     const answers = await Promise.allSettled(exchanges);
