@@ -239,25 +239,23 @@ export interface CoSignCheckInput {
 export type CoSignDecision = { readonly sign: true } | { readonly sign: false; readonly reason: string };
 
 /**
- * Whether a responder co-signs a proposal, by its own clock alone (never the proposer's word): the message that
- * carried the moment arrived at t2, so the card read M before t2. Co-signing asserts "M was within ±accuracy of
- * true time when it was read", which this node can vouch for only if
- *   M ≤ t2 + (accuracy − ownAccuracy)       (M is not in the future by more than the claimed bound), and
- *   t2 − M ≤ maxTransit + accuracy − ownAccuracy   (M is not older than the transit this node tolerates).
- * The second rule costs nothing to an honest proposer and bounds how stale a moment a liar can get co-signed.
- * An accuracy below this node's own accuracy is refused: no bound can be tighter than the clock checking it.
+ * Whether a responder co-signs a proposal, by its own clock alone (never the proposer's word). Co-signing says "my
+ * clock does not contradict that M was within ±accuracy of true time when the card read it". The message carrying
+ * M arrived at t2 on this clock, so true time at the reading T0 was at most t2 + ownAccuracy (this clock is within
+ * its accuracy of true time, and the reading came before the arrival), and at least t2 − ownAccuracy − maxTransit
+ * (this node tolerates no longer transit). It refuses when either bound proves the claim false:
+ *   M − t2 > accuracy + ownAccuracy                 (M is ahead of every true time the reading can have had)
+ *   t2 − M > maxTransit + accuracy + ownAccuracy    (M is behind every true time the reading can have had)
+ * A refusal is certain evidence against the claim; a signature is the absence of such evidence from this clock.
  */
 export function coSignDecision(input: CoSignCheckInput): CoSignDecision {
-  const slackNs = BigInt(input.accuracyNs) - BigInt(input.ownAccuracyNs);
-  if (slackNs < 0n) {
-    return { sign: false, reason: `accuracy ${input.accuracyNs} ns is tighter than this node's own ${input.ownAccuracyNs} ns` };
-  }
+  const allowedNs = BigInt(input.accuracyNs) + BigInt(input.ownAccuracyNs);
   const aheadNs = input.momentNs - input.receivedAtNs;
-  if (aheadNs > slackNs) {
-    return { sign: false, reason: `the moment is ${aheadNs} ns ahead of this node's clock; the claimed accuracy allows ${slackNs} ns` };
+  if (aheadNs > allowedNs) {
+    return { sign: false, reason: `the moment is ${aheadNs} ns ahead of this node's clock; accuracy ${input.accuracyNs} ns and this clock's ${input.ownAccuracyNs} ns allow ${allowedNs} ns` };
   }
-  if (-aheadNs > input.maxTransitNs + slackNs) {
-    return { sign: false, reason: `the moment is ${-aheadNs} ns behind this node's clock; at most ${input.maxTransitNs + slackNs} ns allowed` };
+  if (-aheadNs > input.maxTransitNs + allowedNs) {
+    return { sign: false, reason: `the moment is ${-aheadNs} ns behind this node's clock; at most ${input.maxTransitNs + allowedNs} ns allowed` };
   }
   return { sign: true };
 }
