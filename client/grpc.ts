@@ -4,7 +4,7 @@
  */
 import * as grpc from "@grpc/grpc-js";
 import { UnavailableError, ValidationError } from "../protocol/errors";
-import type { Address, Hex, ProofJson, TimeProof } from "../protocol/types";
+import type { Address, GpsFixState, Hex, ProofJson, TimeProof } from "../protocol/types";
 import { API_KEY_HEADER } from "../wire/auth";
 import { fromGrpcStatus } from "../wire/errorMapping";
 import {
@@ -33,7 +33,10 @@ export function proofJsonFromMessage(nanoMoment: string, proof: ProofMessage): P
       nodeSignature: hexOf(proof.node_signature),
       accuracyNs: proof.accuracy_ns,
       hardwareId: hexOf(proof.hardware_id),
-      gps: null,
+      gps:
+        proof.gps === null || proof.gps === undefined
+          ? null
+          : { fixState: proof.gps.fix_state as GpsFixState, satellites: proof.gps.satellites, ppsOffsetNs: proof.gps.pps_offset_ns, observedAtNs: proof.gps.observed_at_ns },
     },
   };
 }
@@ -79,7 +82,7 @@ function uint64Decimal(field: string, value: bigint): string {
   return value.toString();
 }
 
-function proofToMessage(proof: TimeProof): { nano_moment: string; proof: Omit<ProofMessage, "hardware_id"> } {
+function proofToMessage(proof: TimeProof): { nano_moment: string; proof: Omit<ProofMessage, "hardware_id" | "gps"> } {
   return {
     nano_moment: proof.nanoMoment.toString(),
     proof: {

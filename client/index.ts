@@ -28,6 +28,8 @@ import type { ScheduleCreated, TimeClient, TimeClientOptions, VerifyResult } fro
 import { openStream } from "./ws";
 
 export type * from "./types";
+export { createClusterClient, RECENT_ANSWERS, type ClusterClient, type ClusterClientOptions, type ClusterFetchedProof, type ClusterNodeState } from "./cluster";
+export { hardwareAccuracyOf, nodeScore, selectionOrder, SELECTION_POOL, type NodeScoreInputs } from "./selection";
 export { consensusFromMessage, nodeInfoFromMessage, proofJsonFromMessage } from "./grpc";
 /** The text a registered gRPC client signs (EIP-191) for `GrpcTimeRequestOptions.clientSignature`. */
 export { clientRequestMessage } from "../wire/auth";

@@ -114,6 +114,7 @@ export async function startNode(parameters: StartNodeParameters): Promise<Runnin
     await Promise.race([Promise.all([app?.close(), grpcServer?.close()]), graceTimer]);
     grpcServer?.server.forceShutdown();
     context.pushes.close();
+    context.load.stop();
     unbindMetrics();
     context.clientErrorLog.flush(); // the counts of the last sampling window, before "node stopped"
     if (ownsService) await service.stop();

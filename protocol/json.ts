@@ -7,7 +7,7 @@ import { isInteger, LosslessNumber, parse as parseLossless, stringify as stringi
 import { CARD_ID_LENGTH, HARDWARE_SIGNATURE_LENGTH, NODE_ENTRY_LENGTH, UINT128_MAX, UINT32_MAX } from "./constants";
 import { ValidationError } from "./errors";
 import { preview, sliceHexBytes } from "./bytes";
-import type { Hex, ProofJson, TimeProof } from "./types";
+import { GPS_FIX_STATES, type GpsFixState, type GpsReference, type Hex, type ProofJson, type TimeProof } from "./types";
 
 /**
  * Deepest array/object nesting parseJsonLossless accepts. Protocol messages nest 2 levels; the parser recurses
@@ -140,8 +140,11 @@ function rejectUnknownKeys(record: Record<string, unknown>, allowed: readonly st
   }
 }
 
-/** The REST/JSON form of a proof. `cardId` defaults to the first 32 bytes of hardwareSignature. */
-export function proofToJson(proof: TimeProof, cardId?: Hex): ProofJson {
+/**
+ * The REST/JSON form of a proof. `cardId` defaults to the first 32 bytes of hardwareSignature; `gps` (the card's
+ * GPS reference, unsigned metadata) defaults to null.
+ */
+export function proofToJson(proof: TimeProof, cardId?: Hex, gps: GpsReference | null = null): ProofJson {
   const hardwareSignature = parseHexField(proof.hardwareSignature.toLowerCase(), "proof.hardwareSignature", {
     exact: HARDWARE_SIGNATURE_LENGTH,
   });
@@ -156,9 +159,26 @@ export function proofToJson(proof: TimeProof, cardId?: Hex): ProofJson {
       nodeSignature: parseHexField(proof.nodeSignature.toLowerCase(), "proof.nodeSignature", { multipleOf: NODE_ENTRY_LENGTH }),
       accuracyNs: parseUint32Field(proof.accuracy, "proof.accuracyNs"),
       hardwareId,
-      gps: null,
+      gps: gps === null ? null : parseGpsReference(gps, "proof.gps"),
     },
   };
+}
+
+/** Checks a GPS reference (docs/protocol.md §9.1): exactly its four fields, each in range. */
+export function parseGpsReference(value: unknown, field: string): GpsReference {
+  const record = asRecord(value, field);
+  rejectUnknownKeys(record, ["fixState", "satellites", "ppsOffsetNs", "observedAtNs"], field);
+  if (typeof record.fixState !== "string" || !(GPS_FIX_STATES as readonly string[]).includes(record.fixState)) {
+    throw new ValidationError(`${field}.fixState`, `must be one of ${GPS_FIX_STATES.join(", ")}, got ${describe(record.fixState)}`, {});
+  }
+  if (typeof record.satellites !== "number" || !Number.isInteger(record.satellites) || record.satellites < 0 || record.satellites > 64) {
+    throw new ValidationError(`${field}.satellites`, `must be an integer from 0 to 64, got ${describe(record.satellites)}`, {});
+  }
+  if (typeof record.ppsOffsetNs !== "number" || !Number.isInteger(record.ppsOffsetNs) || Math.abs(record.ppsOffsetNs) >= 1_000_000_000) {
+    throw new ValidationError(`${field}.ppsOffsetNs`, `must be an integer of ns above −1 s and below 1 s, got ${describe(record.ppsOffsetNs)}`, {});
+  }
+  parseNsString(record.observedAtNs, `${field}.observedAtNs`);
+  return { fixState: record.fixState as GpsFixState, satellites: record.satellites, ppsOffsetNs: record.ppsOffsetNs, observedAtNs: record.observedAtNs as string };
 }
 
 export interface ProofFromJsonReturnType {
@@ -190,9 +210,7 @@ export function proofFromJson(value: unknown): ProofFromJsonReturnType {
       throw new ValidationError("proof.hardwareId", "does not match the cardId inside hardwareSignature", { hardwareId, cardId });
     }
   }
-  if (inner.gps !== undefined && inner.gps !== null) {
-    throw new ValidationError("proof.gps", `must be null (GPS evidence is not defined in protocol v1), got ${describe(inner.gps)}`, {});
-  }
+  if (inner.gps !== undefined && inner.gps !== null) parseGpsReference(inner.gps, "proof.gps");
   return { proof: { nanoMoment, hardwareSignature, nodeSignature, accuracy }, cardId };
 }
 

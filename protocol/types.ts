@@ -56,6 +56,24 @@ export interface TimeAttestation {
   nodeTimestamp: bigint;
 }
 
+/** Fix states of a GPS reference (docs/protocol.md §9.1): none, 2-D, 3-D, or a development card's simulation. */
+export const GPS_FIX_STATES = ["none", "2d", "3d", "simulated"] as const;
+export type GpsFixState = (typeof GPS_FIX_STATES)[number];
+
+/**
+ * What the card's GPS reference reported (docs/protocol.md §9.1). Unsigned: it is never part of the signed bytes
+ * or the on-chain struct, so it informs an operator, never a verifier.
+ */
+export interface GpsReference {
+  fixState: GpsFixState;
+  /** Satellites used in the fix, 0..64. */
+  satellites: number;
+  /** The last PPS edge minus the card clock's whole second, ns (signed, |value| < 1 s). */
+  ppsOffsetNs: number;
+  /** The card clock when the reference was read, decimal ns. */
+  observedAtNs: string;
+}
+
 /** The REST body of `GET /time/current` (docs/protocol.md §9.1). */
 export interface ProofJson {
   /** Decimal string, ns. */
@@ -69,8 +87,8 @@ export interface ProofJson {
     accuracyNs: number;
     /** Lowercase hex cardId (32 bytes): the first 32 bytes of hardwareSignature. */
     hardwareId: Hex;
-    /** Reserved for GPS evidence; `null` means "none". */
-    gps: null;
+    /** The card's GPS reference when the proof was made (unsigned metadata, docs/protocol.md §9.1); null: none. */
+    gps: GpsReference | null;
   };
 }
 

@@ -80,12 +80,22 @@ async function startMemberProcess(cluster: Cluster, index: number, roundInterval
   const child = spawn(process.execPath, [BIN, "start", "--config", file], { stdio: ["ignore", "pipe", "inherit"] });
   let stdout = "";
   const rest = await new Promise<string>((resolve, reject) => {
+    const timer = setTimeout(() => {
+      child.kill("SIGKILL"); // never leave a half-started node behind
+      reject(new Error(`member ${index} did not start in 30 s`));
+    }, 30_000);
     child.stdout!.on("data", (chunk: Buffer) => {
       stdout += chunk.toString();
       const match = /"rest":\s*"(http:\/\/127\.0\.0\.1:\d+)"/.exec(stdout);
-      if (match !== null) resolve(match[1]!);
+      if (match !== null) {
+        clearTimeout(timer);
+        resolve(match[1]!);
+      }
     });
-    child.once("exit", (code) => reject(new Error(`member ${index} exited with ${code}`)));
+    child.once("exit", (code) => {
+      clearTimeout(timer);
+      reject(new Error(`member ${index} exited with ${code}`));
+    });
   });
   return { child, rest };
 }

@@ -62,6 +62,16 @@ export interface ProofMessage {
   node_signature: Buffer;
   accuracy_ns: number;
   hardware_id: Buffer;
+  /** null / absent: no GPS reference. */
+  gps: GpsReferenceMessage | null;
+}
+
+/** Proof.gps (docs/protocol.md §9.1). */
+export interface GpsReferenceMessage {
+  fix_state: string;
+  satellites: number;
+  pps_offset_ns: number;
+  observed_at_ns: string;
 }
 
 /** TimeResponse.node: the answering node, from service.info(). */
@@ -170,7 +180,8 @@ function fieldsOf<T>() {
 /** Proto message name → the fields its interface declares. */
 export const MESSAGE_FIELDS = {
   TimeRequest: fieldsOf<TimeRequestMessage>()(["request_id", "nonce", "type", "at_ns", "client_signature", "client_id", "issued_at_ms"]),
-  Proof: fieldsOf<ProofMessage>()(["hardware_signature", "node_signature", "accuracy_ns", "hardware_id"]),
+  Proof: fieldsOf<ProofMessage>()(["hardware_signature", "node_signature", "accuracy_ns", "hardware_id", "gps"]),
+  GpsReference: fieldsOf<GpsReferenceMessage>()(["fix_state", "satellites", "pps_offset_ns", "observed_at_ns"]),
   NodeInfo: fieldsOf<NodeInfoMessage>()(["node_id", "card_id", "version", "protocol"]),
   ConsensusProof: fieldsOf<ConsensusProofMessage>()(["responders", "quorum", "node_ids", "members", "threshold", "time_ns", "deviation_ns", "window_ns", "readings", "excluded"]),
   ConsensusReading: fieldsOf<ConsensusReadingMessage>()(["node_id", "reading_ns", "uncertainty_ns", "deviation_ns", "node_timestamp_ns"]),

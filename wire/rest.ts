@@ -23,6 +23,17 @@ export const ErrorBody = Type.Object({
 });
 export type ErrorBody = Static<typeof ErrorBody>;
 
+/** proof.gps (§9.1, protocol/types.ts GpsReference): the card's GPS reference, unsigned metadata. */
+export const GpsObject = Type.Object(
+  {
+    fixState: Type.Union([Type.Literal("none"), Type.Literal("2d"), Type.Literal("3d"), Type.Literal("simulated")]),
+    satellites: Type.Integer({ minimum: 0, maximum: 64 }),
+    ppsOffsetNs: Type.Integer({ minimum: -999_999_999, maximum: 999_999_999 }),
+    observedAtNs: DecimalNs,
+  },
+  { additionalProperties: false },
+);
+
 /** The `proof` member of §9.1. As a request body it is checked for shape only; content is verify()'s. */
 export const ProofObject = Type.Object(
   {
@@ -30,7 +41,7 @@ export const ProofObject = Type.Object(
     nodeSignature: HexBytes(80 * MAX_NODE_ENTRIES),
     accuracyNs: Type.Integer({ minimum: 0, maximum: 0xffff_ffff }),
     hardwareId: Type.Optional(HexBytes(32)),
-    gps: Type.Optional(Type.Null()),
+    gps: Type.Optional(Type.Union([Type.Null(), GpsObject])),
   },
   { additionalProperties: false },
 );
@@ -155,6 +166,10 @@ export const NodeInfoBody = Type.Object({
   archiveCapacity: Type.Integer(),
   authRequired: Type.Boolean(),
   maxRequestsPerSecond: Type.Number(),
+  /** The serving process's event-loop utilisation over about the last second, 0..1 (docs/protocol.md §8). */
+  currentLoad: Type.Number({ minimum: 0, maximum: 1 }),
+  /** primary, secondary, archive or bridge (docs/protocol.md §7.6). */
+  role: Type.String(),
 });
 export type NodeInfoBody = Static<typeof NodeInfoBody>;
 

@@ -3,6 +3,7 @@
  * limits. Built once by node/server.ts (or by a test) and passed in; no transport reaches a singleton.
  */
 import type { Logger } from "pino";
+import { startLoadGauge, type LoadGauge } from "./load";
 import type { ApiKeyHash } from "../../lib/apiKeys";
 import { SETTING_DEFAULTS, type NodeConfig } from "../config";
 import type { CoreTimeService } from "../core/service";
@@ -112,6 +113,8 @@ export interface TransportContext {
   pushes: PushScheduler;
   /** Client errors of every transport, logged sampled and without stacks (server faults go to `logger`). */
   clientErrorLog: SampledLog;
+  /** This process's event-loop utilisation (GET /node/info `currentLoad`); stopped when the node closes. */
+  load: LoadGauge;
   limits: TransportLimits;
 }
 
@@ -152,6 +155,7 @@ export function createTransportContext(parameters: CreateTransportContextParamet
       parameters.logger,
       parameters.clientErrorLogWindowMs === undefined ? {} : { windowMs: parameters.clientErrorLogWindowMs },
     ),
+    load: startLoadGauge(),
     limits,
   };
 }

@@ -17,7 +17,7 @@ import { NotFoundError, RateLimitError, UnavailableError, ValidationError } from
 import { NODE_ENTRY_LENGTH } from "../../protocol/constants";
 import { parseNsString } from "../../protocol/json";
 import { recoverNodeAddresses } from "../../protocol/verify";
-import type { ConsensusJson, Hex, TimeProof } from "../../protocol/types";
+import type { ConsensusJson, GpsReference, Hex, TimeProof } from "../../protocol/types";
 import type { TlsMaterial } from "./tls";
 import type { NodeInfo, SignedTime } from "../core/types";
 import { API_KEY_HEADER } from "../../wire/auth";
@@ -34,6 +34,7 @@ import {
   TIME_PROTO_PATH,
   TIME_SERVICE_NAME,
   type ConsensusProofMessage,
+  type GpsReferenceMessage,
   type HealthCheckRequestMessage,
   type HealthCheckResponseMessage,
   type NodeInfoMessage,
@@ -92,6 +93,12 @@ export function proofFromMessage(nanoMoment: string, proof: ProofMessage | null)
 /** TimeResponse.node of this node: its identity from service.info(). */
 export function nodeInfoMessage(info: Pick<NodeInfo, "nodeId" | "cardId" | "version" | "protocol">): NodeInfoMessage {
   return { node_id: info.nodeId, card_id: Buffer.from(info.cardId.slice(2), "hex"), version: info.version, protocol: info.protocol };
+}
+
+/** Proof.gps of the served body's `gps` (null: none). */
+function gpsMessage(gps: GpsReference | null): GpsReferenceMessage | null {
+  if (gps === null) return null;
+  return { fix_state: gps.fixState, satellites: gps.satellites, pps_offset_ns: gps.ppsOffsetNs, observed_at_ns: gps.observedAtNs };
 }
 
 /** The round fields of a lone node's ConsensusProof: proto3 defaults (no round). */
@@ -168,6 +175,7 @@ class ResponseCache {
           node_signature: Buffer.from(signed.proof.nodeSignature.slice(2), "hex"),
           accuracy_ns: signed.proof.accuracy,
           hardware_id: Buffer.from(signed.json.proof.hardwareId.slice(2), "hex"),
+          gps: gpsMessage(signed.json.proof.gps),
         },
         consensus: consensusProofMessage(signed.proof, info, signed.json.consensus),
         node: this.node,

@@ -268,6 +268,7 @@ export function buildRestApp(context: TransportContext, options: RestAppOptions 
       archiveIntervalNs: info.archiveIntervalNs.toString(),
       authRequired: auth.required,
       maxRequestsPerSecond: rateLimiter.ratePerSecond,
+      currentLoad: context.load.current(),
     };
   });
 

@@ -8,7 +8,7 @@ import type { KeyObject } from "node:crypto";
 import { UnavailableError } from "../../protocol/errors";
 import { p256PublicKeyToUncompressed } from "../../protocol/keys";
 import { cardIdOf, signHardware } from "../../protocol/sign";
-import type { Hex } from "../../protocol/types";
+import type { GpsReference, Hex } from "../../protocol/types";
 import { createAnchoredClock } from "./hostClock";
 import type { TamperState, TimeCard } from "./types";
 
@@ -71,6 +71,11 @@ export class DevTimeCard implements TimeCard {
 
   measuredErrorNs(): number {
     return this.#measuredErrorNs;
+  }
+
+  /** A development card has no receiver: it says so with fixState "simulated", no satellites and no PPS offset. */
+  gpsReference(): GpsReference {
+    return { fixState: "simulated", satellites: 0, ppsOffsetNs: 0, observedAtNs: this.readTimeNs().toString() };
   }
 
   /** Latches the card into the tampered state (irreversible, like a real card) and notifies listeners once. */

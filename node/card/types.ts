@@ -3,7 +3,7 @@
  * The development card (dev.ts) implements it over the host clock; real drivers (PCIe time cards, PTP grandmaster
  * modules with an HSM) implement the same interface.
  */
-import type { Hex } from "../../protocol/types";
+import type { GpsReference, Hex } from "../../protocol/types";
 
 export interface TamperState {
   tampered: boolean;
@@ -33,6 +33,11 @@ export interface TimeCard {
    * to sign while this exceeds the accuracy it advertises.
    */
   measuredErrorNs(): number;
+  /**
+   * The card's GPS reference now (fix, satellites, PPS offset), or null for a card without one. Reported beside
+   * each proof as unsigned metadata (docs/protocol.md §9.1).
+   */
+  gpsReference(): GpsReference | null;
   /** Releases driver resources. */
   close(): void;
 }

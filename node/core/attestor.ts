@@ -367,6 +367,7 @@ export class Attestor {
       accuracy: request.accuracy,
       nodeEntry: nodeSignature,
       producedAtNs: this.#options.nodeClockNs(),
+      gps: this.#options.card.gpsReference(),
     };
     const signed = this.#coSign(local);
     this.#latest = signed;

@@ -12,7 +12,7 @@
  * so they do not go through the attestor's local attestation: the service serves the stage's latest co-signed
  * proof, and the attestor keeps guarding every signature (assertCanSign) and reporting tamper.
  */
-import type { Hex, TimeProof } from "../../protocol/types";
+import type { GpsReference, Hex, TimeProof } from "../../protocol/types";
 import { buildSignedTime } from "./signedTime";
 import type { MeshStateReport, SignedTime } from "./types";
 
@@ -28,6 +28,8 @@ export interface LocalAttestation {
   readonly nodeEntry: Hex;
   /** Node clock when the attestor finished signing, ns (becomes SignedTime.producedAtNs). */
   readonly producedAtNs: bigint;
+  /** The card's GPS reference at that time (unsigned metadata of the served body); null: none. */
+  readonly gps: GpsReference | null;
 }
 
 /**
@@ -48,7 +50,7 @@ export function localProof(local: LocalAttestation): TimeProof {
 
 /** The lone node's stage: the local attestation is the proof (today's SignedTime, unchanged). */
 export function soloCoSigning(): CoSigningStage {
-  return (local) => buildSignedTime(localProof(local), local.producedAtNs);
+  return (local) => buildSignedTime(localProof(local), local.producedAtNs, local.gps);
 }
 
 /**

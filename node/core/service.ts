@@ -62,8 +62,8 @@ export interface CreateTimeServiceParameters {
 }
 
 /** What a lone node reports as its mesh (docs/protocol.md §7.4): honest, never "Converged". */
-function loneNodeState(): MeshStateReport {
-  return { convergenceState: "Initializing", timeQuality: 0, peerCount: 0, members: 1, threshold: 1, consensusOffsetNs: null, lastError: null, role: "primary", roundsSucceeded: 0, roundsFailed: {}, peers: [] };
+function loneNodeState(role: string): MeshStateReport {
+  return { convergenceState: "Initializing", timeQuality: 0, peerCount: 0, members: 1, threshold: 1, consensusOffsetNs: null, lastError: null, role, roundsSucceeded: 0, roundsFailed: {}, peers: [] };
 }
 
 /** TimeService plus the operations that only the core's owner (CLI, tests, mesh) uses. */
@@ -251,6 +251,7 @@ export function createTimeService(parameters: CreateTimeServiceParameters): Core
     nodeQuorum: config.nodeQuorum,
     archiveIntervalNs: config.archiveIntervalNs,
     archiveCapacity: config.archiveCapacity,
+    role: config.role,
   };
 
   const service: CoreTimeService = {
@@ -283,7 +284,7 @@ export function createTimeService(parameters: CreateTimeServiceParameters): Core
 
     info: () => ({ ...info, certificateChainPem: [...info.certificateChainPem] }),
 
-    meshState: () => consensus?.state() ?? loneNodeState(),
+    meshState: () => consensus?.state() ?? loneNodeState(config.role),
 
     health,
 

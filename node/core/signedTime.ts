@@ -3,13 +3,13 @@
  * made ONCE per attestation so transports only copy bytes.
  */
 import { proofToJson } from "../../protocol/json";
-import type { TimeProof } from "../../protocol/types";
+import type { GpsReference, TimeProof } from "../../protocol/types";
 import type { SignedTime } from "./types";
 
-/** Freezes the proof and builds its JSON and body once. */
-export function buildSignedTime(proof: TimeProof, producedAtNs: bigint): SignedTime {
+/** Freezes the proof and builds its JSON (with the card's GPS reference, unsigned) and body once. */
+export function buildSignedTime(proof: TimeProof, producedAtNs: bigint, gps: GpsReference | null = null): SignedTime {
   const frozenProof = Object.freeze({ ...proof });
-  const json = proofToJson(frozenProof);
+  const json = proofToJson(frozenProof, undefined, gps);
   Object.freeze(json.proof);
   Object.freeze(json);
   return Object.freeze({ proof: frozenProof, json, body: JSON.stringify(json), producedAtNs });

@@ -87,6 +87,8 @@ export interface NodeInfo {
   archiveIntervalNs: bigint;
   /** How many proofs the archive keeps at most. */
   archiveCapacity: number;
+  /** primary, secondary, archive or bridge (docs/protocol.md §7.6). */
+  role: string;
 }
 
 export type VerifyOutcome =

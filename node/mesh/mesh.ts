@@ -535,7 +535,7 @@ export class Mesh {
       accuracyNs: accuracy,
       validResponders: result.valid.length,
     });
-    return withConsensus(buildSignedTime(proof, card.readTimeNs()), consensusJson(result, entries, this.#members, this.#options.windowNs));
+    return withConsensus(buildSignedTime(proof, card.readTimeNs(), card.gpsReference()), consensusJson(result, entries, this.#members, this.#options.windowNs));
   }
 
   /** The entry's nodeTimestamp when it is `nodeId`'s valid signature over the round's attestation; null (a fault) otherwise. */

@@ -26,7 +26,10 @@ async function startProcess(configFile: string): Promise<NodeProcess> {
   let stderr = "";
   child.stderr!.on("data", (chunk: Buffer) => (stderr = (stderr + chunk.toString()).slice(-4_000)));
   const rest = await new Promise<string>((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`node did not start in 20 s: ${stderr}`)), 20_000);
+    const timer = setTimeout(() => {
+      child.kill("SIGKILL"); // never leave a half-started node behind
+      reject(new Error(`node did not start in 20 s: ${stderr}`));
+    }, 20_000);
     child.stdout!.on("data", (chunk: Buffer) => {
       stdout += chunk.toString();
       const match = /"rest":\s*"(http:\/\/127\.0\.0\.1:\d+)"/.exec(stdout);

@@ -125,9 +125,16 @@ describe("json", () => {
       expectField(() => proofFromJsonText(JSON.stringify(body).replace('"accuracyNs":50', '"accuracyNs":5e1')), "proof.accuracyNs");
     });
 
-    it("rejects unknown fields and a non-null gps", () => {
+    it("rejects unknown fields, and a gps that is not exactly a GPS reference in range", () => {
       expectField(() => proofFromJson(mutate((p) => (p.extra = 1))), "proof.extra");
-      expectField(() => proofFromJson(mutate((p) => (p.gps = { lat: 1 }))), "proof.gps");
+      expectField(() => proofFromJson(mutate((p) => (p.gps = { lat: 1 }))), "proof.gps.lat");
+      const gps = { fixState: "3d", satellites: 9, ppsOffsetNs: -12, observedAtNs: "1732268493123456000" };
+      expect(proofFromJson(mutate((p) => (p.gps = gps))).proof).to.deep.equal(proof); // unsigned: not in the proof
+      expectField(() => proofFromJson(mutate((p) => (p.gps = { ...gps, fixState: "4d" }))), "proof.gps.fixState");
+      expectField(() => proofFromJson(mutate((p) => (p.gps = { ...gps, satellites: 65 }))), "proof.gps.satellites");
+      expectField(() => proofFromJson(mutate((p) => (p.gps = { ...gps, ppsOffsetNs: 1_000_000_000 }))), "proof.gps.ppsOffsetNs");
+      expectField(() => proofFromJson(mutate((p) => (p.gps = { ...gps, observedAtNs: 5 }))), "proof.gps.observedAtNs");
+      expect(proofToJson(proof, undefined, gps as never).proof.gps).to.deep.equal(gps);
       expectField(() => proofFromJson(null), "$");
       expectField(() => proofFromJson({ nanoMoment: body.nanoMoment }), "proof");
     });

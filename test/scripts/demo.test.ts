@@ -54,7 +54,7 @@ describe("scripts/demo.ts runDemo", () => {
     expect(node.validOffChain).to.equal(true);
     expect(node.validOnChain).to.equal(true);
     // The struct that went on-chain is exactly the JSON the node served.
-    expect(proofToJson(node.proof, node.cardId)).to.deep.equal(node.json);
+    expect(proofToJson(node.proof, node.cardId, node.json.proof.gps)).to.deep.equal(node.json);
     expect(node.json.proof.hardwareId).to.equal(node.cardId);
     expect(getAddress(node.nodeAddress)).to.not.equal(result.identity.nodeAddress);
     expect(node.tempDirRemoved).to.equal(true);

@@ -44,7 +44,9 @@ describe("node/api/rest", function () {
       expect(body.proof.nodeSignature).to.match(/^0x[0-9a-f]{160}$/);
       expect(body.proof.accuracyNs).to.equal(50);
       expect(body.proof.hardwareId).to.equal(t.identity.cardId);
-      expect(body.proof.gps).to.equal(null);
+      // The dev card has no receiver and says so (unsigned metadata, docs/protocol.md §14.7).
+      expect(body.proof.gps).to.include({ fixState: "simulated", satellites: 0, ppsOffsetNs: 0 });
+      expect(BigInt(body.proof.gps!.observedAtNs) >= BigInt(body.nanoMoment)).to.equal(true);
       const { proof } = proofFromJson(parseJsonLossless(response.text));
       const context = createVerifyContext({
         cards: { [t.identity.cardId]: { publicKey: t.identity.cardPublicKey, revoked: false } },

@@ -42,11 +42,12 @@ describe("co-signing stage (node/core/cosign.ts)", () => {
       accuracy: signed.proof.accuracy,
       nodeEntry: signed.proof.nodeSignature,
       producedAtNs: signed.producedAtNs,
+      gps: signed.json.proof.gps,
     };
     expect(localProof(local)).to.deep.equal(signed.proof);
     const again = soloCoSigning()(local);
     expect(again.body).to.equal(signed.body);
-    expect(again).to.deep.equal(buildSignedTime(signed.proof, signed.producedAtNs));
+    expect(again).to.deep.equal(buildSignedTime(signed.proof, signed.producedAtNs, signed.json.proof.gps));
     expect(Object.isFrozen(again) && Object.isFrozen(again.proof)).to.equal(true);
     expect(verifyAt(again.proof).valid).to.equal(true);
   });

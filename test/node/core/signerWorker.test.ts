@@ -178,6 +178,7 @@ describe("Signer thread (node/core/signerWorker.ts)", () => {
         return signature;
       },
       tamperState: () => card.tamperState(),
+      gpsReference: () => card.gpsReference(),
       onTamper: (listener) => card.onTamper(listener),
       measuredErrorNs: () => card.measuredErrorNs(),
       close: () => card.close(),
