@@ -1,15 +1,31 @@
 /**
  * The development time card: a P-256 key with an X.509 certificate issued by a development manufacturer CA
- * (protocol/devca.ts), reading the host clock at ns resolution (hostClock.ts). It has no oscillator error
- * estimate of its own: `measuredErrorNs()` is whatever was simulated (0 by default). `simulateTamper` and
- * `simulateMeasuredError` exist for tests and demos.
+ * (protocol/devca.ts), reading the host clock at ns resolution (hostClock.ts), anchored to it at a millisecond
+ * edge. Its `measuredErrorNs()` is honest about that: the anchor's uncertainty (typically 100–300 ns; the anchoring
+ * is retried while it is above ANCHOR_TARGET_NS), unless a test or demo simulates another value. It does not
+ * discipline itself against the host clock afterwards (a real card disciplines its oscillator to GPS/PTP): see
+ * docs/protocol.md §14.16. `simulateTamper` and `simulateMeasuredError` exist for tests and demos.
  */
 import type { KeyObject } from "node:crypto";
 import { UnavailableError } from "../../protocol/errors";
 import { p256PublicKeyToUncompressed } from "../../protocol/keys";
 import { cardIdOf, signHardware } from "../../protocol/sign";
 import type { GpsReference, Hex } from "../../protocol/types";
-import { createAnchoredClock } from "./hostClock";
+import { anchorToWallClock, clockFromAnchor, type WallClockAnchor } from "./hostClock";
+
+/** Anchors looser than this are retried (a preempted spin), ns. */
+export const ANCHOR_TARGET_NS = 500n;
+const ANCHOR_ATTEMPTS = 5;
+
+/** The tightest of up to ANCHOR_ATTEMPTS anchorings, stopping at the first within ANCHOR_TARGET_NS. */
+function preciseAnchor(): WallClockAnchor {
+  let best = anchorToWallClock();
+  for (let attempt = 1; attempt < ANCHOR_ATTEMPTS && best.uncertaintyNs > ANCHOR_TARGET_NS; attempt += 1) {
+    const next = anchorToWallClock();
+    if (next.uncertaintyNs < best.uncertaintyNs) best = next;
+  }
+  return best;
+}
 import type { TamperState, TimeCard } from "./types";
 
 export interface DevTimeCardOptions {
@@ -19,7 +35,7 @@ export interface DevTimeCardOptions {
   certificateChainPem: readonly string[];
   /** Defaults to the host clock anchored to the wall clock once, at construction. */
   clockNs?: () => bigint;
-  /** Initial simulated measured error, ns (default 0). */
+  /** Initial simulated measured error, ns (default: the anchor's uncertainty; 0 with an injected clock). */
   measuredErrorNs?: number;
 }
 
@@ -42,8 +58,14 @@ export class DevTimeCard implements TimeCard {
     this.cardId = cardIdOf(options.cardKey);
     this.publicKey = p256PublicKeyToUncompressed(options.cardKey);
     this.certificateChainPem = Object.freeze([...options.certificateChainPem]);
-    this.#clockNs = options.clockNs ?? createAnchoredClock();
-    this.#measuredErrorNs = options.measuredErrorNs ?? 0;
+    if (options.clockNs === undefined) {
+      const anchor = preciseAnchor();
+      this.#clockNs = clockFromAnchor(anchor);
+      this.#measuredErrorNs = options.measuredErrorNs ?? Number(anchor.uncertaintyNs);
+    } else {
+      this.#clockNs = options.clockNs;
+      this.#measuredErrorNs = options.measuredErrorNs ?? 0;
+    }
   }
 
   readTimeNs(): bigint {

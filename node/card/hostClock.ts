@@ -82,8 +82,12 @@ export function anchorToWallClock(sources: HostClockSources = SYSTEM_CLOCK_SOURC
   return { wallNs: BigInt(sources.wallNowMs()) * NS_PER_MILLISECOND + NS_PER_MILLISECOND / 2n, monotonicNs, uncertaintyNs: NS_PER_MILLISECOND / 2n };
 }
 
+/** The clock an anchor defines: ns since the Unix epoch, advanced by the monotonic timer of `sources`. */
+export function clockFromAnchor(anchor: WallClockAnchor, sources: HostClockSources = SYSTEM_CLOCK_SOURCES): () => bigint {
+  return () => anchor.wallNs + (sources.monotonicNs() - anchor.monotonicNs);
+}
+
 /** Returns a function reading ns since the Unix epoch, anchored once to the wall clock (anchorToWallClock). */
 export function createAnchoredClock(sources: HostClockSources = SYSTEM_CLOCK_SOURCES): () => bigint {
-  const anchor = anchorToWallClock(sources);
-  return () => anchor.wallNs + (sources.monotonicNs() - anchor.monotonicNs);
+  return clockFromAnchor(anchorToWallClock(sources), sources);
 }

@@ -1,3 +1,4 @@
+import { DEV_CARD_DRIVER_ACCURACY_NS } from "../../protocol/constants";
 import { expect } from "chai";
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
@@ -42,7 +43,7 @@ describe("client", function () {
     try {
       const fetched = await c.getCurrentTime();
       expect(fetched.cardId).to.equal(t.identity.cardId);
-      expect(fetched.proof.accuracy).to.equal(50);
+      expect(fetched.proof.accuracy).to.equal(DEV_CARD_DRIVER_ACCURACY_NS);
       expect(await c.verify(fetched.proof, { context: localContext() })).to.deep.equal({ valid: true, reason: null });
       expect(await c.verify(fetched.proof)).to.deep.equal({ valid: true, reason: null });
       const bogus = await c.verify({ ...fetched.proof, accuracy: 7 });

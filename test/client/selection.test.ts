@@ -1,3 +1,4 @@
+import { DEV_CARD_DRIVER_ACCURACY_NS } from "../../protocol/constants";
 import { expect } from "chai";
 import { createClusterClient, hardwareAccuracyOf, nodeScore, selectionOrder, SELECTION_POOL } from "../../client";
 import { startTestNode, type TestNode } from "../node/api/helpers";
@@ -50,7 +51,7 @@ describe("client node selection (docs/protocol.md §8)", function () {
         expect(nodes.map((node) => node.node.endpoints.rest)).to.include(first.endpoint);
         const states = client.nodes();
         for (const state of states) {
-          expect(state.inputs.hardwareAccuracy).to.be.closeTo(hardwareAccuracyOf(50), 1e-9);
+          expect(state.inputs.hardwareAccuracy).to.be.closeTo(hardwareAccuracyOf(DEV_CARD_DRIVER_ACCURACY_NS), 1e-9);
           expect(state.inputs.currentLoad).to.be.within(0, 1);
         }
         // Stop the node the client ranks first: the next request is answered by another one.

@@ -1,3 +1,4 @@
+import { DEV_CARD_DRIVER_ACCURACY_NS } from "../../../protocol/constants";
 import { expect } from "chai";
 import * as grpc from "@grpc/grpc-js";
 import { generatePrivateKey, privateKeyToAccount } from "viem/accounts";
@@ -134,12 +135,12 @@ describe("node/api/grpc", function () {
   });
 
   it("FUTURE_SCHEDULE answers UNAVAILABLE with the cause when the node cannot sign at the moment (the core's proofAtOrAfter)", async function () {
-    t.card.simulateMeasuredError(1_000); // the node refuses to sign: no newer proof will arrive
+    t.card.simulateMeasuredError(DEV_CARD_DRIVER_ACCURACY_NS + 1); // the node refuses to sign: no newer proof will arrive
     try {
       const atNs = BigInt(Date.now()) * 1_000_000n + 20_000_000n;
       const stalled = await status(call(client, "GetCurrentTime", { type: "FUTURE_SCHEDULE", at_ns: atNs.toString() }));
       expect(stalled.code).to.equal(grpc.status.UNAVAILABLE);
-      expect(stalled.details).to.match(/^card measured error 1000 ns exceeds/);
+      expect(stalled.details).to.match(new RegExp(`^card measured error ${DEV_CARD_DRIVER_ACCURACY_NS + 1} ns exceeds`));
     } finally {
       t.card.simulateMeasuredError(0);
     }

@@ -63,7 +63,9 @@ export async function startTestNode(options: StartTestNodeOptions = {}): Promise
       ...options.overrides,
     },
   });
-  const card = new DevTimeCard({ cardKey: identity.cardKey, certificateChainPem: identity.certificateChainPem });
+  // A card reporting no measured error: these tests sign their fixtures' accuracy whatever the host clock's anchor
+  // achieved (the dev card's honest report, its anchor's uncertainty, is tested in test/node/core/card.test.ts).
+  const card = new DevTimeCard({ cardKey: identity.cardKey, certificateChainPem: identity.certificateChainPem, measuredErrorNs: 0 });
   const service = createTimeService({ config, card, nodeKey: identity.nodeKey, logger, ownsCard: true });
   await service.start();
   let node: RunningNode;

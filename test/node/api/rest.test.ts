@@ -1,3 +1,4 @@
+import { DEV_CARD_DRIVER_ACCURACY_NS } from "../../../protocol/constants";
 import { expect } from "chai";
 import { parseJsonLossless, proofFromJson, proofToJson } from "../../../protocol/json";
 import { createDevIdentity } from "../../../protocol/devca";
@@ -42,7 +43,7 @@ describe("node/api/rest", function () {
       expect(body.nanoMoment).to.match(/^[1-9][0-9]*$/);
       expect(body.proof.hardwareSignature).to.match(/^0x[0-9a-f]{192}$/);
       expect(body.proof.nodeSignature).to.match(/^0x[0-9a-f]{160}$/);
-      expect(body.proof.accuracyNs).to.equal(50);
+      expect(body.proof.accuracyNs).to.equal(DEV_CARD_DRIVER_ACCURACY_NS);
       expect(body.proof.hardwareId).to.equal(t.identity.cardId);
       // The dev card has no receiver and says so (unsigned metadata, docs/protocol.md §14.7).
       expect(body.proof.gps).to.include({ fixState: "simulated", satellites: 0, ppsOffsetNs: 0 });
@@ -273,7 +274,7 @@ describe("node/api/rest", function () {
     it("GET /node/info names the node, card and chain", async function () {
       const response = await http(base, "GET", "/node/info");
       expect(response.status).to.equal(200);
-      expect(response.json).to.include({ nodeId: t.identity.nodeAddress, cardId: t.identity.cardId, protocol: "ATS/1", accuracyNs: 50 });
+      expect(response.json).to.include({ nodeId: t.identity.nodeAddress, cardId: t.identity.cardId, protocol: "ATS/1", accuracyNs: DEV_CARD_DRIVER_ACCURACY_NS });
       expect((response.json as { certificateChainPem: string[] }).certificateChainPem).to.deep.equal(t.identity.certificateChainPem);
     });
 

@@ -1,3 +1,4 @@
+import { DEV_CARD_DRIVER_ACCURACY_NS } from "../../../protocol/constants";
 import { expect } from "chai";
 import WebSocket from "ws";
 import { parseJsonLossless, proofFromJson } from "../../../protocol/json";
@@ -93,7 +94,7 @@ describe("node/api/ws", function () {
     const second = await client.next(isUpdate, "second update");
     for (const update of [first, second]) {
       expect(update["nanoMoment"]).to.match(/^[1-9][0-9]*$/);
-      expect(update["accuracy"]).to.equal(50);
+      expect(update["accuracy"]).to.equal(DEV_CARD_DRIVER_ACCURACY_NS);
       expect(update["id"]).to.equal(subscribed["id"]);
     }
     const { proof } = proofFromJson({ nanoMoment: second["nanoMoment"], proof: second["proof"] });

@@ -1,3 +1,4 @@
+import { DEV_CARD_DRIVER_ACCURACY_NS } from "../../../protocol/constants";
 import { expect } from "chai";
 import { decodeHardwareSignature, hwDigest } from "../../../protocol/codec";
 import { UnavailableError } from "../../../protocol/errors";
@@ -50,6 +51,14 @@ describe("DevTimeCard", () => {
       if (difference < smallest) smallest = difference;
     }
     expect(Number(smallest)).to.be.below(20_000);
+  });
+
+  it("reports its anchor's uncertainty as its measured error: honest, and within the 1 µs a dev node advertises", async () => {
+    const identity = await devIdentity();
+    const card = new DevTimeCard({ cardKey: identity.cardKey, certificateChainPem: identity.certificateChainPem });
+    expect(card.measuredErrorNs()).to.be.greaterThan(0);
+    expect(card.measuredErrorNs()).to.be.below(DEV_CARD_DRIVER_ACCURACY_NS);
+    expect(card.gpsReference()).to.include({ fixState: "simulated", satellites: 0 });
   });
 
   it("reads ns since the Unix epoch, close to the wall clock and never going back", async () => {

@@ -1,3 +1,4 @@
+import { DEV_CARD_DRIVER_ACCURACY_NS } from "../../../protocol/constants";
 import { expect } from "chai";
 import { readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
@@ -31,11 +32,11 @@ describe("node config", () => {
   const dir = tempDir("config");
   after(() => dir.remove());
 
-  it("has safe defaults: loopback host, 1 ms tick, 50 ns accuracy, on-chain verification bounds", () => {
+  it("has safe defaults: loopback host, 1 ms tick, 1 µs accuracy (what the dev card meets), on-chain verification bounds", () => {
     const config = loadConfig({ env: {} });
     expect(config.host).to.equal("127.0.0.1");
     expect(config.tickIntervalNs).to.equal(1_000_000n);
-    expect(config.accuracyNs).to.equal(50);
+    expect(config.accuracyNs).to.equal(DEV_CARD_DRIVER_ACCURACY_NS); // what the dev card meets (docs/protocol.md §14.16)
     expect(config.maxAttestationAgeNs).to.equal(60_000_000_000n);
     expect(config.maxFutureDriftNs).to.equal(15_000_000_000n);
     expect(config.maxAcceptableDriftNs).to.equal(1_000n);
@@ -122,7 +123,7 @@ describe("node config", () => {
       "config.maxMeasuredErrorNs",
       "must not exceed accuracyNs",
     );
-    expect(signingErrorBoundNs(loadConfig({ env: {} }))).to.equal(50);
+    expect(signingErrorBoundNs(loadConfig({ env: {} }))).to.equal(DEV_CARD_DRIVER_ACCURACY_NS);
     expect(signingErrorBoundNs(loadConfig({ env: { ATS_MAX_MEASURED_ERROR_NS: "20" } }))).to.equal(20);
     expectConfigError(
       () => loadConfig({ env: { ATS_WS_MIN_INTERVAL_NS: "2000000000", ATS_WS_MAX_INTERVAL_NS: "1000000000" } }),

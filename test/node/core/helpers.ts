@@ -46,7 +46,9 @@ export async function buildService(
   extra: Partial<Omit<CreateTimeServiceParameters, "config" | "card" | "nodeKey" | "logger">> = {},
 ): Promise<TestNode> {
   const identity = await devIdentity();
-  const card = new DevTimeCard({ cardKey: identity.cardKey, certificateChainPem: identity.certificateChainPem });
+  // A card reporting no measured error: these tests sign their fixtures' accuracy whatever the host clock's anchor
+  // achieved (the dev card's honest report, its anchor's uncertainty, is tested in test/node/core/card.test.ts).
+  const card = new DevTimeCard({ cardKey: identity.cardKey, certificateChainPem: identity.certificateChainPem, measuredErrorNs: 0 });
   const service = createTimeService({ config, card, nodeKey: identity.nodeKey, logger: silentLogger(), ...extra });
   return { service, card, identity };
 }
@@ -120,7 +122,9 @@ export async function expectRejects(
  */
 export async function attestorSetup(overrides: Partial<AttestorOptions> = {}) {
   const identity = await devIdentity();
-  const card = new DevTimeCard({ cardKey: identity.cardKey, certificateChainPem: identity.certificateChainPem });
+  // A card reporting no measured error: these tests sign their fixtures' accuracy whatever the host clock's anchor
+  // achieved (the dev card's honest report, its anchor's uncertainty, is tested in test/node/core/card.test.ts).
+  const card = new DevTimeCard({ cardKey: identity.cardKey, certificateChainPem: identity.certificateChainPem, measuredErrorNs: 0 });
   const options: AttestorOptions = {
     card,
     nodeKey: identity.nodeKey,

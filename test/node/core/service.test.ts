@@ -1,3 +1,4 @@
+import { DEV_CARD_DRIVER_ACCURACY_NS } from "../../../protocol/constants";
 import { expect } from "chai";
 import { createDevIdentity } from "../../../protocol/devca";
 import { NotFoundError, UnavailableError, ValidationError } from "../../../protocol/errors";
@@ -33,7 +34,7 @@ describe("TimeService", function () {
     const fresh = await service.attestNow();
     expect(fresh.proof.nanoMoment > signed.proof.nanoMoment).to.equal(true);
     const info = service.info();
-    expect(info).to.include({ nodeId: identity.nodeAddress, cardId: identity.cardId, accuracyNs: 50, protocol: "ATS/1" });
+    expect(info).to.include({ nodeId: identity.nodeAddress, cardId: identity.cardId, accuracyNs: DEV_CARD_DRIVER_ACCURACY_NS, protocol: "ATS/1" });
     expect(info.certificateChainPem).to.deep.equal(identity.certificateChainPem);
     expect(info.tickIntervalNs).to.equal(1_000_000n);
   });
@@ -226,11 +227,11 @@ describe("TimeService", function () {
     expect(() => idle.service.schedule(1n, "http://127.0.0.1/")).to.throw(UnavailableError, "not started");
 
     const { service, card } = await started();
-    card.simulateMeasuredError(1_000);
+    card.simulateMeasuredError(DEV_CARD_DRIVER_ACCURACY_NS + 1);
     await waitFor(() => service.health().status === "degraded", 20_000, "degraded");
-    expect(service.health().reason).to.contain("1000 ns");
+    expect(service.health().reason).to.contain(`${DEV_CARD_DRIVER_ACCURACY_NS + 1} ns`);
     expect(service.stats().accuracyRefusalsTotal).to.be.greaterThan(0);
-    expect(service.current().proof.accuracy).to.equal(50); // the last honest proof is still served while fresh
+    expect(service.current().proof.accuracy).to.equal(DEV_CARD_DRIVER_ACCURACY_NS); // the last honest proof is still served while fresh
     card.simulateMeasuredError(0);
     await waitFor(() => service.health().status === "ok", 20_000, "ok again");
   });
@@ -238,9 +239,9 @@ describe("TimeService", function () {
   it("reports stale (not ok, not degraded) once its latest proof is past maxAttestationAgeNs and nothing is served", async () => {
     const { service, card } = await started({ maxAttestationAgeNs: 200n * MS });
     await waitFor(() => service.health().status === "ok", 20_000, "ok");
-    card.simulateMeasuredError(1_000); // signing refused from now on: the cached proof only ages
+    card.simulateMeasuredError(DEV_CARD_DRIVER_ACCURACY_NS + 1); // signing refused from now on: the cached proof only ages
     await waitFor(() => service.health().status === "stale", 20_000, "stale");
-    expect(service.health().reason).to.contain("1000 ns");
+    expect(service.health().reason).to.contain(`${DEV_CARD_DRIVER_ACCURACY_NS + 1} ns`);
     expect(() => service.current()).to.throw(UnavailableError, "no fresh attestation");
     card.simulateMeasuredError(0);
     await waitFor(() => service.health().status === "ok", 20_000, "ok again");
