@@ -186,4 +186,27 @@ describe("mesh: consensus rounds on loopback (4 in-process members)", function (
     await waitUntil(() => (a.mesh.latest?.json.consensus?.nodeIds.length ?? 0) === 4, "a proof co-signed by all four");
     expect(a.mesh.latest!.json.consensus!.nodeIds.map((id) => id.toLowerCase())).to.include(secondary.identity.nodeAddress.toLowerCase());
   });
+
+  it("a flapping member (answering one probe in two) shows it in its reachability register, and rounds go on above the threshold", async function () {
+    members = await startMesh(4);
+    const [a, , , flapping] = members as [MeshMember, MeshMember, MeshMember, MeshMember];
+    await nextProof(a);
+    let answer = false;
+    flapping.transport.handle("probe", (_peer, payload, receivedAtNs) => {
+      answer = !answer;
+      if (!answer || payload.kind !== "probe") return null; // every other exchange, rounds' included, goes unanswered
+      return { kind: "probeReply", t2Ns: receivedAtNs, t3Ns: flapping.card.readTimeNs(), cardAccuracyNs: flapping.config.accuracyNs, state: "Converging" };
+    });
+    const flappingId = flapping.identity.nodeAddress.toLowerCase();
+    const reachOf = () => a.service.meshState().peers.find((peer) => peer.nodeId.toLowerCase() === flappingId)!.reach;
+    // Eight probe intervals later the register holds the pattern: neither all ones nor all zeros.
+    await waitUntil(() => reachOf() !== 0 && reachOf() !== 0xff && (reachOf() & 0x0f) !== 0x0f, "a flapping reach register", 5_000);
+    const before = a.mesh.latest!.proof.nanoMoment;
+    for (let round = 0; round < 5; round += 1) {
+      const signed = await a.mesh.roundNow();
+      expect(signed.json.consensus!.responders).to.be.at.least(3);
+    }
+    expect(a.mesh.latest!.proof.nanoMoment > before).to.equal(true);
+    expect(a.service.meshState().convergenceState).to.not.equal("Degraded");
+  });
 });
