@@ -1,155 +1,185 @@
 /**
- * A client over several nodes (docs/protocol.md §8): `createClusterClient({ endpoints })`. Each request goes to a
- * node picked at random among the five best scores (client/selection.ts) and fails over to the next ones, best
- * first, when a node fails (network error, timeout, any error answer): at most every node once per request. The
- * inputs are measured here (answer times, the last 20 outcomes) and read from each node's GET /node/info
- * (`accuracyNs`, `currentLoad`), refreshed in the background of requests every `infoRefreshMs`, with the same
- * timeout as requests.
+ * A client over several nodes (docs/protocol.md §8): `createClusterClient({ endpoints })`. Which node a request
+ * tries first and in which order it fails over is client/selection.ts's; this module does the I/O: the requests,
+ * what it observes of each node (answer times, the last 20 outcomes), and each node's GET /node/info (`accuracyNs`,
+ * `currentLoad`), read before the first request and again by a request that finds it older than `infoRefreshMs`
+ * (in the background then, one read at a time, every node in parallel, each within the request timeout). There is
+ * no timer: an idle client reads nothing and keeps no process alive.
+ *
+ * Which failures fail over: the retryable ones of client/retry.ts (network errors, timeouts, 429, 5xx), which
+ * another node may well not share, and a malformed proof in a 2xx answer, the answering node's own fault. Other
+ * error answers (400, 401, 404) end the request with that error as a single-node client raises it: they say the
+ * request or its credentials are wrong, which every node would repeat. No retries per node: the next node is the
+ * retry, so a request makes at most one attempt per node.
  */
-import { rootCauseMessage, UnavailableError } from "../protocol/errors";
-import { createTimeClient } from "./index";
-import { hardwareAccuracyOf, nodeScore, selectionOrder, type NodeScoreInputs } from "./selection";
-import type { FetchedProof, TimeClient, TimeClientOptions } from "./types";
+import { AtsError, rootCauseMessage, UnavailableError, ValidationError } from "../protocol/errors";
+import { toFetched } from "./fetched";
+import { createRestCaller, DEFAULT_TIMEOUT_MS, nodeInfoFromJson, restBaseOf, type RestCaller } from "./rest";
+import { isRetryable, type RetryPolicy } from "./retry";
+import { nextAvgLatencyMs, nodeScore, scoreInputsOf, selectionOrder, withOutcome } from "./selection";
+import type { ClusterClient, ClusterClientOptions, ClusterNodeState, FetchedProof } from "./types";
 
-/** Answers remembered per node for recentAccuracyScore. */
-export const RECENT_ANSWERS = 20;
-/** Weight of the newest answer time in the moving average. */
-const LATENCY_WEIGHT = 0.2;
+const DEFAULT_REQUIRED_ACCURACY_NS = 1_000_000;
+const DEFAULT_INFO_REFRESH_MS = 10_000;
+const NO_RETRIES: RetryPolicy = { retries: 0, backoffBaseMs: 0, backoffMaxMs: 0 };
 
-export interface ClusterClientOptions extends Omit<TimeClientOptions, "endpoint" | "grpcEndpoint" | "wsEndpoint"> {
-  /** REST base URLs of the nodes (at least one). */
-  endpoints: readonly string[];
-  /** A proof counts as accurate for recentAccuracyScore when its accuracyNs is at most this (default 1 ms). */
-  requiredAccuracyNs?: number;
-  /** How often node info (accuracy, load) is refreshed, ms (default 10,000). */
-  infoRefreshMs?: number;
-  /** Random source of the pick (tests); default Math.random. */
-  random?: () => number;
-}
-
-/** What the client knows about one node: the §8 inputs and where they come from. */
-export interface ClusterNodeState {
-  endpoint: string;
-  inputs: NodeScoreInputs;
-  score: number;
-  /** Answers counted in recentAccuracyScore. */
-  answers: number;
-  lastError: string | null;
-}
-
-export interface ClusterFetchedProof extends FetchedProof {
-  /** The node that answered. */
-  endpoint: string;
-}
-
-export interface ClusterClient {
-  /** A proof from the selected node, or from the next ones when it fails; UnavailableError when all fail. */
-  getCurrentTime(): Promise<ClusterFetchedProof>;
-  /** Each node's inputs and score now. */
-  nodes(): ClusterNodeState[];
-  /** Fetches every node's info now (also done in the background every infoRefreshMs). */
-  refreshInfo(): Promise<void>;
-  close(): void;
-}
-
+/** One node: its connection and what this client has observed of it (client/selection.ts NodeObservations). */
 interface NodeRecord {
   readonly endpoint: string;
-  readonly client: TimeClient;
-  avgLatencyMs: number | null;
-  readonly recent: boolean[];
+  readonly rest: RestCaller;
   accuracyNs: number | undefined;
   currentLoad: number | undefined;
+  avgLatencyMs: number | undefined;
+  recentOutcomes: boolean[];
   lastError: string | null;
 }
 
-function inputsOf(node: NodeRecord): NodeScoreInputs {
-  return {
-    hardwareAccuracy: hardwareAccuracyOf(node.accuracyNs),
-    avgLatencyMs: node.avgLatencyMs ?? 100,
-    recentAccuracyScore: node.recent.length === 0 ? 0.5 : node.recent.filter(Boolean).length / node.recent.length,
-    currentLoad: node.currentLoad ?? 1,
+/** One node's failure within a request: the evidence an all-failed error carries. */
+interface NodeFailure {
+  endpoint: string;
+  code: string | null;
+  message: string;
+}
+
+function checkOptions(options: ClusterClientOptions): void {
+  if (!Array.isArray(options.endpoints) || options.endpoints.length === 0) {
+    throw new ValidationError("endpoints", "must list at least one node URL");
+  }
+  const bases: string[] = [];
+  options.endpoints.forEach((endpoint: unknown, index) => {
+    const field = `endpoints[${index}]`;
+    if (typeof endpoint !== "string" || !/^https?:\/\/[^/]/.test(endpoint) || !URL.canParse(endpoint)) {
+      throw new ValidationError(field, `must be an http:// or https:// URL, got ${JSON.stringify(endpoint)}`);
+    }
+    const earlier = bases.indexOf(restBaseOf(endpoint));
+    // A node listed twice would be picked twice as often and tried twice per request.
+    if (earlier !== -1) throw new ValidationError(field, `repeats endpoints[${earlier}] (${endpoint})`);
+    bases.push(restBaseOf(endpoint));
+  });
+  const positive = (field: string, value: number | undefined, integer: boolean): void => {
+    if (value === undefined) return;
+    if (!(typeof value === "number" && Number.isFinite(value) && value > 0) || (integer && !Number.isSafeInteger(value))) {
+      throw new ValidationError(field, `must be a positive ${integer ? "integer" : "number"}, got ${String(value)}`);
+    }
   };
+  positive("requiredAccuracyNs", options.requiredAccuracyNs, true);
+  positive("infoRefreshMs", options.infoRefreshMs, false);
+  positive("timeoutMs", options.timeoutMs, false);
+  if (options.random !== undefined && typeof options.random !== "function") throw new ValidationError("random", "must be a function");
+}
+
+function failureOf(node: NodeRecord, error: unknown): NodeFailure {
+  return { endpoint: node.endpoint, code: error instanceof AtsError ? error.code : null, message: rootCauseMessage(error) };
 }
 
 export function createClusterClient(options: ClusterClientOptions): ClusterClient {
-  if (options.endpoints.length === 0) throw new RangeError("createClusterClient needs at least one endpoint");
-  const { endpoints, requiredAccuracyNs = 1_000_000, infoRefreshMs = 10_000, random = Math.random, ...clientOptions } = options;
-  // Failover replaces retries: a failing node is left for the next one at once.
-  const nodes: NodeRecord[] = endpoints.map((endpoint) => ({
+  checkOptions(options);
+  const {
+    requiredAccuracyNs = DEFAULT_REQUIRED_ACCURACY_NS,
+    infoRefreshMs = DEFAULT_INFO_REFRESH_MS,
+    random = Math.random,
+    timeoutMs = DEFAULT_TIMEOUT_MS,
+  } = options;
+  const nodes: NodeRecord[] = options.endpoints.map((endpoint) => ({
     endpoint,
-    client: createTimeClient({ ...clientOptions, endpoint, retries: 0 }),
-    avgLatencyMs: null,
-    recent: [],
+    rest: createRestCaller({ base: restBaseOf(endpoint), apiKey: options.apiKey, timeoutMs, retry: NO_RETRIES, ca: options.tls?.ca }),
     accuracyNs: undefined,
     currentLoad: undefined,
+    avgLatencyMs: undefined,
+    recentOutcomes: [],
     lastError: null,
   }));
-  let infoFetchedAtMs = Number.NEGATIVE_INFINITY;
+  let infoRead = false;
+  let infoFreshUntilMs = 0;
   let refreshing: Promise<void> | null = null;
 
-  function remember(node: NodeRecord, accurate: boolean, latencyMs: number | null, error: unknown): void {
-    node.recent.push(accurate);
-    if (node.recent.length > RECENT_ANSWERS) node.recent.shift();
-    if (latencyMs !== null) node.avgLatencyMs = node.avgLatencyMs === null ? latencyMs : node.avgLatencyMs + LATENCY_WEIGHT * (latencyMs - node.avgLatencyMs);
+  /** One GET on one node; the answer's time feeds avgLatencyMs (failures have none worth averaging). */
+  async function timedGet(node: NodeRecord, path: string): Promise<unknown> {
+    const startedMs = performance.now();
+    const { value } = await node.rest.request("GET", path);
+    node.avgLatencyMs = nextAvgLatencyMs(node.avgLatencyMs, performance.now() - startedMs);
+    return value;
+  }
+
+  /** Never rejects: a node whose info cannot be read is scored as unknown (the worst) until it can. */
+  async function readInfo(node: NodeRecord): Promise<void> {
+    try {
+      const info = nodeInfoFromJson(await timedGet(node, "/node/info"));
+      // The schema allows any integer; a negative bound means nothing, so it scores as unknown.
+      node.accuracyNs = info.accuracyNs >= 0 ? info.accuracyNs : undefined;
+      node.currentLoad = info.currentLoad;
+      node.lastError = null;
+    } catch (error) {
+      node.accuracyNs = undefined;
+      node.currentLoad = undefined;
+      node.lastError = `node info: ${rootCauseMessage(error)}`;
+    }
+  }
+
+  function refreshInfo(): Promise<void> {
+    refreshing ??= Promise.all(nodes.map(readInfo))
+      .then(() => {
+        infoRead = true;
+        infoFreshUntilMs = Date.now() + infoRefreshMs;
+      })
+      .finally(() => {
+        refreshing = null;
+      });
+    return refreshing;
+  }
+
+  function remember(node: NodeRecord, accurate: boolean, error: unknown): void {
+    node.recentOutcomes = withOutcome(node.recentOutcomes, accurate);
     node.lastError = error === null ? null : rootCauseMessage(error);
   }
 
-  async function refreshInfo(): Promise<void> {
-    infoFetchedAtMs = Date.now();
-    await Promise.all(
-      nodes.map(async (node) => {
-        try {
-          const info = await node.client.info();
-          node.accuracyNs = info.accuracyNs;
-          node.currentLoad = info.currentLoad;
-        } catch (error) {
-          // Unknown again: scored as the worst until it answers.
-          node.accuracyNs = undefined;
-          node.currentLoad = undefined;
-          node.lastError = rootCauseMessage(error);
-        }
-      }),
-    );
-  }
-
-  function refreshIfDue(): Promise<void> | null {
-    if (Date.now() - infoFetchedAtMs < infoRefreshMs) return null;
-    refreshing ??= refreshInfo().finally(() => {
-      refreshing = null;
-    });
-    return refreshing;
+  /** The node's proof, or its error to fail over on; throws only what must not fail over. */
+  async function tryNode(node: NodeRecord): Promise<{ fetched: FetchedProof } | { error: unknown }> {
+    let value: unknown;
+    try {
+      value = await timedGet(node, "/time/current");
+    } catch (error) {
+      remember(node, false, error);
+      if (!isRetryable(error)) throw error;
+      return { error };
+    }
+    let fetched: FetchedProof;
+    try {
+      fetched = toFetched(value);
+    } catch (error) {
+      // A malformed proof in a 2xx answer: this node's fault, not the request's.
+      remember(node, false, error);
+      return { error };
+    }
+    remember(node, fetched.proof.accuracy <= requiredAccuracyNs, null);
+    return { fetched };
   }
 
   return {
     async getCurrentTime() {
-      // The first request waits for node info (nothing to score on otherwise); later ones refresh in the background.
-      const due = refreshIfDue();
-      if (infoFetchedAtMs === Number.NEGATIVE_INFINITY || (due !== null && nodes.every((node) => node.accuracyNs === undefined))) await due;
-      const order = selectionOrder(nodes, (node) => nodeScore(inputsOf(node)), random);
-      const failures: Array<{ endpoint: string; error: string }> = [];
+      // Before the first read there is nothing to score on; afterwards a stale read never delays a request.
+      if (!infoRead) await refreshInfo();
+      else if (Date.now() >= infoFreshUntilMs) void refreshInfo();
+      const order = selectionOrder(nodes, (node) => nodeScore(scoreInputsOf(node)), random);
+      const failures: NodeFailure[] = [];
       let lastError: unknown = null;
       for (const node of order) {
-        const startedAt = performance.now();
-        try {
-          const fetched = await node.client.getCurrentTime();
-          remember(node, fetched.proof.accuracy <= requiredAccuracyNs, performance.now() - startedAt, null);
-          return { ...fetched, endpoint: node.endpoint };
-        } catch (error) {
-          remember(node, false, null, error);
-          failures.push({ endpoint: node.endpoint, error: rootCauseMessage(error) });
-          lastError = error;
-        }
+        const outcome = await tryNode(node);
+        if ("fetched" in outcome) return { ...outcome.fetched, endpoint: node.endpoint };
+        failures.push(failureOf(node, outcome.error));
+        lastError = outcome.error;
       }
-      throw new UnavailableError(`all ${nodes.length} nodes failed: ${failures.map((f) => `${f.endpoint}: ${f.error}`).join("; ")}`, { failures }, { cause: lastError });
+      const summary = failures.map((failure) => `${failure.endpoint}: ${failure.message}`).join("; ");
+      throw new UnavailableError(`all ${nodes.length} nodes failed: ${summary}`, { failures }, { cause: lastError });
     },
-    nodes: () =>
+    nodes: (): ClusterNodeState[] =>
       nodes.map((node) => {
-        const inputs = inputsOf(node);
-        return { endpoint: node.endpoint, inputs, score: nodeScore(inputs), answers: node.recent.length, lastError: node.lastError };
+        const inputs = scoreInputsOf(node);
+        return { endpoint: node.endpoint, inputs, score: nodeScore(inputs), answers: node.recentOutcomes.length, lastError: node.lastError };
       }),
     refreshInfo,
     close() {
-      for (const node of nodes) node.client.close();
+      for (const node of nodes) node.rest.close();
     },
   };
 }

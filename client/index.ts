@@ -9,6 +9,8 @@
  *   without a context it asks the node (`POST /time/verify`).
  * - `stream({ intervalNs, onUpdate })`: WebSocket subscription (`/v1/stream`).
  * - `grpc.getCurrentTime()` etc. over @grpc/grpc-js when `grpcEndpoint` is given.
+ * - Several nodes: `createClusterClient({ endpoints })` (client/cluster.ts) picks a node per request by the score of
+ *   docs/protocol.md §8 (client/selection.ts) and fails over to the others.
  * - TLS: an https:// endpoint means HTTPS and WSS; `tls` (or an https:// endpoint) means gRPC over TLS. `tls.ca`
  *   trusts a private CA or a self-signed node certificate instead of the system roots, on all three transports
  *   (REST then goes through node:https, since the global fetch takes no per-request CA).
@@ -21,22 +23,22 @@ import { verifyTimeProof } from "../protocol/verify";
 import type { TimeProof } from "../protocol/types";
 import { toFetched } from "./fetched";
 import { createGrpcClient } from "./grpc";
-import { createRestCaller } from "./rest";
+import { createRestCaller, DEFAULT_TIMEOUT_MS, nodeInfoFromJson, restBaseOf } from "./rest";
 import type { RetryPolicy } from "./retry";
-import type { NodeInfoBody, ScheduleRecordBody } from "../wire/rest";
+import type { ScheduleRecordBody } from "../wire/rest";
 import type { ScheduleCreated, TimeClient, TimeClientOptions, VerifyResult } from "./types";
 import { openStream } from "./ws";
 
 export type * from "./types";
-export { createClusterClient, RECENT_ANSWERS, type ClusterClient, type ClusterClientOptions, type ClusterFetchedProof, type ClusterNodeState } from "./cluster";
-export { hardwareAccuracyOf, nodeScore, selectionOrder, SELECTION_POOL, type NodeScoreInputs } from "./selection";
+export { createClusterClient } from "./cluster";
+export { hardwareAccuracyOf, nodeScore, scoreInputsOf, selectionOrder, RECENT_ANSWERS, SELECTION_POOL, type NodeObservations, type NodeScoreInputs } from "./selection";
 export { consensusFromMessage, nodeInfoFromMessage, proofJsonFromMessage } from "./grpc";
 /** The text a registered gRPC client signs (EIP-191) for `GrpcTimeRequestOptions.clientSignature`. */
 export { clientRequestMessage } from "../wire/auth";
 
 export function createTimeClient(options: TimeClientOptions): TimeClient {
-  const base = options.endpoint.replace(/\/+$/, "");
-  const timeoutMs = options.timeoutMs ?? 5_000;
+  const base = restBaseOf(options.endpoint);
+  const timeoutMs = options.timeoutMs ?? DEFAULT_TIMEOUT_MS;
   const retry: RetryPolicy = {
     retries: options.retries ?? 2,
     backoffBaseMs: options.backoffBaseMs ?? 100,
@@ -88,7 +90,7 @@ export function createTimeClient(options: TimeClientOptions): TimeClient {
     },
     async info() {
       const { value } = await rest.request("GET", "/node/info");
-      return value as NodeInfoBody;
+      return nodeInfoFromJson(value);
     },
     stream: (streamOptions) => openStream({ wsEndpoint, apiKey: options.apiKey, timeoutMs, ca }, streamOptions),
     grpc,

@@ -5,11 +5,37 @@
  * fetch takes no per-request CA.
  */
 import { Agent as HttpsAgent, request as httpsRequest } from "node:https";
-import { rootCauseMessage, UnavailableError } from "../protocol/errors";
+import { Value } from "@sinclair/typebox/value";
+import { LosslessNumber } from "lossless-json";
+import { rootCauseMessage, UnavailableError, ValidationError } from "../protocol/errors";
 import { parseJsonLossless, stringifyJsonLossless } from "../protocol/json";
 import { API_KEY_HEADER } from "../wire/auth";
 import { fromHttpStatus } from "../wire/errorMapping";
+import { NodeInfoBody } from "../wire/rest";
 import { isRefusedBeforeAnyEffect, isRetryable, withRetries, type RetryPolicy } from "./retry";
+
+/** Per-attempt timeout when the caller sets none, ms. */
+export const DEFAULT_TIMEOUT_MS = 5_000;
+
+/** The REST base of an endpoint URL: without trailing slashes, so that paths append as `${base}/time/current`. */
+export function restBaseOf(endpoint: string): string {
+  return endpoint.replace(/\/+$/, "");
+}
+
+/**
+ * A GET /node/info body checked against its schema (wire/rest.ts NodeInfoBody); ValidationError "nodeInfo.<field>"
+ * otherwise. Its fractional numbers (`currentLoad`, `maxRequestsPerSecond`) come out of the lossless parse as
+ * LosslessNumber, which the schema and the caller want as plain numbers: none of them needs more than a double.
+ */
+export function nodeInfoFromJson(json: unknown): NodeInfoBody {
+  const body =
+    typeof json === "object" && json !== null && !Array.isArray(json)
+      ? Object.fromEntries(Object.entries(json).map(([key, value]) => [key, value instanceof LosslessNumber ? Number(value.toString()) : value]))
+      : json;
+  const problem = Value.Errors(NodeInfoBody, body).First();
+  if (problem !== undefined) throw new ValidationError(`nodeInfo${problem.path.replaceAll("/", ".")}`, problem.message, {});
+  return body as NodeInfoBody;
+}
 
 /** One HTTP exchange: status and body text. Network failures and timeouts reject. */
 type HttpSend = (

@@ -6,6 +6,7 @@ import type { ConsensusJson, Hex, ProofJson, TimeProof } from "../protocol/types
 import type { VerifyTimeProofContext } from "../protocol/verify";
 import type { RequestTypeName } from "../wire/grpc";
 import type { NodeInfoBody, ScheduleCreated, ScheduleRecordBody } from "../wire/rest";
+import type { NodeScoreInputs } from "./selection";
 
 export interface TimeClientOptions {
   /** REST base URL of the node, e.g. "http://127.0.0.1:8080". */
@@ -146,5 +147,47 @@ export interface TimeClient {
   info(): Promise<NodeInfoBody>;
   stream(options: StreamOptions): Promise<TimeStream>;
   readonly grpc: GrpcTimeClient;
+  close(): void;
+}
+
+/** createClusterClient's options (client/cluster.ts, docs/protocol.md §8); apiKey, tls and timeoutMs go to every node. */
+export interface ClusterClientOptions extends Pick<TimeClientOptions, "apiKey" | "tls" | "timeoutMs"> {
+  /** REST base URLs of the nodes: at least one, each once. No retries per node: failing over replaces them. */
+  endpoints: readonly string[];
+  /** A proof counts as accurate for recentAccuracyScore when its accuracyNs is at most this, ns (default 1,000,000). */
+  requiredAccuracyNs?: number;
+  /** How old node info (accuracy, load) may get before a request refreshes it, ms (default 10,000). */
+  infoRefreshMs?: number;
+  /** Random source of the pick, numbers in [0, 1) (tests inject a seeded one); default Math.random. */
+  random?: () => number;
+}
+
+/** What a cluster client knows of one node: the §8 inputs, the score they give, and the last failure. */
+export interface ClusterNodeState {
+  endpoint: string;
+  inputs: NodeScoreInputs;
+  score: number;
+  /** Answers counted in recentAccuracyScore (at most 20). */
+  answers: number;
+  /** The node's last failure (a request or a node info refresh), null after a success. */
+  lastError: string | null;
+}
+
+export interface ClusterFetchedProof extends FetchedProof {
+  /** The node that answered. */
+  endpoint: string;
+}
+
+export interface ClusterClient {
+  /**
+   * A proof from the picked node, or from the next ones, best first, when it fails retryably or answers a malformed
+   * proof; each node at most once. UnavailableError when every node failed (cause: the last node's error; details:
+   * every node's failure); another error answer (4xx other than 429) is thrown as it came.
+   */
+  getCurrentTime(): Promise<ClusterFetchedProof>;
+  /** Each node's inputs and score now, in the order of `endpoints`. */
+  nodes(): ClusterNodeState[];
+  /** Reads every node's info now (requests also do it when it is older than infoRefreshMs). */
+  refreshInfo(): Promise<void>;
   close(): void;
 }
