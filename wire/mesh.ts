@@ -7,12 +7,12 @@ import { createECDH, createHmac, hkdfSync, timingSafeEqual } from "node:crypto";
 import { join } from "node:path";
 import * as protobuf from "protobufjs";
 import { readUint128, writeUint128 } from "../protocol/bytes";
-import { HARDWARE_SIGNATURE_LENGTH, NODE_ENTRY_LENGTH, UNCOMPRESSED_PUBLIC_KEY_LENGTH } from "../protocol/constants";
+import { HARDWARE_SIGNATURE_LENGTH, MAX_NODE_ENTRIES, NODE_ENTRY_LENGTH, UNCOMPRESSED_PUBLIC_KEY_LENGTH } from "../protocol/constants";
 import { ProtocolError } from "../protocol/errors";
 import { keccak256Bytes } from "../protocol/keccak";
 import { addressOfUncompressedKey, checksumAddressBytes, nodePrivateKeyHex, type NodeKeyInput } from "../protocol/keys";
 import { recoverNodeAddressFromDigest, signDigestCompact } from "../protocol/sign";
-import type { Address, Hex } from "../protocol/types";
+import type { Address, Hex, TimeProof } from "../protocol/types";
 import { PROTO_DIR } from "./grpc";
 
 export const MESH_PROTO_PATH = join(PROTO_DIR, "mesh.proto");
@@ -22,6 +22,8 @@ export const MAX_MESH_PACKET_BYTES = 16_384;
 export const MAX_HELLO_CHAIN_LENGTH = 4;
 /** Longest alert reason, in UTF-16 code units (the text is logged and shown in mesh state). */
 export const MAX_ALERT_REASON_LENGTH = 512;
+/** Longest `consensus` JSON text a relayed proof may carry. */
+export const MAX_CONSENSUS_JSON_LENGTH = 12_000;
 /** Longest role / version / state / refusal string. */
 const MAX_SHORT_STRING = 256;
 const MAX_PEM_LENGTH = 8_192;
@@ -73,7 +75,8 @@ export type MeshPayload =
       readonly hardwareSignature: Hex;
     }
   | { readonly kind: "cosignReply"; readonly nodeEntry: Hex | null; readonly refusal: string }
-  | { readonly kind: "alert"; readonly alert: AlertPayload };
+  | { readonly kind: "alert"; readonly alert: AlertPayload }
+  | { readonly kind: "relayedProof"; readonly proof: TimeProof; readonly consensusJson: string };
 
 export type MeshPayloadKind = MeshPayload["kind"];
 
@@ -95,6 +98,7 @@ const ONEOF_FIELD = {
   cosignRequest: "cosign_request",
   cosignReply: "cosign_reply",
   alert: "alert",
+  relayedProof: "relayed_proof",
 } as const satisfies Record<MeshPayloadKind, string>;
 const KIND_OF_FIELD = new Map<string, MeshPayloadKind>(Object.entries(ONEOF_FIELD).map(([kind, field]) => [field, kind as MeshPayloadKind]));
 
@@ -148,6 +152,14 @@ function payloadMessage(payload: MeshPayload): Record<string, unknown> {
       const { alert } = payload;
       return { kind: alert.kind, card_id: Buffer.from(alert.cardId.slice(2), "hex"), reason: alert.reason, at_ns: ns16(alert.atNs), signature: alert.signature };
     }
+    case "relayedProof":
+      return {
+        nano_moment: ns16(payload.proof.nanoMoment),
+        hardware_signature: Buffer.from(payload.proof.hardwareSignature.slice(2), "hex"),
+        node_signature: Buffer.from(payload.proof.nodeSignature.slice(2), "hex"),
+        accuracy_ns: payload.proof.accuracy,
+        consensus_json: payload.consensusJson,
+      };
   }
 }
 
@@ -255,6 +267,22 @@ function decodePayload(kind: MeshPayloadKind, message: Record<string, unknown>):
       const refusal = stringField(message["refusal"], `${field}.refusal`, MAX_SHORT_STRING);
       if ((entry.length === 0) === (refusal === "")) fail(field, "exactly one of node_entry and refusal must be set");
       return { kind, nodeEntry: entry.length === 0 ? null : `0x${entry.toString("hex")}`, refusal };
+    }
+    case "relayedProof": {
+      const nodeSignature = message["node_signature"];
+      if (!(nodeSignature instanceof Uint8Array) || nodeSignature.length === 0 || nodeSignature.length % NODE_ENTRY_LENGTH !== 0 || nodeSignature.length > NODE_ENTRY_LENGTH * MAX_NODE_ENTRIES) {
+        fail(`${field}.node_signature`, `must be 1..${MAX_NODE_ENTRIES} entries of ${NODE_ENTRY_LENGTH} bytes`);
+      }
+      return {
+        kind,
+        proof: {
+          nanoMoment: nsField(message["nano_moment"], `${field}.nano_moment`),
+          hardwareSignature: `0x${bytesField(message["hardware_signature"], `${field}.hardware_signature`, [HARDWARE_SIGNATURE_LENGTH]).toString("hex")}`,
+          nodeSignature: `0x${Buffer.from(nodeSignature).toString("hex")}`,
+          accuracy: uint32Field(message["accuracy_ns"], `${field}.accuracy_ns`),
+        },
+        consensusJson: stringField(message["consensus_json"], `${field}.consensus_json`, MAX_CONSENSUS_JSON_LENGTH),
+      };
     }
     case "alert": {
       const alertKind = stringField(message["kind"], `${field}.kind`, MAX_SHORT_STRING);

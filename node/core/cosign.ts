@@ -72,5 +72,12 @@ export interface ConsensusStage {
   stop(): Promise<void>;
 }
 
-/** Builds the stage once the service's attestor exists: `assertCanSign` is the attestor's guard. */
-export type ConsensusStageFactory = (deps: { assertCanSign: () => void }) => ConsensusStage;
+/** What the service gives the stage: the attestor's guard, and its trust store's chain check for peers' cards. */
+export interface ConsensusStageDeps {
+  assertCanSign: () => void;
+  /** Checks a peer card's chain against the trusted roots; verify() accepts that card's proofs once it passed. */
+  learnCardChain: (certificateChainPem: readonly string[]) => Promise<void>;
+}
+
+/** Builds the stage once the service's attestor and trust store exist. */
+export type ConsensusStageFactory = (deps: ConsensusStageDeps) => ConsensusStage;

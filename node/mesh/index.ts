@@ -45,7 +45,7 @@ export function createMeshStage(parameters: CreateMeshStageParameters): Consensu
   const { config, nodeKey, card, logger } = parameters;
   if (config.meshPeers.length === 0) return undefined;
   const peers = config.meshPeers.map(parseMeshPeer);
-  return ({ assertCanSign }) => {
+  return ({ assertCanSign, learnCardChain }) => {
     const transport = new MeshTransport({
       nodeKey,
       host: config.host,
@@ -70,6 +70,7 @@ export function createMeshStage(parameters: CreateMeshStageParameters): Consensu
       role: config.role as MeshRole,
       cardAccuracyNs: config.accuracyNs,
       assertCanSign,
+      learnCardChain,
       windowNs: config.meshWindowNs,
       roundIntervalMs: config.meshRoundIntervalMs,
       probeIntervalMs: config.meshProbeIntervalMs,

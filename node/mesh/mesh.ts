@@ -33,7 +33,10 @@ import { AtsError, ConsensusError, UnavailableError } from "../../protocol/error
 import type { NodeKey } from "../../protocol/keys";
 import { recoverNodeAddress, signNodeEntry, type RecoveryMemo } from "../../protocol/sign";
 import type { Address, ConsensusJson, Hex, TimeProof } from "../../protocol/types";
-import { createP256KeyCache, verifyP256Signature } from "../../protocol/verify";
+import { createP256KeyCache, verifyP256Signature, verifyTimeProof } from "../../protocol/verify";
+import { Value } from "@sinclair/typebox/value";
+import { UINT32_MAX } from "../../protocol/constants";
+import { ConsensusObject } from "../../wire/rest";
 import { alertSignedBy, signAlert, type MeshPayload, type MeshRole } from "../../wire/mesh";
 import type { TimeCard } from "../card/types";
 import { buildSignedTime } from "../core/signedTime";
@@ -56,6 +59,8 @@ export interface MeshOptions {
   readonly cardAccuracyNs: number;
   /** Throws UnavailableError when this node must not sign (card tampered, accuracy refusal): the attestor's guard. */
   readonly assertCanSign: () => void;
+  /** Hands a peer card's chain to the node's trust store (its verify() then accepts that card). Default: none. */
+  readonly learnCardChain?: (certificateChainPem: readonly string[]) => Promise<void>;
   readonly windowNs: bigint;
   readonly roundIntervalMs: number;
   readonly probeIntervalMs: number;
@@ -128,6 +133,7 @@ export class Mesh {
     transport.handle("probe", (link, payload, receivedAtNs) => this.#answerProbe(link, payload, receivedAtNs));
     transport.handle("cosignRequest", (link, payload) => this.#answerCoSign(link, payload));
     transport.handle("alert", (link, payload) => this.#acceptAlert(link, payload));
+    transport.handle("relayedProof", (link, payload) => this.#acceptRelayedProof(link, payload));
   }
 
   async start(): Promise<{ host: string; port: number }> {
@@ -254,7 +260,20 @@ export class Mesh {
     } else {
       peer.cardPublicKey = `0x${hello.cardPublicKey.toString("hex")}`;
       peer.cardId = cardIdFromPublicKey(peer.cardPublicKey);
+      peer.certificateChainPem = hello.certificateChainPem;
+      this.#learnCard(peer);
     }
+  }
+
+  /**
+   * Hands the peer's card chain to the trust store, whose verdicts expire (certificates do): called on each hello
+   * and every probe interval, it costs a lookup while the verdict is fresh.
+   */
+  #learnCard(peer: PeerRecord): void {
+    if (peer.certificateChainPem.length === 0 || this.#options.learnCardChain === undefined) return;
+    this.#options.learnCardChain(peer.certificateChainPem).catch((error: unknown) => {
+      this.#logger.warn({ peer: peer.nodeId, err: error }, "could not check a peer card's certificate chain");
+    });
   }
 
   #reachablePeers(): number {
@@ -280,6 +299,7 @@ export class Mesh {
     // wait would count as path delay. A quiet exchange is what the clock filter keeps as its best sample.
     const spacingMs = this.#options.probeIntervalMs / Math.max(1, peers.length);
     peers.forEach((peer, index) => {
+      this.#learnCard(peer);
       peer.reach.shift(peer.answeredSinceLastProbe);
       peer.answeredSinceLastProbe = false;
       if (!transport.hasSession(peer.nodeId)) return;
@@ -436,14 +456,8 @@ export class Mesh {
       const signed = await this.#runRound();
       this.#stats.roundsTotal += 1;
       this.#stats.lastRoundDurationNs = process.hrtime.bigint() - startedAt;
-      this.#latest = signed;
-      for (const listener of this.#listeners) {
-        try {
-          listener(signed);
-        } catch (error) {
-          this.#logger.error({ err: error }, "mesh proof listener failed");
-        }
-      }
+      this.#publish(signed);
+      this.#relay(signed);
       return signed;
     } catch (error) {
       this.#stats.roundsTotal += 1;
@@ -453,6 +467,65 @@ export class Mesh {
       this.#logRoundFailure(error);
       throw error;
     }
+  }
+
+  #publish(signed: SignedTime): void {
+    this.#latest = signed;
+    for (const listener of this.#listeners) {
+      try {
+        listener(signed);
+      } catch (error) {
+        this.#logger.error({ err: error }, "mesh proof listener failed");
+      }
+    }
+  }
+
+  /** Sends a round's proof to the members that propose none, so they can serve it (§7.6). */
+  #relay(signed: SignedTime): void {
+    const consensus = signed.json.consensus;
+    if (consensus === undefined) return;
+    const consensusJson = JSON.stringify(consensus);
+    for (const peer of this.#peers.values()) {
+      if (peer.role === null || peer.role === "primary" || peer.excludedReason !== null) continue;
+      this.#options.transport.notify(peer.nodeId, { kind: "relayedProof", proof: signed.proof, consensusJson });
+    }
+  }
+
+  /**
+   * A primary's co-signed proof, on a member that proposes none: checked like any verifier would (the sender's card
+   * from its hello, low-S card signature, at least the threshold of entries from distinct mesh members, fresh), then
+   * served if newer than the one held. Each accepted proof counts as a successful round for this member's state.
+   */
+  #acceptRelayedProof(link: MeshPeerLink, payload: MeshPayload): null {
+    if (payload.kind !== "relayedProof" || this.#options.role === "primary") return null;
+    const peer = this.#peers.get(link.nodeId.toLowerCase());
+    if (peer === undefined || peer.role !== "primary" || peer.cardPublicKey === null || peer.cardId === null || peer.excludedReason !== null) return null;
+    const refuse = (why: string): null => {
+      peer.faultsTotal += 1;
+      this.#logger.warn({ peer: peer.nodeId, why }, "relayed proof refused");
+      return null;
+    };
+    const consensus = parseConsensus(payload.consensusJson);
+    if (consensus === null) return refuse("its consensus object does not match the schema");
+    const members = new Set<string>([this.#self.toLowerCase(), ...[...this.#peers.values()].filter((p) => p.excludedReason === null).map((p) => p.nodeId.toLowerCase())]);
+    const cardPublicKey = peer.cardPublicKey;
+    const cardId = peer.cardId.toLowerCase();
+    const nowNs = this.#options.card.readTimeNs();
+    const outcome = verifyTimeProof(payload.proof, {
+      resolveCard: (id) => (id.toLowerCase() === cardId ? { publicKey: cardPublicKey, revoked: false } : undefined),
+      isActiveNode: (address) => members.has(address.toLowerCase()),
+      nodeQuorum: this.#threshold,
+      nowNs,
+      maxAttestationAgeNs: this.#options.maxProofAgeNs,
+      maxFutureDriftNs: this.#options.maxProofAgeNs,
+      maxAcceptableDriftNs: BigInt(UINT32_MAX),
+      p256KeyCache: this.#p256Keys,
+    });
+    if (!outcome.valid) return refuse(`${outcome.reason}: ${outcome.detail}`);
+    if (this.#latest !== null && this.#latest.proof.nanoMoment >= payload.proof.nanoMoment) return null;
+    this.#tracker.observeRound({ ok: true, atNs: nowNs, consensusOffsetNs: 0n, accuracyNs: payload.proof.accuracy, validResponders: consensus.readings.length });
+    this.#publish(withConsensus(buildSignedTime(payload.proof, nowNs, null), consensus));
+    return null;
   }
 
   #logRoundFailure(error: unknown): void {
@@ -552,6 +625,17 @@ export class Mesh {
     peer.faultsTotal += 1;
     return null;
   }
+}
+
+/** A relayed `consensus` object, parsed and checked against its wire schema; null when it is not one. */
+function parseConsensus(text: string): ConsensusJson | null {
+  let value: unknown;
+  try {
+    value = JSON.parse(text);
+  } catch {
+    return null;
+  }
+  return Value.Check(ConsensusObject, value) ? (value as ConsensusJson) : null;
 }
 
 /** The served form of a mesh proof: the solo body plus its `consensus` member, serialised once. */

@@ -20,6 +20,8 @@ export interface PeerRecord {
   cardId: Hex | null;
   cardPublicKey: Hex | null;
   cardAccuracyNs: number | null;
+  /** The card's certificate chain from the peer's hello (leaf first), for the node's trust store. */
+  certificateChainPem: readonly string[];
   role: MeshRole | null;
   version: string | null;
   /** The convergence state the peer reported in its last answer. */
@@ -40,6 +42,7 @@ export function newPeerRecord(nodeId: Address): PeerRecord {
     cardId: null,
     cardPublicKey: null,
     cardAccuracyNs: null,
+    certificateChainPem: [],
     role: null,
     version: null,
     reportedState: null,

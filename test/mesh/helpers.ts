@@ -109,7 +109,7 @@ export async function startMesh(count: number, options: StartMeshOptions = {}): 
         nodeKey: identity.nodeKey,
         logger,
         ownsCard: true,
-        consensus: ({ assertCanSign }) => {
+        consensus: ({ assertCanSign, learnCardChain }) => {
           mesh = new Mesh({
             transport,
             nodeKey: identity.nodeKey,
@@ -117,6 +117,7 @@ export async function startMesh(count: number, options: StartMeshOptions = {}): 
             role: config.role as MeshRole,
             cardAccuracyNs: config.accuracyNs,
             assertCanSign,
+            learnCardChain,
             windowNs: config.meshWindowNs,
             roundIntervalMs: config.meshRoundIntervalMs,
             probeIntervalMs: config.meshProbeIntervalMs,

@@ -177,14 +177,27 @@ describe("mesh: consensus rounds on loopback (4 in-process members)", function (
     }
   });
 
-  it("a secondary member proposes no rounds (it never signs as a card) but co-signs the primaries' rounds", async function () {
+  it("a secondary member proposes no rounds (it never signs as a card), co-signs the primaries', and serves their relayed proofs", async function () {
     members = await startMesh(4, { roles: { 3: "secondary" } });
     const [a, , , secondary] = members as [MeshMember, MeshMember, MeshMember, MeshMember];
     const error = await secondary.mesh.roundNow().catch((e: unknown) => e);
     expect((error as Error).message).to.equal("a secondary node proposes no rounds: it never signs as a card");
-    expect(() => secondary.service.current()).to.throw(/role is secondary: it never signs as a card/);
     await waitUntil(() => (a.mesh.latest?.json.consensus?.nodeIds.length ?? 0) === 4, "a proof co-signed by all four");
     expect(a.mesh.latest!.json.consensus!.nodeIds.map((id) => id.toLowerCase())).to.include(secondary.identity.nodeAddress.toLowerCase());
+    // What it serves is a primary's proof (another card), checked on arrival like any verifier would.
+    await waitUntil(() => secondary.mesh.latest !== null, "a relayed proof");
+    const served = secondary.service.current();
+    expect(served.json.proof.hardwareId).to.not.equal(secondary.card.cardId);
+    expect(served.json.consensus!.responders).to.be.at.least(3);
+    expect(secondary.service.verify(served.proof)).to.deep.equal({ valid: true, reason: null });
+    await waitUntil(() => secondary.service.meshState().convergenceState === "Converged", "Converged on relayed proofs", 10_000);
+  });
+
+  it("a lone node with a non-primary role serves nothing of its own, and says why", async function () {
+    members = await startMesh(1, { roles: { 0: "archive" } });
+    expect(() => members[0]!.service.current()).to.throw(/role is archive: it never signs as a card/);
+    const error = await members[0]!.service.attestNow().catch((e: unknown) => e);
+    expect((error as Error).message).to.match(/role is archive/);
   });
 
   it("a flapping member (answering one probe in two) shows it in its reachability register, and rounds go on above the threshold", async function () {
