@@ -130,6 +130,36 @@ describe("ats-node CLI", function () {
     expect(() => statSync(printed.keyDir)).to.throw(); // the temp folder is removed on shutdown
   });
 
+  it("cluster starts N real meshed nodes on 127.0.0.1, prints them, and a bad --nodes is one line with exit code 1", async () => {
+    let printed: { nodes: Array<{ nodeId: string; endpoints: { rest: string; mesh: string } }> } | undefined;
+    let servedConsensus: { members: number; responders: number } | undefined;
+    // The shutdown signal comes once a node has served a co-signed proof: the real nodes, meshed, on loopback.
+    const io: CliIo & { out: string[]; err: string[] } = captureIo({
+      shutdownSignal: async () => {
+        printed = JSON.parse(io.out.join("\n")) as typeof printed;
+        const rest = printed!.nodes[0]!.endpoints.rest;
+        for (let attempt = 0; attempt < 200 && servedConsensus === undefined; attempt += 1) {
+          const response = await fetch(`${rest}/time/current`);
+          if (response.status === 200) servedConsensus = ((await response.json()) as { consensus: { members: number; responders: number } }).consensus;
+          else await new Promise((resolve) => setTimeout(resolve, 50));
+        }
+        return "SIGINT";
+      },
+    });
+    expect(await runCli(["cluster", "--nodes", "3"], io)).to.equal(0);
+    expect(printed!.nodes).to.have.length(3);
+    for (const node of printed!.nodes) {
+      expect(node.nodeId).to.match(/^0x[0-9a-fA-F]{40}$/);
+      expect(node.endpoints.rest).to.match(/^http:\/\/127\.0\.0\.1:\d+$/);
+      expect(node.endpoints.mesh).to.match(/^udp:\/\/127\.0\.0\.1:\d+$/);
+    }
+    expect(servedConsensus?.members).to.equal(3);
+    expect(servedConsensus?.responders).to.be.at.least(2);
+    const bad = captureIo({ shutdownSignal: async () => "SIGINT" });
+    expect(await runCli(["cluster", "--nodes", "0"], bad)).to.equal(1);
+    expect(bad.err.join("\n")).to.contain("--nodes: must be an integer from 1 to 32");
+  });
+
   it("answers an unknown command with the usage and exit code 2", async () => {
     const io = captureIo();
     expect(await runCli(["bogus"], io)).to.equal(2);
