@@ -11,25 +11,28 @@ import {ITimeConsumer} from "./interfaces/ITimeConsumer.sol";
  * caller-supplied {TimeProof} through:
  *
  * ```solidity
- * function claim(TimeProof calldata proof) external onlyAfter(proof, unlockAt) { ... }
+ * function claim(uint256 lockId, TimeProof calldata proof) external onlyAfter(proof, bytes32(lockId), unlockAt) { ... }
  * ```
  *
  * Every guard verifies the proof with the oracle (reverting `Invalid time proof`), demands
  * `accuracy <= _maxAccuracyNs()` (reverting `Insufficient accuracy`; 100 ns unless overridden) and refuses a proof
- * that is not strictly newer than the last one the contract acted on ({TimeConsumerProofNotNewer}): the oracle
- * accepts any proof up to `maxAttestationAge` old, so without that rule a caller could replay an older, still
- * fresh proof to act "before a deadline" after it passed. The rule is per contract, so two actions cannot use the
- * same proof; callers fetch a fresh one per transaction.
+ * that is not strictly newer than the last one consumed **for the same action key** ({TimeConsumerProofNotNewer}):
+ * the oracle accepts any proof up to `maxAttestationAge` old, so without that rule a caller could replay an older,
+ * still fresh proof to act "before a deadline" after it passed. The key is the consumer's choice (the account, the
+ * lock, the auction): proofs are public, and one watermark shared by every user would let anyone block everyone
+ * else by consuming a newer proof first (docs/protocol.md §6.7).
  *
  * Time windows are half-open: "after t" means `nanoMoment >= t`, "before t" means `nanoMoment < t`, so the two
- * partition time and `[start, end)` is {onlyWithin}.
+ * partition time and `[start, end)` is {onlyWithin}. A "before" guard also bounds the chain clock: a proof stays
+ * fresh for `maxAttestationAge` after the moment it shows, so without it a proof of a moment 1 ns before the
+ * deadline could act long after the deadline ({TimeConsumerChainPastDeadline}).
  */
 abstract contract TimeConsumer is ITimeConsumer {
     /// @dev The accuracy bound of the example consumer of docs/protocol.md §6.7, in ns.
     uint32 private constant _DEFAULT_MAX_ACCURACY_NS = 100;
 
     ITimeOracle private immutable _TIME_ORACLE;
-    uint128 private _lastConsumedNanoMoment;
+    mapping(bytes32 actionKey => uint128 nanoMoment) private _lastConsumed;
 
     /// @param oracle The oracle whose registry and settings decide which proofs are valid.
     constructor(ITimeOracle oracle) {
@@ -37,27 +40,30 @@ abstract contract TimeConsumer is ITimeConsumer {
         _TIME_ORACLE = oracle;
     }
 
-    /// @notice Verifies and consumes `proof` (see {_consumeTime}).
-    modifier consumesTime(TimeProof calldata proof) {
-        _consumeTime(proof);
+    /// @notice Verifies and consumes `proof` for `actionKey` (see {_consumeTime}).
+    modifier consumesTime(TimeProof calldata proof, bytes32 actionKey) {
+        _consumeTime(proof, actionKey);
         _;
     }
 
-    /// @notice Verifies and consumes `proof`, which must show a moment at or after `notBefore` (ns).
-    modifier onlyAfter(TimeProof calldata proof, uint128 notBefore) {
-        _requireNotBefore(_consumeTime(proof), notBefore);
+    /// @notice Verifies and consumes `proof` for `actionKey`; it must show a moment at or after `notBefore` (ns).
+    modifier onlyAfter(TimeProof calldata proof, bytes32 actionKey, uint128 notBefore) {
+        _requireNotBefore(_consumeTime(proof, actionKey), notBefore);
         _;
     }
 
-    /// @notice Verifies and consumes `proof`, which must show a moment strictly before `deadline` (ns).
-    modifier onlyBefore(TimeProof calldata proof, uint128 deadline) {
-        _requireBefore(_consumeTime(proof), deadline);
+    /**
+     * @notice Verifies and consumes `proof` for `actionKey`; it must show a moment strictly before `deadline` (ns),
+     * and the chain clock must not have reached the deadline either.
+     */
+    modifier onlyBefore(TimeProof calldata proof, bytes32 actionKey, uint128 deadline) {
+        _requireBefore(_consumeTime(proof, actionKey), deadline);
         _;
     }
 
-    /// @notice Verifies and consumes `proof`, which must show a moment in `[notBefore, deadline)` (ns).
-    modifier onlyWithin(TimeProof calldata proof, uint128 notBefore, uint128 deadline) {
-        _consumeTimeWithin(proof, notBefore, deadline);
+    /// @notice Verifies and consumes `proof` for `actionKey`; it must show a moment in `[notBefore, deadline)` (ns).
+    modifier onlyWithin(TimeProof calldata proof, bytes32 actionKey, uint128 notBefore, uint128 deadline) {
+        _consumeTimeWithin(proof, actionKey, notBefore, deadline);
         _;
     }
 
@@ -67,8 +73,8 @@ abstract contract TimeConsumer is ITimeConsumer {
     }
 
     /// @inheritdoc ITimeConsumer
-    function lastConsumedNanoMoment() public view returns (uint128) {
-        return _lastConsumedNanoMoment;
+    function lastConsumedNanoMoment(bytes32 actionKey) public view returns (uint128) {
+        return _lastConsumed[actionKey];
     }
 
     /// @inheritdoc ITimeConsumer
@@ -91,24 +97,26 @@ abstract contract TimeConsumer is ITimeConsumer {
     }
 
     /**
-     * @dev {_verifiedTime}, then refuses a proof not strictly newer than the last consumed one
-     * ({TimeConsumerProofNotNewer}), records it and emits {TimeConsumed}. Returns the attested moment (ns).
+     * @dev {_verifiedTime}, then refuses a proof not strictly newer than the last one consumed for `actionKey`
+     * ({TimeConsumerProofNotNewer}), records it for that key and emits {TimeConsumed}. Returns the attested moment
+     * (ns). Other keys are untouched: a newer proof consumed for one key never blocks another.
      */
-    function _consumeTime(TimeProof calldata proof) internal returns (uint128 nanoMoment) {
+    function _consumeTime(TimeProof calldata proof, bytes32 actionKey) internal returns (uint128 nanoMoment) {
         nanoMoment = _verifiedTime(proof);
-        uint128 last = _lastConsumedNanoMoment;
-        if (nanoMoment <= last) revert TimeConsumerProofNotNewer(nanoMoment, last);
-        _lastConsumedNanoMoment = nanoMoment;
-        emit TimeConsumed(nanoMoment, proof.accuracy);
+        uint128 last = _lastConsumed[actionKey];
+        if (nanoMoment <= last) revert TimeConsumerProofNotNewer(actionKey, nanoMoment, last);
+        _lastConsumed[actionKey] = nanoMoment;
+        emit TimeConsumed(actionKey, nanoMoment, proof.accuracy);
     }
 
-    /// @dev {_consumeTime}, requiring the moment to lie in `[notBefore, deadline)`.
+    /// @dev {_consumeTime}, requiring the moment (and the chain clock, for the deadline) in `[notBefore, deadline)`.
     function _consumeTimeWithin(
         TimeProof calldata proof,
+        bytes32 actionKey,
         uint128 notBefore,
         uint128 deadline
     ) internal returns (uint128 nanoMoment) {
-        nanoMoment = _consumeTime(proof);
+        nanoMoment = _consumeTime(proof, actionKey);
         _requireNotBefore(nanoMoment, notBefore);
         _requireBefore(nanoMoment, deadline);
     }
@@ -118,9 +126,20 @@ abstract contract TimeConsumer is ITimeConsumer {
         if (nanoMoment < notBefore) revert TimeConsumerTooEarly(nanoMoment, notBefore);
     }
 
-    /// @dev Reverts with {TimeConsumerTooLate} unless `nanoMoment < deadline`.
-    function _requireBefore(uint128 nanoMoment, uint128 deadline) internal pure {
+    /**
+     * @dev Reverts with {TimeConsumerTooLate} unless `nanoMoment < deadline`, and with
+     * {TimeConsumerChainPastDeadline} once the chain clock (`block.timestamp` in ns) has reached `deadline`: a
+     * proof of an earlier moment is still fresh then, but the action would happen after the deadline.
+     */
+    function _requireBefore(uint128 nanoMoment, uint128 deadline) internal view {
         if (nanoMoment >= deadline) revert TimeConsumerTooLate(nanoMoment, deadline);
+        uint256 chainNs = _chainNowNs();
+        if (chainNs >= deadline) revert TimeConsumerChainPastDeadline(chainNs, deadline);
+    }
+
+    /// @dev The chain clock in ns: `block.timestamp * 1e9` (the oracle's freshness clock too). Virtual for tests.
+    function _chainNowNs() internal view virtual returns (uint256) {
+        return block.timestamp * 1e9;
     }
 
     /// @dev The largest accepted `accuracy` (ns). Override to demand more or less than 100 ns.

@@ -16,8 +16,8 @@ import {TimeConsumer} from "../TimeConsumer.sol";
  *   checks it with `_consumeTime` + `_requireNotBefore` (what the `onlyAfter` modifier does, spelled out so
  *   that the lock is read once and the owner checked first): the oracle must accept it
  *   (`Invalid time proof`), its accuracy must be at most 100 ns (`Insufficient accuracy`), it must be newer than
- *   the last proof the vault acted on ({TimeConsumerProofNotNewer}), and its moment must be at or after the
- *   lock's `unlockAt` ({TimeConsumerTooEarly}).
+ *   the last proof consumed for the same lock (the action key is the lock id: {TimeConsumerProofNotNewer}), and its
+ *   moment must be at or after the lock's `unlockAt` ({TimeConsumerTooEarly}).
  *
  * Why attested time rather than `block.timestamp`: the block proposer picks the timestamp within loose bounds, and
  * it moves in 12-second steps; the attested moment is signed by a time card and co-signed by nodes, to the
@@ -68,13 +68,14 @@ contract TimeLockedVault is TimeConsumer, ReentrancyGuard {
 
     /**
      * @notice Releases lock `lockId` to its owner, on the strength of `proof`: a proof the oracle accepts, with
-     * accuracy ≤ 100 ns, newer than the last one the vault acted on, and showing a moment at or after `unlockAt`.
+     * accuracy ≤ 100 ns, newer than the last one consumed for this lock, and showing a moment at or after `unlockAt`.
      */
     function withdraw(uint256 lockId, TimeProof calldata proof) external nonReentrant {
         Lock memory lock = _locks[lockId];
         if (lock.owner == address(0)) revert VaultUnknownLock(lockId);
         if (lock.owner != msg.sender) revert VaultNotOwner(lockId, lock.owner, msg.sender);
-        uint128 nanoMoment = _consumeTime(proof);
+        // One watermark per lock: a newer proof another depositor consumed for their own lock never blocks this one.
+        uint128 nanoMoment = _consumeTime(proof, bytes32(lockId));
         _requireNotBefore(nanoMoment, lock.unlockAt);
 
         delete _locks[lockId]; // effects before the transfer

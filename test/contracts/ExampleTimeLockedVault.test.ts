@@ -66,7 +66,7 @@ describe("TimeLockedVault (example consumer)", () => {
       nanoMoment: UNLOCK_AT,
     });
     expect(await publicClient.getBalance({ address: vault.address })).to.equal(0n);
-    expect(await vault.read.lastConsumedNanoMoment()).to.equal(UNLOCK_AT);
+    expect(await vault.read.lastConsumedNanoMoment([toKey(lockId)])).to.equal(UNLOCK_AT);
     await expectRevert(
       asOwner.simulate.withdraw([lockId, proofAt(UNLOCK_AT + 1n)], { account: owner.account.address }),
       "VaultUnknownLock",
@@ -110,17 +110,21 @@ describe("TimeLockedVault (example consumer)", () => {
     );
   });
 
-  it("needs a newer proof for each withdrawal (no replay of the proof used before)", async () => {
-    const { asOwner, owner, lockId, proofAt } = await loadFixture(deployVaultFixture);
+  it("keys its replay watermark per lock: a newer proof used on one lock never blocks another lock's older one", async () => {
+    const { asOwner, lockId, proofAt } = await loadFixture(deployVaultFixture);
     const hash = await asOwner.write.deposit([UNLOCK_AT], { value: AMOUNT });
     expect(hash).to.match(/^0x/);
     const second = lockId + 1n;
-    await asOwner.write.withdraw([lockId, proofAt(UNLOCK_AT + 10n)]);
-    await expectRevert(
-      asOwner.simulate.withdraw([second, proofAt(UNLOCK_AT + 10n)], { account: owner.account.address }),
-      "TimeConsumerProofNotNewer",
-      [UNLOCK_AT + 10n, UNLOCK_AT + 10n],
-    );
+    // The second lock is withdrawn first with a newer proof (a front-runner would do exactly this) …
     await asOwner.write.withdraw([second, proofAt(UNLOCK_AT + 11n)]);
+    // … and the first lock still takes its older, still fresh proof: one watermark per lock, not per vault.
+    await asOwner.write.withdraw([lockId, proofAt(UNLOCK_AT + 10n)]);
+    expect(await asOwner.read.lastConsumedNanoMoment([toKey(lockId)])).to.equal(UNLOCK_AT + 10n);
+    expect(await asOwner.read.lastConsumedNanoMoment([toKey(second)])).to.equal(UNLOCK_AT + 11n);
   });
 });
+
+/** The vault's action key of a lock: the lock id as bytes32. */
+function toKey(lockId: bigint): `0x${string}` {
+  return `0x${lockId.toString(16).padStart(64, "0")}`;
+}
