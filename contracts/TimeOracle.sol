@@ -173,6 +173,8 @@ contract TimeOracle is ITimeOracle, AccessControl {
         cardId = sha256(abi.encodePacked(bytes1(0x04), publicKeyX, publicKeyY));
         CardRecord storage card = _cards[cardId];
         if (card.status == CardStatus.Revoked) revert TimeOracleCardRevoked(cardId);
+        bool windowChanged = card.status == CardStatus.Active &&
+            (card.validFromNs != validFromNs || card.validUntilNs != validUntilNs);
         if (card.status == CardStatus.None) {
             if (_cardList.length >= MAX_CARDS) revert TimeOracleTooManyCards(MAX_CARDS);
             _cardList.push(cardId);
@@ -185,6 +187,8 @@ contract TimeOracle is ITimeOracle, AccessControl {
         card.validUntilNs = validUntilNs;
         emit CardRegistered(cardId, publicKeyX, publicKeyY, validFromNs, validUntilNs);
         _writeSnapshot();
+        // A changed window may exclude the stored proof's moment: readers must not keep trusting it.
+        if (windowChanged) _clearStoredProof();
     }
 
     /// @inheritdoc ITimeOracle
@@ -205,6 +209,8 @@ contract TimeOracle is ITimeOracle, AccessControl {
         if (node == address(0)) revert TimeOracleInvalidNode(node);
         if (validFromNs > validUntilNs) revert TimeOracleInvalidValidityWindow(validFromNs, validUntilNs);
         NodeRecord storage record = _nodes[node];
+        bool windowChanged = record.status == NodeStatus.Active &&
+            (record.validFromNs != validFromNs || record.validUntilNs != validUntilNs);
         if (record.status != NodeStatus.Active) {
             if (_nodeList.length >= MAX_NODES) revert TimeOracleTooManyNodes(MAX_NODES);
             _nodeList.push(node);
@@ -215,6 +221,7 @@ contract TimeOracle is ITimeOracle, AccessControl {
         record.validUntilNs = validUntilNs;
         emit NodeRegistered(node, validFromNs, validUntilNs);
         _writeSnapshot();
+        if (windowChanged) _clearStoredProof();
     }
 
     /// @inheritdoc ITimeOracle
@@ -242,26 +249,35 @@ contract TimeOracle is ITimeOracle, AccessControl {
     /// @inheritdoc ITimeOracle
     function setMaxFutureDrift(uint64 maxFutureDriftNs) external onlyRole(DEFAULT_ADMIN_ROLE) {
         _checkRange(Setting.MaxFutureDrift, maxFutureDriftNs, 0, MAX_TIME_BOUND_NS);
-        emit SettingChanged(Setting.MaxFutureDrift, _settings.maxFutureDriftNs, maxFutureDriftNs);
+        uint64 previous = _settings.maxFutureDriftNs;
+        emit SettingChanged(Setting.MaxFutureDrift, previous, maxFutureDriftNs);
         _settings.maxFutureDriftNs = maxFutureDriftNs;
         _writeSnapshot();
+        // Tightened: the stored proof may be further ahead than now allowed.
+        if (maxFutureDriftNs < previous) _clearStoredProof();
     }
 
     /// @inheritdoc ITimeOracle
     function setMaxAcceptableDrift(uint64 maxAcceptableDriftNs) external onlyRole(DEFAULT_ADMIN_ROLE) {
         // `accuracy` is a uint32: a larger bound would mean "no bound" and is refused as a likely mistake.
         _checkRange(Setting.MaxAcceptableDrift, maxAcceptableDriftNs, 0, type(uint32).max);
-        emit SettingChanged(Setting.MaxAcceptableDrift, _settings.maxAcceptableDriftNs, maxAcceptableDriftNs);
+        uint64 previous = _settings.maxAcceptableDriftNs;
+        emit SettingChanged(Setting.MaxAcceptableDrift, previous, maxAcceptableDriftNs);
         _settings.maxAcceptableDriftNs = maxAcceptableDriftNs;
         _writeSnapshot();
+        // Tightened: the stored proof's accuracy may now be refused.
+        if (maxAcceptableDriftNs < previous) _clearStoredProof();
     }
 
     /// @inheritdoc ITimeOracle
     function setNodeQuorum(uint64 quorum) external onlyRole(DEFAULT_ADMIN_ROLE) {
         _checkRange(Setting.NodeQuorum, quorum, 1, MAX_NODES);
-        emit SettingChanged(Setting.NodeQuorum, _settings.nodeQuorum, quorum);
+        uint64 previous = _settings.nodeQuorum;
+        emit SettingChanged(Setting.NodeQuorum, previous, quorum);
         _settings.nodeQuorum = quorum;
         _writeSnapshot();
+        // Raised: the stored proof may carry fewer node entries than now required.
+        if (quorum > previous) _clearStoredProof();
     }
 
     // ================================================================================================ time
@@ -289,10 +305,12 @@ contract TimeOracle is ITimeOracle, AccessControl {
     }
 
     /**
-     * @dev Discards the stored proof (if any). Called when a key is removed from the registry: the stored proof may
-     * carry that key, readers of {getCurrentTime} must not keep trusting it, and a proof dated ahead by a
-     * compromised key must not keep honest submissions out ({TimeOracleTimeProofNotNewer}) until real time catches
-     * up. Clearing every time is simpler than decoding which keys signed it, and the next tick of any node refills it.
+     * @dev Discards the stored proof (if any). Called when a key is removed from the registry, when a registered
+     * key's validity window changes, and when a setting tightens (quorum raised, accuracy or future-drift bound
+     * lowered): the stored proof may no longer pass {verifyTimeProof}, so readers of {getCurrentTime} (and the
+     * bridge's `sendTime`) must not keep trusting it, and a proof dated ahead by a compromised key must not keep
+     * honest submissions out ({TimeOracleTimeProofNotNewer}) until real time catches up. Clearing is simpler than
+     * re-checking it here, and the next submission of any node refills it.
      */
     function _clearStoredProof() private {
         uint128 nanoMoment = _latestNanoMoment;

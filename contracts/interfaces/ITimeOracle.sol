@@ -113,8 +113,10 @@ interface ITimeOracle {
     );
 
     /**
-     * @notice The stored proof was discarded because a card was revoked or a node deactivated: it may have been
-     * signed by the key just removed, and a proof dated ahead by a compromised key must not block honest ones.
+     * @notice The stored proof was discarded because a card was revoked or a node deactivated (it may have been
+     * signed by the key just removed, and a proof dated ahead by a compromised key must not block honest ones), a
+     * registered key's validity window changed, or a setting tightened (quorum raised, accuracy or future-drift
+     * bound lowered): it may no longer pass {verifyTimeProof}, and {getCurrentTime} never serves such a proof.
      */
     event TimeProofCleared(uint128 indexed nanoMoment);
 

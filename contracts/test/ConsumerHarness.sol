@@ -28,11 +28,19 @@ contract ConsumerHarness is TimeConsumer {
         actions++;
     }
 
-    function actAfter(TimeProof calldata proof, bytes32 key, uint128 notBefore) external onlyAfter(proof, key, notBefore) {
+    function actAfter(
+        TimeProof calldata proof,
+        bytes32 key,
+        uint128 notBefore
+    ) external onlyAfter(proof, key, notBefore) {
         actions++;
     }
 
-    function actBefore(TimeProof calldata proof, bytes32 key, uint128 deadline) external onlyBefore(proof, key, deadline) {
+    function actBefore(
+        TimeProof calldata proof,
+        bytes32 key,
+        uint128 deadline
+    ) external onlyBefore(proof, key, deadline) {
         actions++;
     }
 
