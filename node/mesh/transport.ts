@@ -52,8 +52,25 @@ export const REPLAY_WINDOW = 1_024n;
 /** Nonce = ms × NONCE_PER_MS + counter: up to 4,096 packets per millisecond per sender. */
 const NONCE_PER_MS = 4_096n;
 
+/**
+ * Least time between two hello signature checks for one claimed sender, ms. A hello costs an ECDSA recovery; peer
+ * ids are public, so without this bound anyone could make a node spend a core on forged hellos naming a peer. An
+ * honest peer greets once per probe interval until it has a session.
+ */
+export const HELLO_CHECK_INTERVAL_MS = 50;
+
 /** Why a packet was dropped (counted in stats, sampled in logs). */
-export type MeshDropReason = "malformed" | "wrong-receiver" | "unknown-sender" | "bad-signature" | "bad-mac" | "no-session" | "stale" | "replay" | "unexpected-reply";
+export type MeshDropReason =
+  | "malformed"
+  | "wrong-receiver"
+  | "unknown-sender"
+  | "bad-signature"
+  | "bad-mac"
+  | "no-session"
+  | "stale"
+  | "replay"
+  | "unexpected-reply"
+  | "hello-rate";
 
 /** A peer as the mesh sees it through the transport. */
 export interface MeshPeerLink {
@@ -111,6 +128,8 @@ interface PeerState {
   hello: HelloPayload | null;
   key: Buffer | null;
   readonly replay: ReplayWindow;
+  /** Host clock of the last hello signature check for this sender, ms. */
+  lastHelloCheckMs: number;
 }
 
 interface PendingRequest {
@@ -153,7 +172,7 @@ export class MeshTransport {
       const id = address.nodeId.toLowerCase();
       if (id === this.#selfLower) throw new RangeError(`meshPeers lists this node itself (${address.nodeId})`);
       if (this.#peers.has(id)) throw new RangeError(`meshPeers lists ${address.nodeId} twice`);
-      this.#peers.set(id, { nodeId: address.nodeId, address, hello: null, key: null, replay: new ReplayWindow() });
+      this.#peers.set(id, { nodeId: address.nodeId, address, hello: null, key: null, replay: new ReplayWindow(), lastHelloCheckMs: Number.NEGATIVE_INFINITY });
     }
   }
 
@@ -207,7 +226,7 @@ export class MeshTransport {
 
   /** Dropped packets by reason since start. */
   drops(): Readonly<Record<MeshDropReason, number>> {
-    const reasons: MeshDropReason[] = ["malformed", "wrong-receiver", "unknown-sender", "bad-signature", "bad-mac", "no-session", "stale", "replay", "unexpected-reply"];
+    const reasons: MeshDropReason[] = ["malformed", "wrong-receiver", "unknown-sender", "bad-signature", "bad-mac", "no-session", "stale", "replay", "unexpected-reply", "hello-rate"];
     return Object.fromEntries(reasons.map((reason) => [reason, this.#drops.get(reason) ?? 0])) as Record<MeshDropReason, number>;
   }
 
@@ -304,6 +323,9 @@ export class MeshTransport {
     const { payload } = envelope;
     if (isSignedKind(payload.kind)) {
       if (payload.kind !== "hello" && payload.kind !== "helloReply") return;
+      const nowMs = this.#wallNowMs();
+      if (nowMs - peer.lastHelloCheckMs < HELLO_CHECK_INTERVAL_MS) return this.#drop("hello-rate", { sender: envelope.sender });
+      peer.lastHelloCheckMs = nowMs;
       try {
         const signer = helloSigner(body, packet.signature, payload.hello);
         if (signer.toLowerCase() !== peer.nodeId.toLowerCase()) return this.#drop("bad-signature", { sender: envelope.sender, signer });

@@ -156,6 +156,23 @@ describe("mesh transport (UDP, authenticated)", function () {
     expect(b.transport.hasSession(a.key.address)).to.equal(false);
   });
 
+  it("checks at most one hello signature per claimed sender every 50 ms (forged hellos cannot burn a core)", async function () {
+    const { a, b } = await pair();
+    const raw = createSocket("udp4");
+    open.push({ close: () => new Promise<void>((resolve) => raw.close(() => resolve())) });
+    const nonce = BigInt(Date.now()) * 4096n;
+    for (let i = 0n; i < 20n; i += 1n) {
+      const body = encodeEnvelope({ sender: a.key.address, receiver: b.key.address, nonce: nonce + i, inReplyTo: 0n, payload: { kind: "hello", hello: { ...hello(), nodePublicKey: nodePublicKeyUncompressed(a.key) } } });
+      raw.send(encodePacket({ body, signature: signHello(NodeKey.generate(), body), mac: Buffer.alloc(0) }), b.port, "127.0.0.1");
+    }
+    await until(() => b.transport.drops()["bad-signature"] + b.transport.drops()["hello-rate"] === 20);
+    expect(b.transport.drops()["bad-signature"]).to.be.at.most(2);
+    // The genuine peer still gets its session once the burst is over.
+    await new Promise((resolve) => setTimeout(resolve, 60));
+    a.transport.greet();
+    await until(() => b.transport.hasSession(a.key.address) && a.transport.hasSession(b.key.address));
+  });
+
   it("drops a packet whose nonce time is outside the skew bound (a replay after the window)", async function () {
     const keyA = NodeKey.generate();
     const keyB = NodeKey.generate();
