@@ -16,7 +16,7 @@
  * Environment: BENCH_MESH_S (seconds of the steady phase, default 10), BENCH_MESH_RUNS, BENCH_PIN=0 (no pinning).
  * Every process binds 127.0.0.1 on free ports and is stopped at the end, also on failure.
  */
-import { fork, spawn, type ChildProcess } from "node:child_process";
+import { fork, type ChildProcess } from "node:child_process";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { cpus, tmpdir } from "node:os";
 import { join } from "node:path";
@@ -32,6 +32,7 @@ import { loadConfig } from "../node/config";
 import { createTimeService, type CoreTimeService } from "../node/core";
 import { createMeshStage } from "../node/mesh";
 import { fmt, maxLoad, percentile, pin, PINNING, reportFailures, WRK } from "./benchUtil";
+import { startNodeProcess, stopNodeProcess, type NodeProcess } from "./nodeProcess";
 
 const MEMBERS = 5;
 const STEADY_S = Number(process.env.BENCH_MESH_S ?? 10);
@@ -40,7 +41,6 @@ const LOAD_S = 8;
 const NODE_CORE = 0;
 const OTHER_CORE = 1;
 const ROOT = join(__dirname, "..");
-const BIN = join(ROOT, "bin", "ats-node.js");
 const BASELINE_SCRIPT = join(ROOT, "dist", "scripts", "bench-node.js");
 
 type Row = [string, string, string];
@@ -72,39 +72,12 @@ function memberSettings(cluster: Cluster, index: number): Record<string, unknown
   };
 }
 
-async function startMemberProcess(cluster: Cluster, index: number, roundIntervalMs: number): Promise<{ child: ChildProcess; rest: string }> {
+async function startMemberProcess(cluster: Cluster, index: number, roundIntervalMs: number): Promise<NodeProcess> {
   const keyDir = join(cluster.root, `keys-${index}`);
   await saveKeyDir(keyDir, cluster.identities[index]!);
   const file = join(cluster.root, `node-${index}-${roundIntervalMs}.json`);
   writeFileSync(file, JSON.stringify({ ...memberSettings(cluster, index), keyDir, meshRoundIntervalMs: roundIntervalMs }));
-  const child = spawn(process.execPath, [BIN, "start", "--config", file], { stdio: ["ignore", "pipe", "inherit"] });
-  let stdout = "";
-  const rest = await new Promise<string>((resolve, reject) => {
-    const timer = setTimeout(() => {
-      child.kill("SIGKILL"); // never leave a half-started node behind
-      reject(new Error(`member ${index} did not start in 30 s`));
-    }, 30_000);
-    child.stdout!.on("data", (chunk: Buffer) => {
-      stdout += chunk.toString();
-      const match = /"rest":\s*"(http:\/\/127\.0\.0\.1:\d+)"/.exec(stdout);
-      if (match !== null) {
-        clearTimeout(timer);
-        resolve(match[1]!);
-      }
-    });
-    child.once("exit", (code) => {
-      clearTimeout(timer);
-      reject(new Error(`member ${index} exited with ${code}`));
-    });
-  });
-  return { child, rest };
-}
-
-async function stop(child: ChildProcess | undefined): Promise<void> {
-  if (child === undefined || child.exitCode !== null || child.signalCode !== null) return;
-  const exited = new Promise((resolve) => child.once("exit", resolve));
-  child.kill("SIGTERM");
-  await exited;
+  return startNodeProcess(file);
 }
 
 /** Node 0, in this process: its rounds are driven by the benchmark (no background rounds). */
@@ -224,7 +197,7 @@ async function main(): Promise<void> {
     trustedRootPem: ca.certificatePem,
   };
   // Phases 1 and 2 leave scheduling to the OS (five processes on two cores); phase 3 pins.
-  const members: Array<{ child: ChildProcess; rest: string } | undefined> = [];
+  const members: Array<NodeProcess | undefined> = [];
   let node0: CoreTimeService | undefined;
   const rows: Row[] = [];
   try {
@@ -263,7 +236,7 @@ async function main(): Promise<void> {
     rows.push(["ceiling the signatures of a round set", `${fmt(ceiling.proposerCeiling)} rounds/s on the proposer's core; ${fmt(ceiling.machineCeiling)} rounds/s for the whole mesh on ${Math.min(2, cpus().length)} cores`, ""]);
 
     // Throughput of a mesh node's GET /time/current: node 1 again, with its own rounds at 100/s.
-    await stop(members[1]?.child);
+    await stopNodeProcess(members[1]);
     pin(process.pid, OTHER_CORE);
     for (const member of members) pin(member?.child.pid, OTHER_CORE);
     const ratios: number[] = [];
@@ -276,11 +249,11 @@ async function main(): Promise<void> {
       await new Promise((resolve) => setTimeout(resolve, 1_000)); // sessions and the first rounds
       const nodeLoad = await maxLoad(`${meshNode.rest}/time/current`, LOAD_S);
       reportFailures("mesh node", nodeLoad);
-      await stop(meshNode.child);
+      await stopNodeProcess(meshNode);
       const baseline = await startBaseline();
       const baseLoad = await maxLoad(baseline.rest, LOAD_S);
       reportFailures("baseline", baseLoad);
-      await stop(baseline.child);
+      await stopNodeProcess(baseline);
       nodeRates.push(nodeLoad.requestsPerSecond);
       baseRates.push(baseLoad.requestsPerSecond);
       ratios.push(nodeLoad.requestsPerSecond / baseLoad.requestsPerSecond);
@@ -288,7 +261,7 @@ async function main(): Promise<void> {
     rows.push([`GET /time/current of a mesh node (its rounds at 100/s), ${WRK ? "wrk" : "autocannon"}, 100 connections, ${RUNS} runs`, `${range(nodeRates)} req/s; bare node:http ${range(baseRates)} req/s; ratio ${range(ratios, 2)}`, "ratio ≥ 0.8"]);
   } finally {
     await node0?.stop();
-    await Promise.all(members.map((member) => stop(member?.child)));
+    await Promise.all(members.map((member) => stopNodeProcess(member)));
     rmSync(root, { recursive: true, force: true });
   }
 

@@ -10,7 +10,7 @@ import type { Address } from "../../protocol/types";
 import type { MeshRole } from "../../wire/mesh";
 import type { TimeCard } from "../card/types";
 import type { NodeConfig } from "../config";
-import type { ConsensusStageFactory } from "../core/cosign";
+import type { ConsensusStageDeps, ConsensusStageFactory } from "../core/cosign";
 import { Mesh } from "./mesh";
 import { MeshTransport, type MeshPeerAddress } from "./transport";
 
@@ -40,45 +40,52 @@ export interface CreateMeshStageParameters {
   readonly onListening?: (address: { host: string; port: number }) => void;
 }
 
+/**
+ * Builds a node's mesh from its settings: the transport (UDP socket, peers from meshPeers) and the Mesh over it.
+ * `deps` are what the service hands a ConsensusStageFactory. Throws ValidationError on a bad meshPeers entry.
+ */
+export function createMesh(parameters: CreateMeshStageParameters, deps: ConsensusStageDeps): { mesh: Mesh; transport: MeshTransport } {
+  const { config, nodeKey, card, logger } = parameters;
+  const transport = new MeshTransport({
+    nodeKey,
+    host: config.host,
+    port: config.meshPort,
+    peers: config.meshPeers.map(parseMeshPeer),
+    nodePublicKey: nodePublicKeyUncompressed(nodeKey),
+    hello: {
+      cardPublicKey: Buffer.from(card.publicKey.slice(2), "hex"),
+      certificateChainPem: card.certificateChainPem,
+      cardAccuracyNs: config.accuracyNs,
+      role: config.role as MeshRole,
+      version: PACKAGE_VERSION,
+    },
+    clockNs: () => card.readTimeNs(),
+    maxClockSkewMs: config.meshMaxClockSkewMs,
+    logger,
+  });
+  const mesh = new Mesh({
+    transport,
+    nodeKey,
+    card,
+    role: config.role as MeshRole,
+    cardAccuracyNs: config.accuracyNs,
+    assertCanSign: deps.assertCanSign,
+    learnCardChain: deps.learnCardChain,
+    windowNs: config.meshWindowNs,
+    roundIntervalMs: config.meshRoundIntervalMs,
+    probeIntervalMs: config.meshProbeIntervalMs,
+    roundTimeoutMs: config.meshRoundTimeoutMs,
+    maxPeerUncertaintyNs: config.meshMaxPeerUncertaintyNs,
+    maxProofAgeNs: config.meshMaxProofAgeNs,
+    logger,
+    ...(parameters.onListening === undefined ? {} : { onListening: parameters.onListening }),
+  });
+  return { mesh, transport };
+}
+
 /** The mesh stage for the service, or undefined when the node has no peers. Throws ValidationError on bad peers. */
 export function createMeshStage(parameters: CreateMeshStageParameters): ConsensusStageFactory | undefined {
-  const { config, nodeKey, card, logger } = parameters;
-  if (config.meshPeers.length === 0) return undefined;
-  const peers = config.meshPeers.map(parseMeshPeer);
-  return ({ assertCanSign, learnCardChain }) => {
-    const transport = new MeshTransport({
-      nodeKey,
-      host: config.host,
-      port: config.meshPort,
-      peers,
-      nodePublicKey: nodePublicKeyUncompressed(nodeKey),
-      hello: {
-        cardPublicKey: Buffer.from(card.publicKey.slice(2), "hex"),
-        certificateChainPem: card.certificateChainPem,
-        cardAccuracyNs: config.accuracyNs,
-        role: config.role as MeshRole,
-        version: PACKAGE_VERSION,
-      },
-      clockNs: () => card.readTimeNs(),
-      maxClockSkewMs: config.meshMaxClockSkewMs,
-      logger,
-    });
-    return new Mesh({
-      transport,
-      nodeKey,
-      card,
-      role: config.role as MeshRole,
-      cardAccuracyNs: config.accuracyNs,
-      assertCanSign,
-      learnCardChain,
-      windowNs: config.meshWindowNs,
-      roundIntervalMs: config.meshRoundIntervalMs,
-      probeIntervalMs: config.meshProbeIntervalMs,
-      roundTimeoutMs: config.meshRoundTimeoutMs,
-      maxPeerUncertaintyNs: config.meshMaxPeerUncertaintyNs,
-      maxProofAgeNs: config.meshMaxProofAgeNs,
-      logger,
-      ...(parameters.onListening === undefined ? {} : { onListening: parameters.onListening }),
-    });
-  };
+  if (parameters.config.meshPeers.length === 0) return undefined;
+  parameters.config.meshPeers.forEach(parseMeshPeer); // bad entries fail here, before the service is built
+  return (deps) => createMesh(parameters, deps).mesh;
 }

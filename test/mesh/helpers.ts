@@ -8,14 +8,12 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import pino from "pino";
 import { createDevIdentity, createDevManufacturerCa, type DevIdentity } from "../../protocol/devca";
-import { nodePublicKeyUncompressed } from "../../protocol/keys";
 import { DevTimeCard } from "../../node/card/dev";
 import { createAnchoredClock } from "../../node/card/hostClock";
 import { freeUdpPorts } from "../../node/cluster";
 import { loadConfig, type NodeConfig, type SettingName } from "../../node/config";
 import { createTimeService, type CoreTimeService } from "../../node/core";
-import { Mesh, MeshTransport } from "../../node/mesh";
-import type { MeshRole } from "../../wire/mesh";
+import { createMesh, type Mesh, type MeshTransport } from "../../node/mesh";
 
 export interface MeshMember {
   readonly identity: DevIdentity;
@@ -85,47 +83,17 @@ export async function startMesh(count: number, options: StartMeshOptions = {}): 
         certificateChainPem: identity.certificateChainPem,
         clockNs: skewNs === 0n ? hostClock : () => hostClock() + skewNs,
       });
-      const transport = new MeshTransport({
-        nodeKey: identity.nodeKey,
-        host: "127.0.0.1",
-        port: ports[index]!,
-        peers: others.map((other) => ({ nodeId: other.nodeAddress, host: "127.0.0.1", port: ports[identities.indexOf(other)]! })),
-        nodePublicKey: nodePublicKeyUncompressed(identity.nodeKey),
-        hello: {
-          cardPublicKey: Buffer.from(card.publicKey.slice(2), "hex"),
-          certificateChainPem: card.certificateChainPem,
-          cardAccuracyNs: config.accuracyNs,
-          role: config.role as MeshRole,
-          version: "test",
-        },
-        clockNs: () => card.readTimeNs(),
-        maxClockSkewMs: config.meshMaxClockSkewMs,
-        logger,
-      });
       let mesh: Mesh | undefined;
+      let transport: MeshTransport | undefined;
+      // The node's own composition (node/mesh createMesh), keeping the parts a test reaches into.
       const service = createTimeService({
         config,
         card,
         nodeKey: identity.nodeKey,
         logger,
         ownsCard: true,
-        consensus: ({ assertCanSign, learnCardChain }) => {
-          mesh = new Mesh({
-            transport,
-            nodeKey: identity.nodeKey,
-            card,
-            role: config.role as MeshRole,
-            cardAccuracyNs: config.accuracyNs,
-            assertCanSign,
-            learnCardChain,
-            windowNs: config.meshWindowNs,
-            roundIntervalMs: config.meshRoundIntervalMs,
-            probeIntervalMs: config.meshProbeIntervalMs,
-            roundTimeoutMs: config.meshRoundTimeoutMs,
-            maxPeerUncertaintyNs: config.meshMaxPeerUncertaintyNs,
-            maxProofAgeNs: config.meshMaxProofAgeNs,
-            logger,
-          });
+        consensus: (deps) => {
+          ({ mesh, transport } = createMesh({ config, nodeKey: identity.nodeKey, card, logger }, deps));
           return mesh;
         },
       });
@@ -134,7 +102,7 @@ export async function startMesh(count: number, options: StartMeshOptions = {}): 
       members.push({
         identity,
         card,
-        transport,
+        transport: transport!,
         mesh: mesh!,
         service,
         config,

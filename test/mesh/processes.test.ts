@@ -5,53 +5,13 @@
  * free ports and is killed by the test, also on failure.
  */
 import { expect } from "chai";
-import { spawn, type ChildProcess } from "node:child_process";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { createDevIdentity, createDevManufacturerCa, type DevIdentity } from "../../protocol/devca";
 import { saveKeyDir } from "../../protocol/keystore";
 import { freeUdpPorts } from "../../node/cluster";
-
-const BIN = join(__dirname, "..", "..", "bin", "ats-node.js");
-
-interface NodeProcess {
-  child: ChildProcess;
-  rest: string;
-}
-
-async function startProcess(configFile: string): Promise<NodeProcess> {
-  const child = spawn(process.execPath, [BIN, "start", "--config", configFile], { stdio: ["ignore", "pipe", "pipe"] });
-  let stdout = "";
-  let stderr = "";
-  child.stderr!.on("data", (chunk: Buffer) => (stderr = (stderr + chunk.toString()).slice(-4_000)));
-  const rest = await new Promise<string>((resolve, reject) => {
-    const timer = setTimeout(() => {
-      child.kill("SIGKILL"); // never leave a half-started node behind
-      reject(new Error(`node did not start in 20 s: ${stderr}`));
-    }, 20_000);
-    child.stdout!.on("data", (chunk: Buffer) => {
-      stdout += chunk.toString();
-      const match = /"rest":\s*"(http:\/\/127\.0\.0\.1:\d+)"/.exec(stdout);
-      if (match !== null) {
-        clearTimeout(timer);
-        resolve(match[1]!);
-      }
-    });
-    child.once("exit", (code) => {
-      clearTimeout(timer);
-      reject(new Error(`node exited with ${code}: ${stderr}`));
-    });
-  });
-  return { child, rest };
-}
-
-async function kill(node: NodeProcess | undefined): Promise<void> {
-  if (node === undefined || node.child.exitCode !== null || node.child.signalCode !== null) return;
-  const exited = new Promise<void>((resolve) => node.child.once("exit", () => resolve()));
-  node.child.kill("SIGKILL");
-  await exited;
-}
+import { startNodeProcess, stopNodeProcess, type NodeProcess } from "../../scripts/nodeProcess";
 
 async function getJson(url: string): Promise<{ status: number; body: Record<string, unknown> }> {
   const response = await fetch(url);
@@ -106,11 +66,11 @@ describe("mesh: five ats-node processes on loopback", function () {
       );
       configFiles.push(file);
     }
-    for (const file of configFiles) nodes.push(await startProcess(file));
+    for (const file of configFiles) nodes.push(await startNodeProcess(file));
   });
 
   after(async function () {
-    await Promise.all(nodes.map((node) => kill(node)));
+    await Promise.all(nodes.map((node) => stopNodeProcess(node, "SIGKILL")));
     rmSync(root, { recursive: true, force: true });
   });
 
@@ -122,8 +82,8 @@ describe("mesh: five ats-node processes on loopback", function () {
     expect(consensus.responders).to.be.at.least(4);
     expect(consensus.nodeIds).to.include(identities[0]!.nodeAddress);
 
-    await kill(nodes[3]);
-    await kill(nodes[4]);
+    await stopNodeProcess(nodes[3], "SIGKILL");
+    await stopNodeProcess(nodes[4], "SIGKILL");
     const failing = await eventually(
       () => getJson(`${first.rest}/mesh/state`),
       (answer) => answer.body["convergenceState"] === "Degraded",
@@ -133,7 +93,7 @@ describe("mesh: five ats-node processes on loopback", function () {
     const refused = await eventually(() => getJson(`${first.rest}/time/current`), (answer) => answer.status === 503, "no proof served");
     expect(String(refused.body["message"])).to.equal("no consensus proof: Insufficient node responses");
 
-    nodes[3] = await startProcess(configFiles[3]!);
+    nodes[3] = await startNodeProcess(configFiles[3]!);
     const healed = await eventually(() => getJson(`${first.rest}/time/current`), (answer) => answer.status === 200, "proofs after healing", 30_000);
     const healedConsensus = healed.body["consensus"] as { responders: number; nodeIds: string[] };
     expect(healedConsensus.responders).to.equal(4);
