@@ -85,6 +85,8 @@ function cardIdOfProof(proof: TimeProof): Hex | undefined {
 
 const NS_PER_MS = 1_000_000n;
 const PROOF_WAIT_ROUNDS = 20;
+/** How often a node that only serves relayed proofs looks for one at or after a moment, ms. */
+const RELAYED_PROOF_POLL_MS = 50;
 
 export function createTimeService(parameters: CreateTimeServiceParameters): CoreTimeService {
   const { config, card, nodeKey } = parameters;
@@ -177,8 +179,10 @@ export function createTimeService(parameters: CreateTimeServiceParameters): Core
       const cached = served.latest;
       if (cached !== null && cached.proof.nanoMoment >= executeAtNs) return served.current();
       const cardNowNs = card.readTimeNs();
-      if (cardNowNs >= executeAtNs) return freshProof();
-      const waitMs = Math.min(Math.max(Number((executeAtNs - cardNowNs + NS_PER_MS - 1n) / NS_PER_MS), 1), 1_000);
+      // A node that signs no proofs of its own (a non-primary mesh member) waits for the next relayed one instead.
+      if (cardNowNs >= executeAtNs && (roleRefusal === null || consensus === null)) return freshProof();
+      const untilDueMs = Number((executeAtNs - cardNowNs + NS_PER_MS - 1n) / NS_PER_MS);
+      const waitMs = Math.min(Math.max(untilDueMs, roleRefusal === null ? 1 : RELAYED_PROOF_POLL_MS), 1_000);
       // stop() or the caller aborts the wait (AbortError); the next round's checks then end the loop unsigned.
       await delay(waitMs, undefined, { signal: waitSignal }).catch(() => undefined);
     }

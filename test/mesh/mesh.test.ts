@@ -191,6 +191,11 @@ describe("mesh: consensus rounds on loopback (4 in-process members)", function (
     expect(served.json.consensus!.responders).to.be.at.least(3);
     expect(secondary.service.verify(served.proof)).to.deep.equal({ valid: true, reason: null });
     await waitUntil(() => secondary.service.meshState().convergenceState === "Converged", "Converged on relayed proofs", 10_000);
+    // A proof at or after a moment (schedules, FUTURE_SCHEDULE): it waits for the next relayed one, never signs.
+    const nowNs = secondary.card.readTimeNs();
+    const later = await secondary.service.proofAtOrAfter(nowNs);
+    expect(later.proof.nanoMoment >= nowNs).to.equal(true);
+    expect(later.json.proof.hardwareId).to.not.equal(secondary.card.cardId);
   });
 
   it("a lone node with a non-primary role serves nothing of its own, and says why", async function () {
