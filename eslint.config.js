@@ -41,6 +41,15 @@ module.exports = tseslint.config(
     },
   },
   {
+    files: ["relayer/**/*.ts"],
+    rules: {
+      "no-restricted-imports": forbid(
+        ["**/node/**", "**/scripts/**", "**/test/**"],
+        "The relayer is a program of its own: it imports protocol/, wire/, lib/ and client/ (proofs come from nodes over the network).",
+      ),
+    },
+  },
+  {
     files: ["client/**/*.ts"],
     rules: {
       "no-restricted-imports": forbid(

@@ -30,7 +30,8 @@ import { AtsError } from "../protocol/errors";
 import { KEY_FILES, saveKeyDir } from "../protocol/keystore";
 import type { Address, Hex } from "../protocol/types";
 import { describeSettings, loadConfig, redactedConfig, type NodeConfig, type SettingDescription, type SettingName } from "./config";
-import { createCliLogger } from "./logFormat";
+import { createCliLogger } from "../lib/logFormat";
+import { waitForSignal } from "../lib/signals";
 
 /** The part of node/server.ts the CLI needs (loaded lazily so `keys init` does not load the transports). */
 export interface NodeHandle {
@@ -66,28 +67,12 @@ function printJson(io: CliIo, value: unknown): void {
 
 /** io.logger, else pino on stderr: JSON lines, or readable lines through io.stderr when config.logFormat is pretty. */
 function loggerFactory(io: CliIo): (config: NodeConfig) => Logger {
-  return io.logger ?? ((config) => createCliLogger({ level: config.logLevel, format: config.logFormat, writeLine: io.stderr }));
+  return io.logger ?? ((config) => createCliLogger({ name: "ats-node", level: config.logLevel, format: config.logFormat, writeLine: io.stderr }));
 }
 
 /** `--pretty` as a setting override (start, dev). */
 function prettyOverride(pretty: boolean | undefined): Partial<Record<SettingName, unknown>> {
   return pretty === true ? { logFormat: "pretty" } : {};
-}
-
-function waitForSignal(): Promise<string> {
-  return new Promise((resolveSignal) => {
-    const handler = (signal: NodeJS.Signals) => {
-      process.off("SIGINT", handler);
-      process.off("SIGTERM", handler);
-      // A second signal while closing exits at once.
-      const force = () => process.exit(130);
-      process.once("SIGINT", force);
-      process.once("SIGTERM", force);
-      resolveSignal(signal);
-    };
-    process.on("SIGINT", handler);
-    process.on("SIGTERM", handler);
-  });
 }
 
 async function loadStartNode(io: Pick<CliIo, "startNode">): Promise<StartNodeFunction> {

@@ -14,7 +14,7 @@
  * Private keys are never printed; only addresses, card ids and public keys.
  */
 import type { HardhatRuntimeEnvironment } from "hardhat/types";
-import type { WalletClient } from "@nomicfoundation/hardhat-viem/types";
+import type { PublicClient, WalletClient } from "@nomicfoundation/hardhat-viem/types";
 import { getAddress, parseEventLogs, type Abi, type Address, type Hash, type Hex } from "viem";
 import {
   loadKeyDir,
@@ -66,6 +66,11 @@ export interface OracleSettings {
 export interface DeployAttestedTimeOptions {
   /** Sends every transaction (default: the first wallet client of the network). */
   deployer?: WalletClient;
+  /**
+   * Reads and waits for receipts (default: the Hardhat network's). With `deployer`, deploys to another chain, such
+   * as a `hardhat node` process (scripts/network.ts).
+   */
+  publicClient?: PublicClient;
   /** Holds DEFAULT_ADMIN_ROLE at the end (default: the deployer). The deployer renounces it when different. */
   admin?: Address;
   /** Hold REGISTRAR_ROLE at the end (default: [deployer]). */
@@ -117,11 +122,11 @@ export async function deployAttestedTime(
   options: DeployAttestedTimeOptions = {},
 ): Promise<AttestedTimeDeployment> {
   const log = options.log ?? (() => undefined);
-  const publicClient = await hre.viem.getPublicClient();
+  const publicClient = options.publicClient ?? (await hre.viem.getPublicClient());
   const deployer = options.deployer ?? (await hre.viem.getWalletClients())[0];
   if (deployer === undefined) throw new Error("deployAttestedTime: the network has no accounts");
   const deployerAddress = getAddress(deployer.account.address);
-  const client = { wallet: deployer };
+  const client = { public: publicClient, wallet: deployer };
   const chainId = await publicClient.getChainId();
   const oracleContract = options.oracleContract ?? "TimeOracle";
 

@@ -8,7 +8,7 @@ import { promisify } from "node:util";
 import { loadKeyDir } from "../../protocol/keystore";
 import { runCli, type CliIo, type StartNodeFunction } from "../../node/cli";
 import { describeSettings, type NodeConfig } from "../../node/config";
-import { formatLogLine } from "../../node/logFormat";
+import { formatLogLine } from "../../lib/logFormat";
 import { expectRejects, silentLogger, tempDir } from "./core/helpers";
 
 const execFileAsync = promisify(execFile);

@@ -10,7 +10,7 @@
  * and the same fields as the JSON form (only pid, hostname and the logger name are left out).
  */
 import pino, { type Logger } from "pino";
-import type { LogFormat, LogLevel } from "./config";
+import type { LogFormat, LogLevel } from "./settings";
 
 const LEVEL_NAMES: Readonly<Record<number, string>> = { 10: "TRACE", 20: "DEBUG", 30: "INFO", 40: "WARN", 50: "ERROR", 60: "FATAL" };
 /** Fields shown in the line's own slots, or left out. */
@@ -59,13 +59,15 @@ export function formatLogLine(line: string): string {
 
 export interface CreateCliLoggerParameters {
   level: LogLevel;
+  /** The program's name in JSON lines (pino `name`). */
+  name: string;
   format: LogFormat;
   /** Where pretty lines go (one call per line, no newline); JSON goes straight to file descriptor 2. */
   writeLine: (line: string) => void;
 }
 
 export function createCliLogger(parameters: CreateCliLoggerParameters): Logger {
-  const options = { level: parameters.level, name: "ats-node" };
+  const options = { level: parameters.level, name: parameters.name };
   if (parameters.format === "json") return pino(options, pino.destination(2));
   return pino(options, {
     write(chunk: string) {

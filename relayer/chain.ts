@@ -1,0 +1,283 @@
+/**
+ * One chain as the relayer sees it: viem clients over the RPC URL, the start-up checks (chain id, contracts that
+ * are what the network file says), the reads the decisions need, simulation with the revert decoded by name,
+ * and raw-transaction broadcast. No state: the store and the submitter hold it.
+ */
+import {
+  createPublicClient,
+  decodeEventLog,
+  encodeFunctionData,
+  getAddress,
+  http,
+  type Abi,
+  type PublicClient,
+  type TransactionReceipt,
+} from "viem";
+import type { PrivateKeyAccount } from "viem/accounts";
+import { decodeRevert } from "../lib/revert";
+import type { Address, Hex, TimeProof } from "../protocol/types";
+import { BRIDGE_ABI, CALL_STATUS, ORACLE_ABI, SCHEDULER_ABI, type CallStatusName } from "./abi";
+import type { ChainConfig } from "./network";
+
+/**
+ * The gas ceiling of simulation and estimation: the per-transaction cap of EIP-7825 (2^24). Without it some nodes
+ * (Hardhat's EDR) estimate from the block gas limit and refuse the request as above the cap.
+ */
+export const TX_GAS_CAP = 16_777_216n;
+/** RPC requests that take longer fail (and are retried by the caller's loop), ms. */
+const RPC_TIMEOUT_MS = 10_000;
+
+export interface ScheduledCallRequest {
+  caller: Address;
+  nonce: bigint;
+  executeAt: bigint;
+  window: bigint;
+  gasLimit: number;
+  bounty: bigint;
+  data: Hex;
+}
+
+export interface CrossChainTimeMessage {
+  networkTime: bigint;
+  targetChain: bigint;
+  proof: Hex;
+  targetBlock: bigint;
+}
+
+export type IndexedEvent =
+  | { kind: "TimeSent"; blockNumber: bigint; bridge: Address; messageId: Hex; nonce: bigint; message: CrossChainTimeMessage }
+  | { kind: "CallScheduled"; blockNumber: bigint; callId: Hex; request: ScheduledCallRequest };
+
+export type Simulation = { ok: true; gas: bigint } | { ok: false; errorName: string; message: string };
+
+/** A contract call the relayer may send. */
+export interface ContractCall {
+  to: Address;
+  abi: Abi;
+  functionName: string;
+  args: readonly unknown[];
+}
+
+export class StartupError extends Error {
+  override name = "StartupError";
+}
+
+export class ChainClient {
+  readonly client: PublicClient;
+
+  constructor(
+    readonly config: ChainConfig,
+    readonly account: PrivateKeyAccount,
+  ) {
+    this.client = createPublicClient({ transport: http(config.rpcUrl, { timeout: RPC_TIMEOUT_MS, retryCount: 0 }) }) as PublicClient;
+  }
+
+  /** Start-up checks: the RPC answers with the configured chain id, and each contract is wired to the oracle. */
+  async checkDeployment(): Promise<void> {
+    const { name, rpcUrl, chainId } = this.config;
+    let actual: number;
+    try {
+      actual = await this.client.getChainId();
+    } catch (error) {
+      throw new StartupError(`chain ${name}: no answer from ${rpcUrl}: ${(error as Error).message.split("\n")[0]}`);
+    }
+    if (actual !== chainId) throw new StartupError(`chain ${name}: ${rpcUrl} serves chain id ${actual}, the network file says ${chainId}`);
+    if ((await this.client.getCode({ address: this.config.oracle })) === undefined) {
+      throw new StartupError(`chain ${name}: no contract at oracle ${this.config.oracle}`);
+    }
+    for (const [label, address, abi] of [
+      ["bridge", this.config.bridge, BRIDGE_ABI],
+      ["scheduler", this.config.scheduler, SCHEDULER_ABI],
+    ] as const) {
+      if (address === undefined) continue;
+      let oracle: Address;
+      try {
+        oracle = await this.client.readContract({ address, abi: abi as Abi, functionName: "timeOracle" }) as Address;
+      } catch {
+        throw new StartupError(`chain ${name}: ${address} is not a ${label} (timeOracle() fails)`);
+      }
+      if (getAddress(oracle) !== this.config.oracle) {
+        throw new StartupError(`chain ${name}: the ${label} at ${address} belongs to oracle ${oracle}, not ${this.config.oracle}`);
+      }
+    }
+  }
+
+  async headBlock(): Promise<bigint> {
+    return this.client.getBlockNumber({ cacheTime: 0 });
+  }
+
+  /** The highest block whose events count: head − confirmations, or the finalized block. */
+  async safeBlock(head: bigint): Promise<bigint> {
+    if (this.config.confirmations === "finalized") return (await this.client.getBlock({ blockTag: "finalized" })).number;
+    return head - BigInt(this.config.confirmations);
+  }
+
+  async blockHash(blockNumber: bigint): Promise<Hex | undefined> {
+    try {
+      return (await this.client.getBlock({ blockNumber })).hash;
+    } catch {
+      return undefined; // above the head after a reorg
+    }
+  }
+
+  async blockTimestampNs(): Promise<bigint> {
+    return (await this.client.getBlock({ blockTag: "latest" })).timestamp * 1_000_000_000n;
+  }
+
+  /** TimeSent and CallScheduled events of this chain's bridge and scheduler in [from, to]. */
+  async events(from: bigint, to: bigint): Promise<IndexedEvent[]> {
+    const addresses = [this.config.bridge, this.config.scheduler].filter((a): a is Address => a !== undefined);
+    if (addresses.length === 0) return [];
+    const logs = await this.client.getLogs({ address: addresses, fromBlock: from, toBlock: to });
+    const events: IndexedEvent[] = [];
+    for (const log of logs) {
+      const address = getAddress(log.address);
+      if (log.blockNumber === null) continue;
+      try {
+        if (address === this.config.bridge) {
+          const decoded = decodeEventLog({ abi: BRIDGE_ABI, data: log.data, topics: log.topics, strict: true });
+          if (decoded.eventName !== "TimeSent") continue;
+          const { messageId, nonce, message } = decoded.args;
+          events.push({ kind: "TimeSent", blockNumber: log.blockNumber, bridge: address, messageId, nonce, message: { ...message } });
+        } else {
+          const decoded = decodeEventLog({ abi: SCHEDULER_ABI, data: log.data, topics: log.topics, strict: true });
+          if (decoded.eventName !== "CallScheduled") continue;
+          const { callId, request } = decoded.args;
+          events.push({ kind: "CallScheduled", blockNumber: log.blockNumber, callId, request: { ...request } });
+        }
+      } catch {
+        continue; // another event of the same contract
+      }
+    }
+    return events;
+  }
+
+  async deliveredBlock(messageId: Hex): Promise<bigint> {
+    return this.client.readContract({ address: this.requireBridge(), abi: BRIDGE_ABI, functionName: "deliveredBlock", args: [messageId] });
+  }
+
+  async latestNetworkTimeNs(): Promise<bigint> {
+    const [, networkTime] = await this.client.readContract({ address: this.requireBridge(), abi: BRIDGE_ABI, functionName: "latestDelivery" });
+    return networkTime;
+  }
+
+  async callStatus(callId: Hex): Promise<CallStatusName> {
+    const status = await this.client.readContract({ address: this.requireScheduler(), abi: SCHEDULER_ABI, functionName: "callStatus", args: [callId] });
+    const name = CALL_STATUS[status];
+    if (name === undefined) throw new Error(`scheduler answered an unknown call status ${status}`);
+    return name;
+  }
+
+  /** The oracle's stored proof's nanoMoment, or null when it holds none (TimeOracleNoTime). */
+  async storedNanoMomentNs(): Promise<bigint | null> {
+    try {
+      const proof = await this.client.readContract({ address: this.config.oracle, abi: ORACLE_ABI, functionName: "getCurrentTime" });
+      return proof.nanoMoment;
+    } catch (error) {
+      if (decodeRevert(error, ORACLE_ABI as Abi)?.errorName === "TimeOracleNoTime") return null;
+      throw error;
+    }
+  }
+
+  /** eth_call then eth_estimateGas from the signer; a revert comes back by its error name. */
+  async simulate(call: ContractCall): Promise<Simulation> {
+    const data = encodeFunctionData({ abi: call.abi, functionName: call.functionName, args: call.args });
+    try {
+      await this.client.call({ account: this.account.address, to: call.to, data, gas: TX_GAS_CAP });
+      return { ok: true, gas: await this.estimateGas(call.to, data) };
+    } catch (error) {
+      const decoded = decodeRevert(error, call.abi);
+      if (decoded !== undefined) return { ok: false, errorName: decoded.errorName, message: `${decoded.errorName}(${decoded.args.map(String).join(", ")})` };
+      throw error; // not a revert: the RPC failed
+    }
+  }
+
+  /**
+   * eth_estimateGas; when the node refuses to estimate a call that eth_call just ran (Hardhat's EDR estimates
+   * from the block gas limit, above the EIP-7825 cap, for calls that forward gas by the 63/64 rule), the lowest
+   * gas at which eth_call succeeds, found by bisection to within 1 %.
+   */
+  private async estimateGas(to: Address, data: Hex): Promise<bigint> {
+    const from = this.account.address;
+    try {
+      return await this.client.estimateGas({ account: from, to, data, gas: TX_GAS_CAP });
+    } catch {
+      let low = 21_000n;
+      let high = TX_GAS_CAP;
+      while (high - low > high / 100n) {
+        const middle = (low + high) / 2n;
+        const ok = await this.client.call({ account: from, to, data, gas: middle }).then(
+          () => true,
+          () => false,
+        );
+        if (ok) high = middle;
+        else low = middle;
+      }
+      return high;
+    }
+  }
+
+  async nonceAt(blockTag: "latest" | "pending"): Promise<number> {
+    return this.client.getTransactionCount({ address: this.account.address, blockTag });
+  }
+
+  async fees(): Promise<{ maxFeePerGas: bigint; maxPriorityFeePerGas: bigint }> {
+    return this.client.estimateFeesPerGas();
+  }
+
+  async receipt(hash: Hex): Promise<TransactionReceipt | null> {
+    try {
+      return await this.client.getTransactionReceipt({ hash });
+    } catch (error) {
+      if ((error as Error).name === "TransactionReceiptNotFoundError") return null;
+      throw error;
+    }
+  }
+
+  /** Whether the node knows the transaction (mined or in its pool). */
+  async knows(hash: Hex): Promise<boolean> {
+    try {
+      await this.client.getTransaction({ hash });
+      return true;
+    } catch (error) {
+      if ((error as Error).name === "TransactionNotFoundError") return false;
+      throw error;
+    }
+  }
+
+  /**
+   * eth_sendRawTransaction. Not failures here, the tracker settles them: "already known" (sent before), "nonce too
+   * low" (the nonce is taken), "replacement transaction underpriced" (another transaction holds the nonce in the
+   * pool: the next fee bump outbids it).
+   */
+  async broadcast(raw: Hex): Promise<"sent" | "known" | "nonce-used" | "underpriced"> {
+    try {
+      await this.client.request({ method: "eth_sendRawTransaction", params: [raw] });
+      return "sent";
+    } catch (error) {
+      const text = (error as Error).message.toLowerCase();
+      if (text.includes("already known") || text.includes("already imported") || text.includes("known transaction")) return "known";
+      if (text.includes("nonce too low")) return "nonce-used";
+      if (text.includes("underpriced")) return "underpriced";
+      throw error;
+    }
+  }
+
+  async balance(): Promise<bigint> {
+    return this.client.getBalance({ address: this.account.address });
+  }
+
+  async proofVerifies(proof: TimeProof): Promise<boolean> {
+    return this.client.readContract({ address: this.config.oracle, abi: ORACLE_ABI, functionName: "verifyTimeProof", args: [proof] });
+  }
+
+  private requireBridge(): Address {
+    if (this.config.bridge === undefined) throw new Error(`chain ${this.config.name} has no bridge`);
+    return this.config.bridge;
+  }
+
+  private requireScheduler(): Address {
+    if (this.config.scheduler === undefined) throw new Error(`chain ${this.config.name} has no scheduler`);
+    return this.config.scheduler;
+  }
+}

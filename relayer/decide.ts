@@ -1,0 +1,142 @@
+/**
+ * The relayer's decisions, pure: from what was observed on-chain (and the attested time) to what to do with one
+ * item. No I/O here; relayer/worker.ts gathers the observations and carries the decision out. Reverts are
+ * classified by the contract's custom error name, never by message text.
+ */
+import type { CallStatusName } from "./abi";
+import type { ItemKind } from "./store";
+
+const NS_PER_MS = 1_000_000n;
+
+/**
+ * What a revert means for the item:
+ *   done   the goal is reached another way (someone else delivered or settled it): finish the item
+ *   dead   it can never succeed: dead-letter with the reason
+ *   wait   not yet (too early, not expired yet): decide again later; does not count as a failure
+ *   retry  a failure that may pass (a node's bad proof, gas): retry with backoff; the same name N times in a
+ *          row is deterministic and goes to dead-letter
+ */
+export type RevertVerdict = "done" | "dead" | "wait" | "retry";
+
+export interface RevertPolicy {
+  verdict: RevertVerdict;
+  /** Outcome (done) or reason (dead) recorded on the item. */
+  note: string;
+}
+
+export const REVERT_POLICY: Readonly<Record<ItemKind, Readonly<Record<string, RevertPolicy>>>> = {
+  message: {
+    TimeBridgeAlreadyDelivered: { verdict: "done", note: "delivered by someone else" },
+    TimeBridgeNotNewer: { verdict: "dead", note: "the target bridge already holds a newer time (TimeBridgeNotNewer)" },
+    TimeBridgeInvalidProof: {
+      verdict: "dead",
+      note: "the proof does not verify on the target chain: too old for its maxAttestationAge, or a key is unknown or revoked there (TimeBridgeInvalidProof)",
+    },
+    TimeBridgeWrongChain: { verdict: "dead", note: "the message names another target chain (TimeBridgeWrongChain)" },
+    TimeBridgeTargetBlockSet: { verdict: "dead", note: "the message's targetBlock is set (TimeBridgeTargetBlockSet)" },
+    TimeBridgeMalformedProof: { verdict: "dead", note: "the proof bytes are not a canonical TimeProof (TimeBridgeMalformedProof)" },
+    TimeBridgeTimeMismatch: { verdict: "dead", note: "networkTime differs from the proof's nanoMoment (TimeBridgeTimeMismatch)" },
+  },
+  call: {
+    SchedulerCallNotScheduled: { verdict: "done", note: "settled by someone else" },
+    SchedulerTooEarly: { verdict: "wait", note: "the proof is earlier than executeAt" },
+    SchedulerTooLate: { verdict: "wait", note: "the proof is past the window: the call is expired once the chain clock passes it" },
+    SchedulerNotExpired: { verdict: "wait", note: "the chain clock has not passed the deadline yet" },
+    SchedulerInvalidProof: { verdict: "retry", note: "the scheduler's oracle refused the node's proof (SchedulerInvalidProof)" },
+    SchedulerInsufficientGas: { verdict: "retry", note: "not enough gas for the call's gasLimit (SchedulerInsufficientGas)" },
+  },
+  push: {
+    TimeOracleTimeProofNotNewer: { verdict: "done", note: "a newer proof is already stored" },
+    TimeOracleInvalidTimeProof: { verdict: "retry", note: "the oracle refused the node's proof (TimeOracleInvalidTimeProof)" },
+  },
+};
+
+/** The policy of a revert; an error the table does not name is a counted retry. */
+export function classifyRevert(kind: ItemKind, errorName: string): RevertPolicy {
+  return REVERT_POLICY[kind][errorName] ?? { verdict: "retry", note: `reverted with ${errorName}` };
+}
+
+/** Exponential backoff: base × 2^(attempt−1), capped, with up to 10 % added by `jitter` ∈ [0, 1). */
+export function backoffMs(attempt: number, baseMs: number, maxMs: number, jitter: number): number {
+  const exponent = Math.min(Math.max(attempt - 1, 0), 30);
+  const delay = Math.min(maxMs, baseMs * 2 ** exponent);
+  return Math.round(delay * (1 + jitter / 10));
+}
+
+/** Deterministic revert: the same error name `limit` times in a row. */
+export function isDeterministic(sameErrorCount: number, limit: number): boolean {
+  return sameErrorCount >= limit;
+}
+
+// ---- one decision per kind --------------------------------------------------------------------------------------
+
+export type Decision =
+  | { action: "done"; outcome: string }
+  | { action: "dead"; reason: string }
+  | { action: "wait"; untilMs: number; note: string }
+  | { action: "send" };
+
+export interface MessageObservation {
+  /** The target bridge's deliveredBlock(messageId): 0 when not delivered. */
+  deliveredBlock: bigint;
+  /** The target bridge's latest delivered networkTime. */
+  latestNetworkTimeNs: bigint;
+  networkTimeNs: bigint;
+}
+
+/** A bridge message: already delivered is done; older than what the target holds can never be delivered. */
+export function decideMessage(observed: MessageObservation): Decision {
+  if (observed.deliveredBlock !== 0n) return { action: "done", outcome: `delivered (block ${observed.deliveredBlock})` };
+  if (observed.networkTimeNs <= observed.latestNetworkTimeNs) {
+    return { action: "dead", reason: REVERT_POLICY.message.TimeBridgeNotNewer!.note };
+  }
+  return { action: "send" };
+}
+
+export interface CallObservation {
+  status: CallStatusName;
+  executeAtNs: bigint;
+  /** executeAt + window. */
+  deadlineNs: bigint;
+  /** The latest block's timestamp, ns (what expireCall compares). */
+  chainNowNs: bigint;
+  /** The relayer's estimate of attested time (host clock), ns; the proof decides in the end. */
+  nowNs: bigint;
+}
+
+export type CallDecision = Exclude<Decision, { action: "send" }> | { action: "execute" } | { action: "expire" };
+
+/** A scheduled call: settled is done; past its deadline on the chain clock it is expired; before executeAt it waits. */
+export function decideCall(observed: CallObservation): CallDecision {
+  if (observed.status !== "Scheduled") {
+    if (observed.status === "None") return { action: "dead", reason: "the scheduler does not know this call (status None)" };
+    return { action: "done", outcome: `settled: ${observed.status}` };
+  }
+  if (observed.chainNowNs > observed.deadlineNs) return { action: "expire" };
+  if (observed.nowNs < observed.executeAtNs) {
+    return { action: "wait", untilMs: Number((observed.executeAtNs + NS_PER_MS - 1n) / NS_PER_MS), note: "before executeAt" };
+  }
+  return { action: "execute" };
+}
+
+export interface PushObservation {
+  /** The oracle's stored proof's nanoMoment, or null when it holds none. */
+  storedNanoMomentNs: bigint | null;
+  nowNs: bigint;
+  heartbeatNs: bigint;
+  /** Asked for by an operator: push even when fresh. */
+  forced: boolean;
+}
+
+/** A proof push: skipped while the stored proof is younger than the heartbeat (unless forced). */
+export function decidePush(observed: PushObservation): Decision {
+  if (!observed.forced && observed.storedNanoMomentNs !== null && observed.nowNs - observed.storedNanoMomentNs < observed.heartbeatNs) {
+    return { action: "done", outcome: "skipped: the stored proof is fresh" };
+  }
+  return { action: "send" };
+}
+
+/** Whether an oracle's stored proof is due for a push (the pusher creates an item only then). */
+export function pushDue(storedNanoMomentNs: bigint | null, nowNs: bigint, heartbeatNs: bigint): boolean {
+  return storedNanoMomentNs === null || nowNs - storedNanoMomentNs >= heartbeatNs;
+}

@@ -1,0 +1,157 @@
+/**
+ * The relayer, composed: network file → one ChainClient and ChainWorker per chain, the store, the proof source
+ * (a cluster client over the attesting nodes), the operator API. `startRelayer` runs the start-up checks (a bad
+ * config or an unreachable chain fails here, with the reason), then one loop per chain: tick, sleep, repeat (no
+ * busy wait: the next tick starts pollIntervalMs after the last one ended). `stop()` lets the current ticks end,
+ * so no submission is left half-recorded, then closes the API and the database.
+ */
+import { readFileSync } from "node:fs";
+import type { Logger } from "pino";
+import { privateKeyToAccount, type PrivateKeyAccount } from "viem/accounts";
+import { createClusterClient } from "../client";
+import { decodeNodeKeystore } from "../protocol/keystore";
+import type { Hex } from "../protocol/types";
+import { createOperatorApi, type HealthReport } from "./api";
+import { ChainClient, StartupError } from "./chain";
+import type { RelayerConfig } from "./config";
+import { createRelayerMetrics } from "./metrics";
+import { loadNetworkFile } from "./network";
+import { RelayerStore } from "./store";
+import { ChainWorker, pushItem } from "./worker";
+
+export interface RunningRelayer {
+  /** Base URL of the operator API. */
+  readonly apiUrl: string;
+  readonly signer: Hex;
+  readonly store: RelayerStore;
+  readonly workers: readonly ChainWorker[];
+  stop(): Promise<void>;
+}
+
+export interface StartRelayerOptions {
+  log: Logger;
+  nowMs?: () => number;
+}
+
+/** The signer account: from the private key setting, or decrypted from the V3 keystore. Never logged. */
+export function signerAccount(config: Pick<RelayerConfig, "signerPrivateKey" | "signerKeystoreFile" | "signerKeystorePassword">): PrivateKeyAccount {
+  if (config.signerPrivateKey !== "") return privateKeyToAccount(config.signerPrivateKey as Hex);
+  let text: string;
+  try {
+    text = readFileSync(config.signerKeystoreFile, "utf8");
+  } catch (error) {
+    throw new StartupError(`signerKeystoreFile ${config.signerKeystoreFile} cannot be read: ${(error as Error).message}`);
+  }
+  const key = decodeNodeKeystore(text, { password: config.signerKeystorePassword });
+  return privateKeyToAccount(key.exportPrivateKey());
+}
+
+export async function startRelayer(config: RelayerConfig, options: StartRelayerOptions): Promise<RunningRelayer> {
+  const { log } = options;
+  const nowMs = options.nowMs ?? Date.now;
+  const network = loadNetworkFile(config.networkFile);
+  const account = signerAccount(config);
+  const chains = new Map(network.chains.map((chain) => [chain.chainId, new ChainClient(chain, account)]));
+  for (const chain of chains.values()) await chain.checkDeployment();
+
+  const store = new RelayerStore(config.dataDir, nowMs);
+  const metrics = createRelayerMetrics(() => store.countsByStatus());
+  const proofs = createClusterClient({ endpoints: network.nodes, ...(config.nodeApiKey !== "" ? { apiKey: config.nodeApiKey } : {}) });
+  const workers = [...chains.values()].map(
+    (chain) =>
+      new ChainWorker(
+        chain,
+        chains,
+        store,
+        proofs,
+        {
+          maxLogRange: config.maxLogRange,
+          pushHeartbeatMs: config.pushHeartbeatMs,
+          keeperEnabled: config.keeperEnabled,
+          bridgeEnabled: config.bridgeEnabled,
+          retryBaseMs: config.retryBaseMs,
+          retryMaxMs: config.retryMaxMs,
+          deterministicRevertLimit: config.deterministicRevertLimit,
+          waitMs: Math.min(config.pollIntervalMs * 2, config.retryBaseMs),
+        },
+        metrics,
+        log,
+        nowMs,
+        { feeBumpAfterMs: config.feeBumpAfterMs, maxFeePerGasWei: BigInt(config.maxFeePerGasWei) },
+      ),
+  );
+  try {
+    for (const worker of workers) await worker.submitter.init();
+  } catch (error) {
+    store.close();
+    proofs.close();
+    throw new StartupError(`nonce recovery failed: ${(error as Error).message.split("\n")[0]}`);
+  }
+
+  function health(): HealthReport {
+    const chainsReport = workers.map((worker) => ({
+      name: worker.chain.config.name,
+      chainId: worker.chain.config.chainId,
+      lagBlocks: worker.lagBlocks.toString(),
+      lastError: worker.lastError,
+    }));
+    return { ok: chainsReport.every((chain) => chain.lastError === null), chains: chainsReport };
+  }
+
+  const api = createOperatorApi({
+    store,
+    metrics,
+    apiKeys: config.apiKeys,
+    health,
+    requestPush(chainId) {
+      if (!chains.has(chainId)) return false;
+      store.insertItem(pushItem(chainId, nowMs(), true));
+      return true;
+    },
+  });
+  const apiUrl = await api.listen({ host: config.apiHost, port: config.apiPort });
+
+  let stopped = false;
+  const sleepers = new Set<() => void>();
+  function sleep(ms: number): Promise<void> {
+    return new Promise((resolve) => {
+      const wake = () => {
+        clearTimeout(timer);
+        sleepers.delete(wake);
+        resolve();
+      };
+      const timer = setTimeout(wake, ms);
+      sleepers.add(wake);
+    });
+  }
+  async function loop(worker: ChainWorker): Promise<void> {
+    while (!stopped) {
+      await worker.tick();
+      metrics.lagSeconds.set({ chain: worker.chain.config.name }, store.oldestDueAgeMs(worker.chain.config.chainId) / 1_000);
+      worker.chain
+        .balance()
+        .then((wei) => metrics.signerBalanceWei.set({ chain: worker.chain.config.name }, Number(wei)))
+        .catch(() => undefined);
+      if (!stopped) await sleep(config.pollIntervalMs);
+    }
+  }
+  const loops = workers.map((worker) => loop(worker));
+  log.info({ apiUrl, signer: account.address, chains: network.chains.map((c) => `${c.name}(${c.chainId})`), nodes: network.nodes }, "relayer started");
+
+  return {
+    apiUrl,
+    signer: account.address,
+    store,
+    workers,
+    async stop() {
+      if (stopped) return;
+      stopped = true;
+      for (const wake of [...sleepers]) wake();
+      await Promise.all(loops);
+      await api.close();
+      proofs.close();
+      store.close();
+      log.info("relayer stopped");
+    },
+  };
+}

@@ -1,0 +1,360 @@
+/**
+ * One chain's work, tick by tick: index new events (with reorg detection), settle open transactions, let the
+ * pusher add a push when the oracle's proof is stale, then decide and carry out every due item. Watchers feed the
+ * store, relayer/decide.ts decides, the submitter sends: no step holds state outside the store, so a restart
+ * resumes exactly where the last commit left off.
+ */
+import type { Logger } from "pino";
+import { encodeFunctionData, type Abi } from "viem";
+import type { ClusterClient } from "../client";
+import type { Address, Hex, TimeProof } from "../protocol/types";
+import { BRIDGE_ABI, ORACLE_ABI, SCHEDULER_ABI } from "./abi";
+import type { ChainClient, ContractCall, CrossChainTimeMessage, IndexedEvent, ScheduledCallRequest } from "./chain";
+import { backoffMs, classifyRevert, decideCall, decideMessage, decidePush, isDeterministic, pushDue, type Decision } from "./decide";
+import type { RelayerMetrics } from "./metrics";
+import type { Item, NewItem, RelayerStore } from "./store";
+import { FeeAboveCapError, InFlightFullError, Submitter, type SettledTx } from "./submitter";
+
+const NS_PER_MS = 1_000_000n;
+/** Due items decided per tick and chain (bounded work per tick; the rest wait for the next). */
+export const ITEMS_PER_TICK = 64;
+/** Items decided at once per chain. */
+const ITEM_CONCURRENCY = 16;
+
+export interface WorkerSettings {
+  maxLogRange: number;
+  pushHeartbeatMs: number;
+  keeperEnabled: boolean;
+  bridgeEnabled: boolean;
+  retryBaseMs: number;
+  retryMaxMs: number;
+  deterministicRevertLimit: number;
+  /** Short wait for "not yet" answers, ms. */
+  waitMs: number;
+}
+
+/** The payload of a bridge message item (bigints as decimal strings). */
+interface MessagePayload {
+  messageId: Hex;
+  sourceChainId: number;
+  sourceBridge: Address;
+  nonce: string;
+  message: { networkTime: string; targetChain: string; proof: Hex; targetBlock: string };
+}
+
+interface CallPayload {
+  callId: Hex;
+  request: { caller: Address; nonce: string; executeAt: string; window: string; gasLimit: number; bounty: string; data: Hex };
+}
+
+interface PushPayload {
+  forced: boolean;
+}
+
+export function messageItemId(targetChainId: number, messageId: Hex): string {
+  return `message:${targetChainId}:${messageId}`;
+}
+
+export function callItemId(chainId: number, callId: Hex): string {
+  return `call:${chainId}:${callId}`;
+}
+
+export function pushItem(chainId: number, nowMs: number, forced: boolean): NewItem {
+  const payload: PushPayload = { forced };
+  return { id: `push:${chainId}:${nowMs}${forced ? ":forced" : ""}`, kind: "push", chainId, sourceChainId: null, sourceBlock: null, payload: JSON.stringify(payload), nextAttemptMs: nowMs };
+}
+
+function requestFromPayload(payload: CallPayload["request"]): ScheduledCallRequest {
+  return {
+    caller: payload.caller,
+    nonce: BigInt(payload.nonce),
+    executeAt: BigInt(payload.executeAt),
+    window: BigInt(payload.window),
+    gasLimit: payload.gasLimit,
+    bounty: BigInt(payload.bounty),
+    data: payload.data,
+  };
+}
+
+function messageFromPayload(payload: MessagePayload["message"]): CrossChainTimeMessage {
+  return { networkTime: BigInt(payload.networkTime), targetChain: BigInt(payload.targetChain), proof: payload.proof, targetBlock: BigInt(payload.targetBlock) };
+}
+
+function firstLine(error: unknown): string {
+  return (error instanceof Error ? error.message : String(error)).split("\n")[0]!.slice(0, 300);
+}
+
+export class ChainWorker {
+  readonly submitter: Submitter;
+  /** Last tick's failure, null after a good tick (for /health). */
+  lastError: string | null = null;
+  lagBlocks = 0n;
+
+  constructor(
+    readonly chain: ChainClient,
+    /** Every chain of the network by id (the bridge items' targets). */
+    private readonly chains: ReadonlyMap<number, ChainClient>,
+    private readonly store: RelayerStore,
+    private readonly proofs: Pick<ClusterClient, "getCurrentTime">,
+    private readonly settings: WorkerSettings,
+    private readonly metrics: RelayerMetrics,
+    private readonly log: Logger,
+    private readonly nowMs: () => number,
+    submitterOptions: { feeBumpAfterMs: number; maxFeePerGasWei: bigint },
+  ) {
+    this.submitter = new Submitter(chain, store, { ...submitterOptions, nowMs, log });
+  }
+
+  private get chainId(): number {
+    return this.chain.config.chainId;
+  }
+
+  async tick(): Promise<void> {
+    try {
+      await this.index();
+      for (const settled of await this.submitter.track()) this.onSettled(settled);
+      await this.pushIfStale();
+      await this.processDue();
+      this.lastError = null;
+    } catch (error) {
+      this.lastError = firstLine(error);
+      this.metrics.tickFailures.inc({ chain: this.chain.config.name });
+      this.log.warn({ chain: this.chain.config.name, err: this.lastError }, "tick failed; retried next tick");
+    }
+  }
+
+  // ---- watchers ------------------------------------------------------------------------------------------------
+
+  /** Indexes the next range of confirmed blocks; on a changed block hash at the cursor, walks back first. */
+  private async index(): Promise<void> {
+    const head = await this.chain.headBlock();
+    const safe = await this.chain.safeBlock(head);
+    const cursor = this.store.cursor(this.chainId);
+    if (cursor !== undefined && (await this.chain.blockHash(cursor.blockNumber)) !== cursor.blockHash) {
+      await this.rewind();
+      return;
+    }
+    const from = cursor === undefined ? this.chain.config.startBlock : cursor.blockNumber + 1n;
+    this.lagBlocks = safe >= from ? safe - from + 1n : 0n;
+    this.metrics.lagBlocks.set({ chain: this.chain.config.name }, Number(this.lagBlocks));
+    if (from > safe) return;
+    const to = safe - from + 1n > BigInt(this.settings.maxLogRange) ? from + BigInt(this.settings.maxLogRange) - 1n : safe;
+    const hashBefore = await this.chain.blockHash(to);
+    const events = await this.chain.events(from, to);
+    const hashAfter = await this.chain.blockHash(to);
+    if (hashBefore === undefined || hashBefore !== hashAfter) return; // the range moved under us: next tick
+    const items = events.flatMap((event) => this.itemOf(event));
+    const inserted = this.store.advanceCursor(this.chainId, { blockNumber: to, blockHash: hashAfter }, items);
+    if (inserted > 0) this.log.info({ chain: this.chain.config.name, from: String(from), to: String(to), items: inserted }, "indexed");
+  }
+
+  private async rewind(): Promise<void> {
+    let ancestor;
+    for (const position of this.store.cursorHistory(this.chainId)) {
+      if ((await this.chain.blockHash(position.blockNumber)) === position.blockHash) {
+        ancestor = position;
+        break;
+      }
+    }
+    const orphaned = this.store.rewindCursor(this.chainId, ancestor);
+    this.metrics.reorgs.inc({ chain: this.chain.config.name });
+    this.log.warn(
+      { chain: this.chain.config.name, ancestor: ancestor === undefined ? "start" : String(ancestor.blockNumber), orphaned: orphaned.length },
+      "reorg: cursor moved back to the common ancestor",
+    );
+  }
+
+  private itemOf(event: IndexedEvent): NewItem[] {
+    const now = this.nowMs();
+    if (event.kind === "TimeSent") {
+      const targetChainId = Number(event.message.targetChain);
+      const target = this.chains.get(targetChainId);
+      if (!this.settings.bridgeEnabled || target === undefined || target.config.bridge === undefined || BigInt(targetChainId) !== event.message.targetChain) return [];
+      const payload: MessagePayload = {
+        messageId: event.messageId,
+        sourceChainId: this.chainId,
+        sourceBridge: event.bridge,
+        nonce: event.nonce.toString(),
+        message: {
+          networkTime: event.message.networkTime.toString(),
+          targetChain: event.message.targetChain.toString(),
+          proof: event.message.proof,
+          targetBlock: event.message.targetBlock.toString(),
+        },
+      };
+      const id = messageItemId(targetChainId, event.messageId);
+      return [{ id, kind: "message", chainId: targetChainId, sourceChainId: this.chainId, sourceBlock: event.blockNumber, payload: JSON.stringify(payload), nextAttemptMs: now }];
+    }
+    if (!this.settings.keeperEnabled) return [];
+    const { request } = event;
+    const payload: CallPayload = {
+      callId: event.callId,
+      request: {
+        caller: request.caller,
+        nonce: request.nonce.toString(),
+        executeAt: request.executeAt.toString(),
+        window: request.window.toString(),
+        gasLimit: request.gasLimit,
+        bounty: request.bounty.toString(),
+        data: request.data,
+      },
+    };
+    const dueMs = Number(request.executeAt / NS_PER_MS);
+    return [
+      { id: callItemId(this.chainId, event.callId), kind: "call", chainId: this.chainId, sourceChainId: this.chainId, sourceBlock: event.blockNumber, payload: JSON.stringify(payload), nextAttemptMs: Math.max(now, dueMs) },
+    ];
+  }
+
+  /** The proof pusher: one push item per chain at a time, created when the stored proof is older than the heartbeat. */
+  private async pushIfStale(): Promise<void> {
+    if (this.settings.pushHeartbeatMs === 0 || this.store.hasOpenItem(this.chainId, "push")) return;
+    const stored = await this.chain.storedNanoMomentNs();
+    const nowNs = BigInt(this.nowMs()) * NS_PER_MS;
+    if (pushDue(stored, nowNs, BigInt(this.settings.pushHeartbeatMs) * NS_PER_MS)) this.store.insertItem(pushItem(this.chainId, this.nowMs(), false));
+  }
+
+  // ---- decisions -----------------------------------------------------------------------------------------------
+
+  private async processDue(): Promise<void> {
+    const due = this.store.dueItems(this.chainId, ITEMS_PER_TICK);
+    for (let start = 0; start < due.length; start += ITEM_CONCURRENCY) {
+      await Promise.all(due.slice(start, start + ITEM_CONCURRENCY).map((item) => this.process(item)));
+    }
+  }
+
+  /** Decides one item and carries the decision out; every failure is recorded on the item, never thrown. */
+  async process(item: Item): Promise<void> {
+    try {
+      switch (item.kind) {
+        case "message":
+          return await this.processMessage(item, JSON.parse(item.payload) as MessagePayload);
+        case "call":
+          return await this.processCall(item, JSON.parse(item.payload) as CallPayload);
+        case "push":
+          return await this.processPush(item, JSON.parse(item.payload) as PushPayload);
+      }
+    } catch (error) {
+      if (error instanceof FeeAboveCapError || error instanceof InFlightFullError) {
+        this.store.postpone(item.id, this.nowMs() + this.settings.retryBaseMs, error.message);
+        return;
+      }
+      // Transport trouble (an RPC or a node down): retried with backoff, never counted as a deterministic revert.
+      this.fail(item, "Unavailable", firstLine(error), false);
+    }
+  }
+
+  private async processMessage(item: Item, payload: MessagePayload): Promise<void> {
+    const message = messageFromPayload(payload.message);
+    const decision = decideMessage({
+      deliveredBlock: await this.chain.deliveredBlock(payload.messageId),
+      latestNetworkTimeNs: await this.chain.latestNetworkTimeNs(),
+      networkTimeNs: message.networkTime,
+    });
+    if (decision.action !== "send") return this.apply(item, decision);
+    await this.simulateAndSubmit(item, {
+      to: this.chain.config.bridge!,
+      abi: BRIDGE_ABI as Abi,
+      functionName: "receiveTime",
+      args: [BigInt(payload.sourceChainId), payload.sourceBridge, BigInt(payload.nonce), message],
+    });
+  }
+
+  private async processCall(item: Item, payload: CallPayload): Promise<void> {
+    const request = requestFromPayload(payload.request);
+    const decision = decideCall({
+      status: await this.chain.callStatus(payload.callId),
+      executeAtNs: request.executeAt,
+      deadlineNs: request.executeAt + request.window,
+      chainNowNs: await this.chain.blockTimestampNs(),
+      nowNs: BigInt(this.nowMs()) * NS_PER_MS,
+    });
+    const scheduler = this.chain.config.scheduler!;
+    if (decision.action === "expire") {
+      return this.simulateAndSubmit(item, { to: scheduler, abi: SCHEDULER_ABI as Abi, functionName: "expireCall", args: [request] });
+    }
+    if (decision.action !== "execute") return this.apply(item, decision);
+    const { proof } = await this.proofs.getCurrentTime();
+    if (proof.nanoMoment < request.executeAt) {
+      const aheadMs = Number((request.executeAt - proof.nanoMoment + NS_PER_MS - 1n) / NS_PER_MS);
+      this.store.postpone(item.id, this.nowMs() + aheadMs, "the attested time is before executeAt");
+      return;
+    }
+    await this.simulateAndSubmit(item, { to: scheduler, abi: SCHEDULER_ABI as Abi, functionName: "executeCall", args: [request, proof as TimeProof] });
+  }
+
+  private async processPush(item: Item, payload: PushPayload): Promise<void> {
+    const decision = decidePush({
+      storedNanoMomentNs: await this.chain.storedNanoMomentNs(),
+      nowNs: BigInt(this.nowMs()) * NS_PER_MS,
+      heartbeatNs: BigInt(this.settings.pushHeartbeatMs) * NS_PER_MS,
+      forced: payload.forced,
+    });
+    if (decision.action !== "send") return this.apply(item, decision);
+    const { proof } = await this.proofs.getCurrentTime();
+    await this.simulateAndSubmit(item, { to: this.chain.config.oracle, abi: ORACLE_ABI as Abi, functionName: "submitTimeProof", args: [proof] });
+  }
+
+  private async simulateAndSubmit(item: Item, call: ContractCall): Promise<void> {
+    const simulation = await this.chain.simulate(call);
+    if (!simulation.ok) {
+      const policy = classifyRevert(item.kind, simulation.errorName);
+      switch (policy.verdict) {
+        case "done":
+          return this.apply(item, { action: "done", outcome: `${policy.note} (${simulation.errorName})` });
+        case "dead":
+          return this.apply(item, { action: "dead", reason: `${policy.note}: ${simulation.message}` });
+        case "wait":
+          return this.apply(item, { action: "wait", untilMs: this.nowMs() + this.settings.waitMs, note: `${policy.note}: ${simulation.message}` });
+        case "retry":
+          return this.fail(item, simulation.errorName, `${policy.note}: ${simulation.message}`, true);
+      }
+    }
+    const data = encodeFunctionData({ abi: call.abi, functionName: call.functionName, args: call.args });
+    const hash = await this.submitter.submit(item.id, call.to, data, simulation.gas);
+    this.log.info({ item: item.id, chain: this.chain.config.name, hash }, "submitted");
+  }
+
+  private apply(item: Item, decision: Exclude<Decision, { action: "send" }>): void {
+    switch (decision.action) {
+      case "done":
+        this.store.finish(item.id, decision.outcome);
+        this.metrics.finished.inc({ kind: item.kind, outcome: "done" });
+        return;
+      case "dead":
+        this.store.deadLetter(item.id, decision.reason);
+        this.metrics.finished.inc({ kind: item.kind, outcome: "dead" });
+        this.log.warn({ item: item.id, reason: decision.reason }, "dead-letter");
+        return;
+      case "wait":
+        this.store.postpone(item.id, decision.untilMs, decision.note);
+        return;
+    }
+  }
+
+  /** A counted failure: backoff, and dead-letter once the same revert came `deterministicRevertLimit` times in a row. */
+  private fail(item: Item, errorName: string, message: string, deterministicRule: boolean): void {
+    this.metrics.failures.inc({ kind: item.kind, reason: errorName });
+    const delay = backoffMs(item.attempts + 1, this.settings.retryBaseMs, this.settings.retryMaxMs, Math.random());
+    const same = this.store.recordFailure(item.id, errorName, message, this.nowMs() + delay);
+    if (deterministicRule && isDeterministic(same, this.settings.deterministicRevertLimit)) {
+      this.apply(item, { action: "dead", reason: `deterministic revert: ${errorName} ${same} times in a row: ${message}` });
+    }
+  }
+
+  /** A job's nonce settled: success finishes it; a revert or a lost nonce sends it back to be decided again. */
+  private onSettled(settled: SettledTx): void {
+    const item = this.store.item(settled.itemId);
+    if (item === undefined || item.status !== "submitted") return;
+    if (settled.receipt === null) {
+      this.store.postpone(item.id, this.nowMs(), "its nonce was taken by another transaction");
+      return;
+    }
+    if (settled.receipt.status === "success") {
+      const outcome = { message: "delivered", call: "executed", push: "pushed" }[item.kind];
+      this.store.finish(item.id, `${outcome} in block ${settled.receipt.blockNumber} by ${settled.hash}`);
+      this.metrics.finished.inc({ kind: item.kind, outcome });
+      return;
+    }
+    this.fail(item, "TxReverted", `transaction ${settled.hash} reverted in block ${settled.receipt.blockNumber}`, true);
+  }
+}

@@ -1,0 +1,211 @@
+/**
+ * A whole local network on 127.0.0.1, as `npm start` runs it and the relayer's end-to-end tests use it:
+ *
+ * - attesting nodes: a mesh of `meshNodes` dev nodes (node/cluster.ts), or one dev node when meshNodes is 1;
+ * - two chains: `hardhat node` processes with chain ids 31337 ("alpha") and 31338 ("beta"), each with the oracle,
+ *   scheduler, bridge and example vault deployed, and every node's card and address registered (nodeQuorum =
+ *   the mesh's threshold);
+ * - the network file (relayer/network.ts) and a relayer config beside it, in `dir`;
+ * - optionally the relayer (`ats-relayer` as a child process).
+ *
+ * Keys: the deployer and the relayer use Hardhat's public development accounts #0 and #1 (their keys are printed
+ * in every `hardhat node` banner; never use them on a real chain). Nothing here reads outside the repository.
+ */
+import { mkdirSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import type { HardhatRuntimeEnvironment } from "hardhat/types";
+import type { Logger } from "pino";
+import { createPublicClient, createWalletClient, defineChain, getAddress, http, type Address, type Hex, type PublicClient, type WalletClient } from "viem";
+import { privateKeyToAccount } from "viem/accounts";
+import { createTimeClient } from "../client";
+import { startDevNode } from "../node/cli";
+import { CLUSTER_MAX_ACCEPTABLE_DRIFT_NS, startDevCluster } from "../node/cluster";
+import { verifyCardCertificateChain } from "../protocol";
+import { consensusThreshold } from "../protocol/consensus";
+import { NETWORK_FILE_VERSION, type NetworkFileJson } from "../relayer/network";
+import { startChainProcess, stopChainProcess, type ChainProcess } from "./chainProcess";
+import { deployAttestedTime, type AttestedTimeDeployment, type CardRegistration, type NodeRegistration } from "./deploy";
+import { startRelayerProcess, stopRelayerProcess, type RelayerProcess } from "./relayerProcess";
+
+/** Hardhat's development accounts #0–#2 (public test keys, funded with 10,000 ETH on every `hardhat node`). */
+export const HARDHAT_DEV_KEYS = {
+  deployer: "0xac0974bec39a17e36ba4a6b4d238ff944bacb478cbed5efcae784d7bf4f2ff80",
+  relayer: "0x59c6995e998f97a5a0044966f0945389dc9e86dae88c7a8412f4603b6b78690d",
+  user: "0x5de4111afa1a4b94908f83103eb1f1706367c2e68ca870fc3fb9a804cdab365a",
+} as const satisfies Record<string, Hex>;
+
+/** The operator API key of the local relayer (a development value, printed by `npm start`). */
+export const LOCAL_RELAYER_API_KEY = "local-operator-key";
+
+/** The local chains mine a block at least this often, ms (and one per transaction). */
+export const BLOCK_INTERVAL_MS = 1_000;
+
+export const LOCAL_CHAINS = [
+  { name: "alpha", chainId: 31337 },
+  { name: "beta", chainId: 31338 },
+] as const;
+
+export interface LocalChain {
+  readonly name: string;
+  readonly chainId: number;
+  readonly rpcUrl: string;
+  readonly process: ChainProcess;
+  readonly deployment: AttestedTimeDeployment;
+  readonly publicClient: PublicClient;
+  /** Hardhat account #2, a dApp user. */
+  readonly user: WalletClient;
+}
+
+export interface LocalNetwork {
+  readonly chains: readonly LocalChain[];
+  /** REST base URLs of the attesting nodes. */
+  readonly nodes: readonly string[];
+  readonly networkFile: string;
+  readonly relayerConfigFile: string;
+  /** Environment the relayer needs beside its config file (its key). */
+  readonly relayerEnv: NodeJS.ProcessEnv;
+  relayer: RelayerProcess | undefined;
+  startRelayer(): Promise<RelayerProcess>;
+  stopRelayer(signal?: NodeJS.Signals): Promise<void>;
+  close(): Promise<void>;
+}
+
+export interface StartLocalNetworkOptions {
+  hre: Pick<HardhatRuntimeEnvironment, "viem">;
+  /** Folder for the network file, the relayer's config and database. */
+  dir: string;
+  meshNodes: number;
+  /** Relayer settings beside the defaults (e.g. pollIntervalMs, pushHeartbeatMs). */
+  relayerSettings?: Record<string, unknown>;
+  /** Blocks on top of an event before the relayer acts on it (default 1). */
+  confirmations?: number;
+  nodeLogger: Logger;
+  log?: (line: string) => void;
+}
+
+function walletFor(rpcUrl: string, chainId: number, key: Hex): WalletClient {
+  const chain = defineChain({ id: chainId, name: `local-${chainId}`, nativeCurrency: { name: "Ether", symbol: "ETH", decimals: 18 }, rpcUrls: { default: { http: [rpcUrl] } } });
+  return createWalletClient({ account: privateKeyToAccount(key), chain, transport: http(rpcUrl) });
+}
+
+/** The card and node of each attesting node, read from its /node/info and checked against the dev CA. */
+async function registrationsOf(endpoints: readonly string[], trustedRootPem: string): Promise<{ cards: CardRegistration[]; nodes: NodeRegistration[] }> {
+  const cards: CardRegistration[] = [];
+  const nodes: NodeRegistration[] = [];
+  for (const endpoint of endpoints) {
+    const client = createTimeClient({ endpoint });
+    try {
+      const info = await client.info();
+      const chain = await verifyCardCertificateChain({ chainPem: info.certificateChainPem, trustedRootsPem: [trustedRootPem], nowMs: Date.now(), cardId: info.cardId as Hex });
+      if (!chain.valid) throw new Error(`node ${endpoint}: its card chain does not verify: ${chain.reason}`);
+      cards.push({ publicKey: chain.publicKey });
+      nodes.push({ address: getAddress(info.nodeId) });
+    } finally {
+      client.close();
+    }
+  }
+  return { cards, nodes };
+}
+
+export async function startLocalNetwork(options: StartLocalNetworkOptions): Promise<LocalNetwork> {
+  const log = options.log ?? (() => undefined);
+  mkdirSync(options.dir, { recursive: true });
+  const closers: (() => Promise<void>)[] = [];
+  const closeAll = async () => {
+    for (const close of closers.reverse()) await close().catch(() => undefined);
+  };
+  try {
+    // Attesting nodes.
+    let endpoints: string[];
+    let trustedRootPem: string;
+    if (options.meshNodes === 1) {
+      const dev = await startDevNode({ env: {}, cwd: process.cwd(), logger: () => options.nodeLogger });
+      closers.push(() => dev.close());
+      endpoints = [dev.node.endpoints.rest];
+      trustedRootPem = dev.trustedRootPem;
+    } else {
+      const cluster = await startDevCluster({ nodes: options.meshNodes, env: {}, cwd: process.cwd(), logger: () => options.nodeLogger });
+      closers.push(() => cluster.close());
+      endpoints = cluster.nodes.map((node) => node.endpoints.rest);
+      trustedRootPem = cluster.trustedRootPem;
+    }
+    log(`attesting nodes: ${endpoints.join(", ")}`);
+    const registrations = await registrationsOf(endpoints, trustedRootPem);
+
+    // Chains, with the contracts deployed and the nodes registered.
+    const chains: LocalChain[] = [];
+    for (const { name, chainId } of LOCAL_CHAINS) {
+      const chainProcess = await startChainProcess(chainId);
+      closers.push(() => stopChainProcess(chainProcess));
+      const publicClient = createPublicClient({ transport: http(chainProcess.rpcUrl) }) as PublicClient;
+      const deployment = await deployAttestedTime(options.hre, {
+        deployer: walletFor(chainProcess.rpcUrl, chainId, HARDHAT_DEV_KEYS.deployer) as never,
+        publicClient: publicClient as never,
+        cards: registrations.cards,
+        nodes: registrations.nodes,
+        settings: {
+          nodeQuorum: BigInt(options.meshNodes === 1 ? 1 : consensusThreshold(options.meshNodes)),
+          maxAcceptableDriftNs: CLUSTER_MAX_ACCEPTABLE_DRIFT_NS,
+        },
+      });
+      // A block every second besides the one per transaction (automine): confirmations then come on their own.
+      await publicClient.request({ method: "evm_setIntervalMining" as never, params: [BLOCK_INTERVAL_MS] as never });
+      chains.push({ name, chainId, rpcUrl: chainProcess.rpcUrl, process: chainProcess, deployment, publicClient, user: walletFor(chainProcess.rpcUrl, chainId, HARDHAT_DEV_KEYS.user) });
+      log(`chain ${name} (${chainId}) at ${chainProcess.rpcUrl}: oracle ${deployment.oracle}, scheduler ${deployment.scheduler}, bridge ${deployment.bridge}`);
+    }
+
+    // The network file and the relayer's config.
+    const networkFile = join(options.dir, "network.json");
+    const network: NetworkFileJson = {
+      version: NETWORK_FILE_VERSION,
+      chains: chains.map((chain) => ({
+        name: chain.name,
+        chainId: chain.chainId,
+        rpcUrl: chain.rpcUrl,
+        oracle: chain.deployment.oracle,
+        ...(chain.deployment.scheduler !== undefined ? { scheduler: chain.deployment.scheduler } : {}),
+        ...(chain.deployment.bridge !== undefined ? { bridge: chain.deployment.bridge } : {}),
+        startBlock: chain.deployment.deploymentBlock.toString(),
+        confirmations: options.confirmations ?? 1,
+      })),
+      nodes: endpoints,
+    };
+    writeFileSync(networkFile, `${JSON.stringify(network, null, 2)}\n`);
+    const relayerConfigFile = join(options.dir, "relayer.json");
+    writeFileSync(
+      relayerConfigFile,
+      `${JSON.stringify({ networkFile: "network.json", dataDir: "relayer-data", apiPort: 0, pollIntervalMs: 200, apiKeys: [LOCAL_RELAYER_API_KEY], ...options.relayerSettings }, null, 2)}\n`,
+    );
+    const relayerEnv = { ATS_RELAYER_PRIVATE_KEY: HARDHAT_DEV_KEYS.relayer };
+
+    const localNetwork: LocalNetwork = {
+      chains,
+      nodes: endpoints,
+      networkFile,
+      relayerConfigFile,
+      relayerEnv,
+      relayer: undefined,
+      async startRelayer() {
+        localNetwork.relayer = await startRelayerProcess(relayerConfigFile, relayerEnv);
+        return localNetwork.relayer;
+      },
+      async stopRelayer(signal: NodeJS.Signals = "SIGTERM") {
+        await stopRelayerProcess(localNetwork.relayer, signal);
+        localNetwork.relayer = undefined;
+      },
+      async close() {
+        await localNetwork.stopRelayer("SIGTERM").catch(() => undefined);
+        await closeAll();
+      },
+    };
+    return localNetwork;
+  } catch (error) {
+    await closeAll();
+    throw error;
+  }
+}
+
+/** The address of a local chain's relayer signer (Hardhat account #1). */
+export function localRelayerAddress(): Address {
+  return privateKeyToAccount(HARDHAT_DEV_KEYS.relayer).address;
+}

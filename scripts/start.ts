@@ -1,0 +1,64 @@
+/**
+ * `npm start`: the local network as the main job (scripts/network.ts): a 4-node attesting mesh, two chains with
+ * the contracts deployed, the relayer; then the tour (scripts/tour.ts), every endpoint and address printed and
+ * written to .ats/network.json; then it stays up until Ctrl-C, which stops everything cleanly.
+ *
+ *   npm start                 run until Ctrl-C
+ *   npm start -- --once       run the tour and exit (CI)
+ *   npm start -- --nodes 1    one attesting node instead of a mesh of 4
+ */
+import { rmSync } from "node:fs";
+import { join } from "node:path";
+import { parseArgs } from "node:util";
+import pino from "pino";
+import { waitForSignal } from "../lib/signals";
+import { LOCAL_RELAYER_API_KEY, startLocalNetwork, type LocalNetwork } from "./network";
+import { runTour } from "./tour";
+
+const DIR = join(__dirname, "..", ".ats");
+
+async function main(): Promise<number> {
+  const { values } = parseArgs({ options: { once: { type: "boolean", default: false }, nodes: { type: "string", default: "4" } } });
+  const meshNodes = Number(values.nodes);
+  if (!Number.isInteger(meshNodes) || meshNodes < 1 || meshNodes > 16) {
+    process.stderr.write(`--nodes must be an integer from 1 to 16, got ${values.nodes}\n`);
+    return 2;
+  }
+  const log = (line: string) => process.stdout.write(`${line}\n`);
+  log(`Attested Time: a local network on 127.0.0.1 (${meshNodes === 1 ? "1 attesting node" : `a mesh of ${meshNodes} attesting nodes`}, 2 chains, the relayer)`);
+  // Compiled here, before anything starts; the Hardhat runtime is loaded only now (it reads hardhat.config.ts).
+  const hre = (await import("hardhat")).default;
+  await hre.run("compile", { quiet: true });
+  rmSync(DIR, { recursive: true, force: true });
+  let network: LocalNetwork | undefined;
+  try {
+    network = await startLocalNetwork({ hre, dir: DIR, meshNodes, nodeLogger: pino({ level: "warn" }, pino.destination(2)), log: (line) => log(`   ${line}`) });
+    const relayer = await network.startRelayer();
+    log(`   relayer: operator API ${relayer.api} (x-api-key: ${LOCAL_RELAYER_API_KEY}), signer Hardhat account #1`);
+    log(`   network file: ${network.networkFile}`);
+    log("");
+    await runTour(network, log);
+    log("");
+    log("The network is up. Endpoints and addresses: .ats/network.json");
+    log(`   relayer items: curl ${relayer.api}/items   metrics: ${relayer.api}/metrics`);
+    if (values.once) return 0;
+    log("Press Ctrl-C to stop.");
+    await waitForSignal();
+    log("Stopping…");
+    return 0;
+  } catch (error) {
+    process.stderr.write(`npm start failed: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}\n`);
+    if (network?.relayer !== undefined) process.stderr.write(`relayer log (tail):\n${network.relayer.stderrTail()}\n`);
+    return 1;
+  } finally {
+    await network?.close();
+  }
+}
+
+main().then(
+  (code) => process.exit(code),
+  (error: unknown) => {
+    process.stderr.write(`${String(error)}\n`);
+    process.exit(1);
+  },
+);

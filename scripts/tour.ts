@@ -1,0 +1,157 @@
+/**
+ * The scripted tour of a running local network (scripts/network.ts), as `npm start` prints it: each step is done
+ * the way a dApp would do it (a user's transaction), and the relayer does the rest, on its own:
+ *
+ *   1. a proof pushed: the relayer's pusher stores a fresh proof in each chain's oracle;
+ *   2. a scheduled call fulfilled: a user schedules a call on alpha three seconds ahead, the relayer's keeper
+ *      executes it with an attested proof and collects the bounty;
+ *   3. a time message bridged: a user sends alpha's time to beta, the relayer delivers it;
+ *   4. a replay refused: delivering the same message again reverts with TimeBridgeAlreadyDelivered.
+ *
+ * Returns what it saw, for the tests (test/relayer/network.test.ts).
+ */
+import { decodeEventLog, parseAbi, parseEther, type Abi, type Hex } from "viem";
+import { decodeRevert } from "../lib/revert";
+import { BRIDGE_ABI, CALL_STATUS, ORACLE_ABI, SCHEDULER_ABI } from "../relayer/abi";
+import type { LocalChain, LocalNetwork } from "./network";
+
+const NS_PER_MS = 1_000_000n;
+const USER_SCHEDULER_ABI = parseAbi(["function scheduleCall(uint128 executeAt, bytes data) payable returns (bytes32 callId)"]);
+/** The call's lead time: long enough that the keeper has to wait for it. */
+const CALL_LEAD_MS = 3_000n;
+
+export interface TourResult {
+  pushed: { chain: string; nanoMoment: bigint }[];
+  call: { callId: Hex; executeAtNs: bigint; executedAtNs: bigint; latenessMs: number; status: string };
+  message: { messageId: Hex; sourceBlock: bigint; targetBlock: bigint; networkTimeNs: bigint };
+  replay: { errorName: string };
+}
+
+async function pollUntil<T>(read: () => Promise<T | undefined>, what: string, timeoutMs: number): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const value = await read().catch(() => undefined);
+    if (value !== undefined) return value;
+    if (Date.now() > deadline) throw new Error(`tour: ${what} did not happen within ${timeoutMs} ms`);
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+}
+
+function iso(ns: bigint): string {
+  return `${new Date(Number(ns / NS_PER_MS)).toISOString().slice(0, -1)}${(ns % NS_PER_MS).toString().padStart(6, "0")}Z`;
+}
+
+async function confirmed(chain: LocalChain, pending: Promise<Hex>) {
+  const hash = await pending;
+  const receipt = await chain.publicClient.waitForTransactionReceipt({ hash });
+  if (receipt.status !== "success") throw new Error(`tour: transaction ${hash} reverted`);
+  return receipt;
+}
+
+export async function runTour(network: LocalNetwork, log: (line: string) => void, timeoutMs = 60_000): Promise<TourResult> {
+  const [alpha, beta] = network.chains as [LocalChain, LocalChain];
+
+  log("1. Proof pushed: the relayer keeps each oracle's stored proof fresh");
+  const pushed: TourResult["pushed"] = [];
+  for (const chain of network.chains) {
+    const proof = await pollUntil(
+      () => chain.publicClient.readContract({ address: chain.deployment.oracle, abi: ORACLE_ABI, functionName: "getCurrentTime" }),
+      `a proof stored on ${chain.name}`,
+      timeoutMs,
+    );
+    pushed.push({ chain: chain.name, nanoMoment: proof.nanoMoment });
+    log(`   ${chain.name}: oracle ${chain.deployment.oracle} holds a proof of ${iso(proof.nanoMoment)} (accuracy ${proof.accuracy} ns)`);
+  }
+
+  log("2. Scheduled call fulfilled: a user schedules a call 3 s ahead on alpha; the relayer's keeper executes it");
+  const executeAtNs = BigInt(Date.now()) * NS_PER_MS + CALL_LEAD_MS * NS_PER_MS;
+  const scheduled = await confirmed(alpha, alpha.user.writeContract({
+    address: alpha.deployment.scheduler!,
+    abi: USER_SCHEDULER_ABI,
+    functionName: "scheduleCall",
+    args: [executeAtNs, "0x"],
+    value: parseEther("0.001"),
+    account: alpha.user.account!,
+    chain: alpha.user.chain,
+  }));
+  const scheduledLog = scheduled.logs.map((entry) => {
+    try {
+      return decodeEventLog({ abi: SCHEDULER_ABI, data: entry.data, topics: entry.topics });
+    } catch {
+      return undefined;
+    }
+  }).find((event) => event?.eventName === "CallScheduled");
+  const callId = (scheduledLog!.args as { callId: Hex }).callId;
+  log(`   user ${alpha.user.account!.address} scheduled call ${callId} for ${iso(executeAtNs)} with a 0.001 ETH bounty (block ${scheduled.blockNumber})`);
+  const status = await pollUntil(
+    async () => {
+      const value = await alpha.publicClient.readContract({ address: alpha.deployment.scheduler!, abi: SCHEDULER_ABI, functionName: "callStatus", args: [callId] });
+      return CALL_STATUS[value] === "Scheduled" ? undefined : CALL_STATUS[value];
+    },
+    "the scheduled call's execution",
+    timeoutMs,
+  );
+  const executedLogs = await alpha.publicClient.getContractEvents({
+    address: alpha.deployment.scheduler!,
+    abi: parseAbi(["event CallExecuted(bytes32 indexed callId, address indexed executor, uint128 nanoMoment, bytes returnData)"]),
+    eventName: "CallExecuted",
+    args: { callId },
+    fromBlock: scheduled.blockNumber,
+  });
+  const executed = executedLogs[0];
+  const executedAtNs = executed?.args.nanoMoment ?? 0n;
+  const latenessMs = Number(executedAtNs - executeAtNs) / 1e6;
+  log(`   status ${status}: executed by ${executed?.args.executor ?? "?"} with a proof of ${iso(executedAtNs)}, ${latenessMs.toFixed(1)} ms after executeAt (block ${executed?.blockNumber ?? "?"})`);
+
+  log("3. Time message bridged: a user sends alpha's time to beta; the relayer delivers it");
+  const sent = await confirmed(alpha, alpha.user.writeContract({
+    address: alpha.deployment.bridge!,
+    abi: BRIDGE_ABI,
+    functionName: "sendTime",
+    args: [BigInt(beta.chainId)],
+    account: alpha.user.account!,
+    chain: alpha.user.chain,
+  }));
+  const sentEvent = sent.logs
+    .map((entry) => {
+      try {
+        return decodeEventLog({ abi: BRIDGE_ABI, data: entry.data, topics: entry.topics });
+      } catch {
+        return undefined;
+      }
+    })
+    .find((event) => event?.eventName === "TimeSent");
+  const { messageId, nonce, message } = sentEvent!.args as { messageId: Hex; nonce: bigint; message: { networkTime: bigint; targetChain: bigint; proof: Hex; targetBlock: bigint } };
+  log(`   alpha bridge sendTime(${beta.chainId}): message ${messageId}, network time ${iso(message.networkTime)} (block ${sent.blockNumber})`);
+  const targetBlock = await pollUntil(
+    async () => {
+      const block = await beta.publicClient.readContract({ address: beta.deployment.bridge!, abi: BRIDGE_ABI, functionName: "deliveredBlock", args: [messageId] });
+      return block === 0n ? undefined : block;
+    },
+    "the message's delivery",
+    timeoutMs,
+  );
+  log(`   beta bridge: delivered in block ${targetBlock}`);
+
+  log("4. Replay refused: delivering the same message again");
+  let errorName = "none";
+  try {
+    await beta.publicClient.simulateContract({
+      address: beta.deployment.bridge!,
+      abi: BRIDGE_ABI,
+      functionName: "receiveTime",
+      args: [BigInt(alpha.chainId), alpha.deployment.bridge!, nonce, message],
+      account: beta.user.account!,
+    });
+  } catch (error) {
+    errorName = decodeRevert(error, BRIDGE_ABI as Abi)?.errorName ?? "unknown";
+  }
+  log(`   beta bridge receiveTime(same message): reverts with ${errorName}`);
+
+  return {
+    pushed,
+    call: { callId, executeAtNs, executedAtNs, latenessMs, status: status ?? "unknown" },
+    message: { messageId, sourceBlock: sent.blockNumber, targetBlock, networkTimeNs: message.networkTime },
+    replay: { errorName },
+  };
+}
