@@ -17,6 +17,7 @@ import type { RelayerConfig } from "./config";
 import { createRelayerMetrics } from "./metrics";
 import { loadNetworkFile } from "./network";
 import { RelayerStore } from "./store";
+import { CRASH_POINTS, type CrashPoint, type SubmitterOptions } from "./submitter";
 import { ChainWorker, pushItem } from "./worker";
 
 export interface RunningRelayer {
@@ -44,6 +45,20 @@ export function signerAccount(config: Pick<RelayerConfig, "signerPrivateKey" | "
   }
   const key = decodeNodeKeystore(text, { password: config.signerKeystorePassword });
   return privateKeyToAccount(key.exportPrivateKey());
+}
+
+/**
+ * The end-to-end tests' crash hook (SubmitterOptions.crashAt): ATS_RELAYER_TEST_CRASH_AT=<point>:<submission>,
+ * e.g. "after-record:2". Not a setting: it exists for tests and is refused in any other form.
+ */
+export function crashHookFromEnv(env: NodeJS.ProcessEnv): SubmitterOptions["crashAt"] {
+  const value = env.ATS_RELAYER_TEST_CRASH_AT;
+  if (value === undefined || value === "") return undefined;
+  const match = /^([a-z-]+):([1-9][0-9]{0,5})$/.exec(value);
+  if (match === null || !(CRASH_POINTS as readonly string[]).includes(match[1]!)) {
+    throw new StartupError(`ATS_RELAYER_TEST_CRASH_AT must be <${CRASH_POINTS.join("|")}>:<n>, got ${value}`);
+  }
+  return { point: match[1] as CrashPoint, submission: Number(match[2]) };
 }
 
 export async function startRelayer(config: RelayerConfig, options: StartRelayerOptions): Promise<RunningRelayer> {
@@ -77,9 +92,11 @@ export async function startRelayer(config: RelayerConfig, options: StartRelayerO
         metrics,
         log,
         nowMs,
-        { feeBumpAfterMs: config.feeBumpAfterMs, maxFeePerGasWei: BigInt(config.maxFeePerGasWei) },
+        { feeBumpAfterMs: config.feeBumpAfterMs, maxFeePerGasWei: BigInt(config.maxFeePerGasWei), crashAt: crashHookFromEnv(process.env) },
       ),
   );
+  const workersByChain = new Map(workers.map((worker) => [worker.chain.config.chainId, worker]));
+  for (const worker of workers) worker.peers = workersByChain;
   try {
     for (const worker of workers) await worker.submitter.init();
   } catch (error) {

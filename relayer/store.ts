@@ -263,20 +263,21 @@ export class RelayerStore {
 
   /**
    * After a reorg: moves the cursor back to `ancestor` (a position of the history that is still canonical) and
-   * marks the pending items of the chain's orphaned blocks `orphaned`. Returns the orphaned item ids.
+   * marks the open (pending or submitted) items of the chain's orphaned blocks `orphaned`. Returns them, so that
+   * the submitted ones' transactions can be cancelled.
    */
-  rewindCursor(chainId: number, ancestor: Cursor | undefined): string[] {
+  rewindCursor(chainId: number, ancestor: Cursor | undefined): { id: string; wasSubmitted: boolean }[] {
     return this.db.transaction(() => {
       const above = ancestor?.blockNumber ?? -1n;
       const orphaned = (
         this.db
-          .prepare("SELECT id, source_block FROM items WHERE source_chain_id = ? AND status = 'pending' AND source_block IS NOT NULL")
-          .all(chainId) as { id: string; source_block: string }[]
+          .prepare("SELECT id, source_block, status FROM items WHERE source_chain_id = ? AND status IN ('pending','submitted') AND source_block IS NOT NULL")
+          .all(chainId) as { id: string; source_block: string; status: string }[]
       )
         .filter((row) => BigInt(row.source_block) > above)
-        .map((row) => row.id);
+        .map((row) => ({ id: row.id, wasSubmitted: row.status === "submitted" }));
       const mark = this.db.prepare("UPDATE items SET status = 'orphaned', updated_ms = ? WHERE id = ?");
-      for (const id of orphaned) mark.run(this.nowMs(), id);
+      for (const { id } of orphaned) mark.run(this.nowMs(), id);
       const rows = this.db.prepare("SELECT seq, block_number FROM cursors WHERE chain_id = ?").all(chainId) as {
         seq: number;
         block_number: string;
@@ -470,19 +471,19 @@ export class RelayerStore {
   openTxs(chainId: number): TxRecord[] {
     return (
       this.db
-        .prepare("SELECT * FROM txs WHERE chain_id = ? AND state IN ('signed','broadcast','mined') ORDER BY nonce, sent_ms")
+        .prepare("SELECT * FROM txs WHERE chain_id = ? AND state IN ('signed','broadcast','mined') ORDER BY nonce, sent_ms, rowid")
         .all(chainId) as TxRow[]
     ).map(txFromRow);
   }
 
   txsOfNonce(chainId: number, nonce: number): TxRecord[] {
-    return (this.db.prepare("SELECT * FROM txs WHERE chain_id = ? AND nonce = ? ORDER BY sent_ms").all(chainId, nonce) as TxRow[]).map(
+    return (this.db.prepare("SELECT * FROM txs WHERE chain_id = ? AND nonce = ? ORDER BY sent_ms, rowid").all(chainId, nonce) as TxRow[]).map(
       txFromRow,
     );
   }
 
   txsOfItem(itemId: string): TxRecord[] {
-    return (this.db.prepare("SELECT * FROM txs WHERE item_id = ? ORDER BY nonce, sent_ms").all(itemId) as TxRow[]).map(txFromRow);
+    return (this.db.prepare("SELECT * FROM txs WHERE item_id = ? ORDER BY nonce, sent_ms, rowid").all(itemId) as TxRow[]).map(txFromRow);
   }
 
   /**

@@ -25,11 +25,21 @@ const FEE_BUMP_PERCENT = 125n;
 const GAS_MARGIN_PERCENT = 125n;
 const NO_OP_GAS = 21_000n;
 
+/** Where a test may crash the process (see SubmitterOptions.crashAt). */
+export const CRASH_POINTS = ["after-sign", "after-record", "after-broadcast"] as const;
+export type CrashPoint = (typeof CRASH_POINTS)[number];
+
 export interface SubmitterOptions {
   feeBumpAfterMs: number;
   maxFeePerGasWei: bigint;
   nowMs: () => number;
   log: Logger;
+  /**
+   * Test hook: SIGKILL this process at `point` of the `submission`-th submission (after signing, before the
+   * nonce claim is committed; after the commit, before the broadcast; after the broadcast, before its state is
+   * recorded). The end-to-end tests prove exactly-once delivery across each; never set in production.
+   */
+  crashAt?: { point: CrashPoint; submission: number } | undefined;
 }
 
 /** What became of a job's transaction once its nonce settled at the required depth. */
@@ -49,6 +59,8 @@ export class InFlightFullError extends Error {
 
 export class Submitter {
   private signing: Promise<unknown> = Promise.resolve();
+  /** Submissions so far (the crash hook counts them). */
+  private submissions = 0;
 
   constructor(
     readonly chain: ChainClient,
@@ -81,7 +93,10 @@ export class Submitter {
       const fees = await this.cappedFees(1n);
       const gas = (gasEstimate * GAS_MARGIN_PERCENT) / 100n;
       const tx = await this.sign({ itemId, nonce: next, to, data, gas, ...fees });
+      this.submissions += 1;
+      this.crashIfAt("after-sign");
       this.store.recordSigned(tx, false);
+      this.crashIfAt("after-record");
       await this.send(tx);
       return tx.hash;
     });
@@ -140,6 +155,20 @@ export class Submitter {
     if (newest.state === "signed" || !(await this.chain.knows(newest.hash))) await this.send(newest);
   }
 
+  /**
+   * Cancels a job's unmined transactions: each of their nonces gets a no-op (a 0-value transfer to ourselves)
+   * with fees raised by a quarter, which replaces the job's transaction in the pool.
+   */
+  async cancel(itemId: string): Promise<void> {
+    const open = this.store.openTxs(this.chainId).filter((tx) => tx.itemId === itemId && tx.state !== "mined");
+    const newestByNonce = new Map<number, TxRecord>();
+    for (const tx of open) newestByNonce.set(tx.nonce, tx);
+    for (const tx of newestByNonce.values()) {
+      await this.bump({ ...tx, itemId: null, to: this.chain.account.address, data: "0x", gas: NO_OP_GAS });
+      this.options.log.warn({ chainId: this.chainId, nonce: tx.nonce, item: itemId }, "cancelled: its source event was reorged away");
+    }
+  }
+
   /** Re-signs a transaction at the same nonce with fees raised by a quarter (at least the market's). */
   private async bump(tx: TxRecord): Promise<void> {
     const run = this.signing.then(async () => {
@@ -195,6 +224,11 @@ export class Submitter {
     }
   }
 
+  private crashIfAt(point: CrashPoint): void {
+    const crash = this.options.crashAt;
+    if (crash !== undefined && crash.point === point && crash.submission === this.submissions) process.kill(process.pid, "SIGKILL");
+  }
+
   private async cappedFees(factor: bigint): Promise<{ maxFeePerGas: bigint; maxPriorityFeePerGas: bigint }> {
     const market = await this.chain.fees();
     const maxFeePerGas = market.maxFeePerGas * factor;
@@ -233,6 +267,7 @@ export class Submitter {
   private async send(tx: Pick<TxRecord, "hash" | "raw" | "nonce">): Promise<void> {
     try {
       const result = await this.chain.broadcast(tx.raw);
+      this.crashIfAt("after-broadcast");
       this.store.setTxState(tx.hash, "broadcast");
       if (result === "underpriced") this.options.log.warn({ chainId: this.chainId, nonce: tx.nonce }, "another transaction holds the nonce in the pool");
     } catch (error) {

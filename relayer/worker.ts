@@ -13,7 +13,7 @@ import type { ChainClient, ContractCall, CrossChainTimeMessage, IndexedEvent, Sc
 import { backoffMs, classifyRevert, decideCall, decideMessage, decidePush, isDeterministic, pushDue, type Decision } from "./decide";
 import type { RelayerMetrics } from "./metrics";
 import type { Item, NewItem, RelayerStore } from "./store";
-import { FeeAboveCapError, InFlightFullError, Submitter, type SettledTx } from "./submitter";
+import { FeeAboveCapError, InFlightFullError, Submitter, type SettledTx, type SubmitterOptions } from "./submitter";
 
 const NS_PER_MS = 1_000_000n;
 /** Due items decided per tick and chain (bounded work per tick; the rest wait for the next). */
@@ -100,7 +100,7 @@ export class ChainWorker {
     private readonly metrics: RelayerMetrics,
     private readonly log: Logger,
     private readonly nowMs: () => number,
-    submitterOptions: { feeBumpAfterMs: number; maxFeePerGasWei: bigint },
+    submitterOptions: Pick<SubmitterOptions, "feeBumpAfterMs" | "maxFeePerGasWei" | "crashAt">,
   ) {
     this.submitter = new Submitter(chain, store, { ...submitterOptions, nowMs, log });
   }
@@ -158,11 +158,27 @@ export class ChainWorker {
     }
     const orphaned = this.store.rewindCursor(this.chainId, ancestor);
     this.metrics.reorgs.inc({ chain: this.chain.config.name });
+    // Work already sent for an event that no longer exists is cancelled: a no-op outbids it at its nonce (if the
+    // original is mined first, it stands; confirmations are what make that rare).
+    for (const { id, wasSubmitted } of orphaned) {
+      const item = this.store.item(id);
+      const target = item === undefined ? undefined : this.chains.get(item.chainId);
+      if (wasSubmitted && target !== undefined) await this.cancelOn(target, id);
+    }
     this.log.warn(
       { chain: this.chain.config.name, ancestor: ancestor === undefined ? "start" : String(ancestor.blockNumber), orphaned: orphaned.length },
       "reorg: cursor moved back to the common ancestor",
     );
   }
+
+  /** Asks the worker of `target` to cancel an item's open transactions. */
+  private cancelOn(target: ChainClient, itemId: string): Promise<void> {
+    const worker = this.peers?.get(target.config.chainId);
+    return worker === undefined ? Promise.resolve() : worker.submitter.cancel(itemId);
+  }
+
+  /** The workers of every chain (set by the relayer once all exist), for cancellations across chains. */
+  peers: ReadonlyMap<number, ChainWorker> | undefined;
 
   private itemOf(event: IndexedEvent): NewItem[] {
     const now = this.nowMs();
@@ -215,11 +231,25 @@ export class ChainWorker {
 
   // ---- decisions -----------------------------------------------------------------------------------------------
 
+  /**
+   * Bridge messages go one after the other, oldest network time first: a bridge accepts only a time newer than
+   * the last it delivered, so sending them out of order would make the older ones undeliverable. Calls and
+   * pushes are independent and go ITEM_CONCURRENCY at a time (their signing is serialised by the submitter).
+   */
   private async processDue(): Promise<void> {
     const due = this.store.dueItems(this.chainId, ITEMS_PER_TICK);
-    for (let start = 0; start < due.length; start += ITEM_CONCURRENCY) {
-      await Promise.all(due.slice(start, start + ITEM_CONCURRENCY).map((item) => this.process(item)));
+    const messages = due
+      .filter((item) => item.kind === "message")
+      .map((item) => ({ item, networkTime: BigInt((JSON.parse(item.payload) as MessagePayload).message.networkTime) }))
+      .sort((a, b) => (a.networkTime < b.networkTime ? -1 : a.networkTime > b.networkTime ? 1 : 0));
+    const others = due.filter((item) => item.kind !== "message");
+    const sequential = (async () => {
+      for (const { item } of messages) await this.process(item);
+    })();
+    for (let start = 0; start < others.length; start += ITEM_CONCURRENCY) {
+      await Promise.all(others.slice(start, start + ITEM_CONCURRENCY).map((item) => this.process(item)));
     }
+    await sequential;
   }
 
   /** Decides one item and carries the decision out; every failure is recorded on the item, never thrown. */

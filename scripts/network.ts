@@ -65,7 +65,8 @@ export interface LocalNetwork {
   /** Environment the relayer needs beside its config file (its key). */
   readonly relayerEnv: NodeJS.ProcessEnv;
   relayer: RelayerProcess | undefined;
-  startRelayer(): Promise<RelayerProcess>;
+  /** Starts the relayer process; `env` adds variables (a test's crash hook). */
+  startRelayer(env?: NodeJS.ProcessEnv): Promise<RelayerProcess>;
   stopRelayer(signal?: NodeJS.Signals): Promise<void>;
   close(): Promise<void>;
 }
@@ -185,8 +186,8 @@ export async function startLocalNetwork(options: StartLocalNetworkOptions): Prom
       relayerConfigFile,
       relayerEnv,
       relayer: undefined,
-      async startRelayer() {
-        localNetwork.relayer = await startRelayerProcess(relayerConfigFile, relayerEnv);
+      async startRelayer(env: NodeJS.ProcessEnv = {}) {
+        localNetwork.relayer = await startRelayerProcess(relayerConfigFile, { ...relayerEnv, ...env });
         return localNetwork.relayer;
       },
       async stopRelayer(signal: NodeJS.Signals = "SIGTERM") {

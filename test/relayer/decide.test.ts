@@ -1,0 +1,128 @@
+/**
+ * relayer/decide.ts: the relayer's pure decisions, and relayer/abi.ts pinned to the compiled contracts.
+ */
+import { expect } from "chai";
+import { readFileSync } from "node:fs";
+import { join } from "node:path";
+import { toFunctionSignature, type Abi, type AbiEvent, type AbiFunction } from "viem";
+
+type AbiError = Extract<Abi[number], { type: "error" }>;
+import { BRIDGE_ABI, CALL_STATUS, ORACLE_ABI, SCHEDULER_ABI } from "../../relayer/abi";
+import { backoffMs, classifyRevert, decideCall, decideMessage, decidePush, isDeterministic, pushDue, REVERT_POLICY } from "../../relayer/decide";
+
+const ROOT = join(__dirname, "..", "..");
+const NS = 1_000_000n;
+
+function artifactAbi(contract: string): Abi {
+  return (JSON.parse(readFileSync(join(ROOT, "artifacts", "contracts", `${contract}.sol`, `${contract}.json`), "utf8")) as { abi: Abi }).abi;
+}
+
+function signatures(abi: Abi): Set<string> {
+  return new Set(
+    abi
+      .filter((item): item is AbiFunction | AbiEvent | AbiError => item.type === "function" || item.type === "event" || item.type === "error")
+      .map((item) => {
+        // Inputs by toFunctionSignature; outputs (functions) and indexed flags (events) appended, so they are pinned too.
+        const outputs = item.type === "function" ? ` -> ${item.outputs.map((output: { type: string }) => output.type).join(",")}` : "";
+        const indexed = item.type === "event" ? ` indexed ${item.inputs.map((input: { indexed?: boolean | undefined }) => (input.indexed === true ? 1 : 0)).join("")}` : "";
+        return `${item.type} ${toFunctionSignature(item as AbiFunction)}${outputs}${indexed}`;
+      }),
+  );
+}
+
+describe("relayer/abi: the fragments match the compiled contracts", () => {
+  for (const [contract, abi] of [
+    ["TimeOracle", ORACLE_ABI],
+    ["TimeBridge", BRIDGE_ABI],
+    ["TimeScheduler", SCHEDULER_ABI],
+  ] as const) {
+    it(`${contract}: every fragment the relayer uses exists with the same signature`, () => {
+      const compiled = signatures(artifactAbi(contract));
+      for (const signature of signatures(abi as Abi)) expect(compiled, `${contract} lacks ${signature}`).to.include(signature);
+    });
+  }
+
+  it("every error a revert policy names is an error of the contract the item calls", () => {
+    const kinds = { message: BRIDGE_ABI, call: SCHEDULER_ABI, push: ORACLE_ABI } as const;
+    for (const [kind, policies] of Object.entries(REVERT_POLICY)) {
+      const errors = new Set((kinds[kind as keyof typeof kinds] as Abi).filter((item) => item.type === "error").map((item) => (item as AbiError).name));
+      for (const name of Object.keys(policies)) expect(errors, `${kind}: ${name}`).to.include(name);
+    }
+  });
+
+  it("CALL_STATUS lists ITimeScheduler.CallStatus in order", () => {
+    const source = readFileSync(join(ROOT, "contracts", "interfaces", "ITimeScheduler.sol"), "utf8");
+    const body = /enum CallStatus \{([^}]*)\}/.exec(source)![1]!;
+    expect(body.split(",").map((name) => name.trim())).to.deep.equal([...CALL_STATUS]);
+  });
+});
+
+describe("relayer/decide", () => {
+  describe("classifyRevert", () => {
+    it("finishes an item someone else settled, dead-letters what can never succeed, waits on 'not yet'", () => {
+      expect(classifyRevert("message", "TimeBridgeAlreadyDelivered").verdict).to.equal("done");
+      expect(classifyRevert("message", "TimeBridgeNotNewer").verdict).to.equal("dead");
+      expect(classifyRevert("message", "TimeBridgeInvalidProof").verdict).to.equal("dead");
+      expect(classifyRevert("call", "SchedulerCallNotScheduled").verdict).to.equal("done");
+      expect(classifyRevert("call", "SchedulerTooEarly").verdict).to.equal("wait");
+      expect(classifyRevert("call", "SchedulerNotExpired").verdict).to.equal("wait");
+      expect(classifyRevert("push", "TimeOracleTimeProofNotNewer").verdict).to.equal("done");
+    });
+
+    it("treats an error the table does not name as a counted retry that names it", () => {
+      expect(classifyRevert("call", "SomethingNew")).to.deep.equal({ verdict: "retry", note: "reverted with SomethingNew" });
+    });
+  });
+
+  it("backoffMs doubles from the base, stops at the cap and adds at most 10 % of jitter", () => {
+    expect([1, 2, 3, 4].map((attempt) => backoffMs(attempt, 100, 10_000, 0))).to.deep.equal([100, 200, 400, 800]);
+    expect(backoffMs(40, 100, 10_000, 0)).to.equal(10_000);
+    expect(backoffMs(1, 1_000, 10_000, 0.999)).to.equal(1_100);
+  });
+
+  it("isDeterministic holds from the limit on", () => {
+    expect(isDeterministic(2, 3)).to.equal(false);
+    expect(isDeterministic(3, 3)).to.equal(true);
+  });
+
+  describe("decideMessage", () => {
+    it("is done when the target bridge already delivered it", () => {
+      expect(decideMessage({ deliveredBlock: 7n, latestNetworkTimeNs: 0n, networkTimeNs: 5n })).to.deep.equal({ action: "done", outcome: "delivered (block 7)" });
+    });
+    it("dead-letters a message no newer than what the target holds", () => {
+      const decision = decideMessage({ deliveredBlock: 0n, latestNetworkTimeNs: 5n, networkTimeNs: 5n });
+      expect(decision.action).to.equal("dead");
+    });
+    it("sends a newer, undelivered message", () => {
+      expect(decideMessage({ deliveredBlock: 0n, latestNetworkTimeNs: 4n, networkTimeNs: 5n })).to.deep.equal({ action: "send" });
+    });
+  });
+
+  describe("decideCall", () => {
+    const base = { status: "Scheduled" as const, executeAtNs: 1_000n * NS, deadlineNs: 2_000n * NS, chainNowNs: 1_500n * NS, nowNs: 1_500n * NS };
+    it("executes inside the window", () => expect(decideCall(base)).to.deep.equal({ action: "execute" }));
+    it("waits until executeAt (rounded up to the millisecond)", () => {
+      expect(decideCall({ ...base, nowNs: 999n * NS, executeAtNs: 1_000n * NS + 1n })).to.deep.equal({ action: "wait", untilMs: 1_001, note: "before executeAt" });
+    });
+    it("expires once the chain clock is past the deadline", () => expect(decideCall({ ...base, chainNowNs: 2_000n * NS + 1n })).to.deep.equal({ action: "expire" }));
+    it("is done when the call is settled, whatever the clocks say", () => {
+      for (const status of ["Executed", "Failed", "Cancelled", "Expired"] as const) {
+        expect(decideCall({ ...base, status })).to.deep.equal({ action: "done", outcome: `settled: ${status}` });
+      }
+    });
+    it("dead-letters a call the scheduler does not know", () => expect(decideCall({ ...base, status: "None" }).action).to.equal("dead"));
+  });
+
+  describe("decidePush and pushDue", () => {
+    it("skips a fresh stored proof unless forced, and pushes a stale or missing one", () => {
+      const observed = { storedNanoMomentNs: 100n * NS, nowNs: 110n * NS, heartbeatNs: 30n * NS, forced: false };
+      expect(decidePush(observed).action).to.equal("done");
+      expect(decidePush({ ...observed, forced: true })).to.deep.equal({ action: "send" });
+      expect(decidePush({ ...observed, nowNs: 130n * NS })).to.deep.equal({ action: "send" });
+      expect(decidePush({ ...observed, storedNanoMomentNs: null })).to.deep.equal({ action: "send" });
+      expect(pushDue(null, 0n, 1n)).to.equal(true);
+      expect(pushDue(100n, 129n, 30n)).to.equal(false);
+      expect(pushDue(100n, 130n, 30n)).to.equal(true);
+    });
+  });
+});

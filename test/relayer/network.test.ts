@@ -1,0 +1,219 @@
+/**
+ * The relayer end to end: two `hardhat node` processes, a real attesting node, `ats-relayer` as a child process
+ * (scripts/network.ts). Exactly-once is read from the chains themselves (TimeReceived / CallExecuted events) and
+ * from the relayer's own store after it stopped (no open transaction, its nonce equal to the chain's).
+ */
+import { expect } from "chai";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import hre from "hardhat";
+import pino from "pino";
+import type { Hex } from "viem";
+import { CRASH_POINTS } from "../../relayer/submitter";
+import { RelayerStore } from "../../relayer/store";
+import { callItemId, messageItemId } from "../../relayer/worker";
+import { localRelayerAddress, startLocalNetwork, type LocalChain, type LocalNetwork } from "../../scripts/network";
+import { runTour } from "../../scripts/tour";
+import { apiItems, deliveriesOf, executionsOf, mine, pollUntil, rpc, scheduleCall, sendFreshTime, settledItems } from "./helpers";
+
+describe("relayer end to end (2 hardhat node chains, an attesting node, ats-relayer processes)", function () {
+  this.timeout(240_000);
+  let dir: string;
+  let network: LocalNetwork;
+  let alpha: LocalChain;
+  let beta: LocalChain;
+
+  before(async () => {
+    dir = mkdtempSync(join(tmpdir(), "ats-relayer-e2e-"));
+    network = await startLocalNetwork({ hre, dir, meshNodes: 1, nodeLogger: pino({ level: "silent" }), relayerSettings: { pollIntervalMs: 100, retryBaseMs: 200 } });
+    [alpha, beta] = network.chains as [LocalChain, LocalChain];
+  });
+
+  after(async () => {
+    await network?.close();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  afterEach(async () => {
+    await network.stopRelayer("SIGKILL");
+  });
+
+  /** After the relayer stopped: nothing open in its store, and its next nonce is each chain's. */
+  async function expectStoreConsistent(): Promise<void> {
+    // The tracker settles a nonce once its block is confirmed: give it the blocks and the ticks to do so.
+    await pollUntil(async () => {
+      const reader = new RelayerStore(join(dir, "relayer-data"));
+      try {
+        return network.chains.every((chain) => reader.openTxs(chain.chainId).length === 0) ? true : undefined;
+      } finally {
+        reader.close();
+      }
+    }, "every open transaction's settlement");
+    await network.stopRelayer("SIGTERM");
+    const store = new RelayerStore(join(dir, "relayer-data"));
+    try {
+      for (const chain of network.chains) {
+        expect(store.openTxs(chain.chainId), `open transactions on ${chain.name}`).to.deep.equal([]);
+        const chainNonce = await chain.publicClient.getTransactionCount({ address: localRelayerAddress() });
+        expect(store.nextNonce(chain.chainId), `next nonce on ${chain.name}`).to.equal(chainNonce);
+      }
+    } finally {
+      store.close();
+    }
+  }
+
+  it("runs the tour: a proof pushed, a scheduled call executed by the keeper, a message bridged, its replay refused", async () => {
+    await network.startRelayer();
+    const result = await runTour(network, () => undefined);
+    expect(result.pushed.map((p) => p.chain)).to.deep.equal(["alpha", "beta"]);
+    expect(result.call.status).to.equal("Executed");
+    expect(result.call.executedAtNs >= result.call.executeAtNs).to.equal(true);
+    expect(result.message.targetBlock > 0n).to.equal(true);
+    expect(result.replay.errorName).to.equal("TimeBridgeAlreadyDelivered");
+    expect(await deliveriesOf(beta, [result.message.messageId])).to.deep.equal([1]);
+    await expectStoreConsistent();
+  });
+
+  for (const point of CRASH_POINTS) {
+    it(`delivers every message and executes every call exactly once across a crash ${point} of a submission`, async () => {
+      const relayer = await network.startRelayer({ ATS_RELAYER_TEST_CRASH_AT: `${point}:1` });
+      const exited = new Promise<NodeJS.Signals | null>((resolve) => relayer.child.once("exit", (_code, signal) => resolve(signal)));
+      const messages: Hex[] = [];
+      const calls: Hex[] = [];
+      // Both directions, so that the crash hits whichever chain submits first.
+      messages.push(await sendFreshTime(network, alpha, beta));
+      messages.push(await sendFreshTime(network, beta, alpha));
+      calls.push(await scheduleCall(alpha, 500));
+      expect(await exited, "the relayer crashed at the hook").to.equal("SIGKILL");
+      network.relayer = undefined;
+      messages.push(await sendFreshTime(network, alpha, beta));
+      await network.startRelayer();
+      const ids = [messageItemId(beta.chainId, messages[0]!), messageItemId(alpha.chainId, messages[1]!), messageItemId(beta.chainId, messages[2]!), callItemId(alpha.chainId, calls[0]!)];
+      const items = await settledItems(network, ids);
+      for (const id of ids) expect(items.find((item) => item.id === id)?.status, id).to.equal("done");
+      expect(await deliveriesOf(beta, [messages[0]!, messages[2]!])).to.deep.equal([1, 1]);
+      expect(await deliveriesOf(alpha, [messages[1]!])).to.deep.equal([1]);
+      expect(await executionsOf(alpha, calls)).to.deep.equal([1]);
+      await expectStoreConsistent();
+    });
+  }
+
+  it("delivers exactly once across SIGKILLs at random moments while messages and calls keep coming", async () => {
+    const messages: Hex[] = [];
+    const calls: Hex[] = [];
+    for (let round = 0; round < 3; round++) {
+      await network.startRelayer();
+      messages.push(await sendFreshTime(network, alpha, beta));
+      calls.push(await scheduleCall(alpha, 200));
+      messages.push(await sendFreshTime(network, alpha, beta));
+      await new Promise((resolve) => setTimeout(resolve, 50 + Math.floor(Math.random() * 600)));
+      await network.stopRelayer("SIGKILL");
+    }
+    await network.startRelayer();
+    const ids = [...messages.map((id) => messageItemId(beta.chainId, id)), ...calls.map((id) => callItemId(alpha.chainId, id))];
+    const items = await settledItems(network, ids);
+    for (const id of ids) expect(items.find((item) => item.id === id)?.status, id).to.equal("done");
+    expect(await deliveriesOf(beta, messages)).to.deep.equal(messages.map(() => 1));
+    expect(await executionsOf(alpha, calls)).to.deep.equal(calls.map(() => 1));
+    await expectStoreConsistent();
+  });
+
+  it("re-broadcasts a transaction the target chain dropped from its pool, at the same nonce", async () => {
+    await rpc(beta, "evm_setIntervalMining", [0]);
+    await rpc(beta, "evm_setAutomine", [false]);
+    try {
+      await network.startRelayer();
+      const messageId = await sendFreshTime(network, alpha, beta);
+      const itemId = messageItemId(beta.chainId, messageId);
+      const submitted = await pollUntil(async () => {
+        const response = await fetch(`${network.relayer!.api}/items/${itemId}`);
+        if (response.status !== 200) return undefined;
+        const body = (await response.json()) as { item: { status: string }; txs: { hash: Hex; nonce: number }[] };
+        return body.item.status === "submitted" && body.txs.length > 0 ? body.txs[0]! : undefined;
+      }, "the message's submission");
+      expect(await rpc(beta, "hardhat_dropTransaction", [submitted.hash])).to.equal(true);
+      await rpc(beta, "evm_setAutomine", [true]);
+      await rpc(beta, "evm_setIntervalMining", [1_000]);
+      const items = await settledItems(network, [itemId]);
+      expect(items.find((item) => item.id === itemId)?.status).to.equal("done");
+      expect(await deliveriesOf(beta, [messageId])).to.deep.equal([1]);
+      const receipt = await beta.publicClient.getTransactionReceipt({ hash: submitted.hash });
+      expect(receipt.status, "the same signed transaction was mined").to.equal("success");
+      await expectStoreConsistent();
+    } finally {
+      await rpc(beta, "evm_setAutomine", [true]);
+      await rpc(beta, "evm_setIntervalMining", [1_000]);
+    }
+  });
+
+  it("delivers again, once, when a reorg of the target chain removes an unconfirmed delivery", async () => {
+    await rpc(beta, "evm_setIntervalMining", [0]); // no block on top of the delivery: it stays unconfirmed
+    try {
+      const snapshot = await rpc(beta, "evm_snapshot");
+      await network.startRelayer();
+      const messageId = await sendFreshTime(network, alpha, beta);
+      await pollUntil(async () => ((await deliveriesOf(beta, [messageId]))[0] === 1 ? true : undefined), "the first delivery");
+      expect(await rpc(beta, "evm_revert", [snapshot])).to.equal(true);
+      expect(await deliveriesOf(beta, [messageId])).to.deep.equal([0]);
+      await rpc(beta, "evm_setIntervalMining", [1_000]);
+      const itemId = messageItemId(beta.chainId, messageId);
+      const items = await settledItems(network, [itemId]);
+      expect(items.find((item) => item.id === itemId)?.status).to.equal("done");
+      expect(await deliveriesOf(beta, [messageId])).to.deep.equal([1]);
+      await expectStoreConsistent();
+    } finally {
+      await rpc(beta, "evm_setIntervalMining", [1_000]);
+    }
+  });
+
+  it("never acts on an event of a block that is not yet confirmed, and forgets it when a reorg removes it", async () => {
+    // The relayer waits for 1 confirmation: with no block on top, the message is seen by nobody but the chain.
+    await rpc(alpha, "evm_setIntervalMining", [0]);
+    try {
+      await network.startRelayer();
+      const snapshot = await rpc(alpha, "evm_snapshot");
+      const orphan = await sendFreshTime(network, alpha, beta);
+      expect(await rpc(alpha, "evm_revert", [snapshot])).to.equal(true);
+      await rpc(alpha, "evm_setIntervalMining", [1_000]);
+      const kept = await sendFreshTime(network, alpha, beta);
+      const keptId = messageItemId(beta.chainId, kept);
+      await settledItems(network, [keptId]);
+      const items = await apiItems(network.relayer!.api);
+      expect(items.map((item) => item.id)).to.not.include(messageItemId(beta.chainId, orphan));
+      expect(await deliveriesOf(beta, [orphan, kept])).to.deep.equal([0, 1]);
+    } finally {
+      await rpc(alpha, "evm_setIntervalMining", [1_000]);
+    }
+  });
+
+  it("walks back to the common ancestor after a source reorg below its cursor, and cancels the delivery it had sent", async () => {
+    await rpc(alpha, "evm_setIntervalMining", [0]);
+    await rpc(beta, "evm_setIntervalMining", [0]);
+    await rpc(beta, "evm_setAutomine", [false]); // the delivery waits in beta's pool
+    try {
+      await network.startRelayer();
+      const snapshot = await rpc(alpha, "evm_snapshot");
+      const orphan = await sendFreshTime(network, alpha, beta);
+      await mine(alpha, 1); // one confirmation: the relayer indexes the message and sends its delivery
+      const itemId = messageItemId(beta.chainId, orphan);
+      await pollUntil(async () => ((await apiItems(network.relayer!.api)).find((item) => item.id === itemId)?.status === "submitted" ? true : undefined), "the delivery's submission");
+      expect(await rpc(alpha, "evm_revert", [snapshot])).to.equal(true);
+      await mine(alpha, 4); // another history, longer than the cursor's
+      await pollUntil(async () => ((await apiItems(network.relayer!.api)).find((item) => item.id === itemId)?.status === "orphaned" ? true : undefined), "the item's orphaning");
+      await rpc(beta, "evm_setAutomine", [true]);
+      await rpc(beta, "evm_setIntervalMining", [1_000]);
+      await settledItems(network, []);
+      await mine(beta, 2);
+      expect(await deliveriesOf(beta, [orphan]), "the cancelled delivery never happened").to.deep.equal([0]);
+      const metrics = await (await fetch(`${network.relayer!.api}/metrics`)).text();
+      expect(metrics).to.match(/ats_relayer_reorgs_total\{chain="alpha"\} [1-9]/);
+      await pollUntil(async () => (network.relayer !== undefined && (await fetch(`${network.relayer.api}/health`)).status === 200 ? true : undefined), "health");
+      await expectStoreConsistent();
+    } finally {
+      await rpc(beta, "evm_setAutomine", [true]);
+      await rpc(alpha, "evm_setIntervalMining", [1_000]);
+      await rpc(beta, "evm_setIntervalMining", [1_000]);
+    }
+  });
+});
