@@ -173,6 +173,7 @@ const SETTINGS = defineSettings(RELAYER_SETTINGS, {
     const hasKey = values.signerPrivateKey !== "";
     const hasKeystore = values.signerKeystoreFile !== "";
     if (hasKey === hasKeystore) fail("signerPrivateKey", "give exactly one of signerPrivateKey and signerKeystoreFile");
+    if (hasKeystore && values.signerKeystorePassword === "") fail("signerKeystorePassword", "is required with signerKeystoreFile (the keystore must be encrypted)");
     if (values.retryBaseMs > values.retryMaxMs) fail("retryBaseMs", `must not exceed retryMaxMs (${values.retryMaxMs})`);
   },
 });

@@ -5,7 +5,7 @@
  * busy wait: the next tick starts pollIntervalMs after the last one ended). `stop()` lets the current ticks end,
  * so no submission is left half-recorded, then closes the API and the database.
  */
-import { readFileSync } from "node:fs";
+import { readFileSync, statSync } from "node:fs";
 import type { Logger } from "pino";
 import { privateKeyToAccount, type PrivateKeyAccount } from "viem/accounts";
 import { createClusterClient } from "../client";
@@ -39,12 +39,22 @@ export function signerAccount(config: Pick<RelayerConfig, "signerPrivateKey" | "
   if (config.signerPrivateKey !== "") return privateKeyToAccount(config.signerPrivateKey as Hex);
   let text: string;
   try {
+    // As ssh does with its keys: a keystore others may read is refused, so a leaked permission is noticed.
+    const mode = statSync(config.signerKeystoreFile).mode & 0o777;
+    if ((mode & 0o077) !== 0) throw new Error(`its mode is ${mode.toString(8)}; allow only its owner (chmod 600)`);
     text = readFileSync(config.signerKeystoreFile, "utf8");
   } catch (error) {
-    throw new StartupError(`signerKeystoreFile ${config.signerKeystoreFile} cannot be read: ${(error as Error).message}`);
+    throw new StartupError(`signerKeystoreFile ${config.signerKeystoreFile} cannot be used: ${(error as Error).message}`);
   }
-  const key = decodeNodeKeystore(text, { password: config.signerKeystorePassword });
-  return privateKeyToAccount(key.exportPrivateKey());
+  let privateKey: Hex;
+  try {
+    const parsed = JSON.parse(text) as { crypto?: unknown };
+    if (typeof parsed !== "object" || parsed === null || parsed.crypto === undefined) throw new Error("it is not an encrypted (V3) keystore");
+    privateKey = decodeNodeKeystore(text, { password: config.signerKeystorePassword }).exportPrivateKey();
+  } catch (error) {
+    throw new StartupError(`signerKeystoreFile ${config.signerKeystoreFile} cannot be decrypted: ${(error as Error).message}`);
+  }
+  return privateKeyToAccount(privateKey);
 }
 
 /**
