@@ -22,6 +22,12 @@ subtask(TASK_COMPILE_SOLIDITY_GET_SOLC_BUILD).setAction(async (args: { solcVersi
 
 /** Chain id of the in-process chain (and of `hardhat node --hostname 127.0.0.1`); a second chain sets ATS_CHAIN_ID. */
 const chainId = Number(process.env.ATS_CHAIN_ID ?? 31337);
+/**
+ * Set by scripts/chainProcess.ts for `hardhat node` chains: automine puts every transaction in its own block, and
+ * without this each block within the same second would move the chain clock one second ahead of the wall clock
+ * (a burst of 100 transactions puts it 100 s ahead, and every fresh proof looks too old to the oracle).
+ */
+const sameTimestampBlocks = process.env.ATS_SAME_TIMESTAMP_BLOCKS === "1";
 
 const config: HardhatUserConfig = {
   solidity: {
@@ -35,7 +41,7 @@ const config: HardhatUserConfig = {
   // Compiler warnings fail the build.
   warnings: { "*": { default: "error" } },
   networks: {
-    hardhat: { chainId },
+    hardhat: { chainId, allowBlocksWithSameTimestamp: sameTimestampBlocks },
   },
   paths: {
     // Separate build folders let parallel runs (tests, benchmarks) compile without racing each other.

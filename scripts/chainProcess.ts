@@ -1,6 +1,7 @@
 /**
  * A local chain as a child process: `hardhat node --hostname 127.0.0.1 --port <free port>` with its own chain id
- * (ATS_CHAIN_ID, read by hardhat.config.ts), started until it serves, killed on a start that does not finish,
+ * (ATS_CHAIN_ID, read by hardhat.config.ts) and blocks that may share a timestamp (ATS_SAME_TIMESTAMP_BLOCKS, so
+ * that a burst of transactions does not run the chain clock ahead of the wall clock), started until it serves, killed on a start that does not finish,
  * stopped and awaited. Used by `npm start` (scripts/network.ts), the relayer's tests and its benchmark.
  */
 import { spawn, type ChildProcess } from "node:child_process";
@@ -33,7 +34,7 @@ export async function startChainProcess(chainId: number, timeoutMs = 60_000): Pr
   const port = await freeTcpPort();
   const child = spawn(process.execPath, [HARDHAT_CLI, "node", "--hostname", "127.0.0.1", "--port", String(port)], {
     cwd: ROOT,
-    env: { ...process.env, ATS_CHAIN_ID: String(chainId), HARDHAT_DISABLE_TELEMETRY_PROMPT: "true" },
+    env: { ...process.env, ATS_CHAIN_ID: String(chainId), ATS_SAME_TIMESTAMP_BLOCKS: "1", HARDHAT_DISABLE_TELEMETRY_PROMPT: "true" },
     stdio: ["ignore", "pipe", "pipe"],
   });
   let output = "";

@@ -13,6 +13,7 @@
 import { decodeEventLog, parseAbi, parseEther, type Abi, type Hex } from "viem";
 import { decodeRevert } from "../lib/revert";
 import { BRIDGE_ABI, CALL_STATUS, ORACLE_ABI, SCHEDULER_ABI } from "../relayer/abi";
+import { confirmed } from "./localUser";
 import type { LocalChain, LocalNetwork } from "./network";
 
 const NS_PER_MS = 1_000_000n;
@@ -39,13 +40,6 @@ async function pollUntil<T>(read: () => Promise<T | undefined>, what: string, ti
 
 function iso(ns: bigint): string {
   return `${new Date(Number(ns / NS_PER_MS)).toISOString().slice(0, -1)}${(ns % NS_PER_MS).toString().padStart(6, "0")}Z`;
-}
-
-async function confirmed(chain: LocalChain, pending: Promise<Hex>) {
-  const hash = await pending;
-  const receipt = await chain.publicClient.waitForTransactionReceipt({ hash });
-  if (receipt.status !== "success") throw new Error(`tour: transaction ${hash} reverted`);
-  return receipt;
 }
 
 export async function runTour(network: LocalNetwork, log: (line: string) => void, timeoutMs = 60_000): Promise<TourResult> {

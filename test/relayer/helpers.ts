@@ -1,19 +1,11 @@
 /**
- * Helpers of the relayer's end-to-end tests: a dApp user's actions on the local network (scripts/network.ts),
- * waiting for the relayer to settle, and the exactly-once checks read from the chains themselves.
+ * Helpers of the relayer's end-to-end tests: waiting for the relayer to settle, its operator API, chain RPCs; the
+ * user's actions and the exactly-once counts are scripts/localUser.ts (shared with bench:relayer).
  */
 import { expect } from "chai";
-import { decodeEventLog, parseAbi, parseEther, type Hex } from "viem";
-import { createTimeClient } from "../../client";
-import { BRIDGE_ABI, ORACLE_ABI, SCHEDULER_ABI } from "../../relayer/abi";
 import type { LocalChain, LocalNetwork } from "../../scripts/network";
 
-const NS_PER_MS = 1_000_000n;
-const USER_SCHEDULER_ABI = parseAbi(["function scheduleCall(uint128 executeAt, bytes data) payable returns (bytes32 callId)"]);
-const RECEIVED_ABI = parseAbi([
-  "event TimeReceived(bytes32 indexed messageId, uint256 indexed sourceChain, address sourceBridge, uint64 nonce, (uint128 networkTime, uint256 targetChain, bytes proof, uint256 targetBlock) message, address relayer)",
-]);
-const EXECUTED_ABI = parseAbi(["event CallExecuted(bytes32 indexed callId, address indexed executor, uint128 nanoMoment, bytes returnData)"]);
+export { deliveriesOf, executionsOf, scheduleCall, sendFreshTime } from "../../scripts/localUser";
 
 export async function pollUntil<T>(read: () => Promise<T | undefined>, what: string, timeoutMs = 60_000): Promise<T> {
   const deadline = Date.now() + timeoutMs;
@@ -28,76 +20,6 @@ export async function pollUntil<T>(read: () => Promise<T | undefined>, what: str
     if (Date.now() > deadline) throw new Error(`${what} did not happen within ${timeoutMs} ms${lastError === undefined ? "" : `: ${String(lastError)}`}`);
     await new Promise((resolve) => setTimeout(resolve, 100));
   }
-}
-
-async function confirmed(chain: LocalChain, pending: Promise<Hex>) {
-  const receipt = await chain.publicClient.waitForTransactionReceipt({ hash: await pending });
-  expect(receipt.status, `user transaction ${receipt.transactionHash}`).to.equal("success");
-  return receipt;
-}
-
-/**
- * A user stores a fresh node proof in the source oracle, then sends the source chain's time to `target`: each
- * message carries a newer time than the last (the bridge delivers only newer times). Returns the message id.
- */
-export async function sendFreshTime(network: LocalNetwork, source: LocalChain, target: LocalChain): Promise<Hex> {
-  const client = createTimeClient({ endpoint: network.nodes[0]! });
-  try {
-    for (let attempt = 0; ; attempt++) {
-      const { proof } = await client.getCurrentTime();
-      try {
-        await confirmed(source, source.user.writeContract({ address: source.deployment.oracle, abi: ORACLE_ABI, functionName: "submitTimeProof", args: [proof], account: source.user.account!, chain: source.user.chain }));
-        break;
-      } catch (error) {
-        if (attempt >= 3) throw error; // the relayer's pusher stored a newer proof in between: fetch another
-      }
-    }
-  } finally {
-    client.close();
-  }
-  const receipt = await confirmed(
-    source,
-    source.user.writeContract({ address: source.deployment.bridge!, abi: BRIDGE_ABI, functionName: "sendTime", args: [BigInt(target.chainId)], account: source.user.account!, chain: source.user.chain }),
-  );
-  for (const entry of receipt.logs) {
-    try {
-      const event = decodeEventLog({ abi: BRIDGE_ABI, data: entry.data, topics: entry.topics });
-      if (event.eventName === "TimeSent") return event.args.messageId;
-    } catch {
-      continue;
-    }
-  }
-  throw new Error("sendTime emitted no TimeSent");
-}
-
-/** A user schedules a call to itself `leadMs` ahead with a small bounty; returns its id. */
-export async function scheduleCall(chain: LocalChain, leadMs: number): Promise<Hex> {
-  const executeAt = (BigInt(Date.now()) + BigInt(leadMs)) * NS_PER_MS;
-  const receipt = await confirmed(
-    chain,
-    chain.user.writeContract({ address: chain.deployment.scheduler!, abi: USER_SCHEDULER_ABI, functionName: "scheduleCall", args: [executeAt, "0x"], value: parseEther("0.001"), account: chain.user.account!, chain: chain.user.chain }),
-  );
-  for (const entry of receipt.logs) {
-    try {
-      const event = decodeEventLog({ abi: SCHEDULER_ABI, data: entry.data, topics: entry.topics });
-      if (event.eventName === "CallScheduled") return event.args.callId;
-    } catch {
-      continue;
-    }
-  }
-  throw new Error("scheduleCall emitted no CallScheduled");
-}
-
-/** How many times each message was delivered on `target`'s canonical chain. */
-export async function deliveriesOf(target: LocalChain, messageIds: readonly Hex[]): Promise<number[]> {
-  const events = await target.publicClient.getContractEvents({ address: target.deployment.bridge!, abi: RECEIVED_ABI, eventName: "TimeReceived", fromBlock: 0n });
-  return messageIds.map((id) => events.filter((event) => event.args.messageId === id).length);
-}
-
-/** How many times each call was executed on `chain`'s canonical chain. */
-export async function executionsOf(chain: LocalChain, callIds: readonly Hex[]): Promise<number[]> {
-  const events = await chain.publicClient.getContractEvents({ address: chain.deployment.scheduler!, abi: EXECUTED_ABI, eventName: "CallExecuted", fromBlock: 0n });
-  return callIds.map((id) => events.filter((event) => event.args.callId === id).length);
 }
 
 export interface ApiItem {
