@@ -58,6 +58,10 @@ export interface ContractCall {
   args: readonly unknown[];
 }
 
+function revertOf(decoded: { errorName: string; args: readonly unknown[] }): Simulation {
+  return { ok: false, errorName: decoded.errorName, message: `${decoded.errorName}(${decoded.args.map(String).join(", ")})` };
+}
+
 export class StartupError extends Error {
   override name = "StartupError";
 }
@@ -179,42 +183,48 @@ export class ChainClient {
     }
   }
 
-  /** eth_call then eth_estimateGas from the signer; a revert comes back by its error name. */
+  /**
+   * Simulates the call from the signer: eth_estimateGas runs it (one request when it succeeds); when the estimate
+   * fails, eth_call tells a revert (by its error name) from a node that cannot estimate (then see estimateByCalls).
+   */
   async simulate(call: ContractCall): Promise<Simulation> {
     const data = encodeFunctionData({ abi: call.abi, functionName: call.functionName, args: call.args });
+    const from = this.account.address;
     try {
-      await this.client.call({ account: this.account.address, to: call.to, data, gas: TX_GAS_CAP });
-      return { ok: true, gas: await this.estimateGas(call.to, data) };
+      return { ok: true, gas: await this.client.estimateGas({ account: from, to: call.to, data, gas: TX_GAS_CAP }) };
     } catch (error) {
       const decoded = decodeRevert(error, call.abi);
-      if (decoded !== undefined) return { ok: false, errorName: decoded.errorName, message: `${decoded.errorName}(${decoded.args.map(String).join(", ")})` };
+      if (decoded !== undefined) return revertOf(decoded);
+    }
+    try {
+      await this.client.call({ account: from, to: call.to, data, gas: TX_GAS_CAP });
+    } catch (error) {
+      const decoded = decodeRevert(error, call.abi);
+      if (decoded !== undefined) return revertOf(decoded);
       throw error; // not a revert: the RPC failed
     }
+    return { ok: true, gas: await this.estimateByCalls(call.to, data) };
   }
 
   /**
-   * eth_estimateGas; when the node refuses to estimate a call that eth_call just ran (Hardhat's EDR estimates
-   * from the block gas limit, above the EIP-7825 cap, for calls that forward gas by the 63/64 rule), the lowest
-   * gas at which eth_call succeeds, found by bisection to within 1 %.
+   * The lowest gas at which eth_call succeeds, by bisection to within 1 %: for a call the node refuses to estimate
+   * though eth_call runs it (Hardhat's EDR estimates calls that forward gas by the 63/64 rule from the block gas
+   * limit, above the EIP-7825 cap).
    */
-  private async estimateGas(to: Address, data: Hex): Promise<bigint> {
+  private async estimateByCalls(to: Address, data: Hex): Promise<bigint> {
     const from = this.account.address;
-    try {
-      return await this.client.estimateGas({ account: from, to, data, gas: TX_GAS_CAP });
-    } catch {
-      let low = 21_000n;
-      let high = TX_GAS_CAP;
-      while (high - low > high / 100n) {
-        const middle = (low + high) / 2n;
-        const ok = await this.client.call({ account: from, to, data, gas: middle }).then(
-          () => true,
-          () => false,
-        );
-        if (ok) high = middle;
-        else low = middle;
-      }
-      return high;
+    let low = 21_000n;
+    let high = TX_GAS_CAP;
+    while (high - low > high / 100n) {
+      const middle = (low + high) / 2n;
+      const ok = await this.client.call({ account: from, to, data, gas: middle }).then(
+        () => true,
+        () => false,
+      );
+      if (ok) high = middle;
+      else low = middle;
     }
+    return high;
   }
 
   async nonceAt(blockTag: "latest" | "pending"): Promise<number> {

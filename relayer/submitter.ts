@@ -61,6 +61,10 @@ export class Submitter {
   private signing: Promise<unknown> = Promise.resolve();
   /** Submissions so far (the crash hook counts them). */
   private submissions = 0;
+  /** The chain's latest nonce at the last track(). */
+  private latestNonceSeen = 0;
+  /** The fee market as read once per tick (a bump reads it afresh). */
+  private marketFees: { maxFeePerGas: bigint; maxPriorityFeePerGas: bigint } | undefined;
 
   constructor(
     readonly chain: ChainClient,
@@ -75,6 +79,7 @@ export class Submitter {
   /** At start: the local next nonce is never below the chain's (someone else used the key, or a fresh store). */
   async init(): Promise<void> {
     const latest = await this.chain.nonceAt("latest");
+    this.latestNonceSeen = latest;
     const local = this.store.nextNonce(this.chainId);
     if (local === undefined) {
       this.store.setNextNonce(this.chainId, await this.chain.nonceAt("pending"));
@@ -88,8 +93,8 @@ export class Submitter {
   submit(itemId: string, to: Hex, data: Hex, gasEstimate: bigint): Promise<Hex> {
     const run = this.signing.then(async () => {
       const next = this.store.nextNonce(this.chainId)!;
-      const latest = await this.chain.nonceAt("latest");
-      if (next - latest >= MAX_IN_FLIGHT) throw new InFlightFullError(`${next - latest} transactions in flight on chain ${this.chainId}`);
+      // The chain's nonce as the last track() saw it: the bound is on what this relayer has open, checked each tick.
+      if (next - this.latestNonceSeen >= MAX_IN_FLIGHT) throw new InFlightFullError(`${next - this.latestNonceSeen} transactions in flight on chain ${this.chainId}`);
       const fees = await this.cappedFees(1n);
       const gas = (gasEstimate * GAS_MARGIN_PERCENT) / 100n;
       const tx = await this.sign({ itemId, nonce: next, to, data, gas, ...fees });
@@ -112,6 +117,8 @@ export class Submitter {
   async track(): Promise<SettledTx[]> {
     const settled: SettledTx[] = [];
     const latest = await this.chain.nonceAt("latest");
+    this.latestNonceSeen = latest;
+    this.marketFees = undefined; // one fee reading per tick
     const head = await this.chain.headBlock();
     const safe = await this.chain.safeBlock(head);
     const byNonce = new Map<number, TxRecord[]>();
@@ -172,7 +179,7 @@ export class Submitter {
   /** Re-signs a transaction at the same nonce with fees raised by a quarter (at least the market's). */
   private async bump(tx: TxRecord): Promise<void> {
     const run = this.signing.then(async () => {
-      const market = await this.cappedFees(1n).catch(() => undefined);
+      const market = await this.cappedFees(1n, true).catch(() => undefined);
       const bumpedPriority = (tx.maxPriorityFeePerGas * FEE_BUMP_PERCENT) / 100n + 1n;
       const bumpedMax = (tx.maxFeePerGas * FEE_BUMP_PERCENT) / 100n + 1n;
       const maxPriorityFeePerGas = market !== undefined && market.maxPriorityFeePerGas > bumpedPriority ? market.maxPriorityFeePerGas : bumpedPriority;
@@ -229,8 +236,9 @@ export class Submitter {
     if (crash !== undefined && crash.point === point && crash.submission === this.submissions) process.kill(process.pid, "SIGKILL");
   }
 
-  private async cappedFees(factor: bigint): Promise<{ maxFeePerGas: bigint; maxPriorityFeePerGas: bigint }> {
-    const market = await this.chain.fees();
+  private async cappedFees(factor: bigint, fresh = false): Promise<{ maxFeePerGas: bigint; maxPriorityFeePerGas: bigint }> {
+    if (fresh || this.marketFees === undefined) this.marketFees = await this.chain.fees();
+    const market = this.marketFees;
     const maxFeePerGas = market.maxFeePerGas * factor;
     const maxPriorityFeePerGas = market.maxPriorityFeePerGas * factor;
     if (market.maxFeePerGas > this.options.maxFeePerGasWei) {

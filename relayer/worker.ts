@@ -232,9 +232,10 @@ export class ChainWorker {
   // ---- decisions -----------------------------------------------------------------------------------------------
 
   /**
-   * Bridge messages go one after the other, oldest network time first: a bridge accepts only a time newer than
-   * the last it delivered, so sending them out of order would make the older ones undeliverable. Calls and
-   * pushes are independent and go ITEM_CONCURRENCY at a time (their signing is serialised by the submitter).
+   * Bridge messages are submitted one after the other, oldest network time first: a bridge accepts only a time
+   * newer than the last it delivered, so sending them out of order would make the older ones undeliverable. Their
+   * reads and simulations still run at once; each waits for its predecessor only to submit. Calls and pushes are
+   * independent and go ITEM_CONCURRENCY at a time (signing is serialised by the submitter).
    */
   private async processDue(): Promise<void> {
     const due = this.store.dueItems(this.chainId, ITEMS_PER_TICK);
@@ -242,22 +243,25 @@ export class ChainWorker {
       .filter((item) => item.kind === "message")
       .map((item) => ({ item, networkTime: BigInt((JSON.parse(item.payload) as MessagePayload).message.networkTime) }))
       .sort((a, b) => (a.networkTime < b.networkTime ? -1 : a.networkTime > b.networkTime ? 1 : 0));
+    let previous: Promise<void> = Promise.resolve();
+    const ordered = messages.map(({ item }) => {
+      const done = this.process(item, previous);
+      previous = done;
+      return done;
+    });
     const others = due.filter((item) => item.kind !== "message");
-    const sequential = (async () => {
-      for (const { item } of messages) await this.process(item);
-    })();
     for (let start = 0; start < others.length; start += ITEM_CONCURRENCY) {
       await Promise.all(others.slice(start, start + ITEM_CONCURRENCY).map((item) => this.process(item)));
     }
-    await sequential;
+    await Promise.all(ordered);
   }
 
   /** Decides one item and carries the decision out; every failure is recorded on the item, never thrown. */
-  async process(item: Item): Promise<void> {
+  async process(item: Item, submitAfter: Promise<void> = Promise.resolve()): Promise<void> {
     try {
       switch (item.kind) {
         case "message":
-          return await this.processMessage(item, JSON.parse(item.payload) as MessagePayload);
+          return await this.processMessage(item, JSON.parse(item.payload) as MessagePayload, submitAfter);
         case "call":
           return await this.processCall(item, JSON.parse(item.payload) as CallPayload);
         case "push":
@@ -273,7 +277,7 @@ export class ChainWorker {
     }
   }
 
-  private async processMessage(item: Item, payload: MessagePayload): Promise<void> {
+  private async processMessage(item: Item, payload: MessagePayload, submitAfter: Promise<void>): Promise<void> {
     const message = messageFromPayload(payload.message);
     const decision = decideMessage({
       deliveredBlock: await this.chain.deliveredBlock(payload.messageId),
@@ -281,12 +285,11 @@ export class ChainWorker {
       networkTimeNs: message.networkTime,
     });
     if (decision.action !== "send") return this.apply(item, decision);
-    await this.simulateAndSubmit(item, {
-      to: this.chain.config.bridge!,
-      abi: BRIDGE_ABI as Abi,
-      functionName: "receiveTime",
-      args: [BigInt(payload.sourceChainId), payload.sourceBridge, BigInt(payload.nonce), message],
-    });
+    await this.simulateAndSubmit(
+      item,
+      { to: this.chain.config.bridge!, abi: BRIDGE_ABI as Abi, functionName: "receiveTime", args: [BigInt(payload.sourceChainId), payload.sourceBridge, BigInt(payload.nonce), message] },
+      submitAfter,
+    );
   }
 
   private async processCall(item: Item, payload: CallPayload): Promise<void> {
@@ -324,7 +327,7 @@ export class ChainWorker {
     await this.simulateAndSubmit(item, { to: this.chain.config.oracle, abi: ORACLE_ABI as Abi, functionName: "submitTimeProof", args: [proof] });
   }
 
-  private async simulateAndSubmit(item: Item, call: ContractCall): Promise<void> {
+  private async simulateAndSubmit(item: Item, call: ContractCall, submitAfter: Promise<void> = Promise.resolve()): Promise<void> {
     const simulation = await this.chain.simulate(call);
     if (!simulation.ok) {
       const policy = classifyRevert(item.kind, simulation.errorName);
@@ -340,6 +343,7 @@ export class ChainWorker {
       }
     }
     const data = encodeFunctionData({ abi: call.abi, functionName: call.functionName, args: call.args });
+    await submitAfter;
     const hash = await this.submitter.submit(item.id, call.to, data, simulation.gas);
     this.log.info({ item: item.id, chain: this.chain.config.name, hash }, "submitted");
   }
