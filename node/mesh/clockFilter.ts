@@ -17,13 +17,19 @@ export interface PeerSample {
   readonly atNs: bigint;
 }
 
-/** Integer square root of a non-negative bigint, rounded up. */
-function ceilSqrt(value: bigint): bigint {
+/**
+ * Integer square root of a non-negative bigint, rounded up. Newton's iteration from a power of two above the root:
+ * it decreases to the floor in O(log log value) steps whatever the value (a peer's absurd offsets included; a
+ * float estimate corrected one by one would take ~2^(bits/2 − 53) steps).
+ */
+export function ceilSqrt(value: bigint): bigint {
   if (value <= 0n) return 0n;
-  let x = BigInt(Math.ceil(Math.sqrt(Number(value))));
-  // Correct the float estimate: the largest x with x² ≤ value, then round up.
-  while (x * x > value) x -= 1n;
-  while ((x + 1n) * (x + 1n) <= value) x += 1n;
+  let x = 1n << ((BigInt(value.toString(2).length) + 1n) / 2n); // ≥ √value
+  for (;;) {
+    const next = (x + value / x) >> 1n;
+    if (next >= x) break;
+    x = next;
+  }
   return x * x === value ? x : x + 1n;
 }
 

@@ -47,6 +47,18 @@ import type { MeshPeerLink, MeshTransport } from "./transport";
 
 /** A filter sample older than this does not stand in for a round's own exchange, ns (its drift allowance grows). */
 const MAX_FILTER_SAMPLE_AGE_NS = 2_000_000_000n;
+/**
+ * Least slack of the co-signing transit bound beyond the measured path (§7.5): what an honest proposer may spend
+ * between reading its card and sending the round's exchanges, plus queueing in both event loops. It is also how far
+ * a faulty proposer can backdate a moment beyond the accuracy it claims, so it is kept small: the larger of this
+ * and 4 × meshWindowNs (a mesh that tolerates readings a window apart tolerates its queueing too).
+ */
+export const MESH_TRANSIT_SLACK_NS = 1_000_000n;
+
+/** The co-signing transit slack of a mesh with window `windowNs` (see MESH_TRANSIT_SLACK_NS). */
+export function transitSlackNs(windowNs: bigint): bigint {
+  return 4n * windowNs > MESH_TRANSIT_SLACK_NS ? 4n * windowNs : MESH_TRANSIT_SLACK_NS;
+}
 /** Rounds a responder remembers per proposer between the exchange and the co-sign request. */
 const MAX_PENDING_ROUNDS_PER_PEER = 16;
 
@@ -372,6 +384,23 @@ export class Mesh {
     };
   }
 
+  /**
+   * How late after the proposer's moment its round's exchange may arrive here and still be co-signed (§7.5): this
+   * node's own measurement of the path (the largest round-trip delay of its recent samples, which carries the
+   * queueing both event loops add, capped at twice meshMaxPeerUncertaintyNs so that a proposer answering probes
+   * late cannot widen it further), plus four jitters and the transit slack; never more than the round
+   * timeout. Null without a recent sample: then nothing but the proposer's word bounds the transit.
+   */
+  #transitBoundNs(peer: PeerRecord, roundTimeoutNs: bigint): bigint | null {
+    const best = peer.filter.best();
+    if (best === null || this.#options.card.readTimeNs() - best.atNs > MAX_FILTER_SAMPLE_AGE_NS) return null;
+    let largestDelayNs = 0n;
+    for (const sample of peer.filter.samples()) if (sample.delayNs > largestDelayNs) largestDelayNs = sample.delayNs;
+    const delayCapNs = 2n * this.#options.maxPeerUncertaintyNs;
+    const boundNs = (largestDelayNs < delayCapNs ? largestDelayNs : delayCapNs) + 4n * peer.filter.jitterNs() + transitSlackNs(this.#options.windowNs);
+    return boundNs < roundTimeoutNs ? boundNs : roundTimeoutNs;
+  }
+
   #answerCoSign(link: MeshPeerLink, payload: MeshPayload): MeshPayload | null {
     if (payload.kind !== "cosignRequest") return null;
     const refuse = (refusal: string): MeshPayload => {
@@ -386,7 +415,22 @@ export class Mesh {
     const round = rounds.find((candidate) => candidate.roundId === payload.roundId);
     if (round === undefined) return refuse(`round ${payload.roundId} unknown (no exchange, or already co-signed)`);
     this.#pendingRounds.set(key, rounds.filter((candidate) => candidate !== round)); // one co-signature per round
+    const roundTimeoutNs = BigInt(this.#options.roundTimeoutMs) * 1_000_000n;
+    // A round is redeemed within two timeouts (its exchanges, then its co-sign requests), by this node's clock: a
+    // proposer cannot keep rounds to pick one later.
+    if (this.#options.card.readTimeNs() - round.receivedAtNs > 2n * roundTimeoutNs) return refuse(`round ${payload.roundId} expired`);
     if (payload.nanoMoment > round.t1Ns) return refuse("the moment is later than the round's exchange that should follow it");
+    // The cheap clock rule before the P-256 verification and the signature (§7.5).
+    const maxTransitNs = this.#transitBoundNs(peer, roundTimeoutNs);
+    if (maxTransitNs === null) return refuse("no recent measurement of the path from the proposer yet");
+    const decision = coSignDecision({
+      momentNs: payload.nanoMoment,
+      accuracyNs: payload.accuracyNs,
+      receivedAtNs: round.receivedAtNs,
+      ownAccuracyNs: this.#options.cardAccuracyNs,
+      maxTransitNs,
+    });
+    if (!decision.sign) return refuse(decision.reason);
     const cardProblem = this.#checkProposerCard(peer, payload.nanoMoment, payload.hardwareSignature);
     if (cardProblem !== null) return refuse(cardProblem);
     try {
@@ -394,14 +438,6 @@ export class Mesh {
     } catch (error) {
       return refuse(`this node cannot sign: ${error instanceof Error ? error.message : String(error)}`);
     }
-    const decision = coSignDecision({
-      momentNs: payload.nanoMoment,
-      accuracyNs: payload.accuracyNs,
-      receivedAtNs: round.receivedAtNs,
-      ownAccuracyNs: this.#options.cardAccuracyNs,
-      maxTransitNs: BigInt(this.#options.roundTimeoutMs) * 1_000_000n,
-    });
-    if (!decision.sign) return refuse(decision.reason);
     const attestation = timeAttestationForProof(
       { nanoMoment: payload.nanoMoment, hardwareSignature: payload.hardwareSignature, accuracy: payload.accuracyNs },
       this.#options.card.readTimeNs(),
@@ -505,6 +541,8 @@ export class Mesh {
       this.#logger.warn({ peer: peer.nodeId, why }, "relayed proof refused");
       return null;
     };
+    // Cheap checks first: a proof no newer than the one held is dropped before any signature is checked.
+    if (this.#latest !== null && this.#latest.proof.nanoMoment >= payload.proof.nanoMoment) return null;
     const consensus = parseConsensus(payload.consensusJson);
     if (consensus === null) return refuse("its consensus object does not match the schema");
     const members = new Set<string>([this.#self.toLowerCase(), ...[...this.#peers.values()].filter((p) => p.excludedReason === null).map((p) => p.nodeId.toLowerCase())]);
@@ -522,8 +560,9 @@ export class Mesh {
       p256KeyCache: this.#p256Keys,
     });
     if (!outcome.valid) return refuse(`${outcome.reason}: ${outcome.detail}`);
-    if (this.#latest !== null && this.#latest.proof.nanoMoment >= payload.proof.nanoMoment) return null;
-    this.#tracker.observeRound({ ok: true, atNs: nowNs, consensusOffsetNs: 0n, accuracyNs: payload.proof.accuracy, validResponders: consensus.readings.length });
+    // The relayer's readings count is its claim: never more than the mesh's members.
+    const validResponders = Math.min(consensus.readings.length, members.size);
+    this.#tracker.observeRound({ ok: true, atNs: nowNs, consensusOffsetNs: 0n, accuracyNs: payload.proof.accuracy, validResponders });
     this.#publish(withConsensus(buildSignedTime(payload.proof, nowNs, null), consensus));
     return null;
   }

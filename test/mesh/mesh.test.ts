@@ -104,6 +104,29 @@ describe("mesh: consensus rounds on loopback (4 in-process members)", function (
     expect(a.service.health().status).to.equal("stale");
   });
 
+  it("refuses to co-sign a backdated moment whose claimed accuracy does not cover it, and signs the honest one", async function () {
+    members = await startMesh(4);
+    const [a, b] = members as [MeshMember, MeshMember];
+    await nextProof(a); // sessions up and b's clock filter of a fed by probes
+    const askToCoSign = async (roundId: bigint, backdateNs: bigint) => {
+      const momentNs = a.card.readTimeNs() - backdateNs;
+      await a.transport.request(b.identity.nodeAddress, { kind: "probe", t1Ns: a.card.readTimeNs(), roundId }, 1_000);
+      const reply = await a.transport.request(
+        b.identity.nodeAddress,
+        { kind: "cosignRequest", roundId, nanoMoment: momentNs, accuracyNs: 1_000, hardwareSignature: a.card.signHardware(momentNs) },
+        1_000,
+      );
+      return reply.payload;
+    };
+    // 100 ms behind, claiming ±1 µs: within the old bound (the whole 200 ms round timeout), far beyond b's
+    // measured path to a plus the transit slack.
+    const backdated = await askToCoSign(1_000_001n, 100_000_000n);
+    expect(backdated).to.include({ kind: "cosignReply", nodeEntry: null });
+    expect((backdated as { refusal: string }).refusal).to.match(/^the moment is \d+ ns behind this node's clock; at most \d+ ns allowed$/);
+    const honest = await askToCoSign(1_000_002n, 0n);
+    expect(honest).to.include({ kind: "cosignReply", refusal: "" });
+  });
+
   it("excludes a member whose clock is skewed beyond the window, and its error does not enter the bound", async function () {
     members = await startMesh(4, { skewNs: { 3: 20_000_000n } }); // member 3 runs 20 ms ahead; the window is 1 ms
     const [a, , , skewed] = members as [MeshMember, MeshMember, MeshMember, MeshMember];

@@ -1,5 +1,5 @@
 import { expect } from "chai";
-import { CLOCK_FILTER_SIZE, ClockFilter, ReachRegister } from "../../node/mesh/clockFilter";
+import { CLOCK_FILTER_SIZE, ClockFilter, ReachRegister, ceilSqrt } from "../../node/mesh/clockFilter";
 import { ConvergenceTracker } from "../../node/mesh/convergence";
 
 describe("mesh peer state: clock filter and reachability (docs/protocol.md §7.4)", function () {
@@ -22,6 +22,26 @@ describe("mesh peer state: clock filter and reachability (docs/protocol.md §7.4
     filter.add({ offsetNs: 96n, delayNs: 30n, atNs: 2n });
     // Differences 0, 3, −4 around the best (100): sum of squares 25 over 2 → 12.5 → √13 = 3.6… → 4.
     expect(filter.jitterNs()).to.equal(4n);
+  });
+
+  it("jitter of absurd offsets (a faulty peer's 2^100 ns) is computed at once, exactly", function () {
+    const filter = new ClockFilter();
+    filter.add({ offsetNs: 0n, delayNs: 1n, atNs: 0n });
+    filter.add({ offsetNs: 1n << 100n, delayNs: 2n, atNs: 1n });
+    filter.add({ offsetNs: 0n, delayNs: 3n, atNs: 2n });
+    // Differences 0, 2^100, 0: sum of squares 2^200 over 2 → 2^199; its root, rounded up, is ⌈2^99.5⌉. The old
+    // float-then-step root took ~10^13 steps here (the node's event loop frozen).
+    const jitter = filter.jitterNs();
+    expect(jitter * jitter >= 1n << 199n).to.equal(true);
+    expect((jitter - 1n) * (jitter - 1n) < 1n << 199n).to.equal(true);
+  });
+
+  it("ceilSqrt: the smallest root whose square is at least the value, for small and 400-bit values", function () {
+    for (const value of [0n, 1n, 2n, 3n, 4n, 5n, 15n, 16n, 17n, 10n ** 30n, 10n ** 30n + 1n, (1n << 400n) - 1n, 1n << 400n]) {
+      const root = ceilSqrt(value);
+      expect(root * root >= value, `${value}`).to.equal(true);
+      if (root > 0n) expect((root - 1n) * (root - 1n) < value, `${value}`).to.equal(true);
+    }
   });
 
   it("reachability: one bit per probe interval, bit 0 the latest, 8 bits", function () {
