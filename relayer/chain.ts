@@ -24,8 +24,6 @@ import type { ChainConfig } from "./network";
  * (Hardhat's EDR) estimate from the block gas limit and refuse the request as above the cap.
  */
 export const TX_GAS_CAP = 16_777_216n;
-/** RPC requests that take longer fail (and are retried by the caller's loop), ms. */
-const RPC_TIMEOUT_MS = 10_000;
 
 export interface ScheduledCallRequest {
   caller: Address;
@@ -69,11 +67,13 @@ export class StartupError extends Error {
 export class ChainClient {
   readonly client: PublicClient;
 
+  /** `rpcTimeoutMs`: a request without an answer after this long fails (the caller's next tick retries). */
   constructor(
     readonly config: ChainConfig,
     readonly account: PrivateKeyAccount,
+    rpcTimeoutMs = 10_000,
   ) {
-    this.client = createPublicClient({ transport: http(config.rpcUrl, { timeout: RPC_TIMEOUT_MS, retryCount: 0 }) }) as PublicClient;
+    this.client = createPublicClient({ transport: http(config.rpcUrl, { timeout: rpcTimeoutMs, retryCount: 0 }) }) as PublicClient;
   }
 
   /** Start-up checks: the RPC answers with the configured chain id, and each contract is wired to the oracle. */

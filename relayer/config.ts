@@ -87,6 +87,15 @@ export const RELAYER_SETTINGS = {
     max: 60_000,
     secret: false,
   }),
+  rpcTimeoutMs: setting({
+    kind: "integer",
+    env: "ATS_RELAYER_RPC_TIMEOUT_MS",
+    description: "A chain RPC request without an answer after this long fails (and is retried by the next tick), ms.",
+    default: 10_000,
+    min: 100,
+    max: 120_000,
+    secret: false,
+  }),
   maxLogRange: setting({
     kind: "integer",
     env: "ATS_RELAYER_MAX_LOG_RANGE",

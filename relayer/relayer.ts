@@ -76,7 +76,7 @@ export async function startRelayer(config: RelayerConfig, options: StartRelayerO
   const nowMs = options.nowMs ?? Date.now;
   const network = loadNetworkFile(config.networkFile);
   const account = signerAccount(config);
-  const chains = new Map(network.chains.map((chain) => [chain.chainId, new ChainClient(chain, account)]));
+  const chains = new Map(network.chains.map((chain) => [chain.chainId, new ChainClient(chain, account, config.rpcTimeoutMs)]));
   for (const chain of chains.values()) await chain.checkDeployment();
 
   const store = new RelayerStore(config.dataDir, nowMs);

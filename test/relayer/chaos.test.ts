@@ -1,0 +1,123 @@
+/**
+ * The relayer against a misbehaving RPC: a chaos proxy on loopback (./chaosProxy.ts) in front of the target chain
+ * drops the answer after eth_sendRawTransaction was accepted, serves a stale eth_getTransactionCount, answers
+ * "replacement transaction underpriced", times out; and the chain's base fee spikes above the relayer's fee cap.
+ * After each, every message is delivered exactly once and the relayer's store is consistent.
+ */
+import { expect } from "chai";
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import hre from "hardhat";
+import pino from "pino";
+import { RelayerStore } from "../../relayer/store";
+import type { NetworkFileJson } from "../../relayer/network";
+import { messageItemId } from "../../relayer/worker";
+import { localRelayerAddress, startLocalNetwork, type LocalChain, type LocalNetwork } from "../../scripts/network";
+import { startRelayerProcess, stopRelayerProcess, type RelayerProcess } from "../../scripts/relayerProcess";
+import { startChaosProxy, type ChaosProxy } from "./chaosProxy";
+import { deliveriesOf, pollUntil, rpc, sendFreshTime } from "./helpers";
+
+const FEE_CAP_WEI = 200_000_000_000n; // 200 gwei
+
+describe("relayer against a chaotic RPC (a JSON-RPC chaos proxy in front of the target chain)", function () {
+  this.timeout(180_000);
+  let dir: string;
+  let network: LocalNetwork;
+  let alpha: LocalChain;
+  let beta: LocalChain;
+  let proxy: ChaosProxy;
+  let relayer: RelayerProcess | undefined;
+
+  before(async () => {
+    dir = mkdtempSync(join(tmpdir(), "ats-relayer-chaos-"));
+    network = await startLocalNetwork({ hre, dir, meshNodes: 1, nodeLogger: pino({ level: "silent" }) });
+    [alpha, beta] = network.chains as [LocalChain, LocalChain];
+    proxy = await startChaosProxy(beta.rpcUrl);
+    const file = JSON.parse(readFileSync(network.networkFile, "utf8")) as NetworkFileJson;
+    file.chains = file.chains.map((chain) => (chain.chainId === beta.chainId ? { ...chain, rpcUrl: proxy.url } : chain));
+    writeFileSync(join(dir, "chaos-network.json"), JSON.stringify(file));
+    writeFileSync(
+      join(dir, "chaos-relayer.json"),
+      JSON.stringify({ networkFile: "chaos-network.json", dataDir: "chaos-data", apiPort: 0, pollIntervalMs: 100, retryBaseMs: 100, rpcTimeoutMs: 500, feeBumpAfterMs: 3_000, maxFeePerGasWei: FEE_CAP_WEI.toString(), pushHeartbeatMs: 0 }),
+    );
+    relayer = await startRelayerProcess(join(dir, "chaos-relayer.json"), network.relayerEnv);
+  });
+
+  after(async () => {
+    await stopRelayerProcess(relayer, "SIGKILL");
+    await proxy?.close();
+    await network?.close();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  /** The message is delivered once, and the relayer holds no open transaction and the chain's nonce. */
+  async function expectDeliveredOnce(messageId: `0x${string}`): Promise<void> {
+    const itemId = messageItemId(beta.chainId, messageId);
+    await pollUntil(async () => {
+      const response = await fetch(`${relayer!.api}/items/${itemId}`);
+      if (response.status !== 200) return undefined;
+      return ((await response.json()) as { item: { status: string } }).item.status === "done" ? true : undefined;
+    }, `delivery of ${itemId}`);
+    expect(await deliveriesOf(beta, [messageId])).to.deep.equal([1]);
+    await pollUntil(async () => {
+      const reader = new RelayerStore(join(dir, "chaos-data"));
+      try {
+        const chainNonce = await beta.publicClient.getTransactionCount({ address: localRelayerAddress() });
+        return reader.openTxs(beta.chainId).length === 0 && reader.nextNonce(beta.chainId) === chainNonce ? true : undefined;
+      } finally {
+        reader.close();
+      }
+    }, "the store to settle on the chain's nonce");
+  }
+
+  it("an answer dropped after eth_sendRawTransaction was accepted: the same transaction is found mined, nothing is sent twice", async () => {
+    proxy.inject({ method: "eth_sendRawTransaction", kind: "drop-answer", remaining: 1 });
+    const messageId = await sendFreshTime(network, alpha, beta);
+    await expectDeliveredOnce(messageId);
+    expect(proxy.hits["drop-answer"]).to.equal(1);
+  });
+
+  it("a stale eth_getTransactionCount: the relayer never reuses a mined nonce for good and delivers every message once", async () => {
+    proxy.inject({ method: "eth_getTransactionCount", kind: "stale-nonce", remaining: 12, lag: 2 });
+    const first = await sendFreshTime(network, alpha, beta);
+    const second = await sendFreshTime(network, alpha, beta);
+    await expectDeliveredOnce(first);
+    await expectDeliveredOnce(second);
+    expect(proxy.hits["stale-nonce"]).to.be.greaterThan(0);
+  });
+
+  it("'replacement transaction underpriced' for a transaction the pool never took: it is sent again", async () => {
+    proxy.inject({ method: "eth_sendRawTransaction", kind: "underpriced", remaining: 1 });
+    const messageId = await sendFreshTime(network, alpha, beta);
+    await expectDeliveredOnce(messageId);
+    expect(proxy.hits.underpriced).to.equal(1);
+  });
+
+  it("requests that time out: the failure is counted, and the next ticks deliver", async () => {
+    proxy.inject({ method: "eth_getTransactionReceipt", kind: "timeout", remaining: 2 });
+    proxy.inject({ method: "eth_estimateGas", kind: "timeout", remaining: 1 });
+    const messageId = await sendFreshTime(network, alpha, beta);
+    await expectDeliveredOnce(messageId);
+    expect(proxy.hits.timeout).to.equal(3);
+    const failures = await (await fetch(`${relayer!.api}/metrics`)).text();
+    expect(failures).to.match(/ats_relayer_(tick_failures_total\{chain="beta"\}|failures_total\{kind="message",reason="Unavailable"\}) [1-9]/);
+  });
+
+  it("a base fee above the relayer's cap: the message waits, naming the cap, and goes once the fee falls", async () => {
+    await rpc(beta, "hardhat_setNextBlockBaseFeePerGas", [`0x${(FEE_CAP_WEI * 2n).toString(16)}`]);
+    await rpc(beta, "evm_mine");
+    const messageId = await sendFreshTime(network, alpha, beta);
+    const itemId = messageItemId(beta.chainId, messageId);
+    await pollUntil(async () => {
+      const response = await fetch(`${relayer!.api}/items/${itemId}`);
+      if (response.status !== 200) return undefined;
+      const { item } = (await response.json()) as { item: { lastError: string | null } };
+      return item.lastError?.includes("above the cap") === true ? true : undefined;
+    }, "the fee cap to hold the message");
+    expect(await deliveriesOf(beta, [messageId])).to.deep.equal([0]);
+    // Empty blocks lower the base fee by up to 1/8 each.
+    for (let block = 0; block < 12; block++) await rpc(beta, "evm_mine");
+    await expectDeliveredOnce(messageId);
+  });
+});
