@@ -73,6 +73,12 @@ export async function scheduleCall(chain: LocalChain, leadMs: number): Promise<H
   throw new Error("scheduleCall emitted no CallScheduled");
 }
 
+/** Every message id delivered on `target`'s canonical chain, in delivery order (repeats included). */
+export async function deliveredIds(target: LocalChain): Promise<Hex[]> {
+  const events = await target.publicClient.getContractEvents({ address: target.deployment.bridge!, abi: RECEIVED_ABI, eventName: "TimeReceived", fromBlock: 0n });
+  return events.map((event) => event.args.messageId!);
+}
+
 /** How many times each message was delivered on `target`'s canonical chain. */
 export async function deliveriesOf(target: LocalChain, messageIds: readonly Hex[]): Promise<number[]> {
   const events = await target.publicClient.getContractEvents({ address: target.deployment.bridge!, abi: RECEIVED_ABI, eventName: "TimeReceived", fromBlock: 0n });

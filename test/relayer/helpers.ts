@@ -5,7 +5,7 @@
 import { expect } from "chai";
 import type { LocalChain, LocalNetwork } from "../../scripts/network";
 
-export { deliveriesOf, executionsOf, scheduleCall, sendFreshTime } from "../../scripts/localUser";
+export { deliveredIds, deliveriesOf, executionsOf, scheduleCall, sendFreshTime } from "../../scripts/localUser";
 
 export async function pollUntil<T>(read: () => Promise<T | undefined>, what: string, timeoutMs = 60_000): Promise<T> {
   const deadline = Date.now() + timeoutMs;
