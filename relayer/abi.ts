@@ -14,6 +14,12 @@ export const ORACLE_ABI = parseAbi([
   `function getCurrentTime() view returns (${TIME_PROOF} proof)`,
   `function verifyTimeProof(${TIME_PROOF} proof) view returns (bool valid)`,
   "function maxAttestationAge() view returns (uint64)",
+  "function getCard(bytes32 cardId) view returns ((bytes32 publicKeyX, bytes32 publicKeyY, uint64 validFromNs, uint64 validUntilNs, uint8 status) card)",
+  "function getNode(address node) view returns ((uint64 validFromNs, uint64 validUntilNs, uint8 status) info)",
+  "function revokeCard(bytes32 cardId)",
+  "function hasRole(bytes32 role, address account) view returns (bool)",
+  "function GUARDIAN_ROLE() view returns (bytes32)",
+  "error AccessControlUnauthorizedAccount(address account, bytes32 neededRole)",
   "error TimeOracleInvalidTimeProof(uint128 nanoMoment)",
   "error TimeOracleTimeProofNotNewer(uint128 nanoMoment, uint128 latestNanoMoment)",
   "error TimeOracleNoTime()",
@@ -51,6 +57,10 @@ export const SCHEDULER_ABI = parseAbi([
   "error SchedulerInsufficientGas(uint256 gasLimit, uint256 gasRequired, uint256 gasAvailable)",
   "error SchedulerNotExpired(uint256 deadline, uint256 nowNs)",
 ]);
+
+/** ITimeOracle.CardStatus and NodeStatus, by their numeric values. */
+export const CARD_STATUS = ["None", "Active", "Revoked"] as const;
+export const NODE_STATUS = ["None", "Active", "Inactive"] as const;
 
 /** ITimeScheduler.CallStatus, by its numeric value. */
 export const CALL_STATUS = ["None", "Scheduled", "Executed", "Failed", "Cancelled", "Expired"] as const;

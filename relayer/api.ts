@@ -10,7 +10,7 @@ import type { RelayerMetrics } from "./metrics";
 import { ITEM_KINDS, ITEM_STATUSES, type Item, type RelayerStore } from "./store";
 
 export const MAX_LIST_LIMIT = 500;
-const ITEM_ID = Type.String({ pattern: "^(message|call|push):[0-9]{1,16}:[0-9a-zA-Z:]{1,80}$", maxLength: 120 });
+const ITEM_ID = Type.String({ pattern: "^(message|call|push|revoke):[0-9]{1,16}:[0-9a-zA-Z:]{1,80}$", maxLength: 120 });
 
 export interface HealthReport {
   ok: boolean;

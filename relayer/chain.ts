@@ -16,7 +16,7 @@ import {
 import type { PrivateKeyAccount } from "viem/accounts";
 import { decodeRevert } from "../lib/revert";
 import type { Address, Hex, TimeProof } from "../protocol/types";
-import { BRIDGE_ABI, CALL_STATUS, ORACLE_ABI, SCHEDULER_ABI, type CallStatusName } from "./abi";
+import { BRIDGE_ABI, CALL_STATUS, CARD_STATUS, NODE_STATUS, ORACLE_ABI, SCHEDULER_ABI, type CallStatusName } from "./abi";
 import type { ChainConfig } from "./network";
 
 /**
@@ -154,6 +154,22 @@ export class ChainClient {
       }
     }
     return events;
+  }
+
+  async cardStatus(cardId: Hex): Promise<(typeof CARD_STATUS)[number]> {
+    const card = await this.client.readContract({ address: this.config.oracle, abi: ORACLE_ABI, functionName: "getCard", args: [cardId] });
+    return CARD_STATUS[card.status] ?? "None";
+  }
+
+  async nodeStatus(node: Address): Promise<(typeof NODE_STATUS)[number]> {
+    const info = await this.client.readContract({ address: this.config.oracle, abi: ORACLE_ABI, functionName: "getNode", args: [node] });
+    return NODE_STATUS[info.status] ?? "None";
+  }
+
+  /** Whether the signer holds the oracle's GUARDIAN_ROLE (the guardian revokes with it). */
+  async signerIsGuardian(): Promise<boolean> {
+    const role = await this.client.readContract({ address: this.config.oracle, abi: ORACLE_ABI, functionName: "GUARDIAN_ROLE" });
+    return this.client.readContract({ address: this.config.oracle, abi: ORACLE_ABI, functionName: "hasRole", args: [role, this.account.address] });
   }
 
   async deliveredBlock(messageId: Hex): Promise<bigint> {

@@ -128,6 +128,13 @@ export const RELAYER_SETTINGS = {
     default: true,
     secret: false,
   }),
+  guardianEnabled: setting({
+    kind: "boolean",
+    env: "ATS_RELAYER_GUARDIAN",
+    description: "The guardian: revoke on every chain, once, a card whose node signed a tamper alert (read from the nodes' GET /mesh/state). The signer must hold GUARDIAN_ROLE on every oracle.",
+    default: false,
+    secret: false,
+  }),
   retryBaseMs: setting({
     kind: "integer",
     env: "ATS_RELAYER_RETRY_BASE_MS",

@@ -3,7 +3,7 @@
  * item. No I/O here; relayer/worker.ts gathers the observations and carries the decision out. Reverts are
  * classified by the contract's custom error name, never by message text.
  */
-import type { CallStatusName } from "./abi";
+import type { CallStatusName, CARD_STATUS, NODE_STATUS } from "./abi";
 import type { ItemKind } from "./store";
 
 const NS_PER_MS = 1_000_000n;
@@ -48,6 +48,11 @@ export const REVERT_POLICY: Readonly<Record<ItemKind, Readonly<Record<string, Re
   push: {
     TimeOracleTimeProofNotNewer: { verdict: "done", note: "a newer proof is already stored" },
     TimeOracleInvalidTimeProof: { verdict: "retry", note: "the oracle refused the node's proof (TimeOracleInvalidTimeProof)" },
+  },
+  revoke: {
+    TimeOracleCardRevoked: { verdict: "done", note: "revoked by someone else" },
+    TimeOracleUnknownCard: { verdict: "dead", note: "the card is not registered on this chain (TimeOracleUnknownCard)" },
+    AccessControlUnauthorizedAccount: { verdict: "dead", note: "the relayer's signer does not hold GUARDIAN_ROLE here (AccessControlUnauthorizedAccount)" },
   },
 };
 
@@ -139,4 +144,21 @@ export function decidePush(observed: PushObservation): Decision {
 /** Whether an oracle's stored proof is due for a push (the pusher creates an item only then). */
 export function pushDue(storedNanoMomentNs: bigint | null, nowNs: bigint, heartbeatNs: bigint): boolean {
   return storedNanoMomentNs === null || nowNs - storedNanoMomentNs >= heartbeatNs;
+}
+
+export interface RevokeObservation {
+  cardStatus: (typeof CARD_STATUS)[number];
+  /** The status, on this chain, of the node that signed the alert. */
+  alertSignerStatus: (typeof NODE_STATUS)[number];
+}
+
+/**
+ * The guardian's revocation of a card after a signed tamper alert: once (already revoked is done), and only on the
+ * word of a node this chain's oracle holds active: an alert signed by any other key would let anyone revoke any card.
+ */
+export function decideRevoke(observed: RevokeObservation): Decision {
+  if (observed.cardStatus === "Revoked") return { action: "done", outcome: "revoked (already)" };
+  if (observed.cardStatus === "None") return { action: "dead", reason: "the card is not registered on this chain" };
+  if (observed.alertSignerStatus !== "Active") return { action: "dead", reason: `the alert's signer is not an active node on this chain (${observed.alertSignerStatus})` };
+  return { action: "send" };
 }

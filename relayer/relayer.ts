@@ -18,7 +18,11 @@ import { createRelayerMetrics } from "./metrics";
 import { loadNetworkFile } from "./network";
 import { RelayerStore } from "./store";
 import { CRASH_POINTS, type CrashPoint, type SubmitterOptions } from "./submitter";
-import { ChainWorker, pushItem } from "./worker";
+import { collectTamperAlerts } from "./guardian";
+import { ChainWorker, pushItem, revokeItem } from "./worker";
+
+/** How often the guardian reads the nodes' tamper alerts, ms (at least pollIntervalMs). */
+const GUARDIAN_INTERVAL_MS = 1_000;
 
 export interface RunningRelayer {
   /** Base URL of the operator API. */
@@ -79,6 +83,13 @@ export async function startRelayer(config: RelayerConfig, options: StartRelayerO
   const chains = new Map(network.chains.map((chain) => [chain.chainId, new ChainClient(chain, account, config.rpcTimeoutMs)]));
   for (const chain of chains.values()) await chain.checkDeployment();
 
+  if (config.guardianEnabled) {
+    for (const chain of chains.values()) {
+      if (!(await chain.signerIsGuardian())) {
+        throw new StartupError(`chain ${chain.config.name}: guardianEnabled, but the signer ${account.address} does not hold GUARDIAN_ROLE on oracle ${chain.config.oracle}`);
+      }
+    }
+  }
   const store = new RelayerStore(config.dataDir, nowMs);
   const metrics = createRelayerMetrics(() => store.countsByStatus());
   const proofs = createClusterClient({ endpoints: network.nodes, ...(config.nodeApiKey !== "" ? { apiKey: config.nodeApiKey } : {}) });
@@ -162,7 +173,25 @@ export async function startRelayer(config: RelayerConfig, options: StartRelayerO
       if (!stopped) await sleep(config.pollIntervalMs);
     }
   }
-  const loops = workers.map((worker) => loop(worker));
+  /** The guardian: each signed tamper alert becomes one revocation item per chain (an existing item stays). */
+  async function guard(): Promise<void> {
+    while (!stopped) {
+      try {
+        for (const alert of await collectTamperAlerts(network.nodes)) {
+          for (const chainId of chains.keys()) {
+            if (stopped) break;
+            if (store.insertItem(revokeItem(chainId, alert, nowMs()))) {
+              log.error({ chainId, cardId: alert.cardId, node: alert.nodeId, reason: alert.reason }, "guardian: signed tamper alert; the card's revocation is queued");
+            }
+          }
+        }
+      } catch (error) {
+        log.warn({ err: (error as Error).message }, "guardian: reading the alerts failed; retried");
+      }
+      if (!stopped) await sleep(Math.max(config.pollIntervalMs, GUARDIAN_INTERVAL_MS));
+    }
+  }
+  const loops = [...workers.map((worker) => loop(worker)), ...(config.guardianEnabled ? [guard()] : [])];
   log.info({ apiUrl, signer: account.address, chains: network.chains.map((c) => `${c.name}(${c.chainId})`), nodes: network.nodes }, "relayer started");
 
   return {

@@ -1,7 +1,8 @@
 /**
  * The relayer's durable state, in one SQLite file (WAL, synchronous FULL: a commit is on disk before it returns).
  *
- *   items     one row per job: a bridge message to deliver, a scheduled call to execute, a proof to push. Status
+ *   items     one row per job: a bridge message to deliver, a scheduled call to execute, a proof to push, a card
+ *             to revoke (the guardian). Status
  *             pending → submitted → done, or dead (dead-letter, with the reason), skipped (by an operator),
  *             orphaned (its source block left the canonical chain; a rescan revives it if the event comes back).
  *   txs       every transaction the relayer signed: chain, nonce, hash, the raw signed bytes (so it can be
@@ -18,7 +19,7 @@ import { join } from "node:path";
 import { openDatabase, type SqliteDatabase } from "../lib/sqlite";
 import type { Hex } from "../protocol/types";
 
-export const ITEM_KINDS = ["message", "call", "push"] as const;
+export const ITEM_KINDS = ["message", "call", "push", "revoke"] as const;
 export type ItemKind = (typeof ITEM_KINDS)[number];
 export const ITEM_STATUSES = ["pending", "submitted", "done", "dead", "skipped", "orphaned"] as const;
 export type ItemStatus = (typeof ITEM_STATUSES)[number];
@@ -126,7 +127,7 @@ interface TxRow {
 const SCHEMA = `
 CREATE TABLE IF NOT EXISTS items (
   id TEXT PRIMARY KEY,
-  kind TEXT NOT NULL CHECK (kind IN ('message','call','push')),
+  kind TEXT NOT NULL CHECK (kind IN ('message','call','push','revoke')),
   chain_id INTEGER NOT NULL,
   source_chain_id INTEGER,
   source_block TEXT,

@@ -10,7 +10,7 @@ import type { ClusterClient } from "../client";
 import type { Address, Hex, TimeProof } from "../protocol/types";
 import { BRIDGE_ABI, ORACLE_ABI, SCHEDULER_ABI } from "./abi";
 import type { ChainClient, ContractCall, CrossChainTimeMessage, IndexedEvent, ScheduledCallRequest } from "./chain";
-import { backoffMs, classifyRevert, decideCall, decideMessage, decidePush, isDeterministic, pushDue, type Decision } from "./decide";
+import { backoffMs, classifyRevert, decideCall, decideMessage, decidePush, decideRevoke, isDeterministic, pushDue, type Decision } from "./decide";
 import type { RelayerMetrics } from "./metrics";
 import type { Item, NewItem, RelayerStore } from "./store";
 import { FeeAboveCapError, InFlightFullError, Submitter, type SettledTx, type SubmitterOptions } from "./submitter";
@@ -49,6 +49,19 @@ interface CallPayload {
 
 interface PushPayload {
   forced: boolean;
+}
+
+/** A guardian revocation: the signed alert it acts on (wire/rest.ts TamperAlertJson). */
+export interface RevokePayload {
+  cardId: Hex;
+  nodeId: Address;
+  reason: string;
+  atNs: string;
+  signature: Hex;
+}
+
+export function revokeItem(chainId: number, alert: RevokePayload, nowMs: number): NewItem {
+  return { id: `revoke:${chainId}:${alert.cardId}`, kind: "revoke", chainId, sourceChainId: null, sourceBlock: null, payload: JSON.stringify(alert), nextAttemptMs: nowMs };
 }
 
 export function messageItemId(targetChainId: number, messageId: Hex): string {
@@ -266,6 +279,8 @@ export class ChainWorker {
           return await this.processCall(item, JSON.parse(item.payload) as CallPayload);
         case "push":
           return await this.processPush(item, JSON.parse(item.payload) as PushPayload);
+        case "revoke":
+          return await this.processRevoke(item, JSON.parse(item.payload) as RevokePayload);
       }
     } catch (error) {
       if (error instanceof FeeAboveCapError || error instanceof InFlightFullError) {
@@ -327,6 +342,13 @@ export class ChainWorker {
     await this.simulateAndSubmit(item, { to: this.chain.config.oracle, abi: ORACLE_ABI as Abi, functionName: "submitTimeProof", args: [proof] });
   }
 
+  private async processRevoke(item: Item, payload: RevokePayload): Promise<void> {
+    const decision = decideRevoke({ cardStatus: await this.chain.cardStatus(payload.cardId), alertSignerStatus: await this.chain.nodeStatus(payload.nodeId) });
+    if (decision.action !== "send") return this.apply(item, decision);
+    this.log.error({ chain: this.chain.config.name, cardId: payload.cardId, node: payload.nodeId, reason: payload.reason }, "guardian: revoking a card after its node's signed tamper alert");
+    await this.simulateAndSubmit(item, { to: this.chain.config.oracle, abi: ORACLE_ABI as Abi, functionName: "revokeCard", args: [payload.cardId] });
+  }
+
   private async simulateAndSubmit(item: Item, call: ContractCall, submitAfter: Promise<void> = Promise.resolve()): Promise<void> {
     const simulation = await this.chain.simulate(call);
     if (!simulation.ok) {
@@ -384,7 +406,7 @@ export class ChainWorker {
       return;
     }
     if (settled.receipt.status === "success") {
-      const outcome = { message: "delivered", call: "executed", push: "pushed" }[item.kind];
+      const outcome = { message: "delivered", call: "executed", push: "pushed", revoke: "revoked" }[item.kind];
       this.store.finish(item.id, `${outcome} in block ${settled.receipt.blockNumber} by ${settled.hash}`);
       this.metrics.finished.inc({ kind: item.kind, outcome });
       return;

@@ -173,6 +173,23 @@ export const NodeInfoBody = Type.Object({
 });
 export type NodeInfoBody = Static<typeof NodeInfoBody>;
 
+/**
+ * A verified tamper alert as GET /mesh/state lists it (docs/protocol.md §7.6): signed by the node it is about with
+ * its node key over alertDigest (wire/mesh.ts), so anyone holding it can check it (the relayer's guardian does).
+ */
+export const TamperAlertJson = Type.Object(
+  {
+    nodeId: NodeIdString,
+    cardId: Type.String({ pattern: "^0x[0-9a-f]{64}$" }),
+    reason: Type.String({ maxLength: 256 }),
+    atNs: Type.String({ pattern: "^(0|[1-9][0-9]{0,38})$" }),
+    /** 64 bytes (EIP-2098 compact), 0x-hex. */
+    signature: Type.String({ pattern: "^0x[0-9a-f]{128}$" }),
+  },
+  { additionalProperties: false },
+);
+export type TamperAlertJson = Static<typeof TamperAlertJson>;
+
 /** GET /mesh/state (node/core/types.ts MeshStateReport; node/mesh/peers.ts PeerReport). */
 export const MeshStateBody = Type.Object(
   {
@@ -206,10 +223,14 @@ export const MeshStateBody = Type.Object(
         { additionalProperties: false },
       ),
     ),
+    /** Verified tamper alerts this node holds (its own and its peers'), oldest first, at most MAX_TAMPER_ALERTS. */
+    tamperAlerts: Type.Array(TamperAlertJson, { maxItems: 64 }),
   },
   { additionalProperties: false },
 );
 export type MeshStateBody = Static<typeof MeshStateBody>;
+/** Most tamper alerts a node keeps and reports (one per member suffices; the mesh has at most 32). */
+export const MAX_TAMPER_ALERTS = 64;
 
 /** GET /health. */
 export const HealthBody = Type.Object({

@@ -60,6 +60,19 @@ export interface MeshStateReport {
   roundsFailed: Record<string, number>;
   /** Per peer: filter, reachability, exclusion (node/mesh/peers.ts PeerReport). */
   peers: readonly MeshPeerReport[];
+  /** Verified tamper alerts held (this node's own and its peers'), oldest first (docs/protocol.md §7.6). */
+  tamperAlerts: readonly TamperAlertReport[];
+}
+
+/** A signed tamper alert (wire/rest.ts TamperAlertJson): portable evidence for an on-chain revocation. */
+export interface TamperAlertReport {
+  nodeId: Address;
+  cardId: Hex;
+  reason: string;
+  /** ns, decimal. */
+  atNs: string;
+  /** 64-byte compact signature of the node it is about, 0x-hex. */
+  signature: Hex;
 }
 
 /** What clients need to know about this node (`GET /node/info`). */

@@ -38,9 +38,10 @@ import { Value } from "@sinclair/typebox/value";
 import { UINT32_MAX } from "../../protocol/constants";
 import { ConsensusObject } from "../../wire/rest";
 import { alertSignedBy, signAlert, type MeshPayload, type MeshRole } from "../../wire/mesh";
+import { MAX_TAMPER_ALERTS } from "../../wire/rest";
 import type { TimeCard } from "../card/types";
 import { buildSignedTime } from "../core/signedTime";
-import type { MeshStateReport, SignedTime } from "../core/types";
+import type { MeshStateReport, SignedTime, TamperAlertReport } from "../core/types";
 import { ConvergenceTracker } from "./convergence";
 import { newPeerRecord, peerReport, type PeerRecord } from "./peers";
 import type { MeshPeerLink, MeshTransport } from "./transport";
@@ -129,6 +130,8 @@ export class Mesh {
   #roundInFlight: Promise<SignedTime> | null = null;
   #roundTimer: NodeJS.Timeout | null = null;
   #probeTimer: NodeJS.Timeout | null = null;
+  /** Verified tamper alerts (own and peers'), for GET /mesh/state and the relayer's guardian. */
+  readonly #alerts: TamperAlertReport[] = [];
   #running = false;
   #lastFailureLogMs = 0;
 
@@ -219,6 +222,7 @@ export class Mesh {
   broadcastTamper(reason: string, atNs: bigint): void {
     const { card, nodeKey, transport } = this.#options;
     const signature = signAlert(nodeKey, this.#self, card.cardId, atNs, reason);
+    this.#remember({ nodeId: this.#self, cardId: card.cardId.toLowerCase() as Hex, reason, atNs: atNs.toString(), signature: `0x${signature.toString("hex")}` });
     for (const peer of this.#peers.values()) {
       transport.notify(peer.nodeId, { kind: "alert", alert: { kind: "tamper", cardId: card.cardId, reason, atNs, signature } });
     }
@@ -238,7 +242,15 @@ export class Mesh {
       roundsSucceeded: this.#stats.roundsTotal - Object.values(this.#stats.roundsFailedTotal).reduce((sum, count) => sum + count, 0),
       roundsFailed: { ...this.#stats.roundsFailedTotal },
       peers: sortByAddress([...this.#peers.values()]).map(peerReport),
+      tamperAlerts: [...this.#alerts],
     };
+  }
+
+  /** Keeps a verified alert (one per card, the first), at most MAX_TAMPER_ALERTS. */
+  #remember(alert: TamperAlertReport): void {
+    if (this.#alerts.some((held) => held.cardId.toLowerCase() === alert.cardId.toLowerCase())) return;
+    if (this.#alerts.length >= MAX_TAMPER_ALERTS) return;
+    this.#alerts.push(alert);
   }
 
   stats(): MeshStats {
@@ -468,6 +480,7 @@ export class Mesh {
       peer.excludedReason = `tamper alert: ${alert.reason}`;
       this.#pendingRounds.delete(link.nodeId.toLowerCase());
       this.#logger.error({ peer: peer.nodeId, cardId: alert.cardId, reason: alert.reason }, "peer reported its card tampered: excluded from rounds and co-signing");
+      this.#remember({ nodeId: peer.nodeId, cardId: alert.cardId.toLowerCase() as Hex, reason: alert.reason, atNs: alert.atNs.toString(), signature: `0x${alert.signature.toString("hex")}` });
       this.#options.onTamperAlert?.({ nodeId: peer.nodeId, cardId: alert.cardId, reason: alert.reason, atNs: alert.atNs, signature: `0x${alert.signature.toString("hex")}` });
     }
     return null;

@@ -4,7 +4,7 @@ import { ConsensusError } from "../../protocol/errors";
 import { recoverNodeAddress } from "../../protocol/sign";
 import { verifyTimeProof } from "../../protocol/verify";
 import type { SignedTime } from "../../node/core";
-import { signAlert } from "../../wire/mesh";
+import { alertSignedBy, signAlert } from "../../wire/mesh";
 import pino from "pino";
 import { createTimeClient } from "../../client";
 import { startNode } from "../../node/server";
@@ -168,6 +168,15 @@ describe("mesh: consensus rounds on loopback (4 in-process members)", function (
       member.service.meshState().peers.find((peer) => peer.nodeId.toLowerCase() === target.identity.nodeAddress.toLowerCase())!.excluded;
     await waitUntil(() => [a, b, c].every((member) => excluded(member, d)), "d excluded by every peer");
     expect(excluded(a, c)).to.equal(false);
+    // The evidence is kept, as signed: GET /mesh/state lists it, and it checks against d's key alone; the forged
+    // one is not kept.
+    const alerts = a.service.meshState().tamperAlerts;
+    expect(alerts.map((alert) => alert.nodeId)).to.deep.equal([d.identity.nodeAddress]);
+    const [alert] = alerts;
+    expect(alert).to.include({ cardId: d.card.cardId.toLowerCase(), reason: "enclosure opened" });
+    const payload = { kind: "tamper" as const, cardId: alert!.cardId, reason: alert!.reason, atNs: BigInt(alert!.atNs), signature: Buffer.from(alert!.signature.slice(2), "hex") };
+    expect(alertSignedBy(payload, d.identity.nodeAddress)).to.equal(true);
+    expect(alertSignedBy(payload, c.identity.nodeAddress)).to.equal(false);
     const signed = await a.mesh.roundNow();
     expect(signersOf(signed)).to.not.include(d.identity.nodeAddress.toLowerCase());
     expect(d.service.health().status).to.equal("tampered");
