@@ -3,7 +3,7 @@
  * and wired to it (each holds the oracle's address, immutably) the scheduler (TimeScheduler), the bridge and the
  * example consumer (TimeLockedVault).
  *
- * As a library: `deployAttestedTime(hre, options)` — used by the tests, the demo and the relayer's two-chain setup.
+ * As a library: `deployAttestedTime(hre, options)` — used by the tests and the local network (scripts/network.ts).
  * As a script: `npx hardhat run scripts/deploy.ts [--network <name>]` deploys to that network and prints the
  * addresses as JSON. What it registers comes from the environment:
  *   ATS_KEY_DIR (+ ATS_KEYSTORE_PASSWORD)   a key directory (protocol/keystore.ts): its card and node

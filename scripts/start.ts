@@ -15,7 +15,8 @@ import { waitForSignal } from "../lib/signals";
 import { LOCAL_RELAYER_API_KEY, startLocalNetwork, type LocalNetwork } from "./network";
 import { runTour } from "./tour";
 
-const DIR = join(__dirname, "..", ".ats");
+/** Where the network file, the relayer's config and its database go: .ats/, or ATS_NETWORK_DIR (tests). */
+const DIR = process.env.ATS_NETWORK_DIR ?? join(__dirname, "..", ".ats");
 
 async function main(): Promise<number> {
   const { values } = parseArgs({ options: { once: { type: "boolean", default: false }, nodes: { type: "string", default: "4" } } });
@@ -39,7 +40,7 @@ async function main(): Promise<number> {
     log("");
     await runTour(network, log);
     log("");
-    log("The network is up. Endpoints and addresses: .ats/network.json");
+    log(`The network is up. Endpoints and addresses: ${network.networkFile}`);
     log(`   relayer items: curl ${relayer.api}/items   metrics: ${relayer.api}/metrics`);
     if (values.once) return 0;
     log("Press Ctrl-C to stop.");

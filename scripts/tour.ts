@@ -2,26 +2,32 @@
  * The scripted tour of a running local network (scripts/network.ts), as `npm start` prints it: each step is done
  * the way a dApp would do it (a user's transaction), and the relayer does the rest, on its own:
  *
- *   1. a proof pushed: the relayer's pusher stores a fresh proof in each chain's oracle;
- *   2. a scheduled call fulfilled: a user schedules a call on alpha three seconds ahead, the relayer's keeper
+ *   1. a proof from the attesting nodes verifies on-chain (with the oracle's quorum), and a copy whose accuracy a
+ *      relayer lowered is refused on-chain and by the node (the nodes signed the accuracy);
+ *   2. a proof pushed: the relayer's pusher stores a fresh proof in each chain's oracle;
+ *   3. a scheduled call fulfilled: a user schedules a call on alpha three seconds ahead, the relayer's keeper
  *      executes it with an attested proof and collects the bounty;
- *   3. a time message bridged: a user sends alpha's time to beta, the relayer delivers it;
- *   4. a replay refused: delivering the same message again reverts with TimeBridgeAlreadyDelivered.
+ *   4. a time message bridged: a user sends alpha's time to beta, the relayer delivers it;
+ *   5. a replay refused: delivering the same message again reverts with TimeBridgeAlreadyDelivered.
  *
  * Returns what it saw, for the tests (test/relayer/network.test.ts).
  */
 import { decodeEventLog, parseAbi, parseEther, type Abi, type Hex } from "viem";
+import { createClusterClient, createTimeClient } from "../client";
 import { decodeRevert } from "../lib/revert";
+import type { TimeProof } from "../protocol/types";
 import { BRIDGE_ABI, CALL_STATUS, ORACLE_ABI, SCHEDULER_ABI } from "../relayer/abi";
 import { confirmed } from "./localUser";
 import type { LocalChain, LocalNetwork } from "./network";
 
 const NS_PER_MS = 1_000_000n;
+const QUORUM_ABI = parseAbi(["function nodeQuorum() view returns (uint64)"]);
 const USER_SCHEDULER_ABI = parseAbi(["function scheduleCall(uint128 executeAt, bytes data) payable returns (bytes32 callId)"]);
 /** The call's lead time: long enough that the keeper has to wait for it. */
 const CALL_LEAD_MS = 3_000n;
 
 export interface TourResult {
+  proof: { endpoint: string; entries: number; quorum: bigint; validOnChain: boolean; tamperedValidOnChain: boolean; tamperedOffChainReason: string | null };
   pushed: { chain: string; nanoMoment: bigint }[];
   call: { callId: Hex; executeAtNs: bigint; executedAtNs: bigint; latenessMs: number; status: string };
   message: { messageId: Hex; sourceBlock: bigint; targetBlock: bigint; networkTimeNs: bigint };
@@ -45,7 +51,33 @@ function iso(ns: bigint): string {
 export async function runTour(network: LocalNetwork, log: (line: string) => void, timeoutMs = 60_000): Promise<TourResult> {
   const [alpha, beta] = network.chains as [LocalChain, LocalChain];
 
-  log("1. Proof pushed: the relayer keeps each oracle's stored proof fresh");
+  log("1. A proof from the attesting nodes, verified on-chain; a copy with a lowered accuracy refused");
+  const cluster = createClusterClient({ endpoints: network.nodes });
+  let proofResult: TourResult["proof"];
+  try {
+    const fetched = await pollUntil(() => cluster.getCurrentTime(), "a proof from the nodes", timeoutMs);
+    const { proof } = fetched;
+    const entries = (proof.nodeSignature.length - 2) / 160;
+    const quorum = await alpha.publicClient.readContract({ address: alpha.deployment.oracle, abi: QUORUM_ABI, functionName: "nodeQuorum" });
+    const verifies = (candidate: TimeProof) =>
+      alpha.publicClient.readContract({ address: alpha.deployment.oracle, abi: ORACLE_ABI, functionName: "verifyTimeProof", args: [candidate] });
+    const tampered = { ...proof, accuracy: Math.max(0, proof.accuracy - 1) };
+    const single = createTimeClient({ endpoint: fetched.endpoint });
+    let tamperedOffChainReason: string | null;
+    try {
+      tamperedOffChainReason = (await single.verifyRemote(tampered)).reason;
+    } finally {
+      single.close();
+    }
+    proofResult = { endpoint: fetched.endpoint, entries, quorum, validOnChain: await verifies(proof), tamperedValidOnChain: await verifies(tampered), tamperedOffChainReason };
+    log(`   GET ${fetched.endpoint}/time/current: ${iso(proof.nanoMoment)}, accuracy ${proof.accuracy} ns, ${entries} node entries (oracle nodeQuorum ${quorum})`);
+    log(`   alpha oracle verifyTimeProof: ${proofResult.validOnChain}`);
+    log(`   the same proof with accuracy ${tampered.accuracy} ns (a relayer's edit): on-chain ${proofResult.tamperedValidOnChain}, the node says ${tamperedOffChainReason ?? "valid"}`);
+  } finally {
+    cluster.close();
+  }
+
+  log("2. Proof pushed: the relayer keeps each oracle's stored proof fresh");
   const pushed: TourResult["pushed"] = [];
   for (const chain of network.chains) {
     const proof = await pollUntil(
@@ -57,7 +89,7 @@ export async function runTour(network: LocalNetwork, log: (line: string) => void
     log(`   ${chain.name}: oracle ${chain.deployment.oracle} holds a proof of ${iso(proof.nanoMoment)} (accuracy ${proof.accuracy} ns)`);
   }
 
-  log("2. Scheduled call fulfilled: a user schedules a call 3 s ahead on alpha; the relayer's keeper executes it");
+  log("3. Scheduled call fulfilled: a user schedules a call 3 s ahead on alpha; the relayer's keeper executes it");
   const executeAtNs = BigInt(Date.now()) * NS_PER_MS + CALL_LEAD_MS * NS_PER_MS;
   const scheduled = await confirmed(alpha, alpha.user.writeContract({
     address: alpha.deployment.scheduler!,
@@ -97,7 +129,7 @@ export async function runTour(network: LocalNetwork, log: (line: string) => void
   const latenessMs = Number(executedAtNs - executeAtNs) / 1e6;
   log(`   status ${status}: executed by ${executed?.args.executor ?? "?"} with a proof of ${iso(executedAtNs)}, ${latenessMs.toFixed(1)} ms after executeAt (block ${executed?.blockNumber ?? "?"})`);
 
-  log("3. Time message bridged: a user sends alpha's time to beta; the relayer delivers it");
+  log("4. Time message bridged: a user sends alpha's time to beta; the relayer delivers it");
   const sent = await confirmed(alpha, alpha.user.writeContract({
     address: alpha.deployment.bridge!,
     abi: BRIDGE_ABI,
@@ -127,7 +159,7 @@ export async function runTour(network: LocalNetwork, log: (line: string) => void
   );
   log(`   beta bridge: delivered in block ${targetBlock}`);
 
-  log("4. Replay refused: delivering the same message again");
+  log("5. Replay refused: delivering the same message again");
   let errorName = "none";
   try {
     await beta.publicClient.simulateContract({
@@ -143,6 +175,7 @@ export async function runTour(network: LocalNetwork, log: (line: string) => void
   log(`   beta bridge receiveTime(same message): reverts with ${errorName}`);
 
   return {
+    proof: proofResult,
     pushed,
     call: { callId, executeAtNs, executedAtNs, latenessMs, status: status ?? "unknown" },
     message: { messageId, sourceBlock: sent.blockNumber, targetBlock, networkTimeNs: message.networkTime },

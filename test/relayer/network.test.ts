@@ -66,6 +66,8 @@ describe("relayer end to end (2 hardhat node chains, an attesting node, ats-rela
   it("runs the tour: a proof pushed, a scheduled call executed by the keeper, a message bridged, its replay refused", async () => {
     await network.startRelayer();
     const result = await runTour(network, () => undefined);
+    expect(result.proof).to.include({ entries: 1, quorum: 1n, validOnChain: true, tamperedValidOnChain: false });
+    expect(result.proof.tamperedOffChainReason).to.be.a("string").and.not.equal("");
     expect(result.pushed.map((p) => p.chain)).to.deep.equal(["alpha", "beta"]);
     expect(result.call.status).to.equal("Executed");
     expect(result.call.executedAtNs >= result.call.executeAtNs).to.equal(true);

@@ -1,0 +1,75 @@
+/**
+ * `npm start -- --once`, as CI runs it: scripts/start.ts as a child process with its defaults (a mesh of 4
+ * attesting nodes, two chains, the relayer), the whole tour, a clean exit; everything it started is gone after.
+ */
+import { expect } from "chai";
+import { spawn } from "node:child_process";
+import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { parseNetwork } from "../../relayer/network";
+
+const ROOT = join(__dirname, "..", "..");
+
+function runStart(args: string[], timeoutMs: number): Promise<{ code: number | null; stdout: string; stderr: string }> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, ["-r", "./bin/register-ts.js", "scripts/start.ts", ...args], {
+      cwd: ROOT,
+      env: { ...process.env, ATS_NETWORK_DIR: dir }, // never the .ats/ of a network the developer runs
+      stdio: ["ignore", "pipe", "pipe"],
+    });
+    let stdout = "";
+    let stderr = "";
+    child.stdout.on("data", (chunk: Buffer) => (stdout += chunk.toString()));
+    child.stderr.on("data", (chunk: Buffer) => (stderr += chunk.toString()));
+    const timer = setTimeout(() => {
+      child.kill("SIGKILL");
+      reject(new Error(`npm start did not finish in ${timeoutMs} ms:\n${stdout}\n${stderr}`));
+    }, timeoutMs);
+    child.once("exit", (code) => {
+      clearTimeout(timer);
+      resolve({ code, stdout, stderr });
+    });
+  });
+}
+
+let dir: string;
+
+describe("npm start -- --once (scripts/start.ts)", function () {
+  this.timeout(240_000);
+  beforeEach(() => {
+    dir = mkdtempSync(join(tmpdir(), "ats-start-"));
+  });
+  afterEach(() => rmSync(dir, { recursive: true, force: true }));
+
+  it("runs the local network with a 4-node mesh and the whole tour, writes the network file, and exits 0", async () => {
+    const { code, stdout, stderr } = await runStart(["--once"], 200_000);
+    expect(code, `stderr:\n${stderr.slice(-3_000)}`).to.equal(0);
+    expect(stdout).to.include("a mesh of 4 attesting nodes, 2 chains, the relayer");
+    expect(stdout).to.match(/alpha oracle verifyTimeProof: true/);
+    expect(stdout).to.match(/\d node entries \(oracle nodeQuorum 3\)/);
+    expect(stdout).to.match(/with accuracy \d+ ns \(a relayer's edit\): on-chain false/);
+    expect(stdout).to.match(/status Executed: executed by 0x70997970C51812dc3A010C7d01b50e0d17dc79C8/);
+    expect(stdout).to.match(/beta bridge: delivered in block \d+/);
+    expect(stdout).to.include("reverts with TimeBridgeAlreadyDelivered");
+    const networkFile = join(dir, "network.json");
+    expect(existsSync(networkFile)).to.equal(true);
+    const network = parseNetwork(JSON.parse(readFileSync(networkFile, "utf8")), networkFile);
+    expect(network.chains.map((chain) => chain.chainId)).to.deep.equal([31337, 31338]);
+    expect(network.nodes).to.have.length(4);
+    // Everything it started is stopped: the chains no longer answer.
+    for (const chain of network.chains) {
+      const answered = await fetch(chain.rpcUrl, { method: "POST", body: "{}", signal: AbortSignal.timeout(2_000) }).then(
+        () => true,
+        () => false,
+      );
+      expect(answered, chain.rpcUrl).to.equal(false);
+    }
+  });
+
+  it("refuses a bad --nodes with exit code 2 and says why", async () => {
+    const { code, stderr } = await runStart(["--once", "--nodes", "0"], 60_000);
+    expect(code).to.equal(2);
+    expect(stderr).to.include("--nodes must be an integer from 1 to 16, got 0");
+  });
+});
