@@ -8,7 +8,7 @@ import { toFunctionSignature, type Abi, type AbiEvent, type AbiFunction } from "
 
 type AbiError = Extract<Abi[number], { type: "error" }>;
 import { BRIDGE_ABI, CALL_STATUS, ORACLE_ABI, SCHEDULER_ABI } from "../../relayer/abi";
-import { backoffMs, classifyRevert, decideCall, decideMessage, decidePush, isDeterministic, pushDue, REVERT_POLICY } from "../../relayer/decide";
+import { backoffMs, classifyRevert, decideCall, decideMessage, decidePush, decideRevoke, isDeterministic, pushDue, REVERT_POLICY } from "../../relayer/decide";
 
 const ROOT = join(__dirname, "..", "..");
 const NS = 1_000_000n;
@@ -43,7 +43,7 @@ describe("relayer/abi: the fragments match the compiled contracts", () => {
   }
 
   it("every error a revert policy names is an error of the contract the item calls", () => {
-    const kinds = { message: BRIDGE_ABI, call: SCHEDULER_ABI, push: ORACLE_ABI } as const;
+    const kinds = { message: BRIDGE_ABI, call: SCHEDULER_ABI, push: ORACLE_ABI, revoke: ORACLE_ABI } as const;
     for (const [kind, policies] of Object.entries(REVERT_POLICY)) {
       const errors = new Set((kinds[kind as keyof typeof kinds] as Abi).filter((item) => item.type === "error").map((item) => (item as AbiError).name));
       for (const name of Object.keys(policies)) expect(errors, `${kind}: ${name}`).to.include(name);
@@ -111,6 +111,20 @@ describe("relayer/decide", () => {
       }
     });
     it("dead-letters a call the scheduler does not know", () => expect(decideCall({ ...base, status: "None" }).action).to.equal("dead"));
+  });
+
+  describe("decideRevoke", () => {
+    it("revokes an active card on the word of an active node, once; refuses any other signer", () => {
+      expect(decideRevoke({ cardStatus: "Active", alertSignerStatus: "Active" })).to.deep.equal({ action: "send" });
+      expect(decideRevoke({ cardStatus: "Revoked", alertSignerStatus: "Active" }).action).to.equal("done");
+      expect(decideRevoke({ cardStatus: "None", alertSignerStatus: "Active" }).action).to.equal("dead");
+      for (const status of ["None", "Inactive"] as const) {
+        expect(decideRevoke({ cardStatus: "Active", alertSignerStatus: status })).to.deep.equal({
+          action: "dead",
+          reason: `the alert's signer is not an active node on this chain (${status})`,
+        });
+      }
+    });
   });
 
   describe("decidePush and pushDue", () => {
