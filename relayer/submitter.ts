@@ -46,6 +46,8 @@ export interface SubmitterOptions {
 export interface SettledTx {
   itemId: string;
   hash: Hex;
+  /** The calldata it carried (which function settled the job). */
+  data: Hex;
   receipt: TransactionReceipt | null;
 }
 
@@ -133,7 +135,7 @@ export class Submitter {
       if (mined !== undefined) {
         if (mined.receipt.blockNumber <= safe || (this.chain.config.confirmations === 0 && mined.receipt.blockNumber <= head)) {
           this.store.settleNonce(this.chainId, nonce, mined.tx.hash, mined.receipt.blockNumber);
-          if (mined.tx.itemId !== null) settled.push({ itemId: mined.tx.itemId, hash: mined.tx.hash, receipt: mined.receipt });
+          if (mined.tx.itemId !== null) settled.push({ itemId: mined.tx.itemId, hash: mined.tx.hash, data: mined.tx.data, receipt: mined.receipt });
         } else if (mined.tx.state !== "mined") {
           this.store.setTxState(mined.tx.hash, "mined", mined.receipt.blockNumber);
         }
@@ -142,7 +144,7 @@ export class Submitter {
       if (nonce < latest) {
         // Taken by a transaction we did not record (or whose receipt the node no longer has): the jobs go back.
         this.store.settleNonce(this.chainId, nonce, null, null);
-        for (const tx of txs) if (tx.itemId !== null) settled.push({ itemId: tx.itemId, hash: tx.hash, receipt: null });
+        for (const tx of txs) if (tx.itemId !== null) settled.push({ itemId: tx.itemId, hash: tx.hash, data: tx.data, receipt: null });
         continue;
       }
       await this.keepAlive(txs);

@@ -5,7 +5,7 @@
  * resumes exactly where the last commit left off.
  */
 import type { Logger } from "pino";
-import { encodeFunctionData, type Abi } from "viem";
+import { decodeFunctionData, encodeFunctionData, type Abi } from "viem";
 import type { ClusterClient } from "../client";
 import type { Address, Hex, TimeProof } from "../protocol/types";
 import { BRIDGE_ABI, ORACLE_ABI, SCHEDULER_ABI } from "./abi";
@@ -91,6 +91,15 @@ function requestFromPayload(payload: CallPayload["request"]): ScheduledCallReque
 
 function messageFromPayload(payload: MessagePayload["message"]): CrossChainTimeMessage {
   return { networkTime: BigInt(payload.networkTime), targetChain: BigInt(payload.targetChain), proof: payload.proof, targetBlock: BigInt(payload.targetBlock) };
+}
+
+/** What a call item's settling transaction did: executed it or expired it. */
+function callOutcome(data: Hex): string {
+  try {
+    return decodeFunctionData({ abi: SCHEDULER_ABI, data }).functionName === "expireCall" ? "expired" : "executed";
+  } catch {
+    return "settled";
+  }
 }
 
 function firstLine(error: unknown): string {
@@ -406,7 +415,7 @@ export class ChainWorker {
       return;
     }
     if (settled.receipt.status === "success") {
-      const outcome = { message: "delivered", call: "executed", push: "pushed", revoke: "revoked" }[item.kind];
+      const outcome = item.kind === "call" ? callOutcome(settled.data) : { message: "delivered", push: "pushed", revoke: "revoked" }[item.kind];
       this.store.finish(item.id, `${outcome} in block ${settled.receipt.blockNumber} by ${settled.hash}`);
       this.metrics.finished.inc({ kind: item.kind, outcome });
       return;

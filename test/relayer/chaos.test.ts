@@ -104,6 +104,29 @@ describe("relayer against a chaotic RPC (a JSON-RPC chaos proxy in front of the 
     expect(failures).to.match(/ats_relayer_(tick_failures_total\{chain="beta"\}|failures_total\{kind="message",reason="Unavailable"\}) [1-9]/);
   });
 
+  it("a transaction stuck in the pool is replaced at the same nonce with higher fees, and only one of them is mined", async () => {
+    await rpc(beta, "evm_setIntervalMining", [0]);
+    await rpc(beta, "evm_setAutomine", [false]);
+    let messageId: `0x${string}`;
+    try {
+      messageId = await sendFreshTime(network, alpha, beta);
+      const itemId = messageItemId(beta.chainId, messageId);
+      // feeBumpAfterMs is 3 s here: wait for the replacement.
+      const txs = await pollUntil(async () => {
+        const response = await fetch(`${relayer!.api}/items/${itemId}`);
+        if (response.status !== 200) return undefined;
+        const body = (await response.json()) as { txs: { hash: string; nonce: number; maxFeePerGas: string }[] };
+        return body.txs.length >= 2 ? body.txs : undefined;
+      }, "a fee bump", 30_000);
+      expect(new Set(txs.map((tx) => tx.nonce)).size, "one nonce").to.equal(1);
+      expect(BigInt(txs[1]!.maxFeePerGas) > BigInt(txs[0]!.maxFeePerGas)).to.equal(true);
+    } finally {
+      await rpc(beta, "evm_setAutomine", [true]);
+      await rpc(beta, "evm_setIntervalMining", [1_000]);
+    }
+    await expectDeliveredOnce(messageId);
+  });
+
   it("a base fee above the relayer's cap: the message waits, naming the cap, and goes once the fee falls", async () => {
     await rpc(beta, "hardhat_setNextBlockBaseFeePerGas", [`0x${(FEE_CAP_WEI * 2n).toString(16)}`]);
     await rpc(beta, "evm_mine");

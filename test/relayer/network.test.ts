@@ -9,7 +9,8 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import hre from "hardhat";
 import pino from "pino";
-import type { Hex } from "viem";
+import { parseAbi, parseEther, parseEventLogs, type Hex } from "viem";
+import { CALL_STATUS, SCHEDULER_ABI } from "../../relayer/abi";
 import { CRASH_POINTS } from "../../relayer/submitter";
 import { RelayerStore } from "../../relayer/store";
 import { callItemId, messageItemId } from "../../relayer/worker";
@@ -217,5 +218,31 @@ describe("relayer end to end (2 hardhat node chains, an attesting node, ats-rela
       await rpc(alpha, "evm_setIntervalMining", [1_000]);
       await rpc(beta, "evm_setIntervalMining", [1_000]);
     }
+  });
+
+  it("expires a call whose window the chain clock has passed, refunding its caller, and finishes the item as expired", async () => {
+    const scheduleAbi = parseAbi(["function scheduleCall(uint128 executeAt, uint64 window, uint32 gasLimit, bytes data) payable returns (bytes32 callId)"]);
+    const executeAtNs = (BigInt(Date.now()) + 1_000n) * 1_000_000n;
+    const hash = await alpha.user.writeContract({
+      address: alpha.deployment.scheduler!,
+      abi: scheduleAbi,
+      functionName: "scheduleCall",
+      args: [executeAtNs, 12_000_000_000n, 50_000, "0x"], // the shortest window: 12 s
+      value: parseEther("0.001"),
+      account: alpha.user.account!,
+      chain: alpha.user.chain,
+    });
+    const receipt = await alpha.publicClient.waitForTransactionReceipt({ hash });
+    const scheduled = parseEventLogs({ abi: SCHEDULER_ABI, logs: receipt.logs, eventName: "CallScheduled" })[0]!;
+    // The chain clock moves 30 s ahead (the wall clock does not): the window is over by the chain's clock only.
+    await rpc(alpha, "evm_increaseTime", [30]);
+    await rpc(alpha, "evm_mine");
+    await network.startRelayer();
+    const itemId = callItemId(alpha.chainId, scheduled.args.callId);
+    const items = await settledItems(network, [itemId]);
+    expect(items.find((item) => item.id === itemId)?.outcome).to.match(/^expired in block \d+/);
+    const status = await alpha.publicClient.readContract({ address: alpha.deployment.scheduler!, abi: SCHEDULER_ABI, functionName: "callStatus", args: [scheduled.args.callId] });
+    expect(CALL_STATUS[status]).to.equal("Expired");
+    expect(await executionsOf(alpha, [scheduled.args.callId])).to.deep.equal([0]);
   });
 });
