@@ -20,6 +20,7 @@ import { startGrpcServer, type GrpcServerHandle } from "./api/grpc";
 import { createNodeMetrics, type NodeMetrics } from "./api/metrics";
 import { buildRestApp } from "./api/rest";
 import { attachStreamServer, WS_STREAM_PATH, type StreamServer } from "./api/ws";
+import { startTemporalGateway, type RunningGateway } from "./rpc/server";
 
 export interface NodeEndpoints {
   /** e.g. "http://127.0.0.1:8080", "https://…" with TLS (REST base URL, no trailing slash). */
@@ -32,6 +33,8 @@ export interface NodeEndpoints {
   tls: boolean;
   /** e.g. "udp://127.0.0.1:50061": the mesh socket (docs/protocol.md §7.3); "" for a lone node (no meshPeers). */
   mesh: string;
+  /** The temporal JSON-RPC gateway (docs/protocol.md §9.5); "" without rpcUpstreamUrl. */
+  rpc: string;
 }
 
 export interface StartNodeParameters {
@@ -63,7 +66,7 @@ function urlHost(host: string): string {
  * cause attached: a busy port (EADDRINUSE), a port this user may not bind (EACCES), a host that is not an address
  * of this machine (EADDRNOTAVAIL). node:net gives `code`; gRPC only puts it in the message. Others pass unchanged.
  */
-export function listenError(error: unknown, setting: "restPort" | "grpcPort", host: string, port: number): unknown {
+export function listenError(error: unknown, setting: "restPort" | "grpcPort" | "rpcPort", host: string, port: number): unknown {
   if (!(error instanceof Error)) return error;
   const text = `${String((error as NodeJS.ErrnoException).code ?? "")} ${error.message}`;
   const fix = `(set ${SETTINGS[setting].env} or ${setting})`;
@@ -102,6 +105,7 @@ export async function startNode(parameters: StartNodeParameters): Promise<Runnin
   let app: FastifyInstance | undefined;
   let streams: StreamServer | undefined;
   let grpcServer: GrpcServerHandle | undefined;
+  let gateway: RunningGateway | undefined;
   const sweepTimer = setInterval(() => context.rateLimiter.sweepIdle(), RATE_LIMIT_SWEEP_INTERVAL_MS);
   sweepTimer.unref();
 
@@ -111,7 +115,7 @@ export async function startNode(parameters: StartNodeParameters): Promise<Runnin
     clearInterval(sweepTimer);
     const graceTimer = new Promise<void>((resolve) => setTimeout(resolve, config.shutdownGraceMs).unref());
     await streams?.close();
-    await Promise.race([Promise.all([app?.close(), grpcServer?.close()]), graceTimer]);
+    await Promise.race([Promise.all([app?.close(), grpcServer?.close(), gateway?.close()]), graceTimer]);
     grpcServer?.server.forceShutdown();
     context.pushes.close();
     context.load.stop();
@@ -135,6 +139,33 @@ export async function startNode(parameters: StartNodeParameters): Promise<Runnin
       });
     }
 
+    if (config.rpcUpstreamUrl !== "") {
+      gateway = await startTemporalGateway({
+        host: config.host,
+        port: config.rpcPort,
+        upstreamUrl: config.rpcUpstreamUrl,
+        dataDir: config.dataDir,
+        time: {
+          consensusNowNs: () => service.nowNs() + BigInt(service.meshState().consensusOffsetNs ?? "0"),
+          meshState: () => service.meshState(),
+        },
+        limits: {
+          maxBodyBytes: config.rpcMaxBodyBytes,
+          maxBatchItems: config.rpcMaxBatchItems,
+          maxResponseBytes: config.rpcMaxResponseBytes,
+          requestsPerSecondPerClient: config.rpcRequestsPerSecond,
+          maxConnections: config.rpcMaxConnections,
+        },
+        confirmations: config.rpcConfirmations,
+        chainName: config.rpcChainName,
+        legacyNumbers: config.rpcLegacyNumbers,
+        pollIntervalMs: 500,
+        logger,
+      }).catch((error: unknown) => {
+        throw listenError(error, "rpcPort", config.host, config.rpcPort);
+      });
+    }
+
     const host = urlHost(config.host);
     const endpoints: NodeEndpoints = {
       rest: `${tls === null ? "http" : "https"}://${host}:${restPort}`,
@@ -142,6 +173,7 @@ export async function startNode(parameters: StartNodeParameters): Promise<Runnin
       ws: `${tls === null ? "ws" : "wss"}://${host}:${restPort}${WS_STREAM_PATH}`,
       tls: tls !== null,
       mesh: config.meshPeers.length === 0 ? "" : `udp://${host}:${config.meshPort}`,
+      rpc: gateway?.url ?? "",
     };
     const certificate = tls === null ? {} : { certificate: { subject: tls.subject, validTo: tls.validTo } };
     logger.info({ endpoints, ...certificate, authRequired: context.auth.required, maxRequestsPerSecond: config.maxRequestsPerSecond }, "node listening");

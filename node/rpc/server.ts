@@ -1,0 +1,199 @@
+/**
+ * The temporal JSON-RPC gateway of a node (docs/protocol.md §9.5): HTTP POST on its own port in front of an EVM
+ * chain, with the framing of ./jsonrpc.ts, the methods of ./methods.ts, the store of ./store.ts and the block
+ * follower of ./observer.ts. Limits, published by `temporal_getLimits`: body size (HTTP 413 beyond it), batch
+ * length and response size (an item over them gets its own error), requests per second per client address (each
+ * item over it gets -32005), connections. Bad input never crashes it and never earns a stack trace.
+ */
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
+import type { AddressInfo } from "node:net";
+import { stringify } from "lossless-json";
+import type { Logger } from "pino";
+import { RateLimiter } from "../../lib/rateLimit";
+import { toJsonRpcError } from "../../wire/errorMapping";
+import { errorResponse, JSON_RPC_ERRORS, JsonRpcError, parseBody, type JsonRpcResponse, type ParsedItem } from "./jsonrpc";
+import { resolveMethod, type MethodContext, type PublishedLimits, type TemporalTimeSource, type Upstream } from "./methods";
+import { BlockObserver } from "./observer";
+import { TemporalStore } from "./store";
+
+export interface TemporalGatewayOptions {
+  host: string;
+  port: number;
+  upstreamUrl: string;
+  dataDir: string;
+  time: TemporalTimeSource;
+  limits: PublishedLimits;
+  confirmations: number;
+  chainName: string;
+  legacyNumbers: boolean;
+  /** How often the chain is polled for new blocks, ms. */
+  pollIntervalMs: number;
+  logger: Logger;
+}
+
+export interface RunningGateway {
+  readonly url: string;
+  readonly store: TemporalStore;
+  readonly observer: BlockObserver;
+  close(): Promise<void>;
+}
+
+/** Upstream calls that take longer fail with -32000, ms. */
+const UPSTREAM_TIMEOUT_MS = 10_000;
+
+/** The chain behind the gateway over HTTP JSON-RPC; its errors come back as the chain gave them. */
+export function httpUpstream(url: string): Upstream {
+  let nextId = 1;
+  return {
+    async call(method, params) {
+      let answer: { result?: unknown; error?: { code: number; message: string; data?: unknown } };
+      try {
+        const response = await fetch(url, {
+          method: "POST",
+          headers: { "content-type": "application/json" },
+          body: JSON.stringify({ jsonrpc: "2.0", id: nextId++, method, params }),
+          signal: AbortSignal.timeout(UPSTREAM_TIMEOUT_MS),
+        });
+        answer = (await response.json()) as typeof answer;
+      } catch (error) {
+        throw new JsonRpcError(JSON_RPC_ERRORS.UPSTREAM_ERROR, "Upstream unavailable", (error as Error).name);
+      }
+      if (answer.error !== undefined) throw new JsonRpcError(answer.error.code, answer.error.message, answer.error.data);
+      return answer.result ?? null;
+    },
+  };
+}
+
+function readBody(request: IncomingMessage, maxBytes: number): Promise<string | "too-large"> {
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    let size = 0;
+    request.on("data", (chunk: Buffer) => {
+      size += chunk.length;
+      if (size > maxBytes) {
+        request.removeAllListeners("data");
+        request.resume(); // drain the rest, answer 413
+        resolve("too-large");
+        return;
+      }
+      chunks.push(chunk);
+    });
+    request.on("end", () => resolve(Buffer.concat(chunks).toString("utf8")));
+    request.on("error", reject);
+  });
+}
+
+export async function startTemporalGateway(options: TemporalGatewayOptions): Promise<RunningGateway> {
+  const { limits, logger } = options;
+  const store = new TemporalStore(options.dataDir);
+  const upstream = httpUpstream(options.upstreamUrl);
+  const observer = new BlockObserver(upstream, store, () => options.time.consensusNowNs(), logger);
+  const rateLimiter = new RateLimiter({ ratePerSecond: limits.requestsPerSecondPerClient });
+  const context: MethodContext = {
+    store,
+    upstream,
+    time: options.time,
+    limits,
+    confirmations: options.confirmations,
+    chainName: options.chainName,
+    legacyNumbers: options.legacyNumbers,
+  };
+
+  async function answer(item: ParsedItem, clientKey: string): Promise<JsonRpcResponse | null> {
+    if (!item.ok) return item.response;
+    const { call } = item;
+    const id = call.id ?? null;
+    const notification = call.id === undefined;
+    if (!rateLimiter.tryTake(clientKey)) {
+      return notification ? null : errorResponse(id, JSON_RPC_ERRORS.RATE_LIMITED, "Rate limit exceeded", `at most ${limits.requestsPerSecondPerClient} requests per second per client`);
+    }
+    let response: JsonRpcResponse;
+    try {
+      const result = await resolveMethod(call.method)(call.params, context);
+      response = { jsonrpc: "2.0", id, result };
+    } catch (error) {
+      if (error instanceof JsonRpcError) {
+        response = errorResponse(id, error.code, error.message, error.data);
+      } else {
+        // The node's own errors map through the one table every transport uses (wire/errorMapping.ts).
+        const mapped = toJsonRpcError(error);
+        if (mapped.serverFault) logger.warn({ method: call.method, err: (error as Error).message }, "temporal gateway: internal error");
+        response = errorResponse(id, mapped.code, mapped.message);
+      }
+    }
+    if (notification) return null;
+    if (stringify(response)!.length > limits.maxResponseBytes) {
+      return errorResponse(id, JSON_RPC_ERRORS.RESPONSE_TOO_LARGE, "Response too large", `more than ${limits.maxResponseBytes} bytes; narrow the request`);
+    }
+    return response;
+  }
+
+  async function handle(request: IncomingMessage, response: ServerResponse): Promise<void> {
+    const send = (status: number, body: unknown) => {
+      response.writeHead(status, { "content-type": "application/json" }).end(body === null ? "" : stringify(body));
+    };
+    if (request.method !== "POST") {
+      send(405, errorResponse(null, JSON_RPC_ERRORS.INVALID_REQUEST, "Invalid Request", "JSON-RPC is served over POST"));
+      return;
+    }
+    const body = await readBody(request, limits.maxBodyBytes);
+    if (body === "too-large") {
+      send(413, errorResponse(null, JSON_RPC_ERRORS.INVALID_REQUEST, "Invalid Request", `the body is larger than ${limits.maxBodyBytes} bytes`));
+      return;
+    }
+    const clientKey = request.socket.remoteAddress ?? "unknown";
+    const parsed = parseBody(body, limits.maxBatchItems);
+    if (parsed.kind === "error") return send(200, parsed.response);
+    if (parsed.kind === "single") {
+      const single = await answer(parsed.item, clientKey);
+      return single === null ? send(204, null) : send(200, single);
+    }
+    const answers = (await Promise.all(parsed.items.map((item) => answer(item, clientKey)))).filter((a): a is JsonRpcResponse => a !== null);
+    return answers.length === 0 ? send(204, null) : send(200, answers);
+  }
+
+  const server: Server = createServer((request, response) => {
+    handle(request, response).catch((error: unknown) => {
+      logger.warn({ err: (error as Error).message }, "temporal gateway: request failed");
+      if (!response.headersSent) response.writeHead(500, { "content-type": "application/json" }).end(stringify(errorResponse(null, JSON_RPC_ERRORS.INTERNAL_ERROR, "Internal error")));
+      else response.destroy();
+    });
+  });
+  server.maxConnections = limits.maxConnections;
+  server.headersTimeout = 10_000;
+  server.requestTimeout = 30_000;
+  await new Promise<void>((resolve, reject) => {
+    server.once("error", reject);
+    server.listen(options.port, options.host, () => resolve());
+  });
+  const { port } = server.address() as AddressInfo;
+
+  let stopped = false;
+  let timer: NodeJS.Timeout | undefined;
+  let ticking: Promise<void> = Promise.resolve();
+  let lastObserverError = 0;
+  const tick = () => {
+    ticking = observer.tick().catch((error: unknown) => {
+      if (Date.now() - lastObserverError > 10_000) logger.warn({ err: (error as Error).message }, "temporal gateway: following the chain failed; retried");
+      lastObserverError = Date.now();
+    });
+    void ticking.then(() => {
+      if (!stopped) timer = setTimeout(tick, options.pollIntervalMs);
+    });
+  };
+  tick();
+
+  return {
+    url: `http://${options.host.includes(":") ? `[${options.host}]` : options.host}:${port}`,
+    store,
+    observer,
+    async close() {
+      stopped = true;
+      if (timer !== undefined) clearTimeout(timer);
+      await ticking;
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+      server.closeAllConnections();
+      store.close();
+    },
+  };
+}

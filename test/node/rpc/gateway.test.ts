@@ -1,0 +1,277 @@
+/**
+ * The temporal JSON-RPC gateway (node/rpc/) in front of a real `hardhat node` process on loopback: the temporal
+ * methods, automatic timestamping (received and observed), restart persistence, a reorg, every bad-input class,
+ * limits, legacy numbers, and a property: no answer (outside the legacy mode) holds a JSON number above 2^53 − 1.
+ */
+import { expect } from "chai";
+import fc from "fast-check";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { isLosslessNumber, parse } from "lossless-json";
+import pino from "pino";
+import { createWalletClient, http, parseEther, type Hex } from "viem";
+import { privateKeyToAccount } from "viem/accounts";
+import { startDevNode } from "../../../node/cli";
+import type { MeshStateReport } from "../../../node/core/types";
+import { startTemporalGateway, type RunningGateway } from "../../../node/rpc/server";
+import { startChainProcess, stopChainProcess, type ChainProcess } from "../../../scripts/chainProcess";
+import { HARDHAT_DEV_KEYS } from "../../../scripts/network";
+
+const LONE: MeshStateReport = {
+  convergenceState: "Initializing",
+  timeQuality: 0,
+  peerCount: 0,
+  members: 1,
+  threshold: 1,
+  consensusOffsetNs: null,
+  lastError: null,
+  role: "primary",
+  roundsSucceeded: 0,
+  roundsFailed: {},
+  peers: [],
+  tamperAlerts: [],
+};
+const LIMITS = { maxBodyBytes: 8_192, maxBatchItems: 5, maxResponseBytes: 65_536, requestsPerSecondPerClient: 0, maxConnections: 64 };
+const nowNs = () => BigInt(Date.now()) * 1_000_000n;
+
+interface Answer {
+  id?: unknown;
+  result?: unknown;
+  error?: { code: number; message: string; data?: unknown };
+}
+
+async function post(url: string, body: unknown): Promise<{ status: number; text: string; json: unknown }> {
+  const response = await fetch(url, { method: "POST", headers: { "content-type": "application/json" }, body: typeof body === "string" ? body : JSON.stringify(body) });
+  const text = await response.text();
+  return { status: response.status, text, json: text === "" ? null : JSON.parse(text) };
+}
+
+async function call(url: string, method: string, params: unknown[] = []): Promise<Answer> {
+  return (await post(url, { jsonrpc: "2.0", id: 1, method, params })).json as Answer;
+}
+
+async function until<T>(read: () => Promise<T | undefined>, what: string, timeoutMs = 20_000): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const value = await read();
+    if (value !== undefined) return value;
+    if (Date.now() > deadline) throw new Error(`${what} did not happen within ${timeoutMs} ms`);
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+}
+
+describe("temporal JSON-RPC gateway (node/rpc) in front of a hardhat node", function () {
+  this.timeout(120_000);
+  let chain: ChainProcess;
+  let dir: string;
+  let gateway: RunningGateway;
+
+  function start(overrides: { legacyNumbers?: boolean; limits?: Partial<typeof LIMITS> } = {}): Promise<RunningGateway> {
+    return startTemporalGateway({
+      host: "127.0.0.1",
+      port: 0,
+      upstreamUrl: chain.rpcUrl,
+      dataDir: dir,
+      time: { consensusNowNs: nowNs, meshState: () => LONE },
+      limits: { ...LIMITS, ...overrides.limits },
+      confirmations: 1,
+      chainName: "hardhat-local",
+      legacyNumbers: overrides.legacyNumbers ?? false,
+      pollIntervalMs: 100,
+      logger: pino({ level: "silent" }),
+    });
+  }
+
+  const user = privateKeyToAccount(HARDHAT_DEV_KEYS.user);
+
+  async function signedTransfer(nonceOffset = 0): Promise<Hex> {
+    const nonce = Number(BigInt(((await call(chain.rpcUrl, "eth_getTransactionCount", [user.address, "pending"])).result as string))) + nonceOffset;
+    return user.signTransaction({ type: "eip1559", chainId: 31337, nonce, to: user.address, value: 1n, gas: 21_000n, maxFeePerGas: 10_000_000_000n, maxPriorityFeePerGas: 1_000_000_000n });
+  }
+
+  before(async () => {
+    chain = await startChainProcess(31337);
+    await call(chain.rpcUrl, "evm_setIntervalMining", [500]);
+    dir = mkdtempSync(join(tmpdir(), "ats-gateway-"));
+    gateway = await start();
+  });
+
+  after(async () => {
+    await gateway?.close();
+    await stopChainProcess(chain);
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  it("temporal_getConsensusTime: consensus time as a decimal string, and the mesh's state (a lone node says Initializing, 0 peers)", async () => {
+    const { result } = await call(gateway.url, "temporal_getConsensusTime");
+    const time = result as { consensusTimeNs: string; timeQuality: number; convergenceState: string; peerCount: number; consensusOffsetNs: null };
+    expect(time.consensusTimeNs).to.match(/^[1-9][0-9]{18}$/);
+    expect(Math.abs(Number(BigInt(time.consensusTimeNs) / 1_000_000n) - Date.now())).to.be.below(5_000);
+    expect(time).to.include({ convergenceState: "Initializing", peerCount: 0, timeQuality: 0, consensusOffsetNs: null });
+    expect((await call(gateway.url, "temporal_getMeshState")).result).to.deep.equal(LONE);
+    expect((await call(gateway.url, "system_health")).result).to.deep.equal({ peers: 0, isSyncing: false, shouldHavePeers: false });
+    expect((await call(gateway.url, "system_chain")).result).to.equal("hardhat-local");
+    expect((await call(gateway.url, "eth_chainId")).result).to.equal("0x7a69");
+    const genesis = (await call(gateway.url, "chain_getBlockHash", [0])).result as string;
+    expect(genesis).to.match(/^0x[0-9a-f]{64}$/);
+    expect(genesis).to.equal(((await call(chain.rpcUrl, "eth_getBlockByNumber", ["0x0", false])).result as { hash: string }).hash);
+  });
+
+  it("timestamps a transaction it forwards at arrival, keeps that time when the block includes it, and reports its wait", async () => {
+    const before = nowNs();
+    const { result: hash } = await call(gateway.url, "eth_sendRawTransaction", [await signedTransfer()]);
+    const after = nowNs();
+    const stamped = BigInt((await call(gateway.url, "temporal_getTransactionTimestamp", [hash])).result as string);
+    expect(stamped >= before && stamped <= after).to.equal(true);
+    const receipt = await until(async () => ((await call(chain.rpcUrl, "eth_getTransactionReceipt", [hash])).result as { blockNumber: string } | null) ?? undefined, "its receipt");
+    const block = await until(async () => ((await call(gateway.url, "temporal_getBlockMetadata", [receipt.blockNumber])).result as { transactionCount: number; maxTimestampNs: string } | null) ?? undefined, "the block's metadata");
+    expect(block.transactionCount).to.equal(1);
+    expect(block.maxTimestampNs).to.equal(stamped.toString());
+    expect(BigInt((await call(gateway.url, "temporal_getTransactionTimestamp", [hash])).result as string)).to.equal(stamped);
+    const wait = (await call(gateway.url, "temporal_getTransactionWaitTime", [hash])).result as { included: boolean; waitNs: string };
+    expect(wait.included).to.equal(true);
+    expect(BigInt(wait.waitNs) >= 0n).to.equal(true);
+    const watermark = (await call(gateway.url, "temporal_getWatermarkInfo")).result as { watermarkNs: string };
+    expect(BigInt(watermark.watermarkNs) >= stamped).to.equal(true);
+    // Final once a block is on top: its transactions, by either hash.
+    await until(async () => {
+      const answer = await call(gateway.url, "temporal_getBlockTransactionTimestamps", [receipt.blockNumber]);
+      return answer.result === undefined ? undefined : answer.result;
+    }, "finality", 10_000).then((rows) => {
+      expect(rows).to.deep.equal([{ nativeHash: hash, ethHash: hash, extrinsicIndex: 0, timestampNs: stamped.toString() }]);
+    });
+  });
+
+  it("timestamps a transaction first seen in a block when it observes the block; a reorg drops that timestamp and the orphaned block", async () => {
+    const snapshot = (await call(chain.rpcUrl, "evm_snapshot")).result;
+    const direct = (await call(chain.rpcUrl, "eth_sendRawTransaction", [await signedTransfer()])).result as Hex;
+    const observed = await until(async () => ((await call(gateway.url, "temporal_getTransactionTimestamp", [direct])).result as string | null) ?? undefined, "the observation");
+    expect(observed).to.match(/^[1-9][0-9]{18}$/);
+    const receipt = (await call(chain.rpcUrl, "eth_getTransactionReceipt", [direct])).result as { blockNumber: string; blockHash: string };
+    expect((await call(chain.rpcUrl, "evm_revert", [snapshot])).result).to.equal(true);
+    for (let i = 0; i < 3; i++) await call(chain.rpcUrl, "evm_mine");
+    await until(async () => ((await call(gateway.url, "temporal_getTransactionTimestamp", [direct])).result === null ? true : undefined), "the orphaned timestamp's removal");
+    const block = (await call(gateway.url, "temporal_getBlockMetadata", [receipt.blockNumber])).result as { hash: string } | null;
+    expect(block?.hash).to.not.equal(receipt.blockHash);
+    expect(gateway.observer.reorgsTotal).to.be.greaterThan(0);
+  });
+
+  it("keeps its timestamps across a restart", async () => {
+    const { result: hash } = await call(gateway.url, "eth_sendRawTransaction", [await signedTransfer()]);
+    const stamped = (await call(gateway.url, "temporal_getTransactionTimestamp", [hash])).result;
+    await gateway.close();
+    gateway = await start();
+    expect((await call(gateway.url, "temporal_getTransactionTimestamp", [hash])).result).to.equal(stamped);
+  });
+
+  describe("bad input: a clear error per item, never a crash", () => {
+    it("parse error, invalid requests, wrong arity and types, unknown and unsafe methods", async () => {
+      expect(((await post(gateway.url, "{ not json")).json as Answer).error).to.include({ code: -32700 });
+      expect((await call(gateway.url, "temporal_getTransactionTimestamp", [])).error).to.include({ code: -32602 });
+      expect(((await post(gateway.url, { jsonrpc: "1.0", id: 1, method: "eth_chainId" })).json as Answer).error).to.include({ code: -32600 });
+      expect(((await post(gateway.url, { jsonrpc: "2.0", id: 1 })).json as Answer).error).to.include({ code: -32600 });
+      expect(((await post(gateway.url, { jsonrpc: "2.0", id: { a: 1 }, method: "eth_chainId" })).json as Answer).error).to.include({ code: -32600 });
+      expect(((await post(gateway.url, { jsonrpc: "2.0", id: 1, method: "eth_chainId", extra: true })).json as Answer).error).to.include({ code: -32600 });
+      expect(((await post(gateway.url, { jsonrpc: "2.0", id: 1, method: "eth_chainId", params: 7 })).json as Answer).error).to.include({ code: -32600 });
+      const short = await call(gateway.url, "temporal_getTransactionTimestamp", [`0x${"ab".repeat(31)}`]);
+      expect(short.error).to.deep.include({ code: -32602, data: "hash must be 32 bytes, got 31" });
+      const long = await call(gateway.url, "temporal_getTransactionTimestamp", [`0x${"ab".repeat(33)}`]);
+      expect(long.error).to.deep.include({ code: -32602, data: "hash must be 32 bytes, got 33" });
+      expect((await call(gateway.url, "temporal_getTransactionTimestamp", [`0x${"zz".repeat(32)}`])).error).to.deep.include({ code: -32602, data: "hash must be 0x-prefixed hex" });
+      expect((await call(gateway.url, "temporal_getTransactionTimestamp", [123])).error).to.include({ code: -32602 });
+      expect((await call(gateway.url, "temporal_getBlockMetadata", [-1])).error).to.include({ code: -32602 });
+      expect((await call(gateway.url, "temporal_nope")).error).to.include({ code: -32601, message: "Method not found" });
+      for (const unsafe of ["eth_sendTransaction", "eth_sign", "personal_sign", "evm_mine", "hardhat_setBalance", "debug_traceTransaction", "admin_peers"]) {
+        expect((await call(gateway.url, unsafe)).error, unsafe).to.include({ code: -32601, message: "Method not allowed" });
+      }
+      expect((await call(gateway.url, "temporal_getTransactionTimestamp", [`0x${"00".repeat(32)}`])).result).to.equal(null);
+    });
+
+    it("a batch answers each item on its own: invalid ones, ones beyond the batch limit, and notifications (no answer)", async () => {
+      const items = [
+        { jsonrpc: "2.0", id: 1, method: "eth_chainId" },
+        { jsonrpc: "2.0", id: 2, method: "temporal_nope" },
+        "not an object",
+        { jsonrpc: "2.0", method: "eth_chainId" }, // a notification
+        { jsonrpc: "2.0", id: 5, method: "system_chain" },
+        { jsonrpc: "2.0", id: 6, method: "eth_chainId" }, // beyond the 5-item limit
+      ];
+      const { status, json } = await post(gateway.url, items);
+      expect(status).to.equal(200);
+      const answers = json as Answer[];
+      expect(answers.map((a) => a.id)).to.deep.equal([1, 2, null, 5, 6]);
+      expect(answers[0]!.result).to.equal("0x7a69");
+      expect(answers[1]!.error!.code).to.equal(-32601);
+      expect(answers[2]!.error!.code).to.equal(-32600);
+      expect(answers[3]!.result).to.equal("hardhat-local");
+      expect(answers[4]!.error).to.deep.include({ code: -32600, data: "batch item 5 is beyond the 5-item limit" });
+      expect(((await post(gateway.url, [])).json as Answer).error!.code).to.equal(-32600);
+      expect((await post(gateway.url, { jsonrpc: "2.0", method: "eth_chainId" })).status).to.equal(204);
+    });
+
+    it("a body over the limit is HTTP 413 with a JSON-RPC error; GET is 405", async () => {
+      const big = await post(gateway.url, { jsonrpc: "2.0", id: 1, method: "eth_call", params: [{ data: `0x${"00".repeat(8_192)}` }] });
+      expect(big.status).to.equal(413);
+      expect((big.json as Answer).error!.code).to.equal(-32600);
+      expect((await fetch(gateway.url)).status).to.equal(405);
+      // Still serving.
+      expect((await call(gateway.url, "eth_chainId")).result).to.equal("0x7a69");
+    });
+
+    it("publishes its limits, and beyond the per-client rate each item gets -32005 while the others are answered", async () => {
+      const limited = await start({ limits: { requestsPerSecondPerClient: 3 } });
+      try {
+        const limits = (await call(limited.url, "temporal_getLimits")).result as Record<string, number>;
+        expect(limits).to.include({ maxBatchItems: 5, requestsPerSecondPerClient: 3, rateLimitErrorCode: -32005, responseTooLargeErrorCode: -32006 });
+        const batch = [1, 2, 3, 4, 5].map((id) => ({ jsonrpc: "2.0", id, method: "system_chain" }));
+        const answers = (await post(limited.url, batch)).json as Answer[];
+        expect(answers.filter((a) => a.error?.code === -32005).length).to.be.greaterThan(0);
+        expect(answers.filter((a) => a.error?.code === -32005).every((a) => a.error!.message === "Rate limit exceeded")).to.equal(true);
+      } finally {
+        await limited.close();
+      }
+    });
+  });
+
+  it("no answer holds a JSON number above 2^53 − 1 (property over methods and params); the legacy mode does, losslessly", async () => {
+    const methods = ["temporal_getConsensusTime", "temporal_getWatermarkInfo", "temporal_getBlockMetadata", "temporal_getTransactionTimestamp", "temporal_getQueueStats", "temporal_getRecentWaitTimes", "temporal_getLimits", "eth_blockNumber", "chain_getFinalizedHead"];
+    const numbersIn = (value: unknown, found: unknown[] = []): unknown[] => {
+      if (isLosslessNumber(value)) found.push(value);
+      else if (Array.isArray(value)) value.forEach((item) => numbersIn(item, found));
+      else if (typeof value === "object" && value !== null) Object.values(value).forEach((item) => numbersIn(item, found));
+      return found;
+    };
+    await fc.assert(
+      fc.asyncProperty(fc.constantFrom(...methods), fc.array(fc.oneof(fc.integer({ min: 0, max: 50 }), fc.constant(`0x${"11".repeat(32)}`), fc.constant("latest")), { maxLength: 1 }), async (method, params) => {
+        const { text } = await post(gateway.url, { jsonrpc: "2.0", id: 1, method, params });
+        for (const number of numbersIn(parse(text))) expect(Number.isSafeInteger(Number(String(number))), `${method}: ${String(number)}`).to.equal(true);
+      }),
+      { numRuns: 40 },
+    );
+    const legacy = await start({ legacyNumbers: true });
+    try {
+      const { text } = await post(legacy.url, { jsonrpc: "2.0", id: 1, method: "temporal_getWatermarkInfo", params: [] });
+      const watermark = (parse(text) as { result: { watermarkNs: unknown } }).result.watermarkNs;
+      expect(isLosslessNumber(watermark), text).to.equal(true);
+      expect(BigInt(String(watermark)) > BigInt(Number.MAX_SAFE_INTEGER)).to.equal(true);
+    } finally {
+      await legacy.close();
+    }
+  });
+
+  it("a node serves it on rpcPort when rpcUpstreamUrl is set, and reports it in its endpoints", async () => {
+    const dev = await startDevNode({ env: {}, cwd: process.cwd(), logger: () => pino({ level: "silent" }), overrides: { rpcUpstreamUrl: chain.rpcUrl, rpcPort: 0, grpcEnabled: false } });
+    try {
+      expect(dev.node.endpoints.rpc ?? "").to.match(/^http:\/\/127\.0\.0\.1:\d+$/);
+      const time = (await call(dev.node.endpoints.rpc!, "temporal_getConsensusTime")).result as { consensusTimeNs: string; convergenceState: string };
+      expect(time.convergenceState).to.equal("Initializing");
+      expect(Math.abs(Number(BigInt(time.consensusTimeNs) / 1_000_000n) - Date.now())).to.be.below(5_000);
+      const wallet = createWalletClient({ account: user, transport: http(dev.node.endpoints.rpc!) });
+      const hash = await wallet.sendTransaction({ to: user.address, value: parseEther("0.0001"), chain: null });
+      expect((await call(dev.node.endpoints.rpc!, "temporal_getTransactionTimestamp", [hash])).result).to.match(/^[1-9][0-9]{18}$/);
+    } finally {
+      await dev.close();
+    }
+  });
+});
