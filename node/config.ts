@@ -568,6 +568,16 @@ export const SETTINGS = {
     max: NS_PER_SECOND,
     secret: false,
   }),
+  meshCoSignSlackNs: setting({
+    kind: "ns",
+    env: "ATS_MESH_COSIGN_SLACK_NS",
+    description:
+      "How much later than this node's own measurement of the path a round's exchange may arrive after the proposer's moment and still be co-signed (docs/protocol.md §7.5): room for queueing in busy event loops. It is also the most a faulty proposer can backdate a moment beyond the accuracy it claims.",
+    default: 20n * NS_PER_MILLISECOND,
+    min: 0n,
+    max: NS_PER_SECOND,
+    secret: false,
+  }),
   meshMaxProofAgeNs: setting({
     kind: "ns",
     env: "ATS_MESH_MAX_PROOF_AGE_NS",

@@ -42,6 +42,8 @@ export const NetworkFileSchema = Type.Object(
     chains: Type.Array(ChainEntry, { minItems: 1, maxItems: MAX_CHAINS }),
     /** REST base URLs of attesting nodes (a cluster client picks among them). */
     nodes: Type.Array(Type.String({ pattern: "^https?://", maxLength: 2048 }), { minItems: 1, maxItems: 32 }),
+    /** The nodes' temporal JSON-RPC gateways (docs/protocol.md §9.5), for other tools; the relayer does not use them. */
+    temporalRpc: Type.Optional(Type.Array(Type.String({ pattern: "^https?://", maxLength: 2048 }), { maxItems: 32 })),
   },
   { additionalProperties: false },
 );

@@ -60,6 +60,8 @@ export interface LocalNetwork {
   readonly chains: readonly LocalChain[];
   /** REST base URLs of the attesting nodes. */
   readonly nodes: readonly string[];
+  /** Each node's temporal JSON-RPC gateway, in front of the first chain (alpha). */
+  readonly temporalRpc: readonly string[];
   readonly networkFile: string;
   readonly relayerConfigFile: string;
   /** Environment the relayer needs beside its config file (its key). */
@@ -116,28 +118,40 @@ export async function startLocalNetwork(options: StartLocalNetworkOptions): Prom
     for (const close of closers.reverse()) await close().catch(() => undefined);
   };
   try {
-    // Attesting nodes.
+    // The chains first: the attesting nodes' temporal gateways front the first one.
+    const chainProcesses: ChainProcess[] = [];
+    for (const { chainId } of LOCAL_CHAINS) {
+      const chainProcess = await startChainProcess(chainId);
+      closers.push(() => stopChainProcess(chainProcess));
+      chainProcesses.push(chainProcess);
+    }
+
+    // Attesting nodes, each with a temporal JSON-RPC gateway in front of alpha.
+    const gatewaySettings = { rpcUpstreamUrl: chainProcesses[0]!.rpcUrl, rpcPort: 0, rpcChainName: LOCAL_CHAINS[0].name };
     let endpoints: string[];
+    let gateways: string[];
     let trustedRootPem: string;
     if (options.meshNodes === 1) {
-      const dev = await startDevNode({ env: {}, cwd: process.cwd(), logger: () => options.nodeLogger });
+      const dev = await startDevNode({ env: {}, cwd: process.cwd(), logger: () => options.nodeLogger, overrides: gatewaySettings });
       closers.push(() => dev.close());
       endpoints = [dev.node.endpoints.rest];
+      gateways = [dev.node.endpoints.rpc ?? ""];
       trustedRootPem = dev.trustedRootPem;
     } else {
-      const cluster = await startDevCluster({ nodes: options.meshNodes, env: {}, cwd: process.cwd(), logger: () => options.nodeLogger });
+      const cluster = await startDevCluster({ nodes: options.meshNodes, env: {}, cwd: process.cwd(), logger: () => options.nodeLogger, overrides: gatewaySettings });
       closers.push(() => cluster.close());
       endpoints = cluster.nodes.map((node) => node.endpoints.rest);
+      gateways = cluster.nodes.map((node) => node.endpoints.rpc ?? "");
       trustedRootPem = cluster.trustedRootPem;
     }
     log(`attesting nodes: ${endpoints.join(", ")}`);
+    log(`temporal JSON-RPC (in front of ${LOCAL_CHAINS[0].name}): ${gateways[0]}`);
     const registrations = await registrationsOf(endpoints, trustedRootPem);
 
-    // Chains, with the contracts deployed and the nodes registered.
+    // The contracts deployed on each chain, the nodes registered.
     const chains: LocalChain[] = [];
-    for (const { name, chainId } of LOCAL_CHAINS) {
-      const chainProcess = await startChainProcess(chainId);
-      closers.push(() => stopChainProcess(chainProcess));
+    for (const [index, { name, chainId }] of LOCAL_CHAINS.entries()) {
+      const chainProcess = chainProcesses[index]!;
       const publicClient = createPublicClient({ transport: http(chainProcess.rpcUrl) }) as PublicClient;
       const deployment = await deployAttestedTime(options.hre, {
         deployer: walletFor(chainProcess.rpcUrl, chainId, HARDHAT_DEV_KEYS.deployer) as never,
@@ -170,6 +184,7 @@ export async function startLocalNetwork(options: StartLocalNetworkOptions): Prom
         confirmations: options.confirmations ?? 1,
       })),
       nodes: endpoints,
+      temporalRpc: gateways.filter((url) => url !== ""),
     };
     writeFileSync(networkFile, `${JSON.stringify(network, null, 2)}\n`);
     const relayerConfigFile = join(options.dir, "relayer.json");
@@ -182,6 +197,7 @@ export async function startLocalNetwork(options: StartLocalNetworkOptions): Prom
     const localNetwork: LocalNetwork = {
       chains,
       nodes: endpoints,
+      temporalRpc: gateways,
       networkFile,
       relayerConfigFile,
       relayerEnv,

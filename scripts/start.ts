@@ -42,6 +42,7 @@ async function main(): Promise<number> {
     log("");
     log(`The network is up. Endpoints and addresses: ${network.networkFile}`);
     log(`   relayer items: curl ${relayer.api}/items   metrics: ${relayer.api}/metrics`);
+    log(`   temporal JSON-RPC (alpha): ${network.temporalRpc[0]}   e.g. curl -s -d '{"jsonrpc":"2.0","id":1,"method":"temporal_getConsensusTime"}' ${network.temporalRpc[0]}`);
     if (values.once) return 0;
     log("Press Ctrl-C to stop.");
     await waitForSignal();

@@ -76,6 +76,7 @@ export function createMesh(parameters: CreateMeshStageParameters, deps: Consensu
     probeIntervalMs: config.meshProbeIntervalMs,
     roundTimeoutMs: config.meshRoundTimeoutMs,
     maxPeerUncertaintyNs: config.meshMaxPeerUncertaintyNs,
+    coSignSlackNs: config.meshCoSignSlackNs,
     maxProofAgeNs: config.meshMaxProofAgeNs,
     logger,
     ...(parameters.onListening === undefined ? {} : { onListening: parameters.onListening }),

@@ -48,20 +48,6 @@ import type { MeshPeerLink, MeshTransport } from "./transport";
 
 /** A filter sample older than this does not stand in for a round's own exchange, ns (its drift allowance grows). */
 const MAX_FILTER_SAMPLE_AGE_NS = 2_000_000_000n;
-/**
- * Least slack of the co-signing transit bound beyond the measured path (§7.5): what an honest proposer may spend
- * between reading its card and sending the round's exchanges, plus queueing in both event loops. It is also how far
- * a faulty proposer can backdate a moment beyond the accuracy it claims, so it is kept small: the larger of this
- * and 8 × meshWindowNs (a mesh that tolerates readings a window apart tolerates its queueing too). Measured: on a
- * 2-core host running a test suite beside a 4-member in-process mesh, honest exchanges arrived up to ~3 ms after
- * their moment beyond the measured path; 1 ms refused honest rounds there.
- */
-export const MESH_TRANSIT_SLACK_NS = 2_000_000n;
-
-/** The co-signing transit slack of a mesh with window `windowNs` (see MESH_TRANSIT_SLACK_NS). */
-export function transitSlackNs(windowNs: bigint): bigint {
-  return 8n * windowNs > MESH_TRANSIT_SLACK_NS ? 8n * windowNs : MESH_TRANSIT_SLACK_NS;
-}
 /** Rounds a responder remembers per proposer between the exchange and the co-sign request. */
 const MAX_PENDING_ROUNDS_PER_PEER = 16;
 
@@ -82,6 +68,8 @@ export interface MeshOptions {
   readonly roundTimeoutMs: number;
   /** Readings with a larger uncertainty (slow link, loose card) are left out of rounds, ns. */
   readonly maxPeerUncertaintyNs: bigint;
+  /** Co-signing transit slack beyond the measured path (setting meshCoSignSlackNs, §7.5). */
+  readonly coSignSlackNs: bigint;
   /** current() refuses a consensus proof older than this, ns. */
   readonly maxProofAgeNs: bigint;
   readonly recoveryMemo?: RecoveryMemo;
@@ -402,7 +390,7 @@ export class Mesh {
    * How late after the proposer's moment its round's exchange may arrive here and still be co-signed (§7.5): this
    * node's own measurement of the path (the largest round-trip delay of its recent samples, which carries the
    * queueing both event loops add, capped at twice meshMaxPeerUncertaintyNs so that a proposer answering probes
-   * late cannot widen it further), plus four jitters and the transit slack; never more than the round
+   * late cannot widen it further), plus four jitters and meshCoSignSlackNs; never more than the round
    * timeout. Null without a recent sample: then nothing but the proposer's word bounds the transit.
    */
   #transitBoundNs(peer: PeerRecord, roundTimeoutNs: bigint): bigint | null {
@@ -411,7 +399,7 @@ export class Mesh {
     let largestDelayNs = 0n;
     for (const sample of peer.filter.samples()) if (sample.delayNs > largestDelayNs) largestDelayNs = sample.delayNs;
     const delayCapNs = 2n * this.#options.maxPeerUncertaintyNs;
-    const boundNs = (largestDelayNs < delayCapNs ? largestDelayNs : delayCapNs) + 4n * peer.filter.jitterNs() + transitSlackNs(this.#options.windowNs);
+    const boundNs = (largestDelayNs < delayCapNs ? largestDelayNs : delayCapNs) + 4n * peer.filter.jitterNs() + this.#options.coSignSlackNs;
     return boundNs < roundTimeoutNs ? boundNs : roundTimeoutNs;
   }
 
