@@ -54,6 +54,9 @@ type Autocannon = (options: {
   duration: number;
   pipelining?: number;
   overallRate?: number;
+  method?: "POST";
+  headers?: Record<string, string>;
+  body?: string;
 }) => Promise<AutocannonResult>;
 // autocannon ships no TypeScript types; the shape used here is declared above.
 // eslint-disable-next-line @typescript-eslint/no-require-imports
@@ -103,6 +106,12 @@ export async function runAutocannon(url: string, connections: number, durationS:
     p99Ms: result.latency.p99,
     failures: result.non2xx + result.errors + result.timeouts,
   };
+}
+
+/** POSTs of one JSON body (a JSON-RPC call) at full speed with autocannon. */
+export async function runAutocannonPost(url: string, body: string, connections: number, durationS: number): Promise<LoadResult> {
+  const result = await autocannon({ url, method: "POST", headers: { "content-type": "application/json" }, body, connections, duration: durationS, pipelining: 1 });
+  return { requestsPerSecond: result.requests.average, p50Ms: result.latency.p50, p99Ms: result.latency.p99, failures: result.non2xx + result.errors + result.timeouts };
 }
 
 /** Max throughput: wrk when installed, else autocannon. A short warm-up run first (JIT, connections). */
