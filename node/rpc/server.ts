@@ -1,5 +1,5 @@
 /**
- * The temporal JSON-RPC gateway of a node (docs/protocol.md §9.5): HTTP POST on its own port in front of an EVM
+ * The temporal JSON-RPC gateway of a node (docs/protocol.md §9.5): HTTP POST (and WebSocket, ./ws.ts) on its own port in front of an EVM
  * chain, with the framing of ./jsonrpc.ts, the methods of ./methods.ts, the store of ./store.ts and the block
  * follower of ./observer.ts. Limits, published by `temporal_getLimits`: body size (HTTP 413 beyond it), batch
  * length and response size (an item over them gets its own error), requests per second per client address (each
@@ -15,6 +15,7 @@ import { errorResponse, JSON_RPC_ERRORS, JsonRpcError, parseBody, type JsonRpcRe
 import { resolveMethod, type MethodContext, type PublishedLimits, type TemporalTimeSource, type Upstream } from "./methods";
 import { BlockObserver } from "./observer";
 import { TemporalStore } from "./store";
+import { attachGatewaySockets } from "./ws";
 
 export interface TemporalGatewayOptions {
   host: string;
@@ -159,6 +160,7 @@ export async function startTemporalGateway(options: TemporalGatewayOptions): Pro
       else response.destroy();
     });
   });
+  const sockets = attachGatewaySockets({ server, store, confirmations: options.confirmations, maxPayloadBytes: limits.maxBodyBytes, maxConnections: limits.maxConnections, answer });
   server.maxConnections = limits.maxConnections;
   server.headersTimeout = 10_000;
   server.requestTimeout = 30_000;
@@ -173,7 +175,7 @@ export async function startTemporalGateway(options: TemporalGatewayOptions): Pro
   let ticking: Promise<void> = Promise.resolve();
   let lastObserverError = 0;
   const tick = () => {
-    ticking = observer.tick().catch((error: unknown) => {
+    ticking = observer.tick().then(() => sockets.pump()).catch((error: unknown) => {
       if (Date.now() - lastObserverError > 10_000) logger.warn({ err: (error as Error).message }, "temporal gateway: following the chain failed; retried");
       lastObserverError = Date.now();
     });
@@ -191,6 +193,7 @@ export async function startTemporalGateway(options: TemporalGatewayOptions): Pro
       stopped = true;
       if (timer !== undefined) clearTimeout(timer);
       await ticking;
+      sockets.close();
       await new Promise<void>((resolve) => server.close(() => resolve()));
       server.closeAllConnections();
       store.close();

@@ -125,6 +125,12 @@ export class TemporalStore {
     return row === undefined ? undefined : blockFromRow(row);
   }
 
+  /** The first block this gateway recorded (its history starts there). */
+  firstBlock(): BlockRecord | undefined {
+    const row = this.db.prepare("SELECT * FROM blocks ORDER BY number ASC LIMIT 1").get() as BlockRow | undefined;
+    return row === undefined ? undefined : blockFromRow(row);
+  }
+
   latestBlock(): BlockRecord | undefined {
     const row = this.db.prepare("SELECT * FROM blocks ORDER BY number DESC LIMIT 1").get() as BlockRow | undefined;
     return row === undefined ? undefined : blockFromRow(row);

@@ -10,6 +10,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { isLosslessNumber, parse } from "lossless-json";
 import pino from "pino";
+import { WebSocket } from "ws";
 import { createWalletClient, http, parseEther, type Hex } from "viem";
 import { privateKeyToAccount } from "viem/accounts";
 import { startDevNode } from "../../../node/cli";
@@ -67,12 +68,12 @@ describe("temporal JSON-RPC gateway (node/rpc) in front of a hardhat node", func
   let dir: string;
   let gateway: RunningGateway;
 
-  function start(overrides: { legacyNumbers?: boolean; limits?: Partial<typeof LIMITS> } = {}): Promise<RunningGateway> {
+  function start(overrides: { legacyNumbers?: boolean; limits?: Partial<typeof LIMITS>; dataDir?: string } = {}): Promise<RunningGateway> {
     return startTemporalGateway({
       host: "127.0.0.1",
       port: 0,
       upstreamUrl: chain.rpcUrl,
-      dataDir: dir,
+      dataDir: overrides.dataDir ?? dir,
       time: { consensusNowNs: nowNs, meshState: () => LONE },
       limits: { ...LIMITS, ...overrides.limits },
       confirmations: 1,
@@ -258,6 +259,81 @@ describe("temporal JSON-RPC gateway (node/rpc) in front of a hardhat node", func
     } finally {
       await legacy.close();
     }
+  });
+
+  describe("WebSocket: the same methods, and finalized heads in order, resumable from a cursor", () => {
+    function open(url: string): Promise<{ socket: WebSocket; messages: unknown[]; next: (predicate: (m: Record<string, unknown>) => boolean) => Promise<Record<string, unknown>> }> {
+      const socket = new WebSocket(url.replace(/^http/, "ws"));
+      const messages: unknown[] = [];
+      const waiters: { predicate: (m: Record<string, unknown>) => boolean; resolve: (m: Record<string, unknown>) => void }[] = [];
+      socket.on("message", (data: Buffer) => {
+        const message = JSON.parse(data.toString()) as Record<string, unknown>;
+        const waiter = waiters.find((w) => w.predicate(message));
+        if (waiter !== undefined) {
+          waiters.splice(waiters.indexOf(waiter), 1);
+          waiter.resolve(message);
+        } else messages.push(message);
+      });
+      const next = (predicate: (m: Record<string, unknown>) => boolean) =>
+        new Promise<Record<string, unknown>>((resolve, reject) => {
+          const index = messages.findIndex((m) => predicate(m as Record<string, unknown>));
+          if (index >= 0) return resolve(messages.splice(index, 1)[0] as Record<string, unknown>);
+          const timer = setTimeout(() => reject(new Error("no such message within 15 s")), 15_000);
+          waiters.push({ predicate, resolve: (m) => (clearTimeout(timer), resolve(m)) });
+        });
+      return new Promise((resolve, reject) => {
+        socket.once("open", () => resolve({ socket, messages, next }));
+        socket.once("error", reject);
+      });
+    }
+    const heads = (m: Record<string, unknown>) => m.method === "chain_finalizedHead";
+    const numberOf = (m: Record<string, unknown>) => BigInt((m.params as { result: { number: string } }).result.number);
+
+    it("answers a call, streams every final block once and in order, and a reconnect with a cursor resumes without a gap", async () => {
+      const first = await open(gateway.url);
+      first.socket.send(JSON.stringify({ jsonrpc: "2.0", id: 1, method: "eth_chainId", params: [] }));
+      expect((await first.next((m) => m.id === 1)).result).to.equal("0x7a69");
+      first.socket.send(JSON.stringify({ jsonrpc: "2.0", id: 2, method: "chain_subscribeFinalizedHeads", params: [] }));
+      const subscription = (await first.next((m) => m.id === 2)).result;
+      expect(subscription).to.match(/^0x[0-9a-f]+$/);
+      const received = [await first.next(heads), await first.next(heads), await first.next(heads)];
+      const numbers = received.map(numberOf);
+      expect(numbers[1]! - numbers[0]!).to.equal(1n);
+      expect(numbers[2]! - numbers[1]!).to.equal(1n);
+      const results = received.map((m) => (m.params as { result: { hash: string; parentHash: string } }).result);
+      expect(results[1]!.parentHash).to.equal(results[0]!.hash);
+      first.socket.close();
+      await new Promise((resolve) => setTimeout(resolve, 1_200)); // blocks keep coming while away
+      const second = await open(gateway.url);
+      second.socket.send(JSON.stringify({ jsonrpc: "2.0", id: 3, method: "chain_subscribeFinalizedHeads", params: [numbers[2]!.toString()] }));
+      await second.next((m) => m.id === 3);
+      expect(numberOf(await second.next(heads))).to.equal(numbers[2]! + 1n);
+      second.socket.close();
+    });
+
+    it("refuses a cursor before its history, a batch in one message and a fifth subscription, each with a clear error", async () => {
+      // A gateway started now: its history begins at the current head, long after block 0.
+      const late = await start({ dataDir: join(dir, "late") });
+      try {
+        await until(async () => late.store.firstBlock(), "its first block");
+        const lateClient = await open(late.url);
+        lateClient.socket.send(JSON.stringify({ jsonrpc: "2.0", id: 1, method: "chain_subscribeFinalizedHeads", params: [0] }));
+        const refused = (await lateClient.next((m) => m.id === 1)).error as { code: number; data: string };
+        expect(refused.code).to.equal(-32602);
+        expect(refused.data).to.match(/^cursor 0 is before this gateway's history \(it starts at block \d+\)$/);
+        lateClient.socket.close();
+      } finally {
+        await late.close();
+      }
+      const client = await open(gateway.url);
+      client.socket.send(JSON.stringify([{ jsonrpc: "2.0", id: 2, method: "eth_chainId" }]));
+      expect(((await client.next((m) => (m.error as { data?: string } | undefined)?.data === "one call per WebSocket message")).error as { code: number }).code).to.equal(-32600);
+      for (let id = 10; id < 14; id++) client.socket.send(JSON.stringify({ jsonrpc: "2.0", id, method: "chain_subscribeFinalizedHeads", params: [] }));
+      for (let id = 10; id < 14; id++) expect((await client.next((m) => m.id === id)).result).to.match(/^0x/);
+      client.socket.send(JSON.stringify({ jsonrpc: "2.0", id: 14, method: "chain_subscribeFinalizedHeads", params: [] }));
+      expect(((await client.next((m) => m.id === 14)).error as { code: number }).code).to.equal(-32600);
+      client.socket.close();
+    });
   });
 
   it("a node serves it on rpcPort when rpcUpstreamUrl is set, and reports it in its endpoints", async () => {
