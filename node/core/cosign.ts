@@ -12,7 +12,7 @@
  * so they do not go through the attestor's local attestation: the service serves the stage's latest co-signed
  * proof, and the attestor keeps guarding every signature (assertCanSign) and reporting tamper.
  */
-import type { GpsReference, Hex, TimeProof } from "../../protocol/types";
+import type { CardRecord, GpsReference, Hex, TimeProof } from "../../protocol/types";
 import { buildSignedTime } from "./signedTime";
 import type { MeshStateReport, SignedTime } from "./types";
 
@@ -77,6 +77,8 @@ export interface ConsensusStageDeps {
   assertCanSign: () => void;
   /** Checks a peer card's chain against the trusted roots; verify() accepts that card's proofs once it passed. */
   learnCardChain: (certificateChainPem: readonly string[]) => Promise<void>;
+  /** The trust store's view of a card (certified by a trusted root, and whether revoked); undefined when unknown. */
+  resolveCard: (cardId: Hex) => CardRecord | undefined;
 }
 
 /** Builds the stage once the service's attestor and trust store exist. */

@@ -122,7 +122,7 @@ export function createTimeService(parameters: CreateTimeServiceParameters): Core
   });
 
   const consensus: ConsensusStage | null =
-    parameters.consensus?.({ assertCanSign: () => attestor.assertCanSign(), learnCardChain: (chain) => trust.checkChain(chain) }) ?? null;
+    parameters.consensus?.({ assertCanSign: () => attestor.assertCanSign(), learnCardChain: (chain) => trust.checkChain(chain), resolveCard: trust.resolveCard }) ?? null;
   /** What transports serve: the mesh's co-signed proofs when there is a mesh, else the attestor's. */
   /** Why this node has nothing of its own to serve, or null: a non-primary role never signs as a card (§7.6). */
   const roleRefusal =

@@ -71,6 +71,7 @@ export function createMesh(parameters: CreateMeshStageParameters, deps: Consensu
     cardAccuracyNs: config.accuracyNs,
     assertCanSign: deps.assertCanSign,
     learnCardChain: deps.learnCardChain,
+    resolveCard: deps.resolveCard,
     windowNs: config.meshWindowNs,
     roundIntervalMs: config.meshRoundIntervalMs,
     probeIntervalMs: config.meshProbeIntervalMs,

@@ -32,7 +32,7 @@ import {
 import { AtsError, ConsensusError, UnavailableError } from "../../protocol/errors";
 import type { NodeKey } from "../../protocol/keys";
 import { recoverNodeAddress, signNodeEntry, type RecoveryMemo } from "../../protocol/sign";
-import type { Address, ConsensusJson, Hex, TimeProof } from "../../protocol/types";
+import type { Address, CardRecord, ConsensusJson, Hex, TimeProof } from "../../protocol/types";
 import { createP256KeyCache, verifyP256Signature, verifyTimeProof } from "../../protocol/verify";
 import { Value } from "@sinclair/typebox/value";
 import { UINT32_MAX } from "../../protocol/constants";
@@ -62,6 +62,12 @@ export interface MeshOptions {
   readonly assertCanSign: () => void;
   /** Hands a peer card's chain to the node's trust store (its verify() then accepts that card). Default: none. */
   readonly learnCardChain?: (certificateChainPem: readonly string[]) => Promise<void>;
+  /**
+   * The trust store's view of a card: a proposer's card is co-signed, and a primary's relayed proofs served, only
+   * once its chain was certified by a trusted root and while it is not revoked. Absent (unit tests of the mesh
+   * alone): the card from the hello is used as it is.
+   */
+  readonly resolveCard?: (cardId: Hex) => CardRecord | undefined;
   readonly windowNs: bigint;
   readonly roundIntervalMs: number;
   readonly probeIntervalMs: number;
@@ -119,6 +125,8 @@ export class Mesh {
   #roundCounter = 0n;
   #roundInFlight: Promise<SignedTime> | null = null;
   #roundTimer: NodeJS.Timeout | null = null;
+  /** A non-primary accepted a relayed proof since the last watch period. */
+  #relayedSinceWatch = false;
   #probeTimer: NodeJS.Timeout | null = null;
   /** Verified tamper alerts (own and peers'), for GET /mesh/state and the relayer's guardian. */
   readonly #alerts: TamperAlertReport[] = [];
@@ -153,9 +161,25 @@ export class Mesh {
     this.#running = true;
     this.#options.transport.greet();
     this.#armProbe();
-    // Only a primary proposes rounds over its card's moments (§7.6); other roles measure and co-sign.
+    // Only a primary proposes rounds over its card's moments (§7.6); other roles measure and co-sign, and count
+    // a period without a relayed proof as a failed round (they are not Converged on old news).
     if (this.#options.role === "primary") this.#armRound(this.#options.roundIntervalMs);
+    else this.#armRelayWatch();
     return bound;
+  }
+
+  /** A non-primary: every meshMaxProofAgeNs without an accepted relayed proof is one failed round. */
+  #armRelayWatch(): void {
+    if (!this.#running) return;
+    const periodMs = Math.max(1, Number(this.#options.maxProofAgeNs / 1_000_000n));
+    this.#roundTimer = setTimeout(() => {
+      if (!this.#relayedSinceWatch) {
+        this.#tracker.observeRound({ ok: false, atNs: this.#options.card.readTimeNs(), error: "no relayed proof from a primary" });
+      }
+      this.#relayedSinceWatch = false;
+      this.#armRelayWatch();
+    }, periodMs);
+    this.#roundTimer.unref();
   }
 
   async stop(): Promise<void> {
@@ -449,11 +473,22 @@ export class Mesh {
   }
 
   /** Why the proposer's card signature cannot be co-signed, or null: its card from its hello, low-S, valid. */
+  /** The peer's card as this node trusts it (certified, not revoked), or why it does not. */
+  #trustedCard(peer: PeerRecord): { publicKey: Hex; cardId: Hex } | string {
+    if (peer.cardPublicKey === null || peer.cardId === null) return "the peer announced no card";
+    if (this.#options.resolveCard === undefined) return { publicKey: peer.cardPublicKey, cardId: peer.cardId };
+    const record = this.#options.resolveCard(peer.cardId);
+    if (record === undefined) return `the peer's card ${peer.cardId} is not certified by a trusted root (yet)`;
+    if (record.revoked) return `the peer's card ${peer.cardId} is revoked`;
+    return { publicKey: record.publicKey, cardId: peer.cardId };
+  }
+
   #checkProposerCard(peer: PeerRecord, nanoMoment: bigint, hardwareSignature: Hex): string | null {
-    if (peer.cardPublicKey === null || peer.cardId === null) return "the proposer announced no card";
+    const card = this.#trustedCard(peer);
+    if (typeof card === "string") return card;
     const decoded = decodeHardwareSignature(hardwareSignature);
-    if (decoded.cardId.toLowerCase() !== peer.cardId.toLowerCase()) return `the card signature is by ${decoded.cardId}, the proposer's card is ${peer.cardId}`;
-    const valid = verifyP256Signature({ message: hwMessage(decoded.cardId, nanoMoment) }, decoded.r, decoded.s, peer.cardPublicKey, this.#p256Keys);
+    if (decoded.cardId.toLowerCase() !== card.cardId.toLowerCase()) return `the card signature is by ${decoded.cardId}, the proposer's card is ${card.cardId}`;
+    const valid = verifyP256Signature({ message: hwMessage(decoded.cardId, nanoMoment) }, decoded.r, decoded.s, card.publicKey, this.#p256Keys);
     return valid ? null : "the card signature does not verify";
   }
 
@@ -549,11 +584,12 @@ export class Mesh {
     const consensus = parseConsensus(payload.consensusJson);
     if (consensus === null) return refuse("its consensus object does not match the schema");
     const members = new Set<string>([this.#self.toLowerCase(), ...[...this.#peers.values()].filter((p) => p.excludedReason === null).map((p) => p.nodeId.toLowerCase())]);
-    const cardPublicKey = peer.cardPublicKey;
-    const cardId = peer.cardId.toLowerCase();
+    const card = this.#trustedCard(peer);
+    if (typeof card === "string") return refuse(card);
+    const cardId = card.cardId.toLowerCase();
     const nowNs = this.#options.card.readTimeNs();
     const outcome = verifyTimeProof(payload.proof, {
-      resolveCard: (id) => (id.toLowerCase() === cardId ? { publicKey: cardPublicKey, revoked: false } : undefined),
+      resolveCard: (id) => (id.toLowerCase() === cardId ? { publicKey: card.publicKey, revoked: false } : undefined),
       isActiveNode: (address) => members.has(address.toLowerCase()),
       nodeQuorum: this.#threshold,
       nowNs,
@@ -565,7 +601,11 @@ export class Mesh {
     if (!outcome.valid) return refuse(`${outcome.reason}: ${outcome.detail}`);
     // The relayer's readings count is its claim: never more than the mesh's members.
     const validResponders = Math.min(consensus.readings.length, members.size);
-    this.#tracker.observeRound({ ok: true, atNs: nowNs, consensusOffsetNs: 0n, accuracyNs: payload.proof.accuracy, validResponders });
+    // This node's own measurement of the primary's clock, not the primary's word: the stability test of
+    // Converged then compares this node's clock with the mesh's.
+    const consensusOffsetNs = peer.filter.best()?.offsetNs ?? 0n;
+    this.#relayedSinceWatch = true;
+    this.#tracker.observeRound({ ok: true, atNs: nowNs, consensusOffsetNs, accuracyNs: payload.proof.accuracy, validResponders });
     this.#publish(withConsensus(buildSignedTime(payload.proof, nowNs, null), consensus));
     return null;
   }

@@ -228,6 +228,12 @@ describe("mesh: consensus rounds on loopback (4 in-process members)", function (
     const later = await secondary.service.proofAtOrAfter(nowNs);
     expect(later.proof.nanoMoment >= nowNs).to.equal(true);
     expect(later.json.proof.hardwareId).to.not.equal(secondary.card.cardId);
+    // Its offset is its own measurement of the primary's clock, and with the primaries gone it is no longer
+    // Converged on old news: each period without a relayed proof is a failed round.
+    expect(secondary.service.meshState().consensusOffsetNs).to.not.equal(null);
+    await Promise.all(members.slice(0, 3).map((member) => member.stop()));
+    await waitUntil(() => secondary.service.meshState().lastError === "no relayed proof from a primary", "a period without relayed proofs", 10_000);
+    await waitUntil(() => secondary.service.meshState().convergenceState === "Degraded", "Degraded without relayed proofs", 10_000);
   });
 
   it("a lone node with a non-primary role serves nothing of its own, and says why", async function () {
