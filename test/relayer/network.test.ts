@@ -204,6 +204,8 @@ describe("relayer end to end (2 hardhat node chains, an attesting node, ats-rela
       expect(await rpc(alpha, "evm_revert", [snapshot])).to.equal(true);
       await mine(alpha, 4); // another history, longer than the cursor's
       await pollUntil(async () => ((await apiItems(network.relayer!.api)).find((item) => item.id === itemId)?.status === "orphaned" ? true : undefined), "the item's orphaning");
+      // Both chains mine again: anything sent meanwhile (a push on alpha, the cancellation on beta) gets confirmed.
+      await rpc(alpha, "evm_setIntervalMining", [1_000]);
       await rpc(beta, "evm_setAutomine", [true]);
       await rpc(beta, "evm_setIntervalMining", [1_000]);
       await settledItems(network, []);
