@@ -1,0 +1,162 @@
+/**
+ * explainTimeProof: why an oracle refuses (or accepts) a proof, with evidence. On-chain a user sees only `false` or
+ * `Invalid time proof`; this reads the oracle's settings, the proof's card and every registered node, runs the
+ * TypeScript verifier (protocol/verify.ts, the same rules as the contract, docs/protocol.md §6) against them at the
+ * chain's clock, and returns the failed rule with what it compared. It also asks the oracle itself, so a
+ * disagreement between the two (a bug) shows.
+ *
+ * Node entries sign the accuracy and the moment: a proof altered after signing recovers to addresses nobody
+ * registered. Such a proof is not reported as a mere unknown node: when no entry recovers to a registered node
+ * while registered nodes exist, the hint says the signed attestation was altered (or its nodes are not registered
+ * on this oracle).
+ */
+import { getAddress, parseAbi, type Address, type PublicClient } from "viem";
+import { decodeHardwareSignature, decodeNodeEntries, timeAttestationForProof } from "../protocol/codec";
+import { p256PublicKeyToUncompressed } from "../protocol/keys";
+import { recoverNodeAddress } from "../protocol/sign";
+import type { CardRecord, Hex, TimeProof } from "../protocol/types";
+import { verifyTimeProof, type VerifyFailureReason } from "../protocol/verify";
+
+const ORACLE_READS = parseAbi([
+  "function maxAttestationAge() view returns (uint64)",
+  "function maxFutureDrift() view returns (uint64)",
+  "function maxAcceptableDrift() view returns (uint64)",
+  "function nodeQuorum() view returns (uint64)",
+  "function nodes() view returns (address[])",
+  "function getNode(address node) view returns ((uint64 validFromNs, uint64 validUntilNs, uint8 status) info)",
+  "function getCard(bytes32 cardId) view returns ((bytes32 publicKeyX, bytes32 publicKeyY, uint64 validFromNs, uint64 validUntilNs, uint8 status) card)",
+  "function verifyTimeProof((uint128 nanoMoment, bytes hardwareSignature, bytes nodeSignature, uint32 accuracy) proof) view returns (bool valid)",
+]);
+/** Registered nodes read at most (the oracle caps its registry well below this). */
+const MAX_NODES_READ = 256;
+const ACTIVE = 1;
+
+export interface ExplainedEntry {
+  index: number;
+  /** The address the entry recovers to (null when it does not recover). */
+  recovered: Address | null;
+  registered: boolean;
+  active: boolean;
+}
+
+export interface ExplainedProof {
+  valid: boolean;
+  reason: VerifyFailureReason | null;
+  detail: string;
+  /** The oracle's own answer to verifyTimeProof for the same proof. */
+  onChainValid: boolean;
+  /** A plain sentence on what to do or what happened, when the rule alone does not say it. */
+  hint: string | null;
+  evidence: {
+    chainNowNs: bigint;
+    nanoMoment: bigint;
+    /** nowNs − nanoMoment (negative: ahead of the chain clock). */
+    ageNs: bigint;
+    maxAttestationAgeNs: bigint;
+    maxFutureDriftNs: bigint;
+    accuracyNs: number;
+    maxAcceptableDriftNs: bigint;
+    nodeQuorum: number;
+    cardId: Hex | null;
+    cardStatus: "None" | "Active" | "Revoked" | null;
+    entries: ExplainedEntry[];
+    registeredNodes: number;
+  };
+}
+
+export async function explainTimeProof(publicClient: PublicClient, oracle: Address, proof: TimeProof): Promise<ExplainedProof> {
+  const read = <T>(functionName: string, args: readonly unknown[] = []) =>
+    publicClient.readContract({ address: oracle, abi: ORACLE_READS, functionName: functionName as never, args: args as never }) as Promise<T>;
+  const [block, maxAttestationAgeNs, maxFutureDriftNs, maxAcceptableDriftNs, quorum, registered] = await Promise.all([
+    publicClient.getBlock({ blockTag: "latest" }),
+    read<bigint>("maxAttestationAge"),
+    read<bigint>("maxFutureDrift"),
+    read<bigint>("maxAcceptableDrift"),
+    read<bigint>("nodeQuorum"),
+    read<readonly Address[]>("nodes"),
+  ]);
+  const chainNowNs = block.timestamp * 1_000_000_000n;
+  const nodeInfo = new Map<string, { validFromNs: bigint; validUntilNs: bigint; status: number }>();
+  for (const address of registered.slice(0, MAX_NODES_READ)) nodeInfo.set(address.toLowerCase(), await read("getNode", [address]));
+
+  let cardId: Hex | null = null;
+  let cardStatus: ExplainedProof["evidence"]["cardStatus"] = null;
+  let card: CardRecord | undefined;
+  try {
+    cardId = decodeHardwareSignature(proof.hardwareSignature).cardId;
+    const onChain = await read<{ publicKeyX: Hex; publicKeyY: Hex; validFromNs: bigint; validUntilNs: bigint; status: number }>("getCard", [cardId]);
+    cardStatus = (["None", "Active", "Revoked"] as const)[onChain.status] ?? "None";
+    if (onChain.status !== 0) {
+      card = {
+        publicKey: p256PublicKeyToUncompressed(`0x04${onChain.publicKeyX.slice(2)}${onChain.publicKeyY.slice(2)}`),
+        revoked: onChain.status === 2,
+        validFromNs: onChain.validFromNs,
+        validUntilNs: onChain.validUntilNs,
+      };
+    }
+  } catch {
+    // a malformed hardware signature: the verifier names it
+  }
+
+  const isActiveNode = (address: Address, nowNs: bigint) => {
+    const info = nodeInfo.get(address.toLowerCase());
+    return info !== undefined && info.status === ACTIVE && info.validFromNs <= nowNs && nowNs <= info.validUntilNs;
+  };
+  const outcome = verifyTimeProof(proof, {
+    resolveCard: (id) => (cardId !== null && id.toLowerCase() === cardId.toLowerCase() ? card : undefined),
+    isActiveNode,
+    nodeQuorum: Number(quorum),
+    nowNs: chainNowNs,
+    maxAttestationAgeNs,
+    maxFutureDriftNs,
+    maxAcceptableDriftNs,
+  });
+
+  const entries: ExplainedEntry[] = [];
+  try {
+    decodeNodeEntries(proof.nodeSignature).forEach((entry, index) => {
+      let recovered: Address | null = null;
+      try {
+        recovered = getAddress(recoverNodeAddress(timeAttestationForProof(proof, entry.nodeTimestampNs), entry));
+      } catch {
+        recovered = null;
+      }
+      const info = recovered === null ? undefined : nodeInfo.get(recovered.toLowerCase());
+      entries.push({ index, recovered, registered: info !== undefined, active: recovered !== null && isActiveNode(recovered, chainNowNs) });
+    });
+  } catch {
+    // a malformed node signature: the verifier names it
+  }
+  const onChainValid = await read<boolean>("verifyTimeProof", [proof]).catch(() => false);
+
+  let hint: string | null = null;
+  if (!outcome.valid && outcome.reason === "unknown-node" && registered.length > 0 && entries.length > 0 && entries.every((entry) => !entry.registered)) {
+    hint = "no entry recovers to a node this oracle registered: the signed attestation (its accuracy, moment or card signature) was altered after signing, or its nodes are not registered here";
+  } else if (!outcome.valid && outcome.reason === "too-old") {
+    hint = `the proof is ${chainNowNs - proof.nanoMoment} ns old at the chain's clock; fetch a fresh one (at most ${maxAttestationAgeNs} ns)`;
+  } else if (outcome.valid !== onChainValid) {
+    hint = "the TypeScript verifier and the oracle disagree: please report this with the proof";
+  }
+
+  return {
+    valid: outcome.valid,
+    reason: outcome.valid ? null : outcome.reason,
+    detail: outcome.valid ? "valid" : outcome.detail,
+    onChainValid,
+    hint,
+    evidence: {
+      chainNowNs,
+      nanoMoment: proof.nanoMoment,
+      ageNs: chainNowNs - proof.nanoMoment,
+      maxAttestationAgeNs,
+      maxFutureDriftNs,
+      accuracyNs: proof.accuracy,
+      maxAcceptableDriftNs,
+      nodeQuorum: Number(quorum),
+      cardId,
+      cardStatus,
+      entries,
+      registeredNodes: registered.length,
+    },
+  };
+}
