@@ -50,6 +50,15 @@ module.exports = tseslint.config(
     },
   },
   {
+    files: ["testing/**/*.ts"],
+    rules: {
+      "no-restricted-imports": forbid(
+        ["**/node/**", "**/relayer/**", "**/test/**"],
+        "The test kit is for dApp tests: it imports protocol/ and the deploy tool only, never a server.",
+      ),
+    },
+  },
+  {
     files: ["client/**/*.ts"],
     rules: {
       "no-restricted-imports": forbid(
