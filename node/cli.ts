@@ -60,6 +60,7 @@ const USAGE = `usage:
   ats-node dev [--pretty]
   ats-node cluster --nodes <N> [--pretty]
   ats-node settings [--config <file>] [--json]
+  ats-node manifest verify <file> [--rpc <url>]
   ats-node --version`;
 
 function printJson(io: CliIo, value: unknown): void {
@@ -277,6 +278,35 @@ function settings(args: string[], io: CliIo): number {
   return 0;
 }
 
+/**
+ * `ats-node manifest verify <file> [--rpc <url>]`: the manifest passes its schema and catalog rules
+ * (wire/manifest.ts), and the live temporal JSON-RPC endpoint (--rpc, else the manifest's `time` service) serves the
+ * chain it names: its eth_chainId and genesis hash (chain_getBlockHash(0)). Exit 0 when both hold, 1 otherwise.
+ */
+async function manifestVerify(args: string[], io: CliIo): Promise<number> {
+  const { values, positionals } = parseArgs({ args, options: { rpc: { type: "string" } }, allowPositionals: true });
+  if (positionals.length !== 1) {
+    io.stderr("usage: ats-node manifest verify <file> [--rpc <url>]");
+    return 2;
+  }
+  const file = resolve(positionals[0]!);
+  let json: unknown;
+  try {
+    json = JSON.parse(readFileSync(file, "utf8"));
+  } catch (error) {
+    io.stderr(`manifest ${file}: ${(error as Error).message}`);
+    return 1;
+  }
+  const { parseManifest } = await import("../wire/manifest");
+  const manifest = parseManifest(json);
+  const url = values.rpc ?? manifest.services.time;
+  const { createTemporalClient } = await import("../client/temporal");
+  const client = createTemporalClient({ url, retries: 1, timeoutMs: 5_000, expected: { chainId: manifest.chain.evmChainId, genesisHash: manifest.chain.genesisHash as Hex } });
+  await client.verifyChainIdentity();
+  printJson(io, { ok: true, manifest: file, rpc: url, evmChainId: manifest.chain.evmChainId, genesisHash: manifest.chain.genesisHash });
+  return 0;
+}
+
 /** `ats-node 0.1.0 (protocol ATS/1)`: the package version, and the protocol's tag from protocol/constants.ts. */
 function versionText(): string {
   const { version } = JSON.parse(readFileSync(join(__dirname, "..", "package.json"), "utf8")) as { version: string };
@@ -292,6 +322,7 @@ export async function runCli(argv: readonly string[], io: CliIo): Promise<number
     if (command === "dev") return await dev(rest, io);
     if (command === "cluster") return await cluster(rest, io);
     if (command === "settings") return settings(rest, io);
+    if (command === "manifest" && rest[0] === "verify") return await manifestVerify(rest.slice(1), io);
     if (command === "--version" || command === "-v" || command === "version") {
       io.stdout(versionText());
       return 0;

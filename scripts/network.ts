@@ -23,6 +23,7 @@ import { CLUSTER_MAX_ACCEPTABLE_DRIFT_NS, startDevCluster } from "../node/cluste
 import { verifyCardCertificateChain } from "../protocol";
 import { consensusThreshold } from "../protocol/consensus";
 import { NETWORK_FILE_VERSION, type NetworkFileJson } from "../relayer/network";
+import { MANIFEST_VERSION, parseManifest } from "../wire/manifest";
 import { startChainProcess, stopChainProcess, type ChainProcess } from "./chainProcess";
 import { deployAttestedTime, type AttestedTimeDeployment, type CardRegistration, type NodeRegistration } from "./deploy";
 import { startRelayerProcess, stopRelayerProcess, type RelayerProcess } from "./relayerProcess";
@@ -63,6 +64,8 @@ export interface LocalNetwork {
   /** Each node's temporal JSON-RPC gateway, in front of the first chain (alpha). */
   readonly temporalRpc: readonly string[];
   readonly networkFile: string;
+  /** The network manifest of alpha (wire/manifest.ts): `ats-node manifest verify` checks endpoints against it. */
+  readonly manifestFile: string;
   readonly relayerConfigFile: string;
   /** Environment the relayer needs beside its config file (its key). */
   readonly relayerEnv: NodeJS.ProcessEnv;
@@ -187,6 +190,26 @@ export async function startLocalNetwork(options: StartLocalNetworkOptions): Prom
       temporalRpc: gateways.filter((url) => url !== ""),
     };
     writeFileSync(networkFile, `${JSON.stringify(network, null, 2)}\n`);
+    // The network manifest (wire/manifest.ts) of the first chain, checked before it is written.
+    const genesis = (await chains[0]!.publicClient.getBlock({ blockNumber: 0n })).hash;
+    const alphaDeployment = chains[0]!.deployment;
+    const manifest = parseManifest({
+      version: MANIFEST_VERSION,
+      name: "local",
+      chain: { evmChainId: chains[0]!.chainId, genesisHash: genesis, ntsVerified: false },
+      services: { rpc: chains[0]!.rpcUrl, time: gateways[0]! },
+      bootnodes: [],
+      meshPeers: registrations.nodes.map((node, index) => ({ nodeId: node.address, endpoint: endpoints[index]! })),
+      contracts: {
+        TimeOracle: alphaDeployment.oracle,
+        ...(alphaDeployment.scheduler !== undefined ? { TimeScheduler: alphaDeployment.scheduler } : {}),
+        ...(alphaDeployment.bridge !== undefined ? { TimeBridge: alphaDeployment.bridge } : {}),
+        ...(alphaDeployment.vault !== undefined ? { TimeLockedVault: alphaDeployment.vault } : {}),
+      },
+      trustedCardRootsPem: [trustedRootPem],
+    });
+    const manifestFile = join(options.dir, "manifest.json");
+    writeFileSync(manifestFile, `${JSON.stringify(manifest, null, 2)}\n`);
     const relayerConfigFile = join(options.dir, "relayer.json");
     writeFileSync(
       relayerConfigFile,
@@ -199,6 +222,7 @@ export async function startLocalNetwork(options: StartLocalNetworkOptions): Prom
       nodes: endpoints,
       temporalRpc: gateways,
       networkFile,
+      manifestFile,
       relayerConfigFile,
       relayerEnv,
       relayer: undefined,

@@ -33,10 +33,10 @@ async function main(): Promise<number> {
   rmSync(DIR, { recursive: true, force: true });
   let network: LocalNetwork | undefined;
   try {
-    network = await startLocalNetwork({ hre, dir: DIR, meshNodes, nodeLogger: pino({ level: "warn" }, pino.destination(2)), log: (line) => log(`   ${line}`) });
+    network = await startLocalNetwork({ hre, dir: DIR, meshNodes, nodeLogger: pino({ level: "error" }, pino.destination(2)), log: (line) => log(`   ${line}`) });
     const relayer = await network.startRelayer();
     log(`   relayer: operator API ${relayer.api} (x-api-key: ${LOCAL_RELAYER_API_KEY}), signer Hardhat account #1`);
-    log(`   network file: ${network.networkFile}`);
+    log(`   network file: ${network.networkFile}; manifest: ${network.manifestFile} (npx ats-node manifest verify <it>)`);
     log("");
     await runTour(network, log);
     log("");

@@ -8,6 +8,7 @@ import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { parseNetwork } from "../../relayer/network";
+import { parseManifest } from "../../wire/manifest";
 
 const ROOT = join(__dirname, "..", "..");
 
@@ -57,6 +58,10 @@ describe("npm start -- --once (scripts/start.ts)", function () {
     const network = parseNetwork(JSON.parse(readFileSync(networkFile, "utf8")), networkFile);
     expect(network.chains.map((chain) => chain.chainId)).to.deep.equal([31337, 31338]);
     expect(network.nodes).to.have.length(4);
+    const manifest = parseManifest(JSON.parse(readFileSync(join(dir, "manifest.json"), "utf8")));
+    expect(manifest.chain.evmChainId).to.equal(31337);
+    expect(manifest.meshPeers).to.have.length(4);
+    expect(manifest.services.time).to.match(/^http:\/\/127\.0\.0\.1:\d+$/);
     // Everything it started is stopped: the chains no longer answer.
     for (const chain of network.chains) {
       const answered = await fetch(chain.rpcUrl, { method: "POST", body: "{}", signal: AbortSignal.timeout(2_000) }).then(

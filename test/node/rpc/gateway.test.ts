@@ -5,7 +5,7 @@
  */
 import { expect } from "chai";
 import fc from "fast-check";
-import { mkdtempSync, rmSync } from "node:fs";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { isLosslessNumber, parse } from "lossless-json";
@@ -13,7 +13,8 @@ import pino from "pino";
 import { WebSocket } from "ws";
 import { createWalletClient, http, parseEther, type Hex } from "viem";
 import { privateKeyToAccount } from "viem/accounts";
-import { startDevNode } from "../../../node/cli";
+import { runCli, startDevNode } from "../../../node/cli";
+import { MANIFEST_VERSION } from "../../../wire/manifest";
 import type { MeshStateReport } from "../../../node/core/types";
 import { startTemporalGateway, type RunningGateway } from "../../../node/rpc/server";
 import { startChainProcess, stopChainProcess, type ChainProcess } from "../../../scripts/chainProcess";
@@ -334,6 +335,40 @@ describe("temporal JSON-RPC gateway (node/rpc) in front of a hardhat node", func
       expect(((await client.next((m) => m.id === 14)).error as { code: number }).code).to.equal(-32600);
       client.socket.close();
     });
+  });
+
+  it("ats-node manifest verify: a manifest whose chain the endpoint serves passes; another chain id or genesis fails, naming both", async () => {
+    const genesis = ((await call(chain.rpcUrl, "eth_getBlockByNumber", ["0x0", false])).result as { hash: string }).hash;
+    const manifest = (chainId: number, genesisHash: string) => ({
+      version: MANIFEST_VERSION,
+      name: "local",
+      chain: { evmChainId: chainId, genesisHash, ntsVerified: false },
+      services: { rpc: chain.rpcUrl, time: gateway.url },
+      bootnodes: [],
+      meshPeers: [],
+      contracts: {},
+      trustedCardRootsPem: [],
+    });
+    const run = async (json: unknown) => {
+      const file = join(dir, `manifest-${Math.random()}.json`);
+      writeFileSync(file, JSON.stringify(json));
+      const out: string[] = [];
+      const err: string[] = [];
+      const code = await runCli(["manifest", "verify", file], { stdout: (line) => out.push(line), stderr: (line) => err.push(line), env: {}, cwd: dir });
+      return { code, out: out.join("\n"), err: err.join("\n") };
+    };
+    const good = await run(manifest(31337, genesis));
+    expect(good.code, good.err).to.equal(0);
+    expect(JSON.parse(good.out)).to.include({ ok: true, evmChainId: 31337, genesisHash: genesis });
+    const wrongId = await run(manifest(1, genesis));
+    expect(wrongId.code).to.equal(1);
+    expect(wrongId.err).to.include("serves chain id 31337, the manifest says 1");
+    const wrongGenesis = await run(manifest(31337, `0x${"11".repeat(32)}`));
+    expect(wrongGenesis.code).to.equal(1);
+    expect(wrongGenesis.err).to.include(`has genesis ${genesis}`);
+    const secret = await run({ ...manifest(31337, genesis), signerPrivateKey: "x" });
+    expect(secret.code).to.equal(1);
+    expect(secret.err).to.include("manifest/signerPrivateKey: looks like a secret");
   });
 
   it("a node serves it on rpcPort when rpcUpstreamUrl is set, and reports it in its endpoints", async () => {
