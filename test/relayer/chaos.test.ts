@@ -6,17 +6,19 @@
  */
 import { expect } from "chai";
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { createServer } from "node:http";
+import type { AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import hre from "hardhat";
 import pino from "pino";
 import { RelayerStore } from "../../relayer/store";
 import type { NetworkFileJson } from "../../relayer/network";
-import { messageItemId } from "../../relayer/worker";
+import { callItemId, messageItemId } from "../../relayer/worker";
 import { localRelayerAddress, startLocalNetwork, type LocalChain, type LocalNetwork } from "../../scripts/network";
 import { startRelayerProcess, stopRelayerProcess, type RelayerProcess } from "../../scripts/relayerProcess";
 import { startChaosProxy, type ChaosProxy } from "./chaosProxy";
-import { deliveriesOf, pollUntil, rpc, sendFreshTime } from "./helpers";
+import { deliveriesOf, executionsOf, pollUntil, rpc, scheduleCall, sendFreshTime } from "./helpers";
 
 const FEE_CAP_WEI = 200_000_000_000n; // 200 gwei
 
@@ -125,6 +127,49 @@ describe("relayer against a chaotic RPC (a JSON-RPC chaos proxy in front of the 
       await rpc(beta, "evm_setIntervalMining", [1_000]);
     }
     await expectDeliveredOnce(messageId);
+  });
+
+  it("an attesting node that goes away: a due call waits (Unavailable, counted) and runs once a node answers again", async () => {
+    // The relayer's node, behind a switch: down, every request to it fails at the socket.
+    const switched = createServer((request, response) => {
+      if (nodeDown) return void request.socket.destroy();
+      let body = "";
+      request.on("data", (chunk: Buffer) => (body += chunk.toString()));
+      request.on("end", () => {
+        fetch(`${network.nodes[0]}${request.url}`, { method: request.method!, headers: { "content-type": "application/json" }, ...(request.method === "POST" ? { body } : {}) })
+          .then(async (upstream) => response.writeHead(upstream.status, { "content-type": "application/json" }).end(await upstream.text()))
+          .catch(() => request.socket.destroy());
+      });
+    });
+    let nodeDown = true;
+    await new Promise<void>((resolve) => switched.listen(0, "127.0.0.1", resolve));
+    const nodeUrl = `http://127.0.0.1:${(switched.address() as AddressInfo).port}`;
+    const file = JSON.parse(readFileSync(join(dir, "chaos-network.json"), "utf8")) as NetworkFileJson;
+    writeFileSync(join(dir, "switched-network.json"), JSON.stringify({ ...file, nodes: [nodeUrl] }));
+    writeFileSync(join(dir, "switched-relayer.json"), JSON.stringify({ networkFile: "switched-network.json", dataDir: "switched-data", apiPort: 0, pollIntervalMs: 100, retryBaseMs: 100, retryMaxMs: 500, pushHeartbeatMs: 0 }));
+    // The suite's relayer steps aside (it would execute the call with its own, working node).
+    await stopRelayerProcess(relayer, "SIGTERM");
+    const switchedRelayer = await startRelayerProcess(join(dir, "switched-relayer.json"), network.relayerEnv);
+    try {
+      const callId = await scheduleCall(alpha, 300);
+      const itemId = callItemId(alpha.chainId, callId);
+      await pollUntil(async () => {
+        const response = await fetch(`${switchedRelayer.api}/items/${itemId}`);
+        if (response.status !== 200) return undefined;
+        const { item } = (await response.json()) as { item: { status: string; lastErrorName: string | null; attempts: number } };
+        return item.status === "pending" && item.lastErrorName === "Unavailable" && item.attempts >= 2 ? true : undefined;
+      }, "the call to wait for a node");
+      expect(await executionsOf(alpha, [callId])).to.deep.equal([0]);
+      const metrics = await (await fetch(`${switchedRelayer.api}/metrics`)).text();
+      expect(metrics).to.match(/ats_relayer_failures_total\{kind="call",reason="Unavailable"\} [1-9]/);
+      nodeDown = false;
+      await pollUntil(async () => ((await executionsOf(alpha, [callId]))[0] === 1 ? true : undefined), "the execution once the node is back");
+      expect(await executionsOf(alpha, [callId])).to.deep.equal([1]);
+    } finally {
+      await stopRelayerProcess(switchedRelayer, "SIGKILL");
+      await new Promise<void>((resolve) => switched.close(() => resolve()));
+      relayer = await startRelayerProcess(join(dir, "chaos-relayer.json"), network.relayerEnv);
+    }
   });
 
   it("a base fee above the relayer's cap: the message waits, naming the cap, and goes once the fee falls", async () => {

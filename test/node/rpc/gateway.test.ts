@@ -159,6 +159,27 @@ describe("temporal JSON-RPC gateway (node/rpc) in front of a hardhat node", func
     expect(gateway.observer.reorgsTotal).to.be.greaterThan(0);
   });
 
+  it("answers the queue, wait-time, validator-quality and finalized-head methods with their documented shapes", async () => {
+    const queue = (await call(gateway.url, "temporal_getQueueStats")).result as { scope: string; pending: number; oldestPendingAgeNs: string | null };
+    expect(queue.scope).to.match(/^node-local/);
+    expect(queue.pending).to.be.a("number");
+    const waits = (await call(gateway.url, "temporal_getRecentWaitTimes", [5])).result as { hash: string; waitNs: string }[];
+    expect(waits.length).to.be.at.least(1); // the transaction of the test above
+    for (const wait of waits) expect(wait.waitNs).to.match(/^(0|[1-9][0-9]*)$/);
+    expect((await call(gateway.url, "temporal_getRecentWaitTimes", [101])).error).to.include({ code: -32602 });
+    const quality = (await call(gateway.url, "temporal_getValidatorTimeQuality")).result as { scope: string; timeQuality: number; peers: unknown[] };
+    expect(quality).to.deep.include({ timeQuality: 0, peers: [] });
+    expect(quality.scope).to.match(/^node-local/);
+    const head = BigInt((await call(chain.rpcUrl, "eth_blockNumber")).result as string);
+    const finalized = (await call(gateway.url, "chain_getFinalizedHead")).result as string;
+    const block = (await call(chain.rpcUrl, "eth_getBlockByHash", [finalized, false])).result as { number: string };
+    expect(head - BigInt(block.number) >= 1n).to.equal(true); // one confirmation
+    expect((await call(gateway.url, "temporal_getTransactionWaitTime", [`0x${"00".repeat(32)}`])).result).to.equal(null);
+    const notFinal = await call(gateway.url, "temporal_getBlockTransactionTimestamps", [`0x${(head + 5n).toString(16)}`]);
+    expect(notFinal.error).to.include({ code: -32602 });
+    expect(String(notFinal.error!.data)).to.match(/is not final yet/);
+  });
+
   it("keeps its timestamps across a restart", async () => {
     const { result: hash } = await call(gateway.url, "eth_sendRawTransaction", [await signedTransfer()]);
     const stamped = (await call(gateway.url, "temporal_getTransactionTimestamp", [hash])).result;
