@@ -20,10 +20,10 @@ subtask(TASK_COMPILE_SOLIDITY_GET_SOLC_BUILD).setAction(async (args: { solcVersi
   };
 });
 
-/** Chain id of the in-process chain (and of `hardhat node --hostname 127.0.0.1`); a second chain sets ATS_CHAIN_ID. */
+/** Chain id of the in-process chain (and of `Hardhat node --hostname 127.0.0.1`); a second chain sets ATS_CHAIN_ID. */
 const chainId = Number(process.env.ATS_CHAIN_ID ?? 31337);
 /**
- * Set by scripts/chainProcess.ts for `hardhat node` chains: automine puts every transaction in its own block, and
+ * Set by scripts/chainProcess.ts for Hardhat node chains: automine puts every transaction in its own block, and
  * without this each block within the same second would move the chain clock one second ahead of the wall clock
  * (a burst of 100 transactions puts it 100 s ahead, and every fresh proof looks too old to the oracle).
  */

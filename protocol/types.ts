@@ -128,6 +128,19 @@ export interface ConsensusJson {
 }
 
 /** The cross-chain message (docs/protocol.md §10): exactly the Solidity struct. */
+/** ITimeScheduler.ScheduledCall, as `CallScheduled` emits it and executors pass it back (viem's decoding). */
+export interface ScheduledCall {
+  caller: Address;
+  nonce: bigint;
+  /** ns */
+  executeAt: bigint;
+  /** ns */
+  window: bigint;
+  gasLimit: number;
+  bounty: bigint;
+  data: Hex;
+}
+
 export interface CrossChainTime {
   /** Equals the proof's nanoMoment, ns (uint128). */
   networkTime: bigint;

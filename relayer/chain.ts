@@ -15,7 +15,7 @@ import {
 } from "viem";
 import type { PrivateKeyAccount } from "viem/accounts";
 import { decodeRevert } from "../lib/revert";
-import type { Address, Hex, TimeProof } from "../protocol/types";
+import type { Address, CrossChainTime, Hex, ScheduledCall, TimeProof } from "../protocol/types";
 import { BRIDGE_ABI, CALL_STATUS, CARD_STATUS, NODE_STATUS, ORACLE_ABI, SCHEDULER_ABI, type CallStatusName } from "./abi";
 import type { ChainConfig } from "./network";
 
@@ -25,22 +25,11 @@ import type { ChainConfig } from "./network";
  */
 export const TX_GAS_CAP = 16_777_216n;
 
-export interface ScheduledCallRequest {
-  caller: Address;
-  nonce: bigint;
-  executeAt: bigint;
-  window: bigint;
-  gasLimit: number;
-  bounty: bigint;
-  data: Hex;
-}
+/** The scheduler's request (protocol/types.ts ScheduledCall). */
+export type ScheduledCallRequest = ScheduledCall;
 
-export interface CrossChainTimeMessage {
-  networkTime: bigint;
-  targetChain: bigint;
-  proof: Hex;
-  targetBlock: bigint;
-}
+/** A bridge message (protocol/types.ts CrossChainTime). */
+export type CrossChainTimeMessage = CrossChainTime;
 
 export type IndexedEvent =
   | { kind: "TimeSent"; blockNumber: bigint; bridge: Address; messageId: Hex; nonce: bigint; message: CrossChainTimeMessage }

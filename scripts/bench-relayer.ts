@@ -1,6 +1,6 @@
 /**
  * `npm run bench:relayer`: the relayer on the local network (scripts/network.ts: one attesting node, two
- * `hardhat node` chains mining a block at least every second, confirmations 1, pollIntervalMs 100), measured as
+ * Hardhat node chains mining a block at least every second, confirmations 1, pollIntervalMs 100), measured as
  * a user sees it. Each run starts a fresh network; BENCH_RELAYER_RUNS (default 3) runs, ranges reported.
  *
  *   delivery latency    a message sent on alpha (its receipt) → delivered on beta (deliveredBlock ≠ 0), ms (goal:

@@ -29,7 +29,7 @@ export function freeTcpPort(): Promise<number> {
   });
 }
 
-/** Starts `hardhat node` on loopback; rejects (and kills the child) when it exits or does not serve within `timeoutMs`. */
+/** Starts Hardhat node on loopback; rejects (and kills the child) when it exits or does not serve within `timeoutMs`. */
 export async function startChainProcess(chainId: number, timeoutMs = 60_000): Promise<ChainProcess> {
   const port = await freeTcpPort();
   const child = spawn(process.execPath, [HARDHAT_CLI, "node", "--hostname", "127.0.0.1", "--port", String(port)], {
@@ -43,11 +43,11 @@ export async function startChainProcess(chainId: number, timeoutMs = 60_000): Pr
   return new Promise<ChainProcess>((resolve, reject) => {
     const timer = setTimeout(() => {
       child.kill("SIGKILL"); // never leave a half-started chain behind
-      reject(new Error(`hardhat node (chain ${chainId}) did not start in ${timeoutMs} ms: ${output}`));
+      reject(new Error(`Hardhat node (chain ${chainId}) did not start in ${timeoutMs} ms: ${output}`));
     }, timeoutMs);
     const onExit = (code: number | null) => {
       clearTimeout(timer);
-      reject(new Error(`hardhat node (chain ${chainId}) exited with ${code}: ${output}`));
+      reject(new Error(`Hardhat node (chain ${chainId}) exited with ${code}: ${output}`));
     };
     child.once("exit", onExit);
     child.stdout!.on("data", (chunk: Buffer) => {

@@ -28,18 +28,8 @@ import { DEV_CARD_PRIVATE_KEY, DEV_NODE_PRIVATE_KEYS } from "../protocol/devkeys
 /** No expiry: the largest uint64 (validity windows are inclusive, ns). */
 export const NO_EXPIRY_NS = (1n << 64n) - 1n;
 
-/** The scheduler's `ScheduledCall` request (ITimeScheduler), as viem decodes it from `CallScheduled`. */
-export interface ScheduledCall {
-  caller: Address;
-  nonce: bigint;
-  /** ns */
-  executeAt: bigint;
-  /** ns */
-  window: bigint;
-  gasLimit: number;
-  bounty: bigint;
-  data: Hex;
-}
+/** The scheduler's request type lives with the other on-chain structs (protocol/types.ts). */
+export type { ScheduledCall } from "../protocol/types";
 
 /** A time card to register: its P-256 public key (uncompressed 0x04‖X‖Y, 65 bytes) and validity window (ns). */
 export interface CardRegistration {
@@ -68,7 +58,7 @@ export interface DeployAttestedTimeOptions {
   deployer?: WalletClient;
   /**
    * Reads and waits for receipts (default: the Hardhat network's). With `deployer`, deploys to another chain, such
-   * as a `hardhat node` process (scripts/network.ts).
+   * as a Hardhat node process (scripts/network.ts).
    */
   publicClient?: PublicClient;
   /** Holds DEFAULT_ADMIN_ROLE at the end (default: the deployer). The deployer renounces it when different. */

@@ -2,14 +2,14 @@
  * A whole local network on 127.0.0.1, as `npm start` runs it and the relayer's end-to-end tests use it:
  *
  * - attesting nodes: a mesh of `meshNodes` dev nodes (node/cluster.ts), or one dev node when meshNodes is 1;
- * - two chains: `hardhat node` processes with chain ids 31337 ("alpha") and 31338 ("beta"), each with the oracle,
+ * - two chains: Hardhat node processes with chain ids 31337 ("alpha") and 31338 ("beta"), each with the oracle,
  *   scheduler, bridge and example vault deployed, and every node's card and address registered (nodeQuorum =
  *   the mesh's threshold);
  * - the network file (relayer/network.ts) and a relayer config beside it, in `dir`;
  * - optionally the relayer (`ats-relayer` as a child process).
  *
  * Keys: the deployer and the relayer use Hardhat's public development accounts #0 and #1 (their keys are printed
- * in every `hardhat node` banner; never use them on a real chain). Nothing here reads outside the repository.
+ * in every Hardhat node banner; never use them on a real chain). Nothing here reads outside the repository.
  */
 import { mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
@@ -28,7 +28,7 @@ import { startChainProcess, stopChainProcess, type ChainProcess } from "./chainP
 import { deployAttestedTime, type AttestedTimeDeployment, type CardRegistration, type NodeRegistration } from "./deploy";
 import { startRelayerProcess, stopRelayerProcess, type RelayerProcess } from "./relayerProcess";
 
-/** Hardhat's development accounts #0–#2 (public test keys, funded with 10,000 ETH on every `hardhat node`). */
+/** Hardhat's development accounts #0–#2 (public test keys, funded with 10,000 ETH on every Hardhat node). */
 export const HARDHAT_DEV_KEYS = {
   deployer: "0xac0974bec39a17e36ba4a6b4d238ff944bacb478cbed5efcae784d7bf4f2ff80",
   relayer: "0x59c6995e998f97a5a0044966f0945389dc9e86dae88c7a8412f4603b6b78690d",

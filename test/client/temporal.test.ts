@@ -1,5 +1,5 @@
 /**
- * client/temporal.ts (createTemporalClient) against a real gateway (node/rpc) in front of a `hardhat node`
+ * client/temporal.ts (createTemporalClient) against a real gateway (node/rpc) in front of a Hardhat node
  * process: lossless numbers (the legacy mode's integers above 2^53 included), hashes refused before sending,
  * retries with backoff, chain identity against the manifest, the degraded typed result, and the finality helper.
  */

@@ -41,7 +41,7 @@ describe("relayer against a chaotic RPC (a JSON-RPC chaos proxy in front of the 
     writeFileSync(join(dir, "chaos-network.json"), JSON.stringify(file));
     writeFileSync(
       join(dir, "chaos-relayer.json"),
-      JSON.stringify({ networkFile: "chaos-network.json", dataDir: "chaos-data", apiPort: 0, pollIntervalMs: 100, retryBaseMs: 100, rpcTimeoutMs: 500, feeBumpAfterMs: 3_000, maxFeePerGasWei: FEE_CAP_WEI.toString(), pushHeartbeatMs: 0 }),
+      JSON.stringify({ networkFile: "chaos-network.json", dataDir: "chaos-data", apiPort: 0, pollIntervalMs: 100, retryBaseMs: 100, retryMaxMs: 2_000, rpcTimeoutMs: 500, feeBumpAfterMs: 3_000, maxFeePerGasWei: FEE_CAP_WEI.toString(), pushHeartbeatMs: 0 }),
     );
     relayer = await startRelayerProcess(join(dir, "chaos-relayer.json"), network.relayerEnv);
   });

@@ -36,12 +36,23 @@ export async function apiItems(api: string, query = ""): Promise<ApiItem[]> {
 
 /** Waits until the relayer has nothing pending or submitted, then returns every item. */
 export async function settledItems(network: LocalNetwork, expectedIds: readonly string[], timeoutMs = 90_000): Promise<ApiItem[]> {
-  return pollUntil(async () => {
-    const items = await apiItems(network.relayer!.api);
-    const open = items.filter((item) => item.status === "pending" || item.status === "submitted");
-    const known = new Set(items.map((item) => item.id));
-    return open.length === 0 && expectedIds.every((id) => known.has(id)) ? items : undefined;
-  }, "the relayer's queue to empty", timeoutMs);
+  let last: ApiItem[] = [];
+  try {
+    return await pollUntil(async () => {
+      const items = await apiItems(network.relayer!.api);
+      last = items;
+      const open = items.filter((item) => item.status === "pending" || item.status === "submitted");
+      const known = new Set(items.map((item) => item.id));
+      return open.length === 0 && expectedIds.every((id) => known.has(id)) ? items : undefined;
+    }, "the relayer's queue to empty", timeoutMs);
+  } catch (error) {
+    // The evidence for whoever reads the failure: what was still open, and what never appeared.
+    const known = new Set(last.map((item) => item.id));
+    const open = last.filter((item) => item.status === "pending" || item.status === "submitted");
+    throw new Error(
+      `${(error as Error).message}; open: ${JSON.stringify(open)}; missing: ${JSON.stringify(expectedIds.filter((id) => !known.has(id)))}; relayer log: ${network.relayer?.stderrTail().slice(-1_500) ?? "none"}`,
+    );
+  }
 }
 
 /** Mines `count` blocks on a chain. */

@@ -1,7 +1,7 @@
 /**
  * Model-based test of the relayer (fast-check `fc.commands`): random sequences of emit (either direction), mine,
  * reorg (a snapshot and revert across blocks the relayer may already have indexed), crash (SIGKILL), restart and
- * RPC errors (a chaos proxy in front of each chain), on two `hardhat node` chains with a real attesting node and
+ * RPC errors (a chaos proxy in front of each chain), on two Hardhat node chains with a real attesting node and
  * `ats-relayer` as a child process. The invariant, after the relayer settles: the delivered message ids are
  * exactly the emitted ones, each delivered once on its target chain, and the store holds no open transaction.
  */
@@ -113,7 +113,7 @@ describe("relayer model-based test (fc.commands: emit, mine, reorg, crash, resta
     file.chains = file.chains.map((chain, index) => ({ ...chain, rpcUrl: proxies[index]!.url }));
     writeFileSync(join(dir, "model-network.json"), JSON.stringify(file));
     const configFile = join(dir, "model-relayer.json");
-    writeFileSync(configFile, JSON.stringify({ networkFile: "model-network.json", dataDir: "model-data", apiPort: 0, pollIntervalMs: 100, retryBaseMs: 100, rpcTimeoutMs: 500, pushHeartbeatMs: 0 }));
+    writeFileSync(configFile, JSON.stringify({ networkFile: "model-network.json", dataDir: "model-data", apiPort: 0, pollIntervalMs: 100, retryBaseMs: 100, retryMaxMs: 2_000, rpcTimeoutMs: 500, pushHeartbeatMs: 0 }));
     real = { network, chains, proxies, configFile, relayer: undefined };
   });
 

@@ -1,5 +1,5 @@
 /**
- * The relayer end to end: two `hardhat node` processes, a real attesting node, `ats-relayer` as a child process
+ * The relayer end to end: two Hardhat node processes, a real attesting node, `ats-relayer` as a child process
  * (scripts/network.ts). Exactly-once is read from the chains themselves (TimeReceived / CallExecuted events) and
  * from the relayer's own store after it stopped (no open transaction, its nonce equal to the chain's).
  */
@@ -18,7 +18,7 @@ import { localRelayerAddress, startLocalNetwork, type LocalChain, type LocalNetw
 import { runTour } from "../../scripts/tour";
 import { apiItems, deliveriesOf, executionsOf, mine, pollUntil, rpc, scheduleCall, sendFreshTime, settledItems } from "./helpers";
 
-describe("relayer end to end (2 hardhat node chains, an attesting node, ats-relayer processes)", function () {
+describe("relayer end to end (2 Hardhat node chains, an attesting node, ats-relayer processes)", function () {
   this.timeout(240_000);
   let dir: string;
   let network: LocalNetwork;
@@ -27,7 +27,7 @@ describe("relayer end to end (2 hardhat node chains, an attesting node, ats-rela
 
   before(async () => {
     dir = mkdtempSync(join(tmpdir(), "ats-relayer-e2e-"));
-    network = await startLocalNetwork({ hre, dir, meshNodes: 1, nodeLogger: pino({ level: "silent" }), relayerSettings: { pollIntervalMs: 100, retryBaseMs: 200 } });
+    network = await startLocalNetwork({ hre, dir, meshNodes: 1, nodeLogger: pino({ level: "silent" }), relayerSettings: { pollIntervalMs: 100, retryBaseMs: 200, retryMaxMs: 2_000 } });
     [alpha, beta] = network.chains as [LocalChain, LocalChain];
   });
 
@@ -43,14 +43,18 @@ describe("relayer end to end (2 hardhat node chains, an attesting node, ats-rela
   /** After the relayer stopped: nothing open in its store, and its next nonce is each chain's. */
   async function expectStoreConsistent(): Promise<void> {
     // The tracker settles a nonce once its block is confirmed: give it the blocks and the ticks to do so.
+    let open: unknown[] = [];
     await pollUntil(async () => {
       const reader = new RelayerStore(join(dir, "relayer-data"));
       try {
-        return network.chains.every((chain) => reader.openTxs(chain.chainId).length === 0) ? true : undefined;
+        open = network.chains.flatMap((chain) => reader.openTxs(chain.chainId).map((tx) => ({ chainId: tx.chainId, nonce: tx.nonce, state: tx.state, item: tx.itemId })));
+        return open.length === 0 ? true : undefined;
       } finally {
         reader.close();
       }
-    }, "every open transaction's settlement");
+    }, "every open transaction's settlement").catch((error: Error) => {
+      throw new Error(`${error.message}; still open: ${JSON.stringify(open)}; relayer log: ${network.relayer?.stderrTail().slice(-1_500) ?? "none"}`);
+    });
     await network.stopRelayer("SIGTERM");
     const store = new RelayerStore(join(dir, "relayer-data"));
     try {

@@ -1,5 +1,5 @@
 /**
- * The temporal JSON-RPC gateway (node/rpc/) in front of a real `hardhat node` process on loopback: the temporal
+ * The temporal JSON-RPC gateway (node/rpc/) in front of a real Hardhat node process on loopback: the temporal
  * methods, automatic timestamping (received and observed), restart persistence, a reorg, every bad-input class,
  * limits, legacy numbers, and a property: no answer (outside the legacy mode) holds a JSON number above 2^53 − 1.
  */
@@ -64,7 +64,7 @@ async function until<T>(read: () => Promise<T | undefined>, what: string, timeou
   }
 }
 
-describe("temporal JSON-RPC gateway (node/rpc) in front of a hardhat node", function () {
+describe("temporal JSON-RPC gateway (node/rpc) in front of a Hardhat node", function () {
   this.timeout(120_000);
   let chain: ChainProcess;
   let dir: string;
