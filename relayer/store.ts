@@ -68,15 +68,8 @@ export interface TxRecord {
   minedBlock: bigint | null;
 }
 
-export interface NewItem {
-  id: string;
-  kind: ItemKind;
-  chainId: number;
-  sourceChainId: number | null;
-  sourceBlock: bigint | null;
-  payload: string;
-  nextAttemptMs: number;
-}
+/** What a watcher or the pusher records; the rest of an Item starts at its defaults. */
+export type NewItem = Pick<Item, "id" | "kind" | "chainId" | "sourceChainId" | "sourceBlock" | "payload" | "nextAttemptMs">;
 
 export interface Cursor {
   blockNumber: bigint;

@@ -19,7 +19,7 @@ import pino from "pino";
 import { createWalletClient, http, parseAbi, type Hex } from "viem";
 import { BRIDGE_ABI } from "../relayer/abi";
 import { fmt, percentile } from "./benchUtil";
-import { scheduleCall, sendFreshTime } from "./localUser";
+import { pollUntil, scheduleCall, sendFreshTime } from "./localUser";
 import { HARDHAT_DEV_KEYS, startLocalNetwork, type LocalChain, type LocalNetwork } from "./network";
 import { privateKeyToAccount } from "viem/accounts";
 
@@ -44,12 +44,9 @@ async function deliveredBlock(chain: LocalChain, messageId: Hex): Promise<bigint
   return chain.publicClient.readContract({ address: chain.deployment.bridge!, abi: BRIDGE_ABI, functionName: "deliveredBlock", args: [messageId] });
 }
 
-async function until(check: () => Promise<boolean>, timeoutMs: number, what: string): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!(await check())) {
-    if (Date.now() > deadline) throw new Error(`${what}: not within ${timeoutMs} ms`);
-    await new Promise((resolve) => setTimeout(resolve, 20));
-  }
+/** Polls `check` until it holds (scripts/localUser.ts pollUntil). */
+function until(check: () => Promise<boolean>, timeoutMs: number, what: string): Promise<true> {
+  return pollUntil(async () => ((await check()) ? true : undefined), what, timeoutMs);
 }
 
 async function measureLatency(network: LocalNetwork, result: RunResult): Promise<void> {

@@ -2,7 +2,7 @@
  * A dApp user's actions on the local network (scripts/network.ts), and the exactly-once counts read from the
  * chains themselves: used by the tour's tests (test/relayer/) and by bench:relayer.
  */
-import { decodeEventLog, parseAbi, parseEther, type Hex } from "viem";
+import { parseAbi, parseEther, parseEventLogs, type Hex } from "viem";
 import { createTimeClient } from "../client";
 import { BRIDGE_ABI, ORACLE_ABI, SCHEDULER_ABI } from "../relayer/abi";
 import type { LocalChain, LocalNetwork } from "./network";
@@ -13,6 +13,22 @@ const RECEIVED_ABI = parseAbi([
   "event TimeReceived(bytes32 indexed messageId, uint256 indexed sourceChain, address sourceBridge, uint64 nonce, (uint128 networkTime, uint256 targetChain, bytes proof, uint256 targetBlock) message, address relayer)",
 ]);
 const EXECUTED_ABI = parseAbi(["event CallExecuted(bytes32 indexed callId, address indexed executor, uint128 nanoMoment, bytes returnData)"]);
+
+/** Polls `read` every 100 ms until it gives a value; on timeout the error names `what` and the last failure. */
+export async function pollUntil<T>(read: () => Promise<T | undefined>, what: string, timeoutMs = 60_000): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  let lastError: unknown;
+  for (;;) {
+    try {
+      const value = await read();
+      if (value !== undefined) return value;
+    } catch (error) {
+      lastError = error;
+    }
+    if (Date.now() > deadline) throw new Error(`${what} did not happen within ${timeoutMs} ms${lastError === undefined ? "" : `: ${String(lastError)}`}`);
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+}
 
 /** Waits for a user transaction's receipt; a revert throws. */
 export async function confirmed(chain: LocalChain, pending: Promise<Hex>) {
@@ -44,15 +60,9 @@ export async function sendFreshTime(network: LocalNetwork, source: LocalChain, t
     source,
     source.user.writeContract({ address: source.deployment.bridge!, abi: BRIDGE_ABI, functionName: "sendTime", args: [BigInt(target.chainId)], account: source.user.account!, chain: source.user.chain }),
   );
-  for (const entry of receipt.logs) {
-    try {
-      const event = decodeEventLog({ abi: BRIDGE_ABI, data: entry.data, topics: entry.topics });
-      if (event.eventName === "TimeSent") return event.args.messageId;
-    } catch {
-      continue;
-    }
-  }
-  throw new Error("sendTime emitted no TimeSent");
+  const [sent] = parseEventLogs({ abi: BRIDGE_ABI, logs: receipt.logs, eventName: "TimeSent" });
+  if (sent === undefined) throw new Error("sendTime emitted no TimeSent");
+  return sent.args.messageId;
 }
 
 /** A user schedules a call to itself `leadMs` ahead with a small bounty; returns its id. */
@@ -62,15 +72,9 @@ export async function scheduleCall(chain: LocalChain, leadMs: number): Promise<H
     chain,
     chain.user.writeContract({ address: chain.deployment.scheduler!, abi: USER_SCHEDULER_ABI, functionName: "scheduleCall", args: [executeAt, "0x"], value: parseEther("0.001"), account: chain.user.account!, chain: chain.user.chain }),
   );
-  for (const entry of receipt.logs) {
-    try {
-      const event = decodeEventLog({ abi: SCHEDULER_ABI, data: entry.data, topics: entry.topics });
-      if (event.eventName === "CallScheduled") return event.args.callId;
-    } catch {
-      continue;
-    }
-  }
-  throw new Error("scheduleCall emitted no CallScheduled");
+  const [scheduled] = parseEventLogs({ abi: SCHEDULER_ABI, logs: receipt.logs, eventName: "CallScheduled" });
+  if (scheduled === undefined) throw new Error("scheduleCall emitted no CallScheduled");
+  return scheduled.args.callId;
 }
 
 /** Every message id delivered on `target`'s canonical chain, in delivery order (repeats included). */

@@ -12,12 +12,12 @@
  *
  * Returns what it saw, for the tests (test/relayer/network.test.ts).
  */
-import { decodeEventLog, parseAbi, parseEther, type Abi, type Hex } from "viem";
+import { parseAbi, parseEther, parseEventLogs, type Abi, type Hex } from "viem";
 import { createClusterClient, createTimeClient } from "../client";
 import { decodeRevert } from "../lib/revert";
 import type { TimeProof } from "../protocol/types";
 import { BRIDGE_ABI, CALL_STATUS, ORACLE_ABI, SCHEDULER_ABI } from "../relayer/abi";
-import { confirmed } from "./localUser";
+import { confirmed, pollUntil } from "./localUser";
 import type { LocalChain, LocalNetwork } from "./network";
 
 const NS_PER_MS = 1_000_000n;
@@ -32,16 +32,6 @@ export interface TourResult {
   call: { callId: Hex; executeAtNs: bigint; executedAtNs: bigint; latenessMs: number; status: string };
   message: { messageId: Hex; sourceBlock: bigint; targetBlock: bigint; networkTimeNs: bigint };
   replay: { errorName: string };
-}
-
-async function pollUntil<T>(read: () => Promise<T | undefined>, what: string, timeoutMs: number): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await read().catch(() => undefined);
-    if (value !== undefined) return value;
-    if (Date.now() > deadline) throw new Error(`tour: ${what} did not happen within ${timeoutMs} ms`);
-    await new Promise((resolve) => setTimeout(resolve, 100));
-  }
 }
 
 function iso(ns: bigint): string {
@@ -100,14 +90,7 @@ export async function runTour(network: LocalNetwork, log: (line: string) => void
     account: alpha.user.account!,
     chain: alpha.user.chain,
   }));
-  const scheduledLog = scheduled.logs.map((entry) => {
-    try {
-      return decodeEventLog({ abi: SCHEDULER_ABI, data: entry.data, topics: entry.topics });
-    } catch {
-      return undefined;
-    }
-  }).find((event) => event?.eventName === "CallScheduled");
-  const callId = (scheduledLog!.args as { callId: Hex }).callId;
+  const callId = parseEventLogs({ abi: SCHEDULER_ABI, logs: scheduled.logs, eventName: "CallScheduled" })[0]!.args.callId;
   log(`   user ${alpha.user.account!.address} scheduled call ${callId} for ${iso(executeAtNs)} with a 0.001 ETH bounty (block ${scheduled.blockNumber})`);
   const status = await pollUntil(
     async () => {
@@ -138,16 +121,7 @@ export async function runTour(network: LocalNetwork, log: (line: string) => void
     account: alpha.user.account!,
     chain: alpha.user.chain,
   }));
-  const sentEvent = sent.logs
-    .map((entry) => {
-      try {
-        return decodeEventLog({ abi: BRIDGE_ABI, data: entry.data, topics: entry.topics });
-      } catch {
-        return undefined;
-      }
-    })
-    .find((event) => event?.eventName === "TimeSent");
-  const { messageId, nonce, message } = sentEvent!.args as { messageId: Hex; nonce: bigint; message: { networkTime: bigint; targetChain: bigint; proof: Hex; targetBlock: bigint } };
+  const { messageId, nonce, message } = parseEventLogs({ abi: BRIDGE_ABI, logs: sent.logs, eventName: "TimeSent" })[0]!.args;
   log(`   alpha bridge sendTime(${beta.chainId}): message ${messageId}, network time ${iso(message.networkTime)} (block ${sent.blockNumber})`);
   const targetBlock = await pollUntil(
     async () => {

@@ -194,8 +194,9 @@ export async function startTemporalGateway(options: TemporalGatewayOptions): Pro
       if (timer !== undefined) clearTimeout(timer);
       await ticking;
       sockets.close();
-      await new Promise<void>((resolve) => server.close(() => resolve()));
-      server.closeAllConnections();
+      const closed = new Promise<void>((resolve) => server.close(() => resolve()));
+      server.closeIdleConnections(); // a keep-alive client would otherwise hold close() until its timeout
+      await closed;
       store.close();
     },
   };

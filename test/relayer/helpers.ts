@@ -5,22 +5,8 @@
 import { expect } from "chai";
 import type { LocalChain, LocalNetwork } from "../../scripts/network";
 
-export { deliveredIds, deliveriesOf, executionsOf, scheduleCall, sendFreshTime } from "../../scripts/localUser";
-
-export async function pollUntil<T>(read: () => Promise<T | undefined>, what: string, timeoutMs = 60_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  let lastError: unknown;
-  for (;;) {
-    try {
-      const value = await read();
-      if (value !== undefined) return value;
-    } catch (error) {
-      lastError = error;
-    }
-    if (Date.now() > deadline) throw new Error(`${what} did not happen within ${timeoutMs} ms${lastError === undefined ? "" : `: ${String(lastError)}`}`);
-    await new Promise((resolve) => setTimeout(resolve, 100));
-  }
-}
+export { deliveredIds, deliveriesOf, executionsOf, pollUntil, scheduleCall, sendFreshTime } from "../../scripts/localUser";
+import { pollUntil } from "../../scripts/localUser";
 
 export interface ApiItem {
   id: string;
