@@ -40,6 +40,16 @@ describe("relayer end to end (2 Hardhat node chains, an attesting node, ats-rela
     await network.stopRelayer("SIGKILL");
   });
 
+  /** Whether the relayer's store holds a broadcast no-op (a transaction of no item) on the chain: a cancellation. */
+  function cancellationBroadcast(chainId: number): boolean {
+    const reader = new RelayerStore(join(dir, "relayer-data"));
+    try {
+      return reader.openTxs(chainId).some((tx) => tx.itemId === null && tx.state === "broadcast");
+    } finally {
+      reader.close();
+    }
+  }
+
   /** After the relayer stopped: nothing open in its store, and its next nonce is each chain's. */
   async function expectStoreConsistent(): Promise<void> {
     // The tracker settles a nonce once its block is confirmed: give it the blocks and the ticks to do so.
@@ -208,6 +218,8 @@ describe("relayer end to end (2 Hardhat node chains, an attesting node, ats-rela
       expect(await rpc(alpha, "evm_revert", [snapshot])).to.equal(true);
       await mine(alpha, 4); // another history, longer than the cursor's
       await pollUntil(async () => ((await apiItems(network.relayer!.api)).find((item) => item.id === itemId)?.status === "orphaned" ? true : undefined), "the item's orphaning");
+      // The item is marked orphaned before its cancellation is broadcast: beta may mine only once the no-op is in its pool.
+      await pollUntil(async () => (cancellationBroadcast(beta.chainId) ? true : undefined), "the cancellation's broadcast");
       // Both chains mine again: anything sent meanwhile (a push on alpha, the cancellation on beta) gets confirmed.
       await rpc(alpha, "evm_setIntervalMining", [1_000]);
       await rpc(beta, "evm_setAutomine", [true]);
