@@ -116,8 +116,6 @@ export async function startRelayer(config: RelayerConfig, options: StartRelayerO
         { feeBumpAfterMs: config.feeBumpAfterMs, maxFeePerGasWei: BigInt(config.maxFeePerGasWei), crashAt: crashHookFromEnv(process.env) },
       ),
   );
-  const workersByChain = new Map(workers.map((worker) => [worker.chain.config.chainId, worker]));
-  for (const worker of workers) worker.peers = workersByChain;
   try {
     for (const worker of workers) await worker.submitter.init();
   } catch (error) {

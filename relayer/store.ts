@@ -257,21 +257,21 @@ export class RelayerStore {
 
   /**
    * After a reorg: moves the cursor back to `ancestor` (a position of the history that is still canonical) and
-   * marks the open (pending or submitted) items of the chain's orphaned blocks `orphaned`. Returns them, so that
-   * the submitted ones' transactions can be cancelled.
+   * marks the open (pending or submitted) items of the chain's orphaned blocks `orphaned` and returns their ids.
+   * The target chain's submitter cancels the transactions it had sent for them (Submitter.keepAlive).
    */
-  rewindCursor(chainId: number, ancestor: Cursor | undefined): { id: string; wasSubmitted: boolean }[] {
+  rewindCursor(chainId: number, ancestor: Cursor | undefined): string[] {
     return this.db.transaction(() => {
       const above = ancestor?.blockNumber ?? -1n;
       const orphaned = (
         this.db
-          .prepare("SELECT id, source_block, status FROM items WHERE source_chain_id = ? AND status IN ('pending','submitted') AND source_block IS NOT NULL")
-          .all(chainId) as { id: string; source_block: string; status: string }[]
+          .prepare("SELECT id, source_block FROM items WHERE source_chain_id = ? AND status IN ('pending','submitted') AND source_block IS NOT NULL")
+          .all(chainId) as { id: string; source_block: string }[]
       )
         .filter((row) => BigInt(row.source_block) > above)
-        .map((row) => ({ id: row.id, wasSubmitted: row.status === "submitted" }));
+        .map((row) => row.id);
       const mark = this.db.prepare("UPDATE items SET status = 'orphaned', updated_ms = ? WHERE id = ?");
-      for (const { id } of orphaned) mark.run(this.nowMs(), id);
+      for (const id of orphaned) mark.run(this.nowMs(), id);
       const rows = this.db.prepare("SELECT seq, block_number FROM cursors WHERE chain_id = ?").all(chainId) as {
         seq: number;
         block_number: string;

@@ -153,29 +153,25 @@ export class Submitter {
     return settled;
   }
 
-  /** An unmined nonce: (re)broadcast the newest transaction if the pool does not have it, bump it when it waited too long. */
+  /**
+   * An unmined nonce: (re)broadcast the newest transaction if the pool does not have it, bump it when it waited too
+   * long. When the newest belongs to an item whose source event was reorged away (`orphaned`), it is cancelled
+   * instead: a no-op (a 0-value transfer to ourselves) with fees raised by a quarter replaces it at its nonce. Deciding
+   * this here, from the store, makes the cancellation survive a crash between the orphaning and the broadcast.
+   */
   private async keepAlive(txs: TxRecord[]): Promise<void> {
     const newest = txs[txs.length - 1]!;
     if (newest.state === "mined") this.store.setTxState(newest.hash, "broadcast"); // its block was reorged away
+    if (newest.itemId !== null && this.store.item(newest.itemId)?.status === "orphaned") {
+      await this.bump({ ...newest, itemId: null, to: this.chain.account.address, data: "0x", gas: NO_OP_GAS });
+      this.options.log.warn({ chainId: this.chainId, nonce: newest.nonce, item: newest.itemId }, "cancelled: its source event was reorged away");
+      return;
+    }
     if (this.options.nowMs() - newest.sentMs >= this.options.feeBumpAfterMs) {
       await this.bump(newest);
       return;
     }
     if (newest.state === "signed" || !(await this.chain.knows(newest.hash))) await this.send(newest);
-  }
-
-  /**
-   * Cancels a job's unmined transactions: each of their nonces gets a no-op (a 0-value transfer to ourselves)
-   * with fees raised by a quarter, which replaces the job's transaction in the pool.
-   */
-  async cancel(itemId: string): Promise<void> {
-    const open = this.store.openTxs(this.chainId).filter((tx) => tx.itemId === itemId && tx.state !== "mined");
-    const newestByNonce = new Map<number, TxRecord>();
-    for (const tx of open) newestByNonce.set(tx.nonce, tx);
-    for (const tx of newestByNonce.values()) {
-      await this.bump({ ...tx, itemId: null, to: this.chain.account.address, data: "0x", gas: NO_OP_GAS });
-      this.options.log.warn({ chainId: this.chainId, nonce: tx.nonce, item: itemId }, "cancelled: its source event was reorged away");
-    }
   }
 
   /** Re-signs a transaction at the same nonce with fees raised by a quarter (at least the market's). */

@@ -180,27 +180,14 @@ export class ChainWorker {
     }
     const orphaned = this.store.rewindCursor(this.chainId, ancestor);
     this.metrics.reorgs.inc({ chain: this.chain.config.name });
-    // Work already sent for an event that no longer exists is cancelled: a no-op outbids it at its nonce (if the
-    // original is mined first, it stands; confirmations are what make that rare).
-    for (const { id, wasSubmitted } of orphaned) {
-      const item = this.store.item(id);
-      const target = item === undefined ? undefined : this.chains.get(item.chainId);
-      if (wasSubmitted && target !== undefined) await this.cancelOn(target, id);
-    }
+    // Work already sent for an event that no longer exists is cancelled by the target chain's submitter on its next
+    // tick (Submitter.keepAlive): a no-op outbids it at its nonce. If the original is mined first, it stands;
+    // confirmations are what make that rare.
     this.log.warn(
       { chain: this.chain.config.name, ancestor: ancestor === undefined ? "start" : String(ancestor.blockNumber), orphaned: orphaned.length },
       "reorg: cursor moved back to the common ancestor",
     );
   }
-
-  /** Asks the worker of `target` to cancel an item's open transactions. */
-  private cancelOn(target: ChainClient, itemId: string): Promise<void> {
-    const worker = this.peers?.get(target.config.chainId);
-    return worker === undefined ? Promise.resolve() : worker.submitter.cancel(itemId);
-  }
-
-  /** The workers of every chain (set by the relayer once all exist), for cancellations across chains. */
-  peers: ReadonlyMap<number, ChainWorker> | undefined;
 
   private itemOf(event: IndexedEvent): NewItem[] {
     const now = this.nowMs();

@@ -83,7 +83,7 @@ describe("relayer/store", () => {
     store.advanceCursor(1, { blockNumber: 5n, blockHash: hashOf(5) }, []);
     store.advanceCursor(1, { blockNumber: 9n, blockHash: hashOf(9) }, []);
     const orphaned = store.rewindCursor(1, { blockNumber: 5n, blockHash: hashOf(5) });
-    expect(orphaned).to.deep.equal([{ id: "message:2:high", wasSubmitted: false }]);
+    expect(orphaned).to.deep.equal(["message:2:high"]);
     expect(store.cursor(1)).to.deep.equal({ blockNumber: 5n, blockHash: hashOf(5) });
     expect(store.item("message:2:low")!.status).to.equal("pending");
     expect(store.item("message:2:high")!.status).to.equal("orphaned");
