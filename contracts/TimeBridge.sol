@@ -9,23 +9,22 @@ import {CrossChainTime, ITimeBridge} from "./interfaces/ITimeBridge.sol";
  * @notice Sends the oracle's current proof to other chains and receives theirs (see {ITimeBridge}). The same
  * contract is deployed on every chain, next to that chain's oracle.
  *
- * What the message id binds, and what guards against replay. `messageId = keccak256(abi.encode(sourceChain,
- * sourceBridge, nonce, message))` names one send, so a relayer can tell whether it already delivered it, and the
- * bridge refuses the same id twice ({TimeBridgeAlreadyDelivered}). But nothing on the target chain authenticates
- * `sourceChain`, `sourceBridge` or `nonce`: there is no cross-chain messaging layer, only a self-authenticating
- * proof, so anyone can wrap the same proof in a new envelope (another nonce, another claimed source) and get a new
- * id. The id therefore cannot be what stops a proof from being delivered twice. What matters on the target is the
- * time itself: the bridge accepts a message only when its `networkTime` is strictly newer than the latest time it
- * delivered ({TimeBridgeNotNewer}). That binds the content, whatever the envelope: the same proof, or an older
- * still-fresh one, can never be delivered again, and the bridge's latest time never goes backwards. The cost is
- * that an older message arriving after a newer one (from another source chain, say) is refused; it carries
- * nothing a reader of the latest time would want. Freshness comes from the target oracle: its `verifyTimeProof`
- * accepts a proof only while it is at most `maxAttestationAge` old against the target chain's clock, so a
- * relayer has that long to deliver. The proof bytes must also be the canonical `abi.encode(TimeProof)`, so that
- * one proof has one encoding and hence one id per envelope.
+ * What is a fact here, and what guards against replay. There is no cross-chain messaging layer, only a
+ * self-authenticating proof: on the target chain nothing can tell which chain, bridge or send a message came from,
+ * so the bridge takes no origin at all. The message id is the hash of the message itself (`targetChain` and the
+ * proof): anyone who delivers it delivers *the* message, and a relayer that arrives second finds it delivered
+ * ({TimeBridgeAlreadyDelivered}, {deliveredBlock}), never undeliverable. Two sends of the same stored proof to the
+ * same chain are one message. The bridge also accepts a message only when its `networkTime` is strictly newer than
+ * the latest time it delivered ({TimeBridgeNotNewer}), so the latest time never goes backwards and an older,
+ * still-fresh proof cannot be delivered after a newer one. When a key lost trust since that delivery (the oracle's
+ * registry epoch moved), the latest time is clamped to the epoch and no longer reported as delivered: a time a
+ * compromised key dated ahead neither blocks honest messages nor keeps being served ({ITimeOracle-registryEpoch}).
+ * Freshness comes from the target oracle: its `verifyTimeProof` accepts a proof only while it is at most
+ * `maxAttestationAge` old against the target chain's clock, so a relayer has that long to deliver. The proof bytes
+ * must be the canonical `abi.encode(TimeProof)`, so that one proof has one encoding and hence one id.
  *
- * Storage: the nonce, the latest delivered time and its block share one slot; plus the latest message id and one
- * slot per delivered message (its block). The messages themselves live in the events.
+ * Storage: the nonce, the latest delivered time and its block share one slot; the latest message id, the registry
+ * epoch of the latest delivery, and one slot per delivered message (its block). The messages live in the events.
  */
 contract TimeBridge is ITimeBridge {
     ITimeOracle private immutable _TIME_ORACLE;
@@ -34,6 +33,7 @@ contract TimeBridge is ITimeBridge {
     uint128 private _latestNetworkTime;
     uint64 private _latestTargetBlock;
     bytes32 private _latestMessageId;
+    uint64 private _latestRegistryEpoch;
     mapping(bytes32 messageId => uint256 blockNumber) private _deliveredBlock;
 
     /// @param oracle This chain's oracle: the source of sent proofs and the verifier of received ones.
@@ -53,20 +53,15 @@ contract TimeBridge is ITimeBridge {
             targetBlock: 0
         });
         uint64 nonce = _sentCount++;
-        messageId = keccak256(abi.encode(block.chainid, address(this), nonce, message));
+        messageId = keccak256(abi.encode(message));
         emit TimeSent(messageId, targetChain, nonce, message);
     }
 
     /// @inheritdoc ITimeBridge
-    function receiveTime(
-        uint256 sourceChain,
-        address sourceBridge,
-        uint64 nonce,
-        CrossChainTime calldata message
-    ) external returns (bytes32 messageId) {
+    function receiveTime(CrossChainTime calldata message) external returns (bytes32 messageId) {
         if (message.targetChain != block.chainid) revert TimeBridgeWrongChain(message.targetChain, block.chainid);
         if (message.targetBlock != 0) revert TimeBridgeTargetBlockSet(message.targetBlock);
-        messageId = keccak256(abi.encode(sourceChain, sourceBridge, nonce, message));
+        messageId = keccak256(abi.encode(message));
         uint256 delivered = _deliveredBlock[messageId];
         if (delivered != 0) revert TimeBridgeAlreadyDelivered(messageId, delivered);
 
@@ -74,8 +69,9 @@ contract TimeBridge is ITimeBridge {
         if (message.networkTime != proof.nanoMoment) {
             revert TimeBridgeTimeMismatch(message.networkTime, proof.nanoMoment);
         }
-        uint128 latest = _latestNetworkTime;
-        if (message.networkTime <= latest) revert TimeBridgeNotNewer(message.networkTime, latest);
+        uint64 epoch = _TIME_ORACLE.registryEpoch();
+        (uint128 floor, ) = _latestTime(epoch);
+        if (message.networkTime <= floor) revert TimeBridgeNotNewer(message.networkTime, floor);
         // The expensive check last.
         if (!_TIME_ORACLE.verifyTimeProof(proof)) revert TimeBridgeInvalidProof(messageId, proof.nanoMoment);
 
@@ -83,9 +79,10 @@ contract TimeBridge is ITimeBridge {
         _latestNetworkTime = message.networkTime;
         _latestTargetBlock = uint64(block.number); // block numbers stay far below 2^64
         _latestMessageId = messageId;
+        if (_latestRegistryEpoch != epoch) _latestRegistryEpoch = epoch;
         CrossChainTime memory received = message;
         received.targetBlock = block.number;
-        emit TimeReceived(messageId, sourceChain, sourceBridge, nonce, received, msg.sender);
+        emit TimeReceived(messageId, message.networkTime, received, msg.sender);
     }
 
     /**
@@ -113,17 +110,24 @@ contract TimeBridge is ITimeBridge {
 
     /// @inheritdoc ITimeBridge
     function latestDelivery() external view returns (bytes32 messageId, uint128 networkTime, uint256 targetBlock) {
-        return (_latestMessageId, _latestNetworkTime, _latestTargetBlock);
+        bool current;
+        (networkTime, current) = _latestTime(_TIME_ORACLE.registryEpoch());
+        if (current) (messageId, targetBlock) = (_latestMessageId, _latestTargetBlock);
     }
 
     /// @inheritdoc ITimeBridge
-    function messageIdOf(
-        uint256 sourceChain,
-        address sourceBridge,
-        uint64 nonce,
-        CrossChainTime calldata message
-    ) external pure returns (bytes32) {
-        return keccak256(abi.encode(sourceChain, sourceBridge, nonce, message));
+    function messageIdOf(CrossChainTime calldata message) external pure returns (bytes32) {
+        return keccak256(abi.encode(message));
+    }
+
+    /**
+     * @dev The latest delivered time as it stands in registry epoch `epoch`, and whether it was delivered in that
+     * epoch. From an earlier epoch it is clamped to the epoch (see the contract's notice).
+     */
+    function _latestTime(uint64 epoch) private view returns (uint128 networkTime, bool current) {
+        networkTime = _latestNetworkTime;
+        current = _latestRegistryEpoch == epoch;
+        if (!current && networkTime > epoch) networkTime = epoch;
     }
 
     /// @dev Decodes the proof, refusing bytes that do not decode or are not the canonical encoding.

@@ -20,7 +20,10 @@ import {ITimeConsumer} from "./interfaces/ITimeConsumer.sol";
  * the oracle accepts any proof up to `maxAttestationAge` old, so without that rule a caller could replay an older,
  * still fresh proof to act "before a deadline" after it passed. The key is the consumer's choice (the account, the
  * lock, the auction): proofs are public, and one watermark shared by every user would let anyone block everyone
- * else by consuming a newer proof first (docs/protocol.md §6.7).
+ * else by consuming a newer proof first (docs/protocol.md §6.7). Each watermark remembers the oracle's registry
+ * epoch it was set in: once a key has lost trust (a card revoked, a node deactivated), a watermark set before is
+ * clamped to the epoch, the chain clock of the removal, so that time a compromised key dated ahead does not lock
+ * the key until real time catches up ({ITimeOracle-registryEpoch}, docs/protocol.md §6.7).
  *
  * Time windows are half-open: "after t" means `nanoMoment >= t`, "before t" means `nanoMoment < t`, so the two
  * partition time and `[start, end)` is {onlyWithin}. A "before" guard also bounds the chain clock: a proof stays
@@ -31,8 +34,14 @@ abstract contract TimeConsumer is ITimeConsumer {
     /// @dev The accuracy bound of the example consumer of docs/protocol.md §6.7, in ns.
     uint32 private constant _DEFAULT_MAX_ACCURACY_NS = 100;
 
+    /// @dev A watermark and the registry epoch it was set in: one slot.
+    struct Watermark {
+        uint128 nanoMoment;
+        uint64 registryEpoch;
+    }
+
     ITimeOracle private immutable _TIME_ORACLE;
-    mapping(bytes32 actionKey => uint128 nanoMoment) private _lastConsumed;
+    mapping(bytes32 actionKey => Watermark) private _lastConsumed;
 
     /// @param oracle The oracle whose registry and settings decide which proofs are valid.
     constructor(ITimeOracle oracle) {
@@ -74,7 +83,7 @@ abstract contract TimeConsumer is ITimeConsumer {
 
     /// @inheritdoc ITimeConsumer
     function lastConsumedNanoMoment(bytes32 actionKey) public view returns (uint128) {
-        return _lastConsumed[actionKey];
+        return _effectiveWatermark(_lastConsumed[actionKey], _TIME_ORACLE.registryEpoch());
     }
 
     /// @inheritdoc ITimeConsumer
@@ -103,10 +112,22 @@ abstract contract TimeConsumer is ITimeConsumer {
      */
     function _consumeTime(TimeProof calldata proof, bytes32 actionKey) internal returns (uint128 nanoMoment) {
         nanoMoment = _verifiedTime(proof);
-        uint128 last = _lastConsumed[actionKey];
+        uint64 epoch = _TIME_ORACLE.registryEpoch();
+        uint128 last = _effectiveWatermark(_lastConsumed[actionKey], epoch);
         if (nanoMoment <= last) revert TimeConsumerProofNotNewer(actionKey, nanoMoment, last);
-        _lastConsumed[actionKey] = nanoMoment;
+        _lastConsumed[actionKey] = Watermark({nanoMoment: nanoMoment, registryEpoch: epoch});
         emit TimeConsumed(actionKey, nanoMoment, proof.accuracy);
+    }
+
+    /**
+     * @dev The watermark as it stands in registry epoch `epoch`: as recorded when set in this epoch, otherwise at
+     * most the epoch (the chain clock, ns, when a key last lost trust). Whatever a removed key dated beyond that no
+     * longer blocks; a proof consumed before the removal is not newer than the removal's chain clock unless it was
+     * dated ahead of it, so replay protection is kept for every honestly timed proof.
+     */
+    function _effectiveWatermark(Watermark memory watermark, uint64 epoch) private pure returns (uint128) {
+        if (watermark.registryEpoch == epoch || watermark.nanoMoment <= epoch) return watermark.nanoMoment;
+        return epoch;
     }
 
     /// @dev {_consumeTime}, requiring the moment (and the chain clock, for the deadline) in `[notBefore, deadline)`.

@@ -108,10 +108,12 @@ contract TimeOracle is ITimeOracle, AccessControl {
     /// @dev {SnapshotLib.CARD_VALID_UNTIL_OFFSET}.
     uint256 internal constant _CARD_VALID_UNTIL_OFFSET = 104;
 
-    /// @dev The current snapshot, in one slot (the settings, {SnapshotLib.Settings}, fill another).
+    /// @dev The current snapshot and the registry epoch, in one slot (the settings, {SnapshotLib.Settings}, fill
+    /// another). Verification reads this slot anyway, so consumers read the epoch warm ({registryEpoch}).
     struct SnapshotRef {
         address pointer;
         uint32 size; // bytes of data, without the leading STOP byte
+        uint64 registryEpoch; // {registryEpoch}
     }
 
     /// @dev `listIndex` is the 1-based position in the active list, 0 when not listed.
@@ -187,8 +189,8 @@ contract TimeOracle is ITimeOracle, AccessControl {
         card.validUntilNs = validUntilNs;
         emit CardRegistered(cardId, publicKeyX, publicKeyY, validFromNs, validUntilNs);
         _writeSnapshot();
-        // A changed window may exclude the stored proof's moment: readers must not keep trusting it.
-        if (windowChanged) _clearStoredProof();
+        // A changed window may exclude moments the card signed: readers must not keep trusting them.
+        if (windowChanged) _distrustEarlierTime();
     }
 
     /// @inheritdoc ITimeOracle
@@ -201,7 +203,7 @@ contract TimeOracle is ITimeOracle, AccessControl {
         _removeCardFromList(card);
         emit CardRevoked(cardId, msg.sender);
         _writeSnapshot();
-        _clearStoredProof();
+        _distrustEarlierTime();
     }
 
     /// @inheritdoc ITimeOracle
@@ -221,7 +223,7 @@ contract TimeOracle is ITimeOracle, AccessControl {
         record.validUntilNs = validUntilNs;
         emit NodeRegistered(node, validFromNs, validUntilNs);
         _writeSnapshot();
-        if (windowChanged) _clearStoredProof();
+        if (windowChanged) _distrustEarlierTime();
     }
 
     /// @inheritdoc ITimeOracle
@@ -233,7 +235,7 @@ contract TimeOracle is ITimeOracle, AccessControl {
         _removeNodeFromList(record);
         emit NodeDeactivated(node, msg.sender);
         _writeSnapshot();
-        _clearStoredProof();
+        _distrustEarlierTime();
     }
 
     // ================================================================================================ settings
@@ -322,6 +324,22 @@ contract TimeOracle is ITimeOracle, AccessControl {
         emit TimeProofCleared(nanoMoment);
     }
 
+    /**
+     * @dev A key lost trust (card revoked, node deactivated, a validity window changed): what it signed may be
+     * false time, up to `maxFutureDrift` ahead. Clears the stored proof and starts a new registry epoch, which
+     * consumers and the bridge honour by clamping their "strictly newer" watermarks to it ({registryEpoch}).
+     */
+    function _distrustEarlierTime() private {
+        _clearStoredProof();
+        uint64 previous = _snapshot.registryEpoch;
+        uint256 nowNs = _clockNs();
+        // Strictly increasing, so that two removals in one block are two epochs; saturates in the year 2554.
+        uint256 epoch = nowNs > previous ? nowNs : uint256(previous) + 1;
+        uint64 next = epoch > type(uint64).max ? type(uint64).max : uint64(epoch);
+        _snapshot.registryEpoch = next;
+        emit RegistryEpochStarted(next);
+    }
+
     /// @inheritdoc ITimeOracle
     function getCurrentTime() public view returns (TimeProof memory proof) {
         if (_latestNanoMoment == 0) revert TimeOracleNoTime();
@@ -398,6 +416,11 @@ contract TimeOracle is ITimeOracle, AccessControl {
         return _snapshot.pointer;
     }
 
+    /// @inheritdoc ITimeOracle
+    function registryEpoch() external view returns (uint64) {
+        return _snapshot.registryEpoch;
+    }
+
     // ================================================================================================ verification
 
     /**
@@ -463,14 +486,14 @@ contract TimeOracle is ITimeOracle, AccessControl {
                 {
                     // ---- The snapshot, copied to memory at the free memory pointer, followed by the 5-word
                     // precompile input (both allocated at the end, only when returning to Solidity). SnapshotRef packs
-                    // the address in the low 160 bits and the uint32 size above, with nothing else in the slot; the
-                    // size is what _writeSnapshot stored (≤ 4,768 bytes). EXTCODECOPY reads its address operand
-                    // modulo 2^160 (Yellow Paper), so the size bits above need no mask. Nothing here depends on the
+                    // the address in the low 160 bits, the uint32 size above it and the registry epoch above that;
+                    // the size is what _writeSnapshot stored (≤ 4,768 bytes). EXTCODECOPY reads its address operand
+                    // modulo 2^160 (Yellow Paper), so the bits above need no mask there. Nothing here depends on the
                     // proof.
                     let header
                     {
                         let ref := sload(_snapshot.slot)
-                        let size := shr(160, ref)
+                        let size := and(shr(160, ref), 0xffffffff)
                         p256Input := add(cursor, size) // byte-aligned is enough for the scratch use below
                         extcodecopy(ref, cursor, _DATA_OFFSET, size)
                         header := mload(cursor)
@@ -722,7 +745,9 @@ contract TimeOracle is ITimeOracle, AccessControl {
         }
         (address pointer, uint256 size) = SnapshotLib.write(_settings, nodeRecords, cardRecords);
         if (pointer == address(0)) revert TimeOracleSnapshotWriteFailed();
-        _snapshot = SnapshotRef({pointer: pointer, size: uint32(size)}); // size ≤ 4,768
+        // Field by field: the registry epoch in the same slot stays.
+        _snapshot.pointer = pointer;
+        _snapshot.size = uint32(size); // ≤ 4,768
         emit SnapshotWritten(pointer, nodeCount, cardCount);
     }
 

@@ -29,7 +29,7 @@ export const ORACLE_ABI = parseAbi([
 
 export const BRIDGE_ABI = parseAbi([
   `event TimeSent(bytes32 indexed messageId, uint256 indexed targetChain, uint64 nonce, ${CROSS_CHAIN_TIME} message)`,
-  `function receiveTime(uint256 sourceChain, address sourceBridge, uint64 nonce, ${CROSS_CHAIN_TIME} message) returns (bytes32 messageId)`,
+  `function receiveTime(${CROSS_CHAIN_TIME} message) returns (bytes32 messageId)`,
   "function deliveredBlock(bytes32 messageId) view returns (uint256)",
   "function latestDelivery() view returns (bytes32 messageId, uint128 networkTime, uint256 targetBlock)",
   "function timeOracle() view returns (address)",

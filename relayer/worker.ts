@@ -298,7 +298,7 @@ export class ChainWorker {
     if (decision.action !== "send") return this.apply(item, decision);
     await this.simulateAndSubmit(
       item,
-      { to: this.chain.config.bridge!, abi: BRIDGE_ABI as Abi, functionName: "receiveTime", args: [BigInt(payload.sourceChainId), payload.sourceBridge, BigInt(payload.nonce), message] },
+      { to: this.chain.config.bridge!, abi: BRIDGE_ABI as Abi, functionName: "receiveTime", args: [message] },
       submitAfter,
     );
   }

@@ -80,10 +80,10 @@ export async function benchApps(
   rows.push({ operation: "sendTime (1 node entry)", gas: await txGas(sendHash), goal: "", note });
   const sendReceipt = await publicClient.waitForTransactionReceipt({ hash: sendHash });
   const [sent] = parseEventLogs({ abi: source.abi as Abi, logs: sendReceipt.logs, eventName: "TimeSent" });
-  const { nonce, message } = (sent as unknown as { args: { nonce: bigint; message: unknown } }).args;
+  const { message } = (sent as unknown as { args: { message: unknown } }).args;
   rows.push({
     operation: "receiveTime, first delivery (1 node entry)",
-    gas: await txGas(await target.write.receiveTime([chainId, source.address, nonce, message])),
+    gas: await txGas(await target.write.receiveTime([message])),
     goal: "",
     note,
   });

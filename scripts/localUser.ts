@@ -10,7 +10,7 @@ import type { LocalChain, LocalNetwork } from "./network";
 const NS_PER_MS = 1_000_000n;
 const USER_SCHEDULER_ABI = parseAbi(["function scheduleCall(uint128 executeAt, bytes data) payable returns (bytes32 callId)"]);
 const RECEIVED_ABI = parseAbi([
-  "event TimeReceived(bytes32 indexed messageId, uint256 indexed sourceChain, address sourceBridge, uint64 nonce, (uint128 networkTime, uint256 targetChain, bytes proof, uint256 targetBlock) message, address relayer)",
+  "event TimeReceived(bytes32 indexed messageId, uint128 indexed networkTime, (uint128 networkTime, uint256 targetChain, bytes proof, uint256 targetBlock) message, address indexed relayer)",
 ]);
 const EXECUTED_ABI = parseAbi(["event CallExecuted(bytes32 indexed callId, address indexed executor, uint128 nanoMoment, bytes returnData)"]);
 

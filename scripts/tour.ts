@@ -121,7 +121,7 @@ export async function runTour(network: LocalNetwork, log: (line: string) => void
     account: alpha.user.account!,
     chain: alpha.user.chain,
   }));
-  const { messageId, nonce, message } = parseEventLogs({ abi: BRIDGE_ABI, logs: sent.logs, eventName: "TimeSent" })[0]!.args;
+  const { messageId, message } = parseEventLogs({ abi: BRIDGE_ABI, logs: sent.logs, eventName: "TimeSent" })[0]!.args;
   log(`   alpha bridge sendTime(${beta.chainId}): message ${messageId}, network time ${iso(message.networkTime)} (block ${sent.blockNumber})`);
   const targetBlock = await pollUntil(
     async () => {
@@ -140,7 +140,7 @@ export async function runTour(network: LocalNetwork, log: (line: string) => void
       address: beta.deployment.bridge!,
       abi: BRIDGE_ABI,
       functionName: "receiveTime",
-      args: [BigInt(alpha.chainId), alpha.deployment.bridge!, nonce, message],
+      args: [message],
       account: beta.user.account!,
     });
   } catch (error) {

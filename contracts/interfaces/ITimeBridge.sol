@@ -24,25 +24,20 @@ struct CrossChainTime {
  * {receiveTime} checks it against the target chain's own oracle. The proof authenticates itself, so relayers
  * need no trust and no permission: they can carry a message but cannot forge or alter it.
  *
- * Identifiers: `messageId = keccak256(abi.encode(sourceChain, sourceBridge, nonce, message))` with the message as
- * sent (`targetBlock == 0`): it names one send, for the relayer's bookkeeping and for duplicate refusal.
+ * Identifiers: `messageId = keccak256(abi.encode(message))` with the message as sent (`targetBlock == 0`). It names
+ * the content (target chain and proof), not a send: nothing on the target chain can authenticate which chain,
+ * bridge or nonce a message came from, so no such claim is taken or reported there. Whoever delivers a message
+ * first delivers it for everyone; {deliveredBlock} tells a relayer it is done.
  */
 interface ITimeBridge {
     /// @notice The oracle's current proof was sent to `targetChain` as message `messageId`.
     event TimeSent(bytes32 indexed messageId, uint256 indexed targetChain, uint64 nonce, CrossChainTime message);
 
     /**
-     * @notice Message `messageId` was delivered by `relayer`; `message.targetBlock` is the block it arrived in.
-     * `sourceChain`, `sourceBridge` and `nonce` are as the relayer stated them (see {receiveTime}).
+     * @notice Message `messageId` of time `networkTime` (ns) was delivered by `relayer`; `message.targetBlock` is
+     * the block it arrived in.
      */
-    event TimeReceived(
-        bytes32 indexed messageId,
-        uint256 indexed sourceChain,
-        address indexed sourceBridge,
-        uint64 nonce,
-        CrossChainTime message,
-        address relayer
-    );
+    event TimeReceived(bytes32 indexed messageId, uint128 indexed networkTime, CrossChainTime message, address indexed relayer);
 
     /// @notice The oracle address given to the constructor is the zero address.
     error TimeBridgeZeroOracle();
@@ -79,18 +74,13 @@ interface ITimeBridge {
     function sendTime(uint256 targetChain) external returns (bytes32 messageId);
 
     /**
-     * @notice Delivers a message sent by the bridge `sourceBridge` on chain `sourceChain` with `nonce`. Checks
-     * that it is for this chain, that `targetBlock` is 0, that it was not delivered before, that `networkTime`
-     * equals the proof's moment and is newer than the latest delivered time, and that this chain's oracle accepts
-     * the proof; then sets `targetBlock = block.number`, records it and emits {TimeReceived}. Anyone may deliver.
+     * @notice Delivers a message (as {TimeSent} emitted it on its source chain). Checks that it is for this chain,
+     * that `targetBlock` is 0, that it was not delivered before, that `networkTime` equals the proof's moment and is
+     * newer than the latest delivered time (see {latestDelivery}), and that this chain's oracle accepts the proof;
+     * then sets `targetBlock = block.number`, records it and emits {TimeReceived}. Anyone may deliver.
      * @return messageId The message's identifier.
      */
-    function receiveTime(
-        uint256 sourceChain,
-        address sourceBridge,
-        uint64 nonce,
-        CrossChainTime calldata message
-    ) external returns (bytes32 messageId);
+    function receiveTime(CrossChainTime calldata message) external returns (bytes32 messageId);
 
     /// @notice The oracle this bridge reads (sending) and verifies with (receiving).
     function timeOracle() external view returns (ITimeOracle);
@@ -101,14 +91,14 @@ interface ITimeBridge {
     /// @notice Block in which message `messageId` was delivered here; 0 when it was not.
     function deliveredBlock(bytes32 messageId) external view returns (uint256);
 
-    /// @notice The latest delivered time (ns), its message and the block it arrived in; zeros before the first.
+    /**
+     * @notice The latest delivered time (ns), its message and the block it arrived in; zeros before the first.
+     * `networkTime` is always the time a new message must exceed. After a key lost trust (the oracle's registry
+     * epoch moved since the delivery), the delivery is no longer vouched for: `messageId` and `targetBlock` read 0
+     * and `networkTime` is the delivered time clamped to the epoch ({ITimeOracle-registryEpoch}).
+     */
     function latestDelivery() external view returns (bytes32 messageId, uint128 networkTime, uint256 targetBlock);
 
-    /// @notice The identifier of a message (with `targetBlock` as sent, 0).
-    function messageIdOf(
-        uint256 sourceChain,
-        address sourceBridge,
-        uint64 nonce,
-        CrossChainTime calldata message
-    ) external pure returns (bytes32);
+    /// @notice The identifier of a message (with `targetBlock` as sent, 0): `keccak256(abi.encode(message))`.
+    function messageIdOf(CrossChainTime calldata message) external pure returns (bytes32);
 }

@@ -35,7 +35,11 @@ interface ITimeConsumer {
     /// @notice The oracle this consumer verifies proofs with.
     function timeOracle() external view returns (ITimeOracle);
 
-    /// @notice The moment (ns) of the last proof consumed for `actionKey`; 0 before the first.
+    /**
+     * @notice The watermark of `actionKey`: a proof must be strictly newer to act for it. It is the moment (ns) of
+     * the last proof consumed for the key (0 before the first), clamped to the oracle's registry epoch when a key
+     * lost trust since ({ITimeOracle-registryEpoch}).
+     */
     function lastConsumedNanoMoment(bytes32 actionKey) external view returns (uint128);
 
     /// @notice The largest `accuracy` (ns) this consumer accepts.

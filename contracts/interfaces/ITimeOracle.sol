@@ -120,6 +120,9 @@ interface ITimeOracle {
      */
     event TimeProofCleared(uint128 indexed nanoMoment);
 
+    /// @notice A key lost trust and a new registry epoch began, `epoch` ({registryEpoch}).
+    event RegistryEpochStarted(uint64 epoch);
+
     // ---------------------------------------------------------------------------------------------- errors
 
     /// @notice `(x, y)` is not a point on the P-256 curve.
@@ -271,4 +274,15 @@ interface ITimeOracle {
 
     /// @notice The address of the current verification snapshot (a data contract, SSTORE2 pattern).
     function snapshot() external view returns (address);
+
+    /**
+     * @notice The registry epoch: the chain clock (ns) when a key last lost trust (a card revoked, a node
+     * deactivated, a validity window changed), made strictly increasing; 0 before the first such change.
+     * @dev A compromised key (with a node quorum) can have proofs dated up to `maxFutureDrift` ahead accepted and
+     * consumed, pushing "strictly newer" watermarks ahead of real time, where they would block honest proofs until
+     * real time catches up (a day at the allowed maximum). A contract that keeps such a watermark records the
+     * epoch with it and, once the epoch has moved, clamps it to the epoch: honest proofs made after the removal are
+     * newer than the chain clock at the removal, so they pass at once. {TimeConsumer} and {TimeBridge} do this.
+     */
+    function registryEpoch() external view returns (uint64);
 }

@@ -1,11 +1,12 @@
 /**
  * TimeBridge between two deployments on one chain: oracle A + bridge A (the source) and oracle B + bridge B
  * (the target), each oracle with its own registry of the same dev card and node. Messages are addressed to the
- * chain's own id, so bridge B accepts them. (Two real chains are the relayer's end-to-end test.)
+ * chain's own id, so bridge B accepts them. (Two real chains are the relayer's end-to-end test.) The registry
+ * epoch's effect on the bridge is in registryEpoch.test.ts.
  */
 import hre from "hardhat";
 import { expect } from "chai";
-import { encodeAbiParameters, getAddress, keccak256, type Address, type Hex } from "viem";
+import { encodeAbiParameters, getAddress, keccak256, type Hex } from "viem";
 import {
   CROSS_CHAIN_TIME_ABI_PARAMETER,
   crossChainTimeForProof,
@@ -49,22 +50,17 @@ async function deployBridgeFixture() {
     };
   }
 
-  /** The arguments a relayer passes to receiveTime for a message sent by bridge A. */
-  function delivery(nonce: bigint, message: CrossChainTime, source: Address = bridgeA.address) {
-    return [chainId, source, nonce, message] as const;
+  /** The arguments a relayer passes to receiveTime: the message as sent, nothing else. */
+  function delivery(message: CrossChainTime) {
+    return [message] as const;
   }
 
   return { ...base, oracleB, bridgeA, bridgeB, bridgeBAsRelayer, relayer, chainId, sourceProof, send, delivery };
 }
 
-/** keccak256(abi.encode(sourceChain, sourceBridge, nonce, message)), computed off-chain. */
-function messageIdOf(sourceChain: bigint, sourceBridge: Address, nonce: bigint, message: CrossChainTime): Hex {
-  return keccak256(
-    encodeAbiParameters(
-      [{ type: "uint256" }, { type: "address" }, { type: "uint64" }, CROSS_CHAIN_TIME_ABI_PARAMETER],
-      [sourceChain, sourceBridge, nonce, message],
-    ),
-  );
+/** keccak256(abi.encode(message)), computed off-chain. */
+function messageIdOf(message: CrossChainTime): Hex {
+  return keccak256(encodeAbiParameters([CROSS_CHAIN_TIME_ABI_PARAMETER], [message]));
 }
 
 /** `hex` with the byte at `index` (0-based, of the decoded bytes) XOR-ed with 0x01. */
@@ -75,19 +71,24 @@ function flipByte(hex: Hex, index: number): Hex {
 }
 
 describe("TimeBridge", () => {
-  it("sendTime wraps the oracle's current proof in a CrossChainTime message with a nonce and an id", async () => {
-    const { bridgeA, chainId, sourceProof, send } = await loadFixture(deployBridgeFixture);
+  it("sendTime wraps the oracle's current proof in a CrossChainTime message with a nonce and an id of its content", async () => {
+    const { bridgeA, oracle, chainId, sourceProof, proofAt, send } = await loadFixture(deployBridgeFixture);
     const first = await send();
     expect(first.message).to.deep.equal(crossChainTimeForProof(sourceProof, chainId));
     expect(first.message.proof).to.equal(encodeTimeProof(sourceProof));
     expect(first.nonce).to.equal(0n);
     expect(first.targetChain).to.equal(chainId);
-    expect(first.messageId).to.equal(messageIdOf(chainId, getAddress(bridgeA.address), 0n, first.message));
-    expect(await bridgeA.read.messageIdOf([chainId, bridgeA.address, 0n, first.message])).to.equal(first.messageId);
-    const second = await send();
-    expect(second.nonce).to.equal(1n);
-    expect(second.messageId).to.not.equal(first.messageId);
-    expect(await bridgeA.read.sentCount()).to.equal(2n);
+    expect(first.messageId).to.equal(messageIdOf(first.message));
+    expect(await bridgeA.read.messageIdOf([first.message])).to.equal(first.messageId);
+    // The same stored proof to the same chain is the same message: one id, whatever the nonce.
+    const again = await send();
+    expect(again.nonce).to.equal(1n);
+    expect(again.messageId).to.equal(first.messageId);
+    await oracle.write.submitTimeProof([proofAt(FIXTURE_NOW_NS - NS_PER_SECOND / 2n)]);
+    const newer = await send();
+    expect(newer.messageId).to.not.equal(first.messageId);
+    expect((await send(chainId + 1n)).messageId).to.not.equal(newer.messageId); // another target, another message
+    expect(await bridgeA.read.sentCount()).to.equal(4n);
   });
 
   it("sendTime refuses chain id 0, and reverts with the oracle's error when it holds no time", async () => {
@@ -98,18 +99,15 @@ describe("TimeBridge", () => {
   });
 
   it("receiveTime delivers a message relayed by anyone: sets targetBlock, stores and emits it", async () => {
-    const { bridgeB, bridgeBAsRelayer, bridgeA, relayer, publicClient, chainId, send, delivery } =
-      await loadFixture(deployBridgeFixture);
-    const { messageId, nonce, message } = await send();
-    const hash = await bridgeBAsRelayer.write.receiveTime(delivery(nonce, message));
+    const { bridgeB, bridgeBAsRelayer, relayer, publicClient, send, delivery } = await loadFixture(deployBridgeFixture);
+    const { messageId, message } = await send();
+    const hash = await bridgeBAsRelayer.write.receiveTime(delivery(message));
     const receipt = await publicClient.waitForTransactionReceipt({ hash });
 
     const received = eventOf(bridgeB.abi, receipt, "TimeReceived");
     expect(received).to.deep.equal({
       messageId,
-      sourceChain: chainId,
-      sourceBridge: getAddress(bridgeA.address),
-      nonce,
+      networkTime: message.networkTime,
       message: { ...message, targetBlock: receipt.blockNumber },
       relayer: getAddress(relayer.account.address),
     });
@@ -120,8 +118,8 @@ describe("TimeBridge", () => {
   it("refuses a message for another chain", async () => {
     const { bridgeB, chainId, send, delivery } = await loadFixture(deployBridgeFixture);
     const otherChain = chainId + 1n;
-    const { nonce, message } = await send(otherChain);
-    await expectRevert(bridgeB.simulate.receiveTime(delivery(nonce, message)), "TimeBridgeWrongChain", [
+    const { message } = await send(otherChain);
+    await expectRevert(bridgeB.simulate.receiveTime(delivery(message)), "TimeBridgeWrongChain", [
       otherChain,
       chainId,
     ]);
@@ -129,28 +127,25 @@ describe("TimeBridge", () => {
 
   it("refuses a second delivery of the same message", async () => {
     const { bridgeB, send, delivery, publicClient } = await loadFixture(deployBridgeFixture);
-    const { messageId, nonce, message } = await send();
-    const hash = await bridgeB.write.receiveTime(delivery(nonce, message));
+    const { messageId, message } = await send();
+    const hash = await bridgeB.write.receiveTime(delivery(message));
     const { blockNumber } = await publicClient.waitForTransactionReceipt({ hash });
-    await expectRevert(bridgeB.simulate.receiveTime(delivery(nonce, message)), "TimeBridgeAlreadyDelivered", [
+    await expectRevert(bridgeB.simulate.receiveTime(delivery(message)), "TimeBridgeAlreadyDelivered", [
       messageId,
       blockNumber,
     ]);
   });
 
-  it("refuses the same proof re-wrapped with another nonce or claimed source (content is bound, not the id)", async () => {
-    const { bridgeB, accounts, send, delivery } = await loadFixture(deployBridgeFixture);
-    const { nonce, message } = await send();
-    await bridgeB.write.receiveTime(delivery(nonce, message));
-    await expectRevert(bridgeB.simulate.receiveTime(delivery(nonce + 7n, message)), "TimeBridgeNotNewer", [
-      message.networkTime,
-      message.networkTime,
-    ]);
-    await expectRevert(
-      bridgeB.simulate.receiveTime(delivery(nonce, message, accounts.stranger.account.address)),
-      "TimeBridgeNotNewer",
-      [message.networkTime, message.networkTime],
-    );
+  it("whoever delivers first delivers the message for everyone: the relayer finds it delivered under its source id", async () => {
+    const { bridgeB, bridgeBAsRelayer, accounts, publicClient, send } = await loadFixture(deployBridgeFixture);
+    const { messageId, message } = await send();
+    // Someone front-runs the relayer with the message it saw in the source chain's TimeSent event.
+    const bridgeBAsStranger = await hre.viem.getContractAt("TimeBridge", bridgeB.address, { client: { wallet: accounts.admin } });
+    const { blockNumber } = await publicClient.waitForTransactionReceipt({ hash: await bridgeBAsStranger.write.receiveTime([message]) });
+    // What the relayer checks before sending and before giving up: delivered, under the id the source emitted.
+    expect(await bridgeB.read.deliveredBlock([messageId])).to.equal(blockNumber);
+    expect(await bridgeB.read.latestDelivery()).to.deep.equal([messageId, message.networkTime, blockNumber]);
+    await expectRevert(bridgeBAsRelayer.simulate.receiveTime([message]), "TimeBridgeAlreadyDelivered", [messageId, blockNumber]);
   });
 
   it("refuses an older, still fresh proof after a newer one, and accepts a newer one", async () => {
@@ -158,8 +153,8 @@ describe("TimeBridge", () => {
     const older = await send();
     await oracle.write.submitTimeProof([proofAt(FIXTURE_NOW_NS - NS_PER_SECOND / 2n)]);
     const newer = await send();
-    await bridgeB.write.receiveTime(delivery(newer.nonce, newer.message));
-    await expectRevert(bridgeB.simulate.receiveTime(delivery(older.nonce, older.message)), "TimeBridgeNotNewer", [
+    await bridgeB.write.receiveTime(delivery(newer.message));
+    await expectRevert(bridgeB.simulate.receiveTime(delivery(older.message)), "TimeBridgeNotNewer", [
       older.message.networkTime,
       newer.message.networkTime,
     ]);
@@ -168,25 +163,25 @@ describe("TimeBridge", () => {
   describe("tampered messages", () => {
     it("refuses networkTime different from the proof's nanoMoment", async () => {
       const { bridgeB, send, delivery } = await loadFixture(deployBridgeFixture);
-      const { nonce, message } = await send();
+      const { message } = await send();
       const tampered = { ...message, networkTime: message.networkTime + 1n };
-      await expectRevert(bridgeB.simulate.receiveTime(delivery(nonce, tampered)), "TimeBridgeTimeMismatch", [
+      await expectRevert(bridgeB.simulate.receiveTime(delivery(tampered)), "TimeBridgeTimeMismatch", [
         tampered.networkTime,
         message.networkTime,
       ]);
     });
 
     it("refuses a proof with a flipped signature byte (the target oracle rejects it)", async () => {
-      const { bridgeB, chainId, bridgeA, send, delivery } = await loadFixture(deployBridgeFixture);
-      const { nonce, message } = await send();
+      const { bridgeB, send, delivery } = await loadFixture(deployBridgeFixture);
+      const { message } = await send();
       // abi.encode(TimeProof): tuple offset, 4 head words, hardwareSignature (length word + 96 bytes), then
       // nodeSignature (length word + 80 bytes per entry). Flip a byte of the card id, of s, and of a node entry's r.
       const hardwareSignatureStart = 6 * 32;
       const nodeSignatureStart = hardwareSignatureStart + 96 + 32;
       for (const index of [hardwareSignatureStart + 5, hardwareSignatureStart + 80, nodeSignatureStart + 16 + 3]) {
         const tampered = { ...message, proof: flipByte(message.proof, index) };
-        const id = messageIdOf(chainId, getAddress(bridgeA.address), nonce, tampered);
-        await expectRevert(bridgeB.simulate.receiveTime(delivery(nonce, tampered)), "TimeBridgeInvalidProof", [
+        const id = messageIdOf(tampered);
+        await expectRevert(bridgeB.simulate.receiveTime(delivery(tampered)), "TimeBridgeInvalidProof", [
           id,
           message.networkTime,
         ]);
@@ -195,7 +190,7 @@ describe("TimeBridge", () => {
 
     it("refuses proof bytes that are not the canonical abi.encode(TimeProof)", async () => {
       const { bridgeB, send, delivery } = await loadFixture(deployBridgeFixture);
-      const { nonce, message } = await send();
+      const { message } = await send();
       const length = (message.proof.length - 2) / 2;
       // An offset pointing far outside the data, a trailing byte, and an empty proof.
       const badOffset = flipByte(message.proof, 2 * 32 + 29); // the hardwareSignature offset word
@@ -205,7 +200,7 @@ describe("TimeBridge", () => {
         ["0x" as Hex, 0],
       ] as const) {
         await expectRevert(
-          bridgeB.simulate.receiveTime(delivery(nonce, { ...message, proof })),
+          bridgeB.simulate.receiveTime(delivery({ ...message, proof })),
           "TimeBridgeMalformedProof",
           [BigInt(bytes)],
         );
@@ -214,20 +209,20 @@ describe("TimeBridge", () => {
 
     it("refuses a message that arrives with targetBlock already set", async () => {
       const { bridgeB, send, delivery } = await loadFixture(deployBridgeFixture);
-      const { nonce, message } = await send();
+      const { message } = await send();
       await expectRevert(
-        bridgeB.simulate.receiveTime(delivery(nonce, { ...message, targetBlock: 5n })),
+        bridgeB.simulate.receiveTime(delivery({ ...message, targetBlock: 5n })),
         "TimeBridgeTargetBlockSet",
         [5n],
       );
     });
 
     it("refuses a proof the target oracle no longer accepts (stale on the target chain's clock)", async () => {
-      const { bridgeB, oracleB, chainId, bridgeA, send, delivery } = await loadFixture(deployBridgeFixture);
-      const { nonce, message } = await send();
+      const { bridgeB, oracleB, send, delivery } = await loadFixture(deployBridgeFixture);
+      const { message } = await send();
       await oracleB.write.setNow([FIXTURE_NOW_SECONDS + 120n]);
-      await expectRevert(bridgeB.simulate.receiveTime(delivery(nonce, message)), "TimeBridgeInvalidProof", [
-        messageIdOf(chainId, getAddress(bridgeA.address), nonce, message),
+      await expectRevert(bridgeB.simulate.receiveTime(delivery(message)), "TimeBridgeInvalidProof", [
+        messageIdOf(message),
         message.networkTime,
       ]);
     });
