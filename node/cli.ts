@@ -7,7 +7,10 @@
  *                                        trusted root), never its private key: that is discarded once the card
  *                                        certificate is signed (a node never needs it)
  *   ats-node start --config <file> [--pretty]   start a node from a JSON config file (+ ATS_* environment overrides)
- *   ats-node dev [--pretty]              start a node with fresh dev keys in a temp folder; prints its endpoints
+ *   ats-node dev [--pretty] [--fresh-keys]   start a node in a temp folder on the public development card and
+ *                                        node keys (protocol/devkeys.ts: the ones scripts/deploy.ts registers on a
+ *                                        local chain, so a local oracle accepts its proofs), or on fresh random keys
+ *                                        with --fresh-keys; prints its endpoints
  *   ats-node cluster --nodes <N> [--pretty]   start N meshed dev nodes on 127.0.0.1 (free ports, fresh keys under
  *                                        one dev CA); prints every node's id and endpoints; Ctrl-C stops them all
  *   ats-node settings [--config <file>] [--json]   the settings as a table (name, env variable, default, with
@@ -26,6 +29,7 @@ import { parseArgs } from "node:util";
 import type { Logger } from "pino";
 import { HW_MESSAGE_TAG_ASCII } from "../protocol/constants";
 import { createDevIdentity, type DevIdentity } from "../protocol/devca";
+import { DEV_CARD_PRIVATE_KEY, DEV_NODE_PRIVATE_KEYS } from "../protocol/devkeys";
 import { AtsError } from "../protocol/errors";
 import { KEY_FILES, saveKeyDir } from "../protocol/keystore";
 import type { Address, Hex } from "../protocol/types";
@@ -57,7 +61,7 @@ export interface CliIo {
 const USAGE = `usage:
   ats-node keys init <dir> [--force]
   ats-node start --config <file> [--pretty]
-  ats-node dev [--pretty]
+  ats-node dev [--pretty] [--fresh-keys]
   ats-node cluster --nodes <N> [--pretty]
   ats-node settings [--config <file>] [--json]
   ats-node manifest verify <file> [--rpc <url>]
@@ -151,19 +155,32 @@ export interface StartDevNodeParameters {
   startNode?: StartNodeFunction;
   /** Further settings (e.g. logFormat from `--pretty`); the keys, data folder and trusted root stay the dev ones. */
   overrides?: Partial<Record<SettingName, unknown>>;
-  /** The identity to run (a cluster creates all of them first, to tell each node its peers); default a fresh one. */
+  /**
+   * The identity to run (a cluster creates all of them first, to tell each node its peers); default the public
+   * development card and first node key ({publicDevIdentity}).
+   */
   identity?: DevIdentity;
 }
 
 /**
- * Creates fresh dev keys (CA, card, node) in a temporary folder and starts a node on them, on free ports unless
- * the environment pins them, with the dev CA as trusted root. The folder is removed on close and on failure.
+ * The public development card and first development node key (protocol/devkeys.ts), certified by a fresh dev CA:
+ * the keys scripts/deploy.ts registers on a local chain. Public knowledge, like Hardhat's accounts: a node on them
+ * is for a local chain only.
+ */
+export function publicDevIdentity(): Promise<DevIdentity> {
+  return createDevIdentity({ cardPrivateKey: DEV_CARD_PRIVATE_KEY, nodePrivateKey: DEV_NODE_PRIVATE_KEYS[0] });
+}
+
+/**
+ * Writes dev keys (a fresh CA; the public development card and node keys unless `identity` says otherwise) to a
+ * temporary folder and starts a node on them, on free ports unless the environment pins them, with the dev CA as
+ * trusted root. The folder is removed on close and on failure.
  */
 export async function startDevNode(parameters: StartDevNodeParameters): Promise<DevNode> {
   const root = mkdtempSync(join(tmpdir(), "ats-node-dev-"));
   const cleanup = () => rmSync(root, { recursive: true, force: true });
   try {
-    const identity = parameters.identity ?? (await createDevIdentity());
+    const identity = parameters.identity ?? (await publicDevIdentity());
     const keyDir = join(root, "keys");
     const summary = await saveKeyDir(keyDir, identity);
     const overrides: Partial<Record<SettingName, unknown>> = {
@@ -217,8 +234,9 @@ async function cluster(args: string[], io: CliIo): Promise<number> {
 }
 
 async function dev(args: string[], io: CliIo): Promise<number> {
-  const { values } = parseArgs({ args, options: { pretty: { type: "boolean" } } });
+  const { values } = parseArgs({ args, options: { pretty: { type: "boolean" }, "fresh-keys": { type: "boolean" } } });
   const startParameters: StartDevNodeParameters = { env: io.env, cwd: io.cwd, logger: loggerFactory(io), overrides: prettyOverride(values.pretty) };
+  if (values["fresh-keys"] === true) startParameters.identity = await createDevIdentity();
   if (io.startNode !== undefined) startParameters.startNode = io.startNode;
   const devNode = await startDevNode(startParameters);
   printJson(io, {

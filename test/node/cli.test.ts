@@ -5,13 +5,21 @@ import { copyFileSync, readdirSync, readFileSync, statSync, writeFileSync } from
 import { createServer, type AddressInfo, type Server } from "node:net";
 import { join } from "node:path";
 import { promisify } from "node:util";
+import { cardIdFromPublicKey } from "../../protocol/codec";
 import { loadKeyDir } from "../../protocol/keystore";
+import { devRegistrations } from "../../scripts/deploy";
 import { runCli, type CliIo, type StartNodeFunction } from "../../node/cli";
 import { describeSettings, type NodeConfig } from "../../node/config";
 import { formatLogLine } from "../../lib/logFormat";
 import { expectRejects, silentLogger, tempDir } from "./core/helpers";
 
 const execFileAsync = promisify(execFile);
+
+/** The card id and node addresses scripts/deploy.ts registers by default on a local chain. */
+function deployedDevRegistrations(): { cardId: string; nodeAddresses: string[] } {
+  const { cards, nodes } = devRegistrations();
+  return { cardId: cardIdFromPublicKey(cards[0]!.publicKey), nodeAddresses: nodes.map((node) => node.address) };
+}
 const BIN = join(__dirname, "..", "..", "bin", "ats-node.js");
 
 function captureIo(overrides: Partial<CliIo> = {}): CliIo & { out: string[]; err: string[] } {
@@ -114,7 +122,7 @@ describe("ats-node CLI", function () {
     expect(await runCli(["start"], captureIo())).to.equal(2);
   });
 
-  it("dev starts a node with fresh keys on free ports and trusts the dev CA", async () => {
+  it("dev starts a node on the public development keys deploy.ts registers, on free ports, trusting the dev CA; --fresh-keys makes new ones", async () => {
     let seenConfig: NodeConfig | undefined;
     const startNode: StartNodeFunction = async ({ config }) => {
       seenConfig = config;
@@ -122,12 +130,21 @@ describe("ats-node CLI", function () {
     };
     const io = captureIo({ startNode, shutdownSignal: async () => "SIGINT" });
     expect(await runCli(["dev"], io)).to.equal(0);
-    const printed = JSON.parse(io.out.join("\n")) as { cardId: string; keyDir: string };
-    expect(printed.cardId).to.match(/^0x[0-9a-f]{64}$/);
+    const printed = JSON.parse(io.out.join("\n")) as { cardId: string; keyDir: string; nodeAddress: string };
+    // What scripts/deploy.ts registers on a local chain (DEV_CARD_PRIVATE_KEY, DEV_NODE_PRIVATE_KEYS).
+    const registered = deployedDevRegistrations();
+    expect(printed.cardId).to.equal(registered.cardId);
+    expect(registered.nodeAddresses).to.include(printed.nodeAddress);
     expect(seenConfig?.restPort).to.equal(0);
     expect(seenConfig?.grpcPort).to.equal(0);
     expect(seenConfig?.trustedRootsPem).to.have.length(1);
     expect(() => statSync(printed.keyDir)).to.throw(); // the temp folder is removed on shutdown
+
+    const fresh = captureIo({ startNode, shutdownSignal: async () => "SIGINT" });
+    expect(await runCli(["dev", "--fresh-keys"], fresh)).to.equal(0);
+    const freshPrinted = JSON.parse(fresh.out.join("\n")) as { cardId: string; nodeAddress: string };
+    expect(freshPrinted.cardId).to.match(/^0x[0-9a-f]{64}$/).and.not.equal(registered.cardId);
+    expect(registered.nodeAddresses).to.not.include(freshPrinted.nodeAddress);
   });
 
   it("cluster starts N real meshed nodes on 127.0.0.1, prints them, and a bad --nodes is one line with exit code 1", async () => {
