@@ -14,19 +14,20 @@
  * - TLS: an https:// endpoint means HTTPS and WSS; `tls` (or an https:// endpoint) means gRPC over TLS. `tls.ca`
  *   trusts a private CA or a self-signed node certificate instead of the system roots, on all three transports
  *   (REST then goes through node:https, since the global fetch takes no per-request CA).
- * Split per transport: client/rest.ts, client/ws.ts, client/grpc.ts, client/retry.ts; it imports wire/ and
+ * Split per transport: client/rest.ts, client/ws.ts, client/grpc.ts, client/retry.ts (over the browser-safe
+ * client/restCaller.ts, client/restApi.ts and client/streamSession.ts it shares with client/browser.ts); it imports wire/ and
  * protocol/ only, never the node (docs/architecture.md), so a dApp or relayer does not load the server.
  * Errors are the classes of protocol/errors.ts (ValidationError, AuthError, NotFoundError, RateLimitError,
  * UnavailableError, AtsError "INTERNAL").
  */
 import { verifyTimeProof } from "../protocol/verify";
-import type { TimeProof } from "../protocol/types";
-import { toFetched } from "./fetched";
 import { createGrpcClient } from "./grpc";
-import { createRestCaller, DEFAULT_TIMEOUT_MS, nodeInfoFromJson, restBaseOf } from "./rest";
-import type { RetryPolicy } from "./retry";
+import { createRestCaller, DEFAULT_TIMEOUT_MS, restBaseOf } from "./rest";
+import { createRestReads } from "./restApi";
+import { retryPolicyOf } from "./retry";
+import { streamUrlOf } from "./streamSession";
 import type { ScheduleRecordBody } from "../wire/rest";
-import type { ScheduleCreated, TimeClient, TimeClientOptions, VerifyResult } from "./types";
+import type { ScheduleCreated, TimeClient, TimeClientOptions } from "./types";
 import { openStream } from "./ws";
 
 export type * from "./types";
@@ -35,17 +36,15 @@ export { explainTimeProof, type ExplainedEntry, type ExplainedProof } from "./ex
 export { assertHash, createTemporalClient, parseLossless, type BlockTransactionTimestamp, type ConsensusTimeResult, type ConsensusTimeState, type FinalizedBlock, type TemporalClient, type TemporalClientOptions } from "./temporal";
 export { hardwareAccuracyOf, nodeScore, scoreInputsOf, selectionOrder, RECENT_ANSWERS, SELECTION_POOL, type NodeObservations, type NodeScoreInputs } from "./selection";
 export { consensusFromMessage, nodeInfoFromMessage, proofJsonFromMessage } from "./grpc";
+/** The REST JSON of a proof as the contracts' TimeProof struct (also exported by the browser entry, client/browser.ts). */
+export { contractProofFromJson } from "./contractProof";
 /** The text a registered gRPC client signs (EIP-191) for `GrpcTimeRequestOptions.clientSignature`. */
 export { clientRequestMessage } from "../wire/auth";
 
 export function createTimeClient(options: TimeClientOptions): TimeClient {
   const base = restBaseOf(options.endpoint);
   const timeoutMs = options.timeoutMs ?? DEFAULT_TIMEOUT_MS;
-  const retry: RetryPolicy = {
-    retries: options.retries ?? 2,
-    backoffBaseMs: options.backoffBaseMs ?? 100,
-    backoffMaxMs: options.backoffMaxMs ?? 2_000,
-  };
+  const retry = retryPolicyOf(options);
   const ca = options.tls?.ca;
   const rest = createRestCaller({ base, apiKey: options.apiKey, timeoutMs, retry, ca });
   const grpc = createGrpcClient({
@@ -56,31 +55,19 @@ export function createTimeClient(options: TimeClientOptions): TimeClient {
     tls: options.tls !== undefined || base.startsWith("https:"),
     ca,
   });
-  const wsEndpoint = options.wsEndpoint ?? `${base.replace(/^http/, "ws")}/v1/stream`;
-
-  async function verifyRemote(proof: TimeProof, verifyOptions: { certificateChainPem?: readonly string[] } = {}): Promise<VerifyResult> {
-    const body: Record<string, unknown> = {
-      nanoMoment: proof.nanoMoment.toString(),
-      proof: { hardwareSignature: proof.hardwareSignature, nodeSignature: proof.nodeSignature, accuracyNs: proof.accuracy },
-    };
-    if (verifyOptions.certificateChainPem !== undefined) body["certificateChainPem"] = [...verifyOptions.certificateChainPem];
-    const { value } = await rest.request("POST", "/time/verify", body);
-    return value as VerifyResult;
-  }
+  const wsEndpoint = options.wsEndpoint ?? streamUrlOf(base);
+  const reads = createRestReads(rest);
 
   return {
-    async getCurrentTime() {
-      const { value } = await rest.request("GET", "/time/current");
-      return toFetched(value);
-    },
+    getCurrentTime: reads.getCurrentTime,
     async verify(proof, verifyOptions = {}) {
       if (verifyOptions.context !== undefined) {
         const outcome = verifyTimeProof(proof, verifyOptions.context);
         return outcome.valid ? { valid: true, reason: null } : { valid: false, reason: outcome.reason, detail: outcome.detail };
       }
-      return verifyRemote(proof);
+      return reads.verifyRemote(proof);
     },
-    verifyRemote,
+    verifyRemote: reads.verifyRemote,
     async schedule(executeAtNs, callbackUrl) {
       const body = { executeAt: executeAtNs.toString(), callback: callbackUrl };
       const { value } = await rest.request("POST", "/time/schedule", body, false);
@@ -90,10 +77,7 @@ export function createTimeClient(options: TimeClientOptions): TimeClient {
       const { value } = await rest.request("GET", `/time/schedule/${encodeURIComponent(id)}`);
       return value as ScheduleRecordBody;
     },
-    async info() {
-      const { value } = await rest.request("GET", "/node/info");
-      return nodeInfoFromJson(value);
-    },
+    info: reads.info,
     stream: (streamOptions) => openStream({ wsEndpoint, apiKey: options.apiKey, timeoutMs, ca }, streamOptions),
     grpc,
     close() {

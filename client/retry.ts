@@ -10,6 +10,20 @@ export interface RetryPolicy {
   backoffMaxMs: number;
 }
 
+/** The retry options both clients take (client/types.ts TimeClientOptions, client/browser.ts). */
+export interface RetryOptions {
+  /** Retries after the first attempt on retryable failures (default 2). */
+  retries?: number;
+  /** First backoff (default 100 ms); doubles per retry, full jitter, capped by backoffMaxMs (default 2,000 ms). */
+  backoffBaseMs?: number;
+  backoffMaxMs?: number;
+}
+
+/** The policy of `options`, defaults filled in. */
+export function retryPolicyOf(options: RetryOptions): RetryPolicy {
+  return { retries: options.retries ?? 2, backoffBaseMs: options.backoffBaseMs ?? 100, backoffMaxMs: options.backoffMaxMs ?? 2_000 };
+}
+
 /** Failures worth another attempt (429, 5xx, network errors, timeouts): the node or the network may recover. */
 export function isRetryable(error: unknown): boolean {
   if (error instanceof AtsError) return error.code === "RATE_LIMIT" || error.code === "UNAVAILABLE" || error.code === "INTERNAL";

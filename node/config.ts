@@ -32,6 +32,8 @@ const NS_PER_DAY = 86_400n * NS_PER_SECOND;
 const MAX_PORT = 65_535;
 const ADDRESS_PATTERN = /^0x[0-9a-fA-F]{40}$/;
 const BYTES32_PATTERN = /^0x[0-9a-fA-F]{64}$/;
+/** A web origin's shape (http(s), a lowercase host name or bracketed IPv6, an optional port) or "*"; see checkCorsAllowedOrigins. */
+const CORS_ORIGIN_PATTERN = /^(?:\*|https?:\/\/(?:\[[0-9a-f:.]+\]|[a-z0-9](?:[a-z0-9-]*[a-z0-9])?(?:\.[a-z0-9](?:[a-z0-9-]*[a-z0-9])?)*)(?::[0-9]{1,5})?)$/;
 
 /** The settings table. Order is the order of `describeSettings()` and of the redacted log line. */
 export const SETTINGS = {
@@ -190,6 +192,17 @@ export const SETTINGS = {
     default: 100,
     min: 0,
     max: 10_000_000,
+    secret: false,
+  }),
+  corsAllowedOrigins: setting({
+    kind: "list",
+    env: "ATS_CORS_ALLOWED_ORIGINS",
+    description:
+      "Web origins whose pages may read the node's public GET routes from another site (CORS): /node/info, /health, /mesh/state, and /time/current when apiKeys is empty. Each entry is an origin exactly as browsers send it (scheme://host[:port], lowercase, no default port, no path), or '*' alone for every origin. Answers carry Vary: Origin, preflights are answered with a max-age of 600 s, credentials are never allowed; POST, schedule, authenticated and operator routes never get CORS headers. Empty (default): no CORS headers, so browsers keep other sites' pages from reading the node.",
+    default: [],
+    max: 100,
+    pattern: CORS_ORIGIN_PATTERN,
+    patternHint: "an origin such as https://app.example.org or http://localhost:5173, or '*'",
     secret: false,
   }),
   wsMinIntervalNs: setting({
@@ -801,6 +814,7 @@ function checkCrossFieldRules(config: NodeConfig, fail: SettingFailure): void {
     fail("requireClientSignature", "needs at least one registered client in clientPublicKeys, or every GetCurrentTime would be refused", true);
   }
   checkTlsPair(config);
+  checkCorsAllowedOrigins(config.corsAllowedOrigins, fail);
   if (config.meshPeers.length > 0 && config.meshPort !== 0 && (config.meshPort === config.restPort || (config.grpcEnabled && config.meshPort === config.grpcPort))) {
     // UDP and TCP ports do not collide, but one number for two services is a configuration mistake worth naming.
     fail("meshPort", "must differ from restPort and grpcPort", config.meshPort);
@@ -809,6 +823,27 @@ function checkCrossFieldRules(config: NodeConfig, fail: SettingFailure): void {
     // Not fatal for the node itself, but then its own proofs fail its own verify(): refuse the mistake early.
     fail("accuracyNs", `must not exceed maxAcceptableDriftNs (${config.maxAcceptableDriftNs}), or the node's own proofs fail verification`, config.accuracyNs);
   }
+}
+
+/**
+ * Each origin exactly as a browser serialises it in its Origin header (the transports compare strings): a port
+ * within range and not the scheme's default (`https://a.example:443` is sent as `https://a.example`); and "*" only
+ * alone (beside it, other entries would suggest a restriction that does not exist).
+ */
+function checkCorsAllowedOrigins(origins: readonly string[], fail: SettingFailure): void {
+  if (origins.includes("*") && origins.length > 1) fail("corsAllowedOrigins", "must be '*' alone or a list of origins, not both", origins);
+  origins.forEach((origin, index) => {
+    if (origin === "*") return;
+    let serialised: string | null;
+    try {
+      serialised = new URL(origin).origin;
+    } catch {
+      serialised = null;
+    }
+    if (serialised !== origin) {
+      fail("corsAllowedOrigins", `entry ${index} must be an origin as browsers send it${serialised === null ? "" : ` (${serialised})`}`, origin);
+    }
+  });
 }
 
 /** The threshold above which the attestor refuses to sign (maxMeasuredErrorNs, or accuracyNs when 0). */

@@ -129,19 +129,26 @@ export async function startLocalNetwork(options: StartLocalNetworkOptions): Prom
       chainProcesses.push(chainProcess);
     }
 
-    // Attesting nodes, each with a temporal JSON-RPC gateway in front of alpha.
-    const gatewaySettings = { rpcUpstreamUrl: chainProcesses[0]!.rpcUrl, rpcPort: 0, rpcChainName: LOCAL_CHAINS[0].name };
+    // Attesting nodes, each with a temporal JSON-RPC gateway in front of alpha, and CORS for every origin on their
+    // public reads, so that a dApp's development server (any localhost port) can read them from the browser: the
+    // nodes bind loopback and serve only what anyone may read; a deployed node lists its dApps' origins instead.
+    const nodeSettings = {
+      rpcUpstreamUrl: chainProcesses[0]!.rpcUrl,
+      rpcPort: 0,
+      rpcChainName: LOCAL_CHAINS[0].name,
+      corsAllowedOrigins: ["*"],
+    };
     let endpoints: string[];
     let gateways: string[];
     let trustedRootPem: string;
     if (options.meshNodes === 1) {
-      const dev = await startDevNode({ env: {}, cwd: process.cwd(), logger: () => options.nodeLogger, overrides: gatewaySettings });
+      const dev = await startDevNode({ env: {}, cwd: process.cwd(), logger: () => options.nodeLogger, overrides: nodeSettings });
       closers.push(() => dev.close());
       endpoints = [dev.node.endpoints.rest];
       gateways = [dev.node.endpoints.rpc ?? ""];
       trustedRootPem = dev.trustedRootPem;
     } else {
-      const cluster = await startDevCluster({ nodes: options.meshNodes, env: {}, cwd: process.cwd(), logger: () => options.nodeLogger, overrides: gatewaySettings });
+      const cluster = await startDevCluster({ nodes: options.meshNodes, env: {}, cwd: process.cwd(), logger: () => options.nodeLogger, overrides: nodeSettings });
       closers.push(() => cluster.close());
       endpoints = cluster.nodes.map((node) => node.endpoints.rest);
       gateways = cluster.nodes.map((node) => node.endpoints.rpc ?? "");

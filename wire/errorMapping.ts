@@ -194,26 +194,8 @@ export function toWsErrorMessage(err: unknown): { message: string; serverFault: 
 
 // ------------------------------------------------------------------ the client side: answers back to errors
 
-/** The error a client library raises for an HTTP error answer (the inverse of toHttpError). */
-export function fromHttpStatus(statusCode: number, message: string): AtsError {
-  const details = { statusCode };
-  switch (statusCode) {
-    case 400:
-    case 413:
-    case 415:
-      return new ValidationError("request", message, details);
-    case 401:
-      return new AuthError(message, details);
-    case 404:
-      return new NotFoundError(message, details);
-    case 429:
-      return new RateLimitError(details, { message });
-    case 503:
-      return new UnavailableError(message, details);
-    default:
-      return new AtsError("INTERNAL", message, details);
-  }
-}
+/** The error a client library raises for an HTTP error answer (wire/httpStatus.ts: a module without gRPC, for browsers). */
+export { fromHttpStatus } from "./httpStatus";
 
 /** The error a client library raises for a gRPC status (the inverse of toGrpcError). */
 export function fromGrpcStatus(code: GrpcStatus, details: string): AtsError {

@@ -10,6 +10,7 @@ import type { CoreTimeService } from "../core/service";
 import type { TimeProof } from "../../protocol/types";
 import type { TimeService, VerifyOutcome } from "../core/types";
 import { ApiKeyAuth, ClientSignatureVerifier, clientKeyForIp } from "./auth";
+import { createCorsPolicy, type CorsPolicy } from "./cors";
 import { createConnectionGuard, DEFAULT_CONNECTION_LIMITS, type ConnectionGuard, type ConnectionLimits } from "./connectionGuard";
 import { createNodeMetrics, type NodeMetrics } from "./metrics";
 import { PushScheduler } from "./pushScheduler";
@@ -52,6 +53,8 @@ export interface TransportLimits {
   streamMaxPushesPerSecond: number;
   /** Connection caps, pipelining depth and refusal bounds of the REST/WebSocket server (connectionGuard.ts). */
   connections: ConnectionLimits;
+  /** Web origins whose pages may read the public GET routes (cors.ts; `corsAllowedOrigins`); empty = no CORS. */
+  corsAllowedOrigins: readonly string[];
 }
 
 /** Limits no setting exposes: fixed for every node. */
@@ -80,6 +83,7 @@ export function transportLimitsFromConfig(config: NodeConfig): TransportLimits {
     grpcMinStreamIntervalNs: config.grpcMinStreamIntervalNs,
     grpcMaxStreamIntervalNs: config.grpcMaxStreamIntervalNs,
     streamMaxPushesPerSecond: config.streamMaxPushesPerSecond,
+    corsAllowedOrigins: config.corsAllowedOrigins,
     connections: {
       ...DEFAULT_CONNECTION_LIMITS,
       maxConnections: config.maxConnections,
@@ -116,6 +120,8 @@ export interface TransportContext {
   /** This process's event-loop utilisation (GET /node/info `currentLoad`); stopped when the node closes. */
   load: LoadGauge;
   limits: TransportLimits;
+  /** CORS of the public GET routes (fastify's and the GET /time/current fast path's), from `limits.corsAllowedOrigins`. */
+  cors: CorsPolicy;
 }
 
 export interface CreateTransportContextParameters {
@@ -157,6 +163,7 @@ export function createTransportContext(parameters: CreateTransportContextParamet
     ),
     load: startLoadGauge(),
     limits,
+    cors: createCorsPolicy(limits.corsAllowedOrigins),
   };
 }
 

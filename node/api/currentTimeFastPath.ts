@@ -11,7 +11,8 @@
  *
  * What the fast path does is what the route and its hooks do: admitClient (auth + rate limit, same token bucket),
  * service.current(), the same headers and body, errors through toHttpError with the error handler's body and log
- * levels, and the same metrics (requests by route and status, served proofs and their age).
+ * levels, the same CORS headers (cors.ts), and the same metrics (requests by route and status, served proofs and
+ * their age).
  */
 import type { IncomingMessage, ServerResponse } from "node:http";
 import type { FastifyBaseLogger } from "fastify";
@@ -55,13 +56,21 @@ export interface CurrentTimeFastPath {
 }
 
 export function createCurrentTimeFastPath(context: TransportContext, log: FastifyBaseLogger): CurrentTimeFastPath {
-  const { service, metrics, auth, rateLimiter } = context;
+  const { service, metrics, auth, rateLimiter, cors } = context;
   const guarded = auth.required || rateLimiter.enabled;
+  // The route's CORS headers (cors.ts), which depend on the request's Origin: merged per request, and only when on.
+  const corsCovered = cors.coversCurrentTime(auth.required);
   let serving = true;
 
   // The route sets cache-control on its 200 only; errors carry just the JSON content type, as fastify sends them.
-  const answer = (response: ServerResponse, statusCode: number, headers: Record<string, string | number>, body: string | Buffer): void => {
-    response.writeHead(statusCode, headers);
+  const answer = (
+    request: IncomingMessage,
+    response: ServerResponse,
+    statusCode: number,
+    headers: Record<string, string | number>,
+    body: string | Buffer,
+  ): void => {
+    response.writeHead(statusCode, corsCovered ? { ...headers, ...cors.answerHeaders(request.headers.origin) } : headers);
     response.end(body);
     metrics.countRequest("rest", CURRENT_TIME_PATH, String(statusCode));
   };
@@ -89,12 +98,12 @@ export function createCurrentTimeFastPath(context: TransportContext, log: Fastif
         const mapped = toHttpError(error);
         logRequestError(log, context.clientErrorLog, error, CURRENT_TIME_PATH, mapped);
         const body = JSON.stringify(errorBody(mapped));
-        answer(response, mapped.statusCode, { "content-type": JSON_CONTENT_TYPE, "content-length": Buffer.byteLength(body), ...mapped.headers }, body);
+        answer(request, response, mapped.statusCode, { "content-type": JSON_CONTENT_TYPE, "content-length": Buffer.byteLength(body), ...mapped.headers }, body);
         return true;
       }
       metrics.countServedProof("rest", signed);
       const { body, headers } = encoded(signed);
-      answer(response, 200, headers, body);
+      answer(request, response, 200, headers, body);
       return true;
     },
     stop() {

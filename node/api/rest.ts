@@ -11,6 +11,7 @@
  *   GET  /node/info           200 node id, card id and chain, settings clients need                     [open]
  *   GET  /health              200 ok/degraded, 503 starting/stale/tampered                              [open]
  *   GET  /metrics             Prometheus text                                                           [open]
+ *   OPTIONS (CORS preflight) on the public reads when `corsAllowedOrigins` is set (cors.ts)
  *
  * Request bodies are parsed losslessly (protocol/json.ts): an unquoted integer above 2^53 is kept exact and then
  * rejected by the schema where a decimal string is due, never rounded into a different moment. They must be
@@ -38,6 +39,7 @@ import {
   logRequestError,
 } from "./currentTimeFastPath";
 import { toHttpError } from "../../wire/errorMapping";
+import { CORS_OPEN_READ_PATHS } from "./cors";
 import { checkJsonCharset, parseJsonBody } from "./jsonBody";
 import {
   ErrorBody,
@@ -215,10 +217,25 @@ export function buildRestApp(context: TransportContext, options: RestAppOptions 
     }
   };
   const openHooks = rateLimiter.enabled ? { onRequest: openGuard } : {};
+  // CORS on the public reads only (cors.ts), on every answer they give (errors too: a page may read its 429 or 503).
+  const { cors } = context;
+  const corsOnSend = (request: FastifyRequest, reply: FastifyReply, payload: unknown, done: (err: null, payload: unknown) => void): void => {
+    void reply.headers(cors.answerHeaders(request.headers.origin));
+    done(null, payload);
+  };
+  const corsHooks = cors.enabled ? { onSend: corsOnSend } : {};
+  const currentTimeCorsHooks = cors.coversCurrentTime(auth.required) ? corsHooks : {};
+  const corsPaths: string[] = cors.enabled ? [...CORS_OPEN_READ_PATHS] : [];
+  if (cors.coversCurrentTime(auth.required)) corsPaths.push(CURRENT_TIME_PATH);
+  for (const path of corsPaths) {
+    app.options(path, { ...openHooks }, (request, reply) => {
+      void reply.code(204).headers(cors.preflightHeaders(request.headers.origin)).send();
+    });
+  }
 
   app.get(
     CURRENT_TIME_PATH,
-    { ...guardHooks, schema: { response: { 200: ProofBody, ...errorResponses } } },
+    { ...guardHooks, ...currentTimeCorsHooks, schema: { response: { 200: ProofBody, ...errorResponses } } },
     (_request, reply) => {
       const signed = service.current();
       metrics.countServedProof("rest", signed);
@@ -257,7 +274,7 @@ export function buildRestApp(context: TransportContext, options: RestAppOptions 
     async (request) => scheduleRecordToJson(service.getSchedule(request.params.id)),
   );
 
-  app.get("/node/info", { ...openHooks, schema: { response: { 200: NodeInfoBody, ...errorResponses } } }, async () => {
+  app.get("/node/info", { ...openHooks, ...corsHooks, schema: { response: { 200: NodeInfoBody, ...errorResponses } } }, async () => {
     const info = service.info();
     return {
       ...info,
@@ -272,7 +289,7 @@ export function buildRestApp(context: TransportContext, options: RestAppOptions 
     };
   });
 
-  app.get("/health", { ...openHooks, schema: { response: { 200: HealthBody, 503: HealthBody } } }, async (_request, reply) => {
+  app.get("/health", { ...openHooks, ...corsHooks, schema: { response: { 200: HealthBody, 503: HealthBody } } }, async (_request, reply) => {
     const health = service.health();
     void reply.code(health.status === "ok" || health.status === "degraded" ? 200 : 503);
     return {
@@ -284,7 +301,7 @@ export function buildRestApp(context: TransportContext, options: RestAppOptions 
     };
   });
 
-  app.get("/mesh/state", { ...openHooks, schema: { response: { 200: MeshStateBody, ...errorResponses } } }, async () => service.meshState());
+  app.get("/mesh/state", { ...openHooks, ...corsHooks, schema: { response: { 200: MeshStateBody, ...errorResponses } } }, async () => service.meshState());
 
   app.get(
     "/metrics",
