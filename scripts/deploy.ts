@@ -3,7 +3,10 @@
  * and wired to it (each holds the oracle's address, immutably) the scheduler (TimeScheduler), the bridge and the
  * example consumer (TimeLockedVault).
  *
- * As a library: `deployAttestedTime(hre, options)` — used by the tests and the local network (scripts/network.ts).
+ * As a library: `deployAttestedTime(hre, options)` — used by the tests, the local network (scripts/network.ts) and
+ * the test kit (testing/). It deploys the bytecode of abi/index.ts (generated from the artifacts, and checked
+ * against them by test/abi.test.ts), not the caller's Hardhat artifacts: in a dApp's project, where the package is
+ * installed, our contracts are not compiled.
  * As a script: `npx hardhat run scripts/deploy.ts [--network <name>]` deploys to that network and prints the
  * addresses as JSON. What it registers comes from the environment:
  *   ATS_KEY_DIR (+ ATS_KEYSTORE_PASSWORD)   a key directory (protocol/keystore.ts): its card and node
@@ -15,7 +18,8 @@
  */
 import type { HardhatRuntimeEnvironment } from "hardhat/types";
 import type { PublicClient, WalletClient } from "@nomicfoundation/hardhat-viem/types";
-import { getAddress, parseEventLogs, type Abi, type Address, type Hash, type Hex } from "viem";
+import { getAddress, getContract, parseEventLogs, type Abi, type Address, type Hash, type Hex } from "viem";
+import { timeBridgeAbi, timeBridgeBytecode, timeLockedVaultAbi, timeLockedVaultBytecode, timeOracleAbi, timeOracleBytecode, timeSchedulerAbi, timeSchedulerBytecode } from "../abi";
 import {
   loadKeyDir,
   nodeAddressFromPrivateKey,
@@ -70,7 +74,10 @@ export interface DeployAttestedTimeOptions {
   cards?: readonly CardRegistration[];
   nodes?: readonly NodeRegistration[];
   settings?: OracleSettings;
-  /** "TimeOracleHarness" (test-only, pinnable clock) for tests; default "TimeOracle". */
+  /**
+   * "TimeOracleHarness" (test-only, pinnable clock; from the caller's Hardhat artifacts, so only in this
+   * repository) for tests; default "TimeOracle" (from abi/index.ts).
+   */
   oracleContract?: "TimeOracle" | "TimeOracleHarness";
   /** Deploy the scheduler, TimeScheduler, on the oracle (default true). */
   scheduler?: boolean;
@@ -126,13 +133,25 @@ export async function deployAttestedTime(
     return receipt;
   }
 
+  /** Deploys shipped bytecode and waits for it; returns the address. */
+  async function deployShipped(name: string, abi: Abi, bytecode: Hex, args: readonly unknown[]): Promise<Address> {
+    const hash = await deployer.deployContract({ abi, bytecode, args, account: deployer.account, chain: deployer.chain });
+    const receipt = await confirm(hash, `deploying ${name}`);
+    if (receipt.contractAddress == null) throw new Error(`deployAttestedTime: deploying ${name} created no contract (tx ${hash})`);
+    return getAddress(receipt.contractAddress);
+  }
+
   // The deployer administers during configuration; the roles are handed over at the end.
-  const oracle = await hre.viem.deployContract(oracleContract, [deployerAddress], { client });
+  const oracleAddress =
+    oracleContract === "TimeOracle"
+      ? await deployShipped("TimeOracle", timeOracleAbi, timeOracleBytecode, [deployerAddress])
+      : (await hre.viem.deployContract(oracleContract, [deployerAddress], { client })).address;
+  const oracle = getContract({ address: oracleAddress, abi: timeOracleAbi, client });
   const deploymentBlock = await publicClient.getBlockNumber();
   log(`${oracleContract} deployed at ${oracle.address}`);
-  const adminRole = (await oracle.read.DEFAULT_ADMIN_ROLE()) as Hex;
-  const registrarRole = (await oracle.read.REGISTRAR_ROLE()) as Hex;
-  const guardianRole = (await oracle.read.GUARDIAN_ROLE()) as Hex;
+  const adminRole = await oracle.read.DEFAULT_ADMIN_ROLE();
+  const registrarRole = await oracle.read.REGISTRAR_ROLE();
+  const guardianRole = await oracle.read.GUARDIAN_ROLE();
 
   const cards = options.cards ?? [];
   const nodes = options.nodes ?? [];
@@ -146,8 +165,9 @@ export async function deployAttestedTime(
       await oracle.write.registerCard([x, y, card.validFromNs ?? 0n, card.validUntilNs ?? NO_EXPIRY_NS]),
       "registerCard",
     );
-    const [registered] = parseEventLogs({ abi: oracle.abi as Abi, logs: receipt.logs, eventName: "CardRegistered" });
-    const cardId = (registered as unknown as { args: { cardId: Hex } }).args.cardId;
+    const [registered] = parseEventLogs({ abi: timeOracleAbi, logs: receipt.logs, eventName: "CardRegistered" });
+    if (registered === undefined) throw new Error(`deployAttestedTime: registerCard emitted no CardRegistered (tx ${receipt.transactionHash})`);
+    const cardId = registered.args.cardId;
     cardIds.push(cardId);
     log(`card ${cardId} registered`);
   }
@@ -194,17 +214,17 @@ export async function deployAttestedTime(
 
   let scheduler: Address | undefined;
   if (options.scheduler ?? true) {
-    scheduler = (await hre.viem.deployContract("TimeScheduler", [oracle.address], { client })).address;
+    scheduler = await deployShipped("TimeScheduler", timeSchedulerAbi, timeSchedulerBytecode, [oracle.address]);
     log(`TimeScheduler deployed at ${scheduler}`);
   }
   let bridge: Address | undefined;
   if (options.bridge ?? true) {
-    bridge = (await hre.viem.deployContract("TimeBridge", [oracle.address], { client })).address;
+    bridge = await deployShipped("TimeBridge", timeBridgeAbi, timeBridgeBytecode, [oracle.address]);
     log(`TimeBridge deployed at ${bridge}`);
   }
   let vault: Address | undefined;
   if (options.example ?? true) {
-    vault = (await hre.viem.deployContract("TimeLockedVault", [oracle.address], { client })).address;
+    vault = await deployShipped("TimeLockedVault", timeLockedVaultAbi, timeLockedVaultBytecode, [oracle.address]);
     log(`TimeLockedVault deployed at ${vault}`);
   }
 
