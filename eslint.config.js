@@ -50,6 +50,15 @@ module.exports = tseslint.config(
     },
   },
   {
+    files: ["upgrade/**/*.ts"],
+    rules: {
+      "no-restricted-imports": forbid(
+        ["**/node/**", "**/relayer/**", "**/scripts/**", "**/test/**"],
+        "The upgrade agent is a program of its own: it imports protocol/, wire/, lib/ and client/ (it reads nodes over their public interfaces, never their code).",
+      ),
+    },
+  },
+  {
     files: ["testing/**/*.ts"],
     rules: {
       "no-restricted-imports": forbid(

@@ -1,0 +1,53 @@
+/**
+ * `npm run release [-- --out <dir>] [--allow-dirty]`: an immutable node release from dist/ (upgrade/release.ts):
+ * the architecture-tagged bundle, BUILD-METADATA.json and SHA256SUMS in `<out>/<release_id>/` (default
+ * .ats/releases/). The source revision is the checked-out commit; a working tree with changes under dist/'s
+ * sources is refused unless --allow-dirty (the release id then ends in -dirty, and the metadata says so), since
+ * the revision would not describe the code. dist/ must be at least as new as its sources (the npm script builds it
+ * first). Prints the release folder and its metadata as JSON. Reads git; never changes it.
+ */
+import { execFileSync } from "node:child_process";
+import { join, resolve } from "node:path";
+import { parseArgs } from "node:util";
+import { buildRelease } from "../upgrade/release";
+
+const ROOT = join(__dirname, "..");
+// eslint-disable-next-line @typescript-eslint/no-require-imports
+const buildDist = require("../bin/build-dist.js") as { DIST: string; SOURCES: string[]; staleness(): string | null };
+
+function git(args: string[]): string {
+  // GIT_OPTIONAL_LOCKS=0: `git status` must not refresh the index of a checkout others are working in.
+  return execFileSync("git", args, { cwd: ROOT, encoding: "utf8", env: { ...process.env, GIT_OPTIONAL_LOCKS: "0" }, stdio: ["ignore", "pipe", "pipe"] }).trim();
+}
+
+function main(): number {
+  const { values } = parseArgs({ options: { out: { type: "string" }, "allow-dirty": { type: "boolean", default: false } } });
+  const stale = buildDist.staleness();
+  if (stale !== null) {
+    process.stderr.write(`release: dist/ is ${stale} (older than its sources): run npm run build:dist first\n`);
+    return 1;
+  }
+  const sourceRevision = git(["rev-parse", "HEAD"]);
+  const changes = git(["status", "--porcelain", "--", ...buildDist.SOURCES]);
+  if (changes !== "" && values["allow-dirty"] !== true) {
+    process.stderr.write(`release: the working tree has changes under dist/'s sources, so ${sourceRevision} does not describe them:\n${changes}\ncommit them, or pass --allow-dirty\n`);
+    return 1;
+  }
+  const release = buildRelease({
+    distDir: buildDist.DIST,
+    outDir: resolve(values.out ?? join(ROOT, ".ats", "releases")),
+    sourceRevision,
+    sourceTreeDirty: changes !== "",
+    sourceDateEpochS: Number(git(["show", "-s", "--format=%ct", sourceRevision])),
+    buildTime: new Date(),
+  });
+  process.stdout.write(`${JSON.stringify({ dir: release.dir, metadata: release.metadata }, null, 2)}\n`);
+  return 0;
+}
+
+try {
+  process.exitCode = main();
+} catch (error) {
+  process.stderr.write(`release: ${error instanceof Error ? error.message : String(error)}\n`);
+  process.exitCode = 1;
+}

@@ -1,0 +1,236 @@
+/**
+ * The upgrade agent end to end on this machine (test/upgrade/cluster.ts): a Hardhat node chain, three meshed
+ * attesting nodes each run by a local unit from a versioned install of release A, a trusted node, the manifest.
+ *
+ * - a corrupted bundle, a moved tag and an unapproved source revision are refused before anything changes;
+ * - a rolling upgrade A → B passes every gate, one node at a time (never two units down), while the mesh keeps
+ *   serving co-signed proofs;
+ * - a downgrade B → A is refused;
+ * - a release C whose node cannot reach its mesh fails acceptance on the first node, which is rolled back to B
+ *   (its gates pass again), and the rollout stops there;
+ * - every receipt fits the value-free schema and holds none of the nodes' keys or ids; keys, configs and unit
+ *   definitions are byte-identical after all of it, and no data file disappeared.
+ *
+ * Every process is stopped in after(), also when a step fails.
+ */
+import { expect } from "chai";
+import { execFileSync } from "node:child_process";
+import { chmodSync, cpSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import hre from "hardhat";
+import { runUpgrade } from "../../upgrade/agent";
+import { sha256File, treeDigestOfDirectory } from "../../upgrade/digest";
+import { readInstallEnv } from "../../upgrade/installEnv";
+import { parsePlan, type UpgradePlan } from "../../upgrade/plan";
+import { assertValueFree, type Receipt } from "../../upgrade/receipt";
+import { buildRelease, type BuiltRelease } from "../../upgrade/release";
+import { planFor, publish, secretsOf, startUpgradeCluster, type UpgradeCluster } from "./cluster";
+
+const ROOT = join(__dirname, "..", "..");
+
+function bumpPatch(version: string, by: number): string {
+  const [major, minor, patch] = version.split(/[.-]/).map(Number) as [number, number, number];
+  return `${major}.${minor}.${patch + by}`;
+}
+
+/** A copy of dist/ as another version: what a later build would be. `patchCli` edits node/cli.js (release C). */
+function distAs(root: string, version: string, patchCli?: (source: string) => string): string {
+  const dir = join(root, `dist-${version}`);
+  cpSync(join(ROOT, "dist"), dir, { recursive: true });
+  const pkgFile = join(dir, "package.json");
+  writeFileSync(pkgFile, JSON.stringify({ ...(JSON.parse(readFileSync(pkgFile, "utf8")) as object), version }, null, 2));
+  if (patchCli !== undefined) writeFileSync(join(dir, "node", "cli.js"), patchCli(readFileSync(join(dir, "node", "cli.js"), "utf8")));
+  return dir;
+}
+
+/** Release C's defect: it rewrites every mesh peer's port to 9 before the node reads its config, so it never reaches its mesh. */
+const CANNOT_REACH_MESH = `"use strict";
+{
+  const configFile = process.argv[process.argv.indexOf("--config") + 1];
+  const peers = JSON.parse(require("node:fs").readFileSync(configFile, "utf8")).meshPeers || [];
+  process.env.ATS_MESH_PEERS = peers.map((peer) => peer.replace(/:[0-9]+$/, ":9")).join(",");
+}
+`;
+
+function releaseOf(built: BuiltRelease, tag: string, dir: string): UpgradePlan["release"] {
+  return { tag, release_id: built.metadata.release_id, source_revision: built.metadata.source_revision, artifact: { kind: "bundle", sha256: built.metadata.bundle.sha256 }, source: { dir } };
+}
+
+/** Everything of the nodes the agent may not change (keys, config, unit definition) plus what it may (install.env, installs). */
+function snapshot(cluster: UpgradeCluster): Record<string, string> {
+  const state: Record<string, string> = {};
+  for (const node of cluster.nodes) {
+    state[`${node.host}/keys`] = treeDigestOfDirectory(node.keyDir);
+    state[`${node.host}/config`] = sha256File(node.configFile);
+    state[`${node.host}/unit.json`] = sha256File(node.unitFile);
+    state[`${node.host}/install.env`] = readFileSync(node.unit.installEnvFile, "utf8");
+    state[`${node.host}/installs`] = readdirSync(node.planNode.installRoot).sort().join(",");
+  }
+  return state;
+}
+
+function dataFiles(cluster: UpgradeCluster): string[] {
+  return cluster.nodes.flatMap((node) => readdirSync(node.dataDir).map((name) => `${node.host}/${name}`));
+}
+
+describe("upgrade agent, end to end (3 nodes from installs, a Hardhat node chain)", function () {
+  this.timeout(600_000);
+  let root: string;
+  let cluster: UpgradeCluster;
+  const sink: { close?: () => Promise<void> } = {};
+  const receipts: Receipt[] = [];
+  let releaseA: BuiltRelease;
+  let releaseB: BuiltRelease;
+  let releaseC: BuiltRelease;
+  let before0: Record<string, string>;
+  let dataBefore: string[];
+
+  async function run(plan: UpgradePlan): Promise<Receipt> {
+    const text = JSON.stringify(plan);
+    const receipt = await runUpgrade({ plan: parsePlan(JSON.parse(text)), planText: text, pollMs: 250, log: (line) => process.env.ATS_TEST_VERBOSE === "1" && console.log(`    agent: ${line}`) });
+    receipts.push(receipt);
+    return receipt;
+  }
+
+  before(async function () {
+    if (!existsSync(join(ROOT, "dist", "node", "cli.js"))) {
+      // eslint-disable-next-line @typescript-eslint/no-require-imports
+      (require("../../bin/build-dist.js") as { ensureBuilt(): boolean }).ensureBuilt();
+    }
+    root = mkdtempSync(join(tmpdir(), "ats-upgrade-e2e-"));
+    const version = (JSON.parse(readFileSync(join(ROOT, "dist", "package.json"), "utf8")) as { version: string }).version;
+    const revision = execFileSync("git", ["rev-parse", "HEAD"], { cwd: ROOT, encoding: "utf8" }).trim();
+    const build = (dist: string) => buildRelease({ distDir: dist, outDir: join(root, "releases"), sourceRevision: revision, sourceTreeDirty: true, sourceDateEpochS: 1_700_000_000, buildTime: new Date() });
+    releaseA = build(distAs(root, version));
+    releaseB = build(distAs(root, bumpPatch(version, 1)));
+    releaseC = build(distAs(root, bumpPatch(version, 2), (source) => source.replace('"use strict";\n', CANNOT_REACH_MESH)));
+    const publishedA = publish(root, releaseA.dir, "a");
+    cluster = await startUpgradeCluster({
+      hre,
+      root,
+      nodeCount: 3,
+      initial: { ...publishedA, releaseId: releaseA.metadata.release_id, sourceRevision: revision, artifactSha256: releaseA.metadata.bundle.sha256 },
+      sink,
+    });
+    before0 = snapshot(cluster);
+    dataBefore = dataFiles(cluster);
+  });
+
+  after(async () => {
+    await sink.close?.();
+    if (root !== undefined) rmSync(root, { recursive: true, force: true });
+  });
+
+  it("refuses a corrupted bundle, a moved tag and an unapproved source revision, before anything changes", async () => {
+    const corrupt = publish(root, releaseB.dir, "corrupt");
+    const bundle = join(corrupt.dir, releaseB.metadata.bundle.name);
+    chmodSync(bundle, 0o644);
+    const bytes = readFileSync(bundle);
+    bytes[bytes.length - 100] ^= 0xff;
+    writeFileSync(bundle, bytes);
+    const corrupted = await run(planFor(cluster, releaseOf(releaseB, "v0.1.1", corrupt.dir)));
+    expect(corrupted.outcome).to.equal("refused");
+    expect(corrupted.refusal?.code).to.equal("bad-checksum");
+
+    // The tag's folder now serves release C; the plan approved B's digest.
+    const moved = await run(planFor(cluster, releaseOf(releaseB, "v0.1.1", publish(root, releaseC.dir, "moved").dir)));
+    expect(moved.refusal?.code).to.equal("moved-tag");
+
+    const publishedB = publish(root, releaseB.dir, "b");
+    const wrongRevision = await run(planFor(cluster, { ...releaseOf(releaseB, "v0.1.1", publishedB.dir), source_revision: "f".repeat(40) }));
+    expect(wrongRevision.refusal?.code).to.equal("unapproved-release");
+
+    for (const receipt of [corrupted, moved, wrongRevision]) expect(receipt.nodes.map((node) => node.outcome)).to.deep.equal(["not-started", "not-started", "not-started"]);
+    expect(snapshot(cluster)).to.deep.equal(before0);
+  });
+
+  it("upgrades A → B one node at a time, every gate passing, while the mesh keeps serving co-signed proofs", async () => {
+    const samples: { down: number; served: boolean }[] = [];
+    let sampling = true;
+    const sampler = (async () => {
+      while (sampling) {
+        let down = 0;
+        let served = false;
+        for (const node of cluster.nodes) {
+          // Down: the unit is stopped, or its process does not serve yet (a restart takes a second or two).
+          const info = (await node.unit.status()).active ? await fetch(new URL("/node/info", node.planNode.rest), { signal: AbortSignal.timeout(1_000) }).catch(() => undefined) : undefined;
+          if (info?.status !== 200) down++;
+          if (!served) {
+            const response = await fetch(new URL("/time/current", node.planNode.rest), { signal: AbortSignal.timeout(1_000) }).catch(() => undefined);
+            served = response?.status === 200 && "consensus" in ((await response.json()) as object);
+          }
+        }
+        samples.push({ down, served });
+        await new Promise((resolve) => setTimeout(resolve, 200));
+      }
+    })();
+    let receipt: Receipt;
+    try {
+      receipt = await run(planFor(cluster, releaseOf(releaseB, "v0.1.1", join(root, "published", "b"))));
+    } finally {
+      sampling = false;
+      await sampler;
+    }
+    expect(receipt.outcome, JSON.stringify(receipt.nodes.map((node) => node.gates.filter((gate) => !gate.passed)))).to.equal("completed");
+    expect(receipt.nodes.map((node) => node.outcome)).to.deep.equal(["upgraded", "upgraded", "upgraded"]);
+    for (const [index, node] of receipt.nodes.entries()) {
+      expect(node.gates.map((gate) => gate.gate)).to.deep.equal(["unit-running", "version", "genesis", "not-syncing", "finality", "peers", "mesh", "identity", "logs"]);
+      expect(node.gates.every((gate) => gate.passed)).to.equal(true);
+      expect(node.old?.release_id).to.equal(releaseA.metadata.release_id);
+      expect(node.new?.release_id).to.equal(releaseB.metadata.release_id);
+      expect(node.preflight?.mesh_state).to.equal("Converged");
+      expect(node.preflight?.registered).to.equal(true);
+      // One at a time: a node starts only after the previous one finished its gates.
+      if (index > 0) expect(Date.parse(node.started_at!)).to.be.at.least(Date.parse(receipt.nodes[index - 1]!.finished_at!));
+    }
+    for (const node of cluster.nodes) {
+      expect(readInstallEnv(node.unit.installEnvFile)?.releaseId).to.equal(releaseB.metadata.release_id);
+      expect(readInstallEnv(`${node.unit.installEnvFile}.previous`)?.releaseId).to.equal(releaseA.metadata.release_id);
+      expect(existsSync(join(node.planNode.installRoot, releaseA.metadata.release_id))).to.equal(true); // the previous install is kept
+    }
+    expect(Math.max(...samples.map((sample) => sample.down))).to.equal(1);
+    expect(samples.filter((sample) => sample.served).length / samples.length).to.be.at.least(0.9);
+  });
+
+  it("refuses a downgrade B → A", async () => {
+    const before = snapshot(cluster);
+    const receipt = await run(planFor(cluster, releaseOf(releaseA, "v0.1.0", join(root, "published", "a"))));
+    expect(receipt.refusal?.code).to.equal("downgrade");
+    expect(snapshot(cluster)).to.deep.equal(before);
+  });
+
+  it("rolls back a node whose release fails acceptance (it cannot reach its mesh) and stops the rollout", async () => {
+    const plan = planFor(cluster, releaseOf(releaseC, "v0.1.2", publish(root, releaseC.dir, "c").dir));
+    plan.acceptance.timeoutMs = 15_000;
+    const receipt = await run(plan);
+    expect(receipt.outcome).to.equal("stopped");
+    const [first, ...rest] = receipt.nodes;
+    expect(first!.outcome).to.equal("rolled-back");
+    const failed = first!.gates.filter((gate) => !gate.passed).map((gate) => gate.gate);
+    expect(failed).to.include("mesh");
+    expect(first!.rollback?.digest_verified).to.equal(true);
+    expect(first!.rollback?.restored_install_sha256).to.equal(releaseB.metadata.bundle.tree_sha256);
+    expect(first!.rollback?.passed).to.equal(true);
+    expect(first!.rollback?.gates.every((gate) => gate.passed)).to.equal(true);
+    expect(rest.map((node) => node.outcome)).to.deep.equal(["not-started", "not-started"]);
+    for (const node of cluster.nodes) expect(readInstallEnv(node.unit.installEnvFile)?.releaseId).to.equal(releaseB.metadata.release_id);
+  });
+
+  it("wrote value-free receipts, and changed no key, config, unit definition or data file", () => {
+    expect(receipts.length).to.equal(6);
+    const secrets = cluster.nodes.flatMap(secretsOf);
+    for (const receipt of receipts) assertValueFree(receipt, secrets);
+    // The check can fail: a receipt carrying a node's key is refused.
+    const leaky = structuredClone(receipts[3]!);
+    leaky.nodes[0]!.note = `key ${cluster.nodes[0]!.identity.nodeKey.exportPrivateKey()}`;
+    expect(() => assertValueFree(leaky, secrets)).to.throw(/value-free/);
+
+    const after = snapshot(cluster);
+    for (const node of cluster.nodes) {
+      for (const part of ["keys", "config", "unit.json"]) expect(after[`${node.host}/${part}`], `${node.host}/${part}`).to.equal(before0[`${node.host}/${part}`]);
+    }
+    const dataAfter = new Set(dataFiles(cluster));
+    expect(dataBefore.filter((file) => !dataAfter.has(file))).to.deep.equal([]);
+  });
+});

@@ -1,0 +1,122 @@
+/**
+ * The plan (upgrade/plan.ts) is a closed schema: the agent refuses a plan missing any field the rollout needs, with
+ * an unknown field, or with a rollout order that is not exactly the plan's hosts. And the agent's sources hold no
+ * code path for the forbidden actions: the only writes are staged installs, install.env and the CLI's receipt,
+ * the only deletion is the fetch folder it created, and nothing names keys, node config or chain data for writing.
+ */
+import { expect } from "chai";
+import { ESLint } from "eslint";
+import { readdirSync, readFileSync } from "node:fs";
+import { join } from "node:path";
+import { UpgradeRefusal } from "../../upgrade/errors";
+import { parsePlan, PLAN_VERSION } from "../../upgrade/plan";
+
+const PLAN = {
+  version: PLAN_VERSION,
+  release: {
+    tag: "v0.1.1",
+    release_id: "ats-node-0.1.1-0123456789ab",
+    source_revision: "0123456789abcdef0123456789abcdef01234567",
+    artifact: { kind: "bundle", sha256: "a".repeat(64) },
+    source: { dir: "/srv/releases/v0.1.1" },
+  },
+  network: { manifest: "/etc/ats/manifest.json", trustedRpc: "http://127.0.0.1:8547" },
+  nodes: [
+    { host: "node-a", role: "primary", rest: "http://127.0.0.1:8080", rpc: "http://127.0.0.1:8547", installRoot: "/var/lib/ats/installs", unit: { kind: "systemd", name: "ats-node.service", installEnvFile: "/etc/ats/install.env" } },
+    { host: "node-b", role: "secondary", rest: "http://127.0.0.1:8081", rpc: "http://127.0.0.1:8548", installRoot: "/var/lib/ats/installs-b", unit: { kind: "local", dir: "/var/lib/ats/unit-b" } },
+  ],
+  rolloutOrder: ["node-b", "node-a"],
+  acceptance: { warmupMs: 5_000, timeoutMs: 120_000, maxLogErrors: 0 },
+};
+
+function without(path: readonly string[]): unknown {
+  const copy = structuredClone(PLAN) as Record<string, unknown>;
+  let target = copy;
+  for (const key of path.slice(0, -1)) target = target[key] as Record<string, unknown>;
+  delete target[path[path.length - 1]!];
+  return copy;
+}
+
+describe("upgrade: the plan", () => {
+  it("accepts a complete plan", () => {
+    expect(parsePlan(structuredClone(PLAN)).rolloutOrder).to.deep.equal(["node-b", "node-a"]);
+  });
+
+  it("refuses a plan without any one of the fields the issue requires, naming it", () => {
+    const required = [
+      ["release", "tag"],
+      ["release", "release_id"],
+      ["release", "source_revision"],
+      ["release", "artifact"],
+      ["release", "artifact", "sha256"],
+      ["release", "source"],
+      ["network", "manifest"],
+      ["network", "trustedRpc"],
+      ["nodes"],
+      ["rolloutOrder"],
+      ["acceptance", "timeoutMs"],
+    ];
+    for (const path of required) {
+      expect(() => parsePlan(without(path)), path.join("/")).to.throw(UpgradeRefusal, new RegExp(`plan/${path.slice(0, -1).join("/")}`));
+    }
+  });
+
+  it("refuses unknown fields, a tag instead of a digest, and a rollout order that is not the hosts", () => {
+    expect(() => parsePlan({ ...structuredClone(PLAN), force: true })).to.throw(UpgradeRefusal, /plan/);
+    const byTag = structuredClone(PLAN);
+    (byTag.release.artifact as { sha256: string }).sha256 = "latest";
+    expect(() => parsePlan(byTag)).to.throw(UpgradeRefusal, /artifact\/sha256/);
+    for (const order of [["node-a"], ["node-a", "node-a"], ["node-a", "node-b", "node-c"]]) {
+      expect(() => parsePlan({ ...structuredClone(PLAN), rolloutOrder: order }), order.join(",")).to.throw(UpgradeRefusal, /rolloutOrder/);
+    }
+    const relative = structuredClone(PLAN);
+    relative.nodes[0]!.installRoot = "installs";
+    expect(() => parsePlan(relative)).to.throw(UpgradeRefusal, /installRoot/);
+  });
+});
+
+describe("upgrade: forbidden actions have no code path", () => {
+  const DIR = join(__dirname, "..", "..", "upgrade");
+  const sources = readdirSync(DIR)
+    .filter((name) => name.endsWith(".ts"))
+    .map((name) => ({ name, text: readFileSync(join(DIR, name), "utf8") }));
+
+  /** Files in which `pattern` occurs. */
+  const filesWith = (pattern: RegExp) => sources.filter((source) => pattern.test(source.text)).map((source) => source.name).sort();
+
+  it("deletes only its own fetch folder", () => {
+    expect(filesWith(/\b(rmSync|rm|unlinkSync|unlink|rmdirSync|rmdir)\(/)).to.deep.equal(["fetchRelease.ts"]);
+    expect(readFileSync(join(DIR, "fetchRelease.ts"), "utf8").match(/rmSync\(([^)]*)\)/g)).to.deep.equal(["rmSync(privateDir, { recursive: true, force: true })"]);
+  });
+
+  it("writes only installs, install.env, the release folder, the local unit's pid file and the receipt", () => {
+    expect(filesWith(/\b(writeFileSync|writeFile|renameSync|rename|appendFileSync|copyFileSync|cpSync|chmodSync)\(/)).to.deep.equal([
+      "cli.ts", // the receipt (flag wx)
+      "fetchRelease.ts", // copies into its private folder
+      "installEnv.ts", // install.env and install.env.previous
+      "installs.ts", // the staged install and its metadata
+      "localUnit.ts", // node.pid
+      "release.ts", // the release folder (npm run release)
+      "tar.ts", // extraction into a new stage folder
+    ]);
+  });
+
+  it("never names a key, the node config, data, a tag move or a bind address for writing", () => {
+    // These settings and files belong to the node; the agent reads the node over its public interfaces only.
+    expect(filesWith(/\b(keyDir|dataDir|keystore|ATS_HOST|restPort|rpcPort|meshPort|meshPeers)\b/)).to.deep.equal([]);
+    expect(filesWith(/\bgit\b.*\btag\b|["']tag["']\s*,\s*["']-f/)).to.deep.equal([]);
+    expect(filesWith(/from "\.\.\/node\//)).to.deep.equal([]);
+  });
+
+  it("an ESLint layer rule refuses upgrade/ importing the node's code (eslint.config.js)", async function () {
+    this.timeout(60_000);
+    const eslint = new ESLint({ cwd: join(__dirname, "..", "..") });
+    const lint = async (source: string) =>
+      ((await eslint.lintText(source, { filePath: join(DIR, "example.ts") }))[0]?.messages ?? []).filter((message) => message.ruleId === "no-restricted-imports");
+    const refused = await lint(`import { startNode } from "../node/server";\nexport const y = startNode;\n`);
+    expect(refused.map((message) => message.message)).to.deep.equal([
+      "'../node/server' import is restricted from being used by a pattern. The upgrade agent is a program of its own: it imports protocol/, wire/, lib/ and client/ (it reads nodes over their public interfaces, never their code).",
+    ]);
+    expect(await lint(`import { createTemporalClient } from "../client/temporal";\nexport const y = createTemporalClient;\n`)).to.deep.equal([]);
+  });
+});

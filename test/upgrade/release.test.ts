@@ -1,0 +1,121 @@
+/**
+ * Releases (upgrade/release.ts, upgrade/tar.ts): the bundle is reproducible, BUILD-METADATA.json and SHA256SUMS
+ * describe it, a release folder is never written twice, and the extractor refuses archives that would write
+ * outside their folder or carry links.
+ */
+import { expect } from "chai";
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { gzipSync } from "node:zlib";
+import { sha256File, sha256Hex, treeDigestOfDirectory, treeDigestOfEntries } from "../../upgrade/digest";
+import { UpgradeRefusal } from "../../upgrade/errors";
+import { METADATA_FILE, parseBuildMetadata } from "../../upgrade/metadata";
+import { buildRelease, LAUNCHER_FILE } from "../../upgrade/release";
+import { parseSums, SUMS_FILE } from "../../upgrade/sums";
+import { extractEntries, readTarGz, writeTarGz } from "../../upgrade/tar";
+
+const REVISION = "0123456789abcdef0123456789abcdef01234567";
+
+/** A minimal built dist/: what buildRelease requires, plus a build stamp it must leave out. */
+function fakeDist(root: string, version: string): string {
+  const dist = join(root, `dist-${version}`);
+  mkdirSync(join(dist, "node"), { recursive: true });
+  writeFileSync(join(dist, "node", "cli.js"), `exports.main = () => console.log("${version}");\n`);
+  writeFileSync(join(dist, "package.json"), JSON.stringify({ name: "attested-time", version }));
+  writeFileSync(join(dist, ".build-stamp"), `${new Date().toISOString()}\n`);
+  return dist;
+}
+
+/** A raw ustar header block for a crafted entry (name, type flag), gzip'd with an end-of-archive. */
+function craftedArchive(name: string, type: string, linkName = ""): Buffer {
+  const block = Buffer.alloc(512);
+  block.write(name, 0);
+  block.write("0000644\0", 100);
+  block.write("00000000000\0", 124);
+  block.write("00000000000\0", 136);
+  block.write("        ", 148);
+  block.write(type, 156);
+  block.write(linkName, 157);
+  block.write("ustar\0", 257);
+  block.write("00", 263);
+  let sum = 0;
+  for (const byte of block) sum += byte;
+  block.write(`${sum.toString(8).padStart(6, "0")}\0 `, 148);
+  return gzipSync(Buffer.concat([block, Buffer.alloc(1024)]));
+}
+
+describe("upgrade: releases", () => {
+  let root: string;
+  beforeEach(() => {
+    root = mkdtempSync(join(tmpdir(), "ats-release-"));
+  });
+  afterEach(() => rmSync(root, { recursive: true, force: true }));
+
+  const build = (dist: string, out: string, buildTime = new Date("2026-01-02T03:04:05Z")) =>
+    buildRelease({ distDir: dist, outDir: join(root, out), sourceRevision: REVISION, sourceTreeDirty: false, sourceDateEpochS: 1_700_000_000, buildTime });
+
+  it("builds the same bundle bytes twice (different build times), and metadata + SHA256SUMS that describe it", () => {
+    const dist = fakeDist(root, "1.2.3");
+    const first = build(dist, "a", new Date("2026-01-01T00:00:00Z"));
+    const second = build(dist, "b", new Date("2026-06-01T00:00:00Z"));
+    expect(sha256File(first.bundlePath)).to.equal(sha256File(second.bundlePath));
+    expect(first.metadata.build_time).to.not.equal(second.metadata.build_time);
+
+    const metadata = parseBuildMetadata(JSON.parse(readFileSync(join(first.dir, METADATA_FILE), "utf8")), "test");
+    expect(metadata.release_id).to.equal("ats-node-1.2.3-0123456789ab");
+    expect(metadata.source_revision).to.equal(REVISION);
+    expect(metadata.node_version).to.equal("1.2.3");
+    expect(metadata.bundle.name).to.equal(`ats-node-1.2.3-${process.platform}-${process.arch}.tar.gz`);
+    expect(metadata.runtime).to.deep.equal({ node: process.version, abi: process.versions.modules, platform: process.platform, arch: process.arch });
+
+    const sums = parseSums(readFileSync(join(first.dir, SUMS_FILE), "utf8"));
+    expect(sums.get(metadata.bundle.name)).to.equal(sha256File(first.bundlePath));
+    expect(sums.get(METADATA_FILE)).to.equal(sha256File(join(first.dir, METADATA_FILE)));
+    expect(statSync(first.bundlePath).mode & 0o777).to.equal(0o444);
+  });
+
+  it("bundles dist/ without its build stamp, plus the launcher; the tree digest is the extracted install's", () => {
+    const release = build(fakeDist(root, "1.2.3"), "out");
+    const entries = readTarGz(readFileSync(release.bundlePath));
+    const files = entries.filter((entry) => entry.type === "file").map((entry) => entry.path);
+    expect(files).to.deep.equal([LAUNCHER_FILE, "node/cli.js", "package.json"]);
+    expect(treeDigestOfEntries(entries)).to.equal(release.metadata.bundle.tree_sha256);
+    const install = join(root, "install");
+    extractEntries(entries, install);
+    expect(treeDigestOfDirectory(install)).to.equal(release.metadata.bundle.tree_sha256);
+    expect(statSync(join(install, "node", "cli.js")).mode & 0o777).to.equal(0o444);
+    expect(statSync(join(install, LAUNCHER_FILE)).mode & 0o777).to.equal(0o555);
+  });
+
+  it("never writes a release folder twice", () => {
+    const dist = fakeDist(root, "1.2.3");
+    build(dist, "out");
+    expect(() => build(dist, "out")).to.throw(/already exists .* releases are immutable/);
+  });
+
+  it("refuses a metadata file with an unknown key or a malformed revision (closed schema)", () => {
+    const release = build(fakeDist(root, "1.2.3"), "out");
+    expect(() => parseBuildMetadata({ ...release.metadata, extra: 1 }, "test")).to.throw(UpgradeRefusal);
+    expect(() => parseBuildMetadata({ ...release.metadata, source_revision: "main" }, "test")).to.throw(/source_revision/);
+  });
+
+  it("refuses archives with a path out of the folder, an absolute path or a link, before writing anything", () => {
+    for (const [archive, why] of [
+      [craftedArchive("../evil", "0"), /path leaves the bundle/],
+      [craftedArchive("/etc/evil", "0"), /not a plain relative path/],
+      [craftedArchive("link", "2", "/etc/passwd"), /entry type "2"/],
+      [craftedArchive("hard", "1", "node/cli.js"), /entry type "1"/],
+    ] as const) {
+      expect(() => readTarGz(archive), String(why)).to.throw(UpgradeRefusal, why);
+    }
+    const corrupted = writeTarGz([{ path: "a", type: "file", content: Buffer.from("x") }], 0);
+    expect(() => readTarGz(corrupted.subarray(0, corrupted.length - 4))).to.throw(UpgradeRefusal);
+  });
+
+  it("parses SHA256SUMS strictly", () => {
+    expect(parseSums(`${sha256Hex("x")}  a.tar.gz\n`).get("a.tar.gz")).to.equal(sha256Hex("x"));
+    expect(() => parseSums("deadbeef  a.tar.gz\n")).to.throw(/line 1/);
+    expect(() => parseSums(`${sha256Hex("x")}  a\n${sha256Hex("y")}  a\n`)).to.throw(/twice/);
+  });
+});

@@ -1,0 +1,142 @@
+/**
+ * Acceptance gates: what must hold of a node after its start before the rollout moves on. An RPC that answers is
+ * not success; each gate compares what the node now shows with what it showed before (the preflight reading) or
+ * with an independent trusted node:
+ *
+ *   unit-running   the unit is active, runs the expected install, and its process has not restarted
+ *   version        GET /node/info reports the release's node version; the unit's install.env names the release
+ *   genesis        the genesis hash is the manifest's (the node serves the same chain)
+ *   not-syncing    system_health says it is not syncing
+ *   finality       its finalized head moved past where it was when the node stopped, and its block at a common
+ *                  finalized height is the trusted node's
+ *   peers          as many mesh peers as before
+ *   mesh           the mesh state is back to the one before (Converged), and time quality is reported (> 0)
+ *   identity       node id, card id and their on-chain registrations are unchanged
+ *   logs           at most acceptance.maxLogErrors error lines since the start
+ *
+ * Details are value-free (docs/upgrade.md): states, counts and block numbers, never an id, hash or log text.
+ */
+import { readInstallEnv } from "./installEnv";
+import type { NodeReading, Probe } from "./probe";
+import type { NodeUnit } from "./unit";
+
+export const GATE_NAMES = ["unit-running", "version", "genesis", "not-syncing", "finality", "peers", "mesh", "identity", "logs"] as const;
+export type GateName = (typeof GATE_NAMES)[number];
+
+export interface GateResult {
+  gate: GateName;
+  passed: boolean;
+  detail: string;
+}
+
+export interface AcceptanceTarget {
+  installDir: string;
+  releaseId: string;
+  nodeVersion: string;
+}
+
+export interface AcceptanceContext {
+  unit: NodeUnit;
+  probe: Probe;
+  /** The independent node's view: its finalized number and block hashes. */
+  trusted: { finalizedNumber(): Promise<bigint | null>; blockHash(number: bigint): Promise<string | null> };
+  target: AcceptanceTarget;
+  /** The preflight reading of this node (before it was stopped). */
+  baseline: NodeReading;
+  manifestGenesisHash: string;
+  /** The trusted node's finalized number when this node stopped: the node's head must move past it. */
+  finalizedAtStop: bigint;
+  logCursor: string;
+  maxLogErrors: number;
+}
+
+export interface AcceptanceLimits {
+  warmupMs: number;
+  timeoutMs: number;
+  /** Between two evaluations, ms. */
+  pollMs?: number;
+}
+
+/** pino JSON error and fatal levels, or the readable format's ERROR / FATAL column. */
+const ERROR_LINE = /"level":(50|60)\b|^\S+ (ERROR|FATAL)\b/;
+
+function result(gate: GateName, passed: boolean, detail: string): GateResult {
+  return { gate, passed, detail };
+}
+
+/** One evaluation of every gate, in order. A reading that fails makes the gates that need it fail, named. */
+export async function evaluateGates(context: AcceptanceContext, firstPid: { value: number | null }): Promise<GateResult[]> {
+  const results: GateResult[] = [];
+  const status = await context.unit.status();
+  if (status.active && firstPid.value === null) firstPid.value = status.pid;
+  const restarted = status.active && firstPid.value !== null && status.pid !== firstPid.value;
+  const wrongInstall = status.installDir !== null && status.installDir !== context.target.installDir;
+  results.push(
+    result("unit-running", status.active && !restarted && !wrongInstall, !status.active ? "unit not active" : restarted ? "process restarted during acceptance" : wrongInstall ? "runs another install" : "active"),
+  );
+
+  let reading: NodeReading;
+  try {
+    reading = await context.probe.read();
+  } catch (error) {
+    const detail = `node did not answer (${(error as Error).name})`;
+    for (const gate of GATE_NAMES.slice(1, -1)) results.push(result(gate, false, detail));
+    results.push(await logGate(context));
+    return results;
+  }
+  const installed = readInstallEnv(context.unit.installEnvFile);
+  results.push(
+    result(
+      "version",
+      reading.version === context.target.nodeVersion && installed?.releaseId === context.target.releaseId,
+      reading.version === context.target.nodeVersion ? (installed?.releaseId === context.target.releaseId ? "expected version and release" : "install.env names another release") : "node reports another version",
+    ),
+  );
+  results.push(result("genesis", reading.genesisHash === context.manifestGenesisHash && reading.genesisHash === context.baseline.genesisHash, reading.genesisHash === context.manifestGenesisHash ? "unchanged" : "differs from the manifest"));
+  results.push(result("not-syncing", !reading.isSyncing, reading.isSyncing ? "syncing" : "not syncing"));
+  results.push(await finalityGate(context, reading));
+  results.push(result("peers", reading.peers >= context.baseline.peers, `${reading.peers} peers (before: ${context.baseline.peers})`));
+  const meshBack = reading.convergenceState === context.baseline.convergenceState;
+  const quality = reading.timeQuality !== null && reading.timeQuality > 0;
+  results.push(result("mesh", meshBack && quality, `${reading.convergenceState} (before: ${context.baseline.convergenceState}), time quality ${quality ? "reported" : "missing"}`));
+  const sameIdentity = reading.nodeId === context.baseline.nodeId && reading.cardId === context.baseline.cardId;
+  const sameRegistration = reading.registration === context.baseline.registration;
+  results.push(result("identity", sameIdentity && sameRegistration, !sameIdentity ? "node id or card id changed" : !sameRegistration ? "on-chain registration changed" : "node id, card id and registration unchanged"));
+  results.push(await logGate(context));
+  return results;
+}
+
+async function finalityGate(context: AcceptanceContext, reading: NodeReading): Promise<GateResult> {
+  const trustedNumber = await context.trusted.finalizedNumber();
+  if (reading.finalizedNumber === null || trustedNumber === null) return result("finality", false, "no finalized head");
+  if (reading.finalizedNumber <= context.finalizedAtStop) return result("finality", false, `finalized ${reading.finalizedNumber}, not past ${context.finalizedAtStop} yet`);
+  const common = reading.finalizedNumber < trustedNumber ? reading.finalizedNumber : trustedNumber;
+  const [mine, theirs] = await Promise.all([context.probe.blockHash(common), context.trusted.blockHash(common)]);
+  if (mine === null || mine !== theirs) return result("finality", false, `block ${common} differs from the trusted node's`);
+  return result("finality", true, `finalized ${reading.finalizedNumber}, block ${common} matches the trusted node`);
+}
+
+async function logGate(context: AcceptanceContext): Promise<GateResult> {
+  const errors = (await context.unit.logSince(context.logCursor)).filter((line) => ERROR_LINE.test(line)).length;
+  return result("logs", errors <= context.maxLogErrors, `${errors} error lines (at most ${context.maxLogErrors})`);
+}
+
+/** Evaluates the gates after the warm-up until all pass or the time is up; returns the last evaluation. */
+export async function runAcceptance(context: AcceptanceContext, limits: AcceptanceLimits): Promise<{ passed: boolean; gates: GateResult[] }> {
+  const startedAtMs = Date.now();
+  const firstPid = { value: null as number | null };
+  await new Promise((resolve) => setTimeout(resolve, limits.warmupMs));
+  for (;;) {
+    const gates = await evaluateGates(context, firstPid);
+    if (gates.every((gate) => gate.passed)) return { passed: true, gates };
+    // A restarted process or a wrong install does not heal by waiting.
+    if (!gates[0]!.passed && gates[0]!.detail !== "unit not active") return { passed: false, gates };
+    if (Date.now() - startedAtMs >= limits.timeoutMs) return { passed: false, gates };
+    await new Promise((resolve) => setTimeout(resolve, limits.pollMs ?? 500));
+  }
+}
+
+/** The first failed gate of an evaluation, or undefined. */
+export function firstFailure(gates: readonly GateResult[]): GateResult | undefined {
+  return gates.find((gate) => !gate.passed);
+}

@@ -1,0 +1,53 @@
+/**
+ * Versioned installs: `<installRoot>/<release_id>/` holds one release's extracted bundle (read-only files) and
+ * `<installRoot>/<release_id>.BUILD-METADATA.json` its metadata. A stage is extracted under a temporary name and
+ * renamed into place, so an install with a release id's name is always complete. Installs are never modified or
+ * deleted: the previous one stays for rollback, and an existing folder whose tree differs from the release is a
+ * conflict the agent refuses rather than repairs.
+ */
+import { existsSync, readFileSync, renameSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { treeDigestOfDirectory } from "./digest";
+import { UpgradeRefusal } from "./errors";
+import type { VerifiedRelease } from "./fetchRelease";
+import type { InstallRecord } from "./installEnv";
+import { parseBuildMetadata, type BuildMetadata } from "./metadata";
+import { extractEntries } from "./tar";
+
+export function installDirOf(installRoot: string, releaseId: string): string {
+  return join(installRoot, releaseId);
+}
+
+function metadataFileOf(installDir: string): string {
+  return `${installDir}.BUILD-METADATA.json`;
+}
+
+/** The metadata kept beside an install, or null for an install this agent did not stage. */
+export function installedMetadata(installDir: string): BuildMetadata | null {
+  const file = metadataFileOf(installDir);
+  return existsSync(file) ? parseBuildMetadata(JSON.parse(readFileSync(file, "utf8")), file) : null;
+}
+
+/** Stages the release beside the other installs (or finds it already staged, identical); returns its record. */
+export function stageInstall(installRoot: string, release: VerifiedRelease): InstallRecord {
+  const { metadata } = release;
+  const installDir = installDirOf(installRoot, metadata.release_id);
+  const record = { installDir, releaseId: metadata.release_id, installSha256: metadata.bundle.tree_sha256 };
+  if (existsSync(installDir)) {
+    const found = treeDigestOfDirectory(installDir);
+    if (found !== metadata.bundle.tree_sha256) {
+      throw new UpgradeRefusal("install-conflict", `${installDir} exists with tree ${found}, not the release's ${metadata.bundle.tree_sha256}: installs are never overwritten`, { installDir });
+    }
+    return record;
+  }
+  const staging = join(installRoot, `.staging-${metadata.release_id}-${process.pid}`);
+  extractEntries(release.entries, staging);
+  const staged = treeDigestOfDirectory(staging);
+  if (staged !== metadata.bundle.tree_sha256) throw new UpgradeRefusal("bad-checksum", `staged tree ${staged} differs from the release's ${metadata.bundle.tree_sha256}`, { installDir: staging });
+  // A run killed between this write and the rename left the same metadata behind: it is checked, not rewritten.
+  const kept = installedMetadata(installDir);
+  if (kept === null) writeFileSync(metadataFileOf(installDir), `${JSON.stringify(metadata, null, 2)}\n`, { flag: "wx", mode: 0o444 });
+  else if (kept.bundle.sha256 !== metadata.bundle.sha256) throw new UpgradeRefusal("install-conflict", `${metadataFileOf(installDir)} describes another bundle`, { installDir });
+  renameSync(staging, installDir);
+  return record;
+}

@@ -1,0 +1,112 @@
+/**
+ * Builds an immutable node release from a built dist/ (bin/build-dist.js): one folder per release,
+ *
+ *   <outDir>/<release_id>/ats-node-<version>-<platform>-<arch>.tar.gz   the bundle (upgrade/tar.ts: reproducible)
+ *   <outDir>/<release_id>/BUILD-METADATA.json                          upgrade/metadata.ts
+ *   <outDir>/<release_id>/SHA256SUMS                                   the two files above
+ *
+ * A tarball rather than a folder: one file is one digest, the digest an operator approves in a plan and compares
+ * with SHA256SUMS; a folder would need a manifest of digests, which is what SHA256SUMS already is for one file.
+ * The tag names the platform, CPU and Node ABI because the node's native addons are built for them (they are not
+ * in the bundle yet: see docs/upgrade.md). A release folder that exists is never written again (immutable), and
+ * its files are read-only.
+ */
+import { chmodSync, existsSync, mkdirSync, readdirSync, readFileSync, statSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { sha256Hex, treeDigestOfEntries } from "./digest";
+import { METADATA_FILE, METADATA_SCHEMA_VERSION, hostRuntime, parseBuildMetadata, type BuildMetadata } from "./metadata";
+import { formatSums, SUMS_FILE } from "./sums";
+import { writeTarGz, type TarEntry } from "./tar";
+
+/** The entry point every install carries: runs this install's compiled CLI (never the repository's). */
+export const LAUNCHER_FILE = "ats-node.js";
+const LAUNCHER = `#!/usr/bin/env node
+"use strict";
+// The installed node's entry point, written into every release bundle by upgrade/release.ts: it runs the compiled
+// CLI of the install it sits in, so the install folder alone decides which code runs.
+process.setSourceMapsEnabled(true);
+require("./node/cli.js").main(process.argv.slice(2));
+`;
+
+/** dist/ files that are not part of a release: the build stamp is a build time, which would break reproducibility. */
+const EXCLUDED = new Set([".build-stamp"]);
+
+export interface BuildReleaseOptions {
+  distDir: string;
+  outDir: string;
+  /** 40-hex commit the dist/ was built from. */
+  sourceRevision: string;
+  sourceTreeDirty: boolean;
+  /** Mtime of every bundle entry, s (the commit's time). */
+  sourceDateEpochS: number;
+  buildTime: Date;
+}
+
+export interface BuiltRelease {
+  dir: string;
+  bundlePath: string;
+  metadata: BuildMetadata;
+}
+
+function distEntries(distDir: string): TarEntry[] {
+  const entries: TarEntry[] = [];
+  const walk = (relative: string): void => {
+    for (const name of readdirSync(join(distDir, relative)).sort()) {
+      const path = relative === "" ? name : `${relative}/${name}`;
+      if (relative === "" && EXCLUDED.has(name)) continue;
+      const stat = statSync(join(distDir, path));
+      if (stat.isDirectory()) {
+        entries.push({ path, type: "directory" });
+        walk(path);
+      } else if (stat.isFile()) {
+        entries.push({ path, type: "file", content: readFileSync(join(distDir, path)) });
+      }
+    }
+  };
+  walk("");
+  return entries;
+}
+
+export function releaseIdOf(version: string, sourceRevision: string, dirty: boolean): string {
+  return `ats-node-${version}-${sourceRevision.slice(0, 12)}${dirty ? "-dirty" : ""}`;
+}
+
+export function buildRelease(options: BuildReleaseOptions): BuiltRelease {
+  const packageFile = join(options.distDir, "package.json");
+  if (!existsSync(join(options.distDir, "node", "cli.js")) || !existsSync(packageFile)) {
+    throw new Error(`${options.distDir} is not a built dist/ (no node/cli.js or package.json): run npm run build:dist`);
+  }
+  const { version } = JSON.parse(readFileSync(packageFile, "utf8")) as { version: string };
+  const runtime = hostRuntime();
+  const entries = [...distEntries(options.distDir), { path: LAUNCHER_FILE, type: "file" as const, content: Buffer.from(LAUNCHER), executable: true }];
+  const bundle = writeTarGz(entries, options.sourceDateEpochS);
+  const bundleName = `ats-node-${version}-${runtime.platform}-${runtime.arch}.tar.gz`;
+  const metadata = parseBuildMetadata(
+    {
+      schema: METADATA_SCHEMA_VERSION,
+      release_id: releaseIdOf(version, options.sourceRevision, options.sourceTreeDirty),
+      source_revision: options.sourceRevision,
+      source_tree_dirty: options.sourceTreeDirty,
+      source_date_epoch: options.sourceDateEpochS,
+      build_time: options.buildTime.toISOString(),
+      node_version: version,
+      runtime,
+      bundle: { name: bundleName, sha256: sha256Hex(bundle), tree_sha256: treeDigestOfEntries(entries), files: entries.filter((entry) => entry.type === "file").length },
+    },
+    "new release",
+  );
+  const dir = join(options.outDir, metadata.release_id);
+  if (existsSync(dir)) throw new Error(`release ${metadata.release_id} already exists at ${dir}: releases are immutable (bump the version or commit)`);
+  mkdirSync(dir, { recursive: true, mode: 0o755 });
+  const metadataText = `${JSON.stringify(metadata, null, 2)}\n`;
+  const files: Record<string, Buffer | string> = {
+    [bundleName]: bundle,
+    [METADATA_FILE]: metadataText,
+    [SUMS_FILE]: formatSums({ [bundleName]: metadata.bundle.sha256, [METADATA_FILE]: sha256Hex(metadataText) }),
+  };
+  for (const [name, content] of Object.entries(files)) {
+    writeFileSync(join(dir, name), content, { flag: "wx" });
+    chmodSync(join(dir, name), 0o444);
+  }
+  return { dir, bundlePath: join(dir, bundleName), metadata };
+}
