@@ -528,11 +528,11 @@ export const SETTINGS = {
     kind: "list",
     env: "ATS_MESH_PEERS",
     description:
-      "The other mesh members as <nodeId>@<host>:<port> (node id: the peer's secp256k1 address). Empty: a lone node, serving one-entry proofs. Non-empty: the node serves co-signed proofs of ⌈2n/3⌉ of the n = peers + 1 members.",
+      "The other mesh members as <nodeId>@<host>:<port>[/<role>] (node id: the peer's secp256k1 address; role primary (default), secondary, archive or bridge: this node's word on the peer, and a peer announcing another role is refused, docs/protocol.md §7.6). Empty: a lone node, serving one-entry proofs. Non-empty: the node serves co-signed proofs of ⌈2n/3⌉ of the n = peers + 1 members.",
     default: [],
     max: 31,
-    pattern: /^0x[0-9a-fA-F]{40}@[0-9A-Za-z.-]{1,253}:[0-9]{1,5}$/,
-    patternHint: "0x<40 hex>@<host>:<port>",
+    pattern: /^0x[0-9a-fA-F]{40}@[0-9A-Za-z.-]{1,253}:[0-9]{1,5}(\/(primary|secondary|archive|bridge))?$/,
+    patternHint: "0x<40 hex>@<host>:<port>[/primary|secondary|archive|bridge]",
     secret: false,
   }),
   meshWindowNs: setting({
@@ -598,6 +598,26 @@ export const SETTINGS = {
     default: 2n * NS_PER_SECOND,
     min: NS_PER_MILLISECOND,
     max: NS_PER_DAY,
+    secret: false,
+  }),
+  meshPeerCoSignRequestsPerSecond: setting({
+    kind: "integer",
+    env: "ATS_MESH_PEER_COSIGN_REQUESTS_PER_SECOND",
+    description:
+      "Co-sign requests this node handles per second from one peer (a token bucket, burst the same); more are dropped and counted (docs/protocol.md §7.3). An honest primary sends one per round: at least 1000 / meshRoundIntervalMs, with room for on-demand and back-to-back rounds.",
+    default: 2_000,
+    min: 1,
+    max: 100_000,
+    secret: false,
+  }),
+  meshPeerRelayedProofsPerSecond: setting({
+    kind: "integer",
+    env: "ATS_MESH_PEER_RELAYED_PROOFS_PER_SECOND",
+    description:
+      "Relayed proofs this node checks per second from one peer (a token bucket, burst the same); more are dropped and counted (docs/protocol.md §7.3). A primary relays one per successful round: at least 1000 / meshRoundIntervalMs.",
+    default: 2_000,
+    min: 1,
+    max: 100_000,
     secret: false,
   }),
   meshMaxClockSkewMs: setting({
@@ -818,6 +838,14 @@ function checkCrossFieldRules(config: NodeConfig, fail: SettingFailure): void {
   if (config.meshPeers.length > 0 && config.meshPort !== 0 && (config.meshPort === config.restPort || (config.grpcEnabled && config.meshPort === config.grpcPort))) {
     // UDP and TCP ports do not collide, but one number for two services is a configuration mistake worth naming.
     fail("meshPort", "must differ from restPort and grpcPort", config.meshPort);
+  }
+  // An honest primary at this node's round interval sends one co-sign request and one relayed proof per round: a
+  // budget below that would refuse it every interval.
+  const roundsPerSecond = Math.ceil(1_000 / config.meshRoundIntervalMs);
+  for (const name of ["meshPeerCoSignRequestsPerSecond", "meshPeerRelayedProofsPerSecond"] as const) {
+    if (config.meshPeers.length > 0 && config[name] < roundsPerSecond) {
+      fail(name, `must be at least 1000 / meshRoundIntervalMs (${roundsPerSecond}), or an honest primary's rounds are refused`, config[name]);
+    }
   }
   if (BigInt(config.accuracyNs) > config.maxAcceptableDriftNs) {
     // Not fatal for the node itself, but then its own proofs fail its own verify(): refuse the mistake early.

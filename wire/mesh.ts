@@ -36,6 +36,8 @@ const ALERT_DOMAIN = Buffer.from("ATS/1 MESH ALERT", "latin1");
 const PAIR_KEY_SALT = Buffer.from("ATS/1 MESH PAIR", "latin1");
 const MAC_LENGTH = 32;
 const SIGNATURE_LENGTH = 64;
+/** Bytes of a hello's per-boot session id (Hello.session_id). */
+export const MESH_SESSION_ID_LENGTH = 16;
 
 // keepCase: the field names of the .proto file (snake_case), as the gRPC wire keeps them too.
 const root = new protobuf.Root().loadSync(MESH_PROTO_PATH, { keepCase: true });
@@ -51,6 +53,11 @@ export interface HelloPayload {
   readonly cardAccuracyNs: number;
   readonly role: MeshRole;
   readonly version: string;
+  /**
+   * MESH_SESSION_ID_LENGTH random bytes drawn when the sender's transport started: bound into the pair key, so a
+   * restart of either member retires every packet tagged before it (docs/protocol.md §7.3).
+   */
+  readonly sessionId: Buffer;
 }
 
 export interface AlertPayload {
@@ -127,6 +134,7 @@ function helloMessage(hello: HelloPayload): Record<string, unknown> {
     card_accuracy_ns: hello.cardAccuracyNs,
     role: hello.role,
     version: hello.version,
+    session_id: hello.sessionId,
   };
 }
 
@@ -235,6 +243,7 @@ function decodeHello(message: Record<string, unknown>, field: string): HelloPayl
     cardAccuracyNs: uint32Field(message["card_accuracy_ns"], `${field}.card_accuracy_ns`),
     role: role as MeshRole,
     version: stringField(message["version"], `${field}.version`, MAX_SHORT_STRING),
+    sessionId: bytesField(message["session_id"], `${field}.session_id`, [MESH_SESSION_ID_LENGTH]),
   };
 }
 
@@ -378,17 +387,30 @@ export function alertSignedBy(alert: AlertPayload, nodeId: Address): boolean {
   }
 }
 
+/** One side of a pair key: a member's address and the session id of its current boot. */
+export interface PairKeySide {
+  readonly address: Address;
+  readonly sessionId: Uint8Array;
+}
+
 /**
  * The key two nodes share for packet tags: HKDF-SHA256 over the x coordinate of their static secp256k1 ECDH
- * secret, salted with the mesh domain and bound to both addresses (in ascending order, so both sides derive the
- * same key). Only the two key holders can compute it.
+ * secret, salted with the mesh domain, info = both addresses then their session ids, in ascending order of
+ * address (so both sides derive the same key). Only the two key holders can compute it, and it changes whenever
+ * either member restarts (a new session id): packets captured before a restart do not check after it, although
+ * the restarted member's replay window starts empty.
  */
-export function pairKey(ownKey: NodeKeyInput, ownAddress: Address, peerPublicKey: Uint8Array, peerAddress: Address): Buffer {
+export function pairKey(ownKey: NodeKeyInput, own: PairKeySide, peerPublicKey: Uint8Array, peer: PairKeySide): Buffer {
+  for (const side of [own, peer]) {
+    if (side.sessionId.length !== MESH_SESSION_ID_LENGTH) {
+      throw new RangeError(`session id of ${side.address} is ${side.sessionId.length} bytes, expected ${MESH_SESSION_ID_LENGTH}`);
+    }
+  }
   const ecdh = createECDH("secp256k1");
   ecdh.setPrivateKey(Buffer.from(nodePrivateKeyHex(ownKey).slice(2), "hex"));
   const shared = ecdh.computeSecret(Buffer.from(peerPublicKey));
-  const [low, high] = [ownAddress.toLowerCase(), peerAddress.toLowerCase()].sort();
-  const info = Buffer.concat([Buffer.from(low!.slice(2), "hex"), Buffer.from(high!.slice(2), "hex")]);
+  const [low, high] = own.address.toLowerCase() < peer.address.toLowerCase() ? [own, peer] : [peer, own];
+  const info = Buffer.concat([addressBytes(low.address), addressBytes(high.address), low.sessionId, high.sessionId]);
   return Buffer.from(hkdfSync("sha256", shared, PAIR_KEY_SALT, info, 32));
 }
 

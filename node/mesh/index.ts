@@ -7,7 +7,7 @@ import type { Logger } from "pino";
 import { ValidationError } from "../../protocol/errors";
 import { nodePublicKeyUncompressed, type NodeKey } from "../../protocol/keys";
 import type { Address } from "../../protocol/types";
-import type { MeshRole } from "../../wire/mesh";
+import { MESH_ROLES, type MeshRole } from "../../wire/mesh";
 import type { TimeCard } from "../card/types";
 import type { NodeConfig } from "../config";
 import type { ConsensusStageDeps, ConsensusStageFactory } from "../core/cosign";
@@ -20,15 +20,22 @@ export { MeshTransport, type MeshPeerAddress, type MeshDropReason } from "./tran
 // eslint-disable-next-line @typescript-eslint/no-require-imports
 const PACKAGE_VERSION = (require("../../package.json") as { version: string }).version;
 
-/** Parses one meshPeers entry, `<nodeId>@<host>:<port>` (the setting's pattern has checked the characters). */
+/**
+ * Parses one meshPeers entry, `<nodeId>@<host>:<port>[/<role>]` (the setting's pattern has checked the characters).
+ * The role is this node's word on the peer, not the peer's (§7.6); without one the peer is a primary, the `role`
+ * setting's default.
+ */
 export function parseMeshPeer(entry: string): MeshPeerAddress {
-  const at = entry.indexOf("@");
-  const colon = entry.lastIndexOf(":");
-  const port = Number(entry.slice(colon + 1));
-  if (at !== 42 || colon < at || !Number.isInteger(port) || port < 1 || port > 65_535) {
-    throw new ValidationError("config.meshPeers", `"${entry}" is not <0x node id>@<host>:<port 1-65535>`, { entry });
+  const slash = entry.indexOf("/");
+  const address = slash === -1 ? entry : entry.slice(0, slash);
+  const role = slash === -1 ? "primary" : entry.slice(slash + 1);
+  const at = address.indexOf("@");
+  const colon = address.lastIndexOf(":");
+  const port = Number(address.slice(colon + 1));
+  if (at !== 42 || colon < at || !Number.isInteger(port) || port < 1 || port > 65_535 || !(MESH_ROLES as readonly string[]).includes(role)) {
+    throw new ValidationError("config.meshPeers", `"${entry}" is not <0x node id>@<host>:<port 1-65535>[/${MESH_ROLES.join("|")}]`, { entry });
   }
-  return { nodeId: entry.slice(0, at) as Address, host: entry.slice(at + 1, colon), port };
+  return { nodeId: address.slice(0, at) as Address, host: address.slice(at + 1, colon), port, role: role as MeshRole };
 }
 
 export interface CreateMeshStageParameters {
@@ -61,6 +68,10 @@ export function createMesh(parameters: CreateMeshStageParameters, deps: Consensu
     },
     clockNs: () => card.readTimeNs(),
     maxClockSkewMs: config.meshMaxClockSkewMs,
+    peerMessageRates: {
+      coSignRequestsPerSecond: config.meshPeerCoSignRequestsPerSecond,
+      relayedProofsPerSecond: config.meshPeerRelayedProofsPerSecond,
+    },
     logger,
   });
   const mesh = new Mesh({

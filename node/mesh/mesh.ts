@@ -94,7 +94,12 @@ export interface MeshStats {
   lastRoundDurationNs: bigint | null;
   coSignaturesGivenTotal: number;
   coSignaturesRefusedTotal: number;
+  /** Relayed proofs refused (each also a fault of the sender), by RelayRefusal. */
+  relayedProofsRefusedTotal: Partial<Record<RelayRefusal, number>>;
 }
+
+/** Why a relayed proof was refused (a fixed set: metric labels). */
+export type RelayRefusal = "future-dated" | "malformed-consensus" | "untrusted-card" | "invalid";
 
 interface PendingRound {
   readonly roundId: bigint;
@@ -120,7 +125,14 @@ export class Mesh {
   readonly #threshold: number;
   readonly #listeners = new Set<ProofListener>();
   readonly #p256Keys = createP256KeyCache();
-  readonly #stats: MeshStats = { roundsTotal: 0, roundsFailedTotal: {}, lastRoundDurationNs: null, coSignaturesGivenTotal: 0, coSignaturesRefusedTotal: 0 };
+  readonly #stats: MeshStats = {
+    roundsTotal: 0,
+    roundsFailedTotal: {},
+    lastRoundDurationNs: null,
+    coSignaturesGivenTotal: 0,
+    coSignaturesRefusedTotal: 0,
+    relayedProofsRefusedTotal: {},
+  };
   #latest: SignedTime | null = null;
   #roundCounter = 0n;
   #roundInFlight: Promise<SignedTime> | null = null;
@@ -137,7 +149,7 @@ export class Mesh {
     this.#options = options;
     this.#logger = options.logger.child({ component: "mesh" });
     this.#self = options.nodeKey.address;
-    for (const link of options.transport.peers) this.#peers.set(link.nodeId.toLowerCase(), newPeerRecord(link.nodeId));
+    for (const link of options.transport.peers) this.#peers.set(link.nodeId.toLowerCase(), newPeerRecord(link.nodeId, link.address.role));
     this.#members = this.#peers.size + 1;
     this.#threshold = consensusThreshold(this.#members);
     this.#tracker = new ConvergenceTracker({ memberCount: this.#members, windowNs: options.windowNs });
@@ -268,7 +280,7 @@ export class Mesh {
   }
 
   stats(): MeshStats {
-    return { ...this.#stats, roundsFailedTotal: { ...this.#stats.roundsFailedTotal } };
+    return { ...this.#stats, roundsFailedTotal: { ...this.#stats.roundsFailedTotal }, relayedProofsRefusedTotal: { ...this.#stats.relayedProofsRefusedTotal } };
   }
 
   /** The largest |offset| among reachable peers' best samples, ns (the drift gauge); null without samples. */
@@ -289,7 +301,7 @@ export class Mesh {
     const peer = this.#peers.get(link.nodeId.toLowerCase());
     const hello = link.hello;
     if (peer === undefined || hello === null) return;
-    peer.role = hello.role;
+    // The role stays what this node configured: the transport refused any hello announcing another (§7.6).
     peer.version = hello.version;
     peer.cardAccuracyNs = hello.cardAccuracyNs;
     if (hello.cardPublicKey.length === 0) {
@@ -436,6 +448,8 @@ export class Mesh {
     };
     const peer = this.#peers.get(link.nodeId.toLowerCase());
     if (peer === undefined || peer.excludedReason !== null) return refuse("the proposer is excluded from the mesh");
+    // Only a primary proposes rounds, and who is one is this node's configuration (meshPeers), not the peer's claim.
+    if (peer.role !== "primary") return refuse(`the proposer is configured here as ${peer.role}, not primary (meshPeers)`);
     const key = link.nodeId.toLowerCase();
     const rounds = this.#pendingRounds.get(key) ?? [];
     const round = rounds.find((candidate) => candidate.roundId === payload.roundId);
@@ -496,6 +510,8 @@ export class Mesh {
     if (payload.kind !== "alert") return null;
     const peer = this.#peers.get(link.nodeId.toLowerCase());
     const { alert } = payload;
+    // Cheap check first: a peer already excluded by its own alert costs no further signature recovery.
+    if (peer?.excludedReason != null) return null;
     // Only the node itself can sign an alert about its card: a forged one (another signer, another card) frames nobody.
     if (peer === undefined || !alertSignedBy(alert, peer.nodeId) || (peer.cardId !== null && alert.cardId.toLowerCase() !== peer.cardId.toLowerCase())) {
       this.#logger.warn({ sender: link.nodeId, cardId: alert.cardId }, "tamper alert refused: not signed by the node it is about, or not its card");
@@ -560,45 +576,56 @@ export class Mesh {
     if (consensus === undefined) return;
     const consensusJson = JSON.stringify(consensus);
     for (const peer of this.#peers.values()) {
-      if (peer.role === null || peer.role === "primary" || peer.excludedReason !== null) continue;
+      if (peer.role === "primary" || peer.excludedReason !== null) continue;
       this.#options.transport.notify(peer.nodeId, { kind: "relayedProof", proof: signed.proof, consensusJson });
     }
   }
 
   /**
    * A primary's co-signed proof, on a member that proposes none: checked like any verifier would (the sender's card
-   * from its hello, low-S card signature, at least the threshold of entries from distinct mesh members, fresh), then
-   * served if newer than the one held. Each accepted proof counts as a successful round for this member's state.
+   * from its hello, low-S card signature, at least the threshold of entries from distinct mesh members, fresh, not
+   * ahead of this node's clock by more than its own bound), then served if newer than the one held. Each accepted
+   * proof counts as a successful round for this member's state.
    */
   #acceptRelayedProof(link: MeshPeerLink, payload: MeshPayload): null {
     if (payload.kind !== "relayedProof" || this.#options.role === "primary") return null;
     const peer = this.#peers.get(link.nodeId.toLowerCase());
     if (peer === undefined || peer.role !== "primary" || peer.cardPublicKey === null || peer.cardId === null || peer.excludedReason !== null) return null;
-    const refuse = (why: string): null => {
+    const refuse = (label: RelayRefusal, why: string): null => {
       peer.faultsTotal += 1;
-      this.#logger.warn({ peer: peer.nodeId, why }, "relayed proof refused");
+      this.#stats.relayedProofsRefusedTotal[label] = (this.#stats.relayedProofsRefusedTotal[label] ?? 0) + 1;
+      this.#logger.warn({ peer: peer.nodeId, refusal: label, why }, "relayed proof refused");
       return null;
     };
     // Cheap checks first: a proof no newer than the one held is dropped before any signature is checked.
     if (this.#latest !== null && this.#latest.proof.nanoMoment >= payload.proof.nanoMoment) return null;
+    // The served proof is the newest held, so one dated ahead would stay "newest" and pin what this node serves
+    // until its moment passes. An honest proof's moment lies within its accuracy of true time, and this node's
+    // clock within its own card accuracy of true time (and true time only advances since): a moment further ahead
+    // of this clock than those two bounds is false by this node's clock (the rule of §7.5) and refused.
+    const nowNs = this.#options.card.readTimeNs();
+    const leadNs = payload.proof.nanoMoment - nowNs;
+    const maxLeadNs = relayedProofMaxLeadNs(payload.proof.accuracy, this.#options.cardAccuracyNs);
+    if (leadNs > maxLeadNs) {
+      return refuse("future-dated", `its moment is ${leadNs} ns ahead of this node's clock; at most ${maxLeadNs} ns (its accuracy + this node's card accuracy) allowed`);
+    }
     const consensus = parseConsensus(payload.consensusJson);
-    if (consensus === null) return refuse("its consensus object does not match the schema");
+    if (consensus === null) return refuse("malformed-consensus", "its consensus object does not match the schema");
     const members = new Set<string>([this.#self.toLowerCase(), ...[...this.#peers.values()].filter((p) => p.excludedReason === null).map((p) => p.nodeId.toLowerCase())]);
     const card = this.#trustedCard(peer);
-    if (typeof card === "string") return refuse(card);
+    if (typeof card === "string") return refuse("untrusted-card", card);
     const cardId = card.cardId.toLowerCase();
-    const nowNs = this.#options.card.readTimeNs();
     const outcome = verifyTimeProof(payload.proof, {
       resolveCard: (id) => (id.toLowerCase() === cardId ? { publicKey: card.publicKey, revoked: false } : undefined),
       isActiveNode: (address) => members.has(address.toLowerCase()),
       nodeQuorum: this.#threshold,
       nowNs,
       maxAttestationAgeNs: this.#options.maxProofAgeNs,
-      maxFutureDriftNs: this.#options.maxProofAgeNs,
+      maxFutureDriftNs: maxLeadNs,
       maxAcceptableDriftNs: BigInt(UINT32_MAX),
       p256KeyCache: this.#p256Keys,
     });
-    if (!outcome.valid) return refuse(`${outcome.reason}: ${outcome.detail}`);
+    if (!outcome.valid) return refuse("invalid", `${outcome.reason}: ${outcome.detail}`);
     // The relayer's readings count is its claim: never more than the mesh's members.
     const validResponders = Math.min(consensus.readings.length, members.size);
     // This node's own measurement of the primary's clock, not the primary's word: the stability test of
@@ -707,6 +734,14 @@ export class Mesh {
     peer.faultsTotal += 1;
     return null;
   }
+}
+
+/**
+ * How far ahead of this node's clock a relayed proof's moment may be, ns: the proof's own accuracy plus this node's
+ * card accuracy (docs/protocol.md §7.6). Further ahead, the proof's claim is false by this node's clock.
+ */
+export function relayedProofMaxLeadNs(proofAccuracyNs: number, ownCardAccuracyNs: number): bigint {
+  return BigInt(proofAccuracyNs) + BigInt(ownCardAccuracyNs);
 }
 
 /** A relayed `consensus` object, parsed and checked against its wire schema; null when it is not one. */

@@ -1,7 +1,7 @@
 /**
  * What this node knows about each mesh peer (docs/protocol.md §7.4): the clock filter of its exchanges (offset,
  * delay, jitter of the minimum-delay sample among the last 8), the 8-bit reachability register, when it was
- * last heard, its card and role from its hello, and whether it is excluded (a verified tamper alert about
+ * last heard, its card from its hello, its role from this node's configuration (meshPeers), and whether it is excluded (a verified tamper alert about
  * itself, or a co-signature that did not check). Pure bookkeeping: the mesh feeds it.
  */
 import type { Address, Hex } from "../../protocol/types";
@@ -22,7 +22,8 @@ export interface PeerRecord {
   cardAccuracyNs: number | null;
   /** The card's certificate chain from the peer's hello (leaf first), for the node's trust store. */
   certificateChainPem: readonly string[];
-  role: MeshRole | null;
+  /** By this node's meshPeers entry, never the peer's word (its hellos must agree, or they are refused). */
+  readonly role: MeshRole;
   version: string | null;
   /** The convergence state the peer reported in its last answer. */
   reportedState: string | null;
@@ -32,9 +33,10 @@ export interface PeerRecord {
   faultsTotal: number;
 }
 
-export function newPeerRecord(nodeId: Address): PeerRecord {
+export function newPeerRecord(nodeId: Address, role: MeshRole): PeerRecord {
   return {
     nodeId,
+    role,
     filter: new ClockFilter(),
     reach: new ReachRegister(),
     answeredSinceLastProbe: false,
@@ -43,7 +45,6 @@ export function newPeerRecord(nodeId: Address): PeerRecord {
     cardPublicKey: null,
     cardAccuracyNs: null,
     certificateChainPem: [],
-    role: null,
     version: null,
     reportedState: null,
     excludedReason: null,

@@ -6,15 +6,22 @@
  *   key (static ECDH), and every later packet carries an HMAC tag under it. Until a peer's hello is in, only
  *   hellos go to and come from it.
  * - Every packet is checked, in this order, and dropped with a counted reason otherwise: decodes (size bound),
- *   addressed to this node, from a configured peer, signature or tag, nonce fresh (its millisecond part within
- *   maxClockSkewMs of this host's clock) and never seen (a 1,024-nonce window per sender, the way IPsec and
- *   WireGuard keep theirs). Nothing unauthenticated moves the window.
+ *   addressed to this node, from a configured peer; for a hello, from an address the peer's configured host
+ *   resolves to (peerSources.ts) and within the hello limiter of that (peer, source address); signature or tag; for
+ *   a hello, the role this node configured for the peer; nonce fresh (its millisecond part within maxClockSkewMs of
+ *   this host's clock) and never seen (a 1,024-nonce window per sender, the way IPsec and WireGuard keep theirs);
+ *   for co-sign requests, relayed proofs and alerts, within the peer's budget (peerLimits.ts). Nothing
+ *   unauthenticated moves the window or spends a peer's budget.
+ * - The window lives in memory. What keeps a restarted node from accepting packets captured before its restart is
+ *   the session id: drawn anew by every transport, carried in its hellos and bound into each pair key, so every
+ *   packet tagged under the previous boot's key fails its tag.
  * - Answers go to the peer's configured address, never to the packet's source: a forged source cannot turn a
  *   node into a reflector.
  * - A request waits for its answer at most its timeout; at most MAX_PENDING_REQUESTS wait at once.
  * The timestamp a handler gets (`receivedAtNs`) is the card clock read first thing when the datagram arrives, so
  * decoding and authentication count as the responder's processing time, not as path delay.
  */
+import { randomBytes } from "node:crypto";
 import { createSocket, type Socket } from "node:dgram";
 import type { Logger } from "pino";
 import { UnavailableError } from "../../protocol/errors";
@@ -29,6 +36,7 @@ import {
   isSignedKind,
   macMatches,
   MAX_MESH_PACKET_BYTES,
+  MESH_SESSION_ID_LENGTH,
   packetMac,
   pairKey,
   signHello,
@@ -36,13 +44,18 @@ import {
   type MeshEnvelope,
   type MeshPayload,
   type MeshPayloadKind,
+  type MeshRole,
 } from "../../wire/mesh";
+import { isLimitedKind, PeerMessageLimits, type LimitedKind, type PeerMessageRates } from "./peerLimits";
+import { canonicalIp, PeerSourceAddresses, type HostLookup } from "./peerSources";
 
-/** A configured peer: its node id and where it listens. */
+/** A configured peer: its node id, where it listens, and its role as this node's configuration states it. */
 export interface MeshPeerAddress {
   readonly nodeId: Address;
   readonly host: string;
   readonly port: number;
+  /** The peer's role by this node's meshPeers entry; a hello announcing another is refused (§7.6). */
+  readonly role: MeshRole;
 }
 
 /** Requests awaiting an answer at once, over all peers (a bound on memory, not a rate). */
@@ -53,9 +66,11 @@ export const REPLAY_WINDOW = 1_024n;
 const NONCE_PER_MS = 4_096n;
 
 /**
- * Least time between two hello signature checks for one claimed sender, ms. A hello costs an ECDSA recovery; peer
- * ids are public, so without this bound anyone could make a node spend a core on forged hellos naming a peer. An
- * honest peer greets once per probe interval until it has a session.
+ * Least time between two hello signature checks for one claimed sender from one source address, ms. A hello costs
+ * an ECDSA recovery; peer ids are public, so without this bound anyone could make a node spend a core on forged
+ * hellos naming a peer. Hellos from an address the peer is not configured at never reach this limiter, so a forger
+ * elsewhere cannot spend the genuine peer's checks. An honest peer greets once per probe interval until it has a
+ * session.
  */
 export const HELLO_CHECK_INTERVAL_MS = 50;
 
@@ -70,7 +85,33 @@ export type MeshDropReason =
   | "stale"
   | "replay"
   | "unexpected-reply"
-  | "hello-rate";
+  | "hello-rate"
+  | "wrong-source"
+  | "role-mismatch"
+  | "cosign-rate"
+  | "relayed-proof-rate"
+  | "alert-rate";
+
+const DROP_REASONS: readonly MeshDropReason[] = [
+  "malformed",
+  "wrong-receiver",
+  "unknown-sender",
+  "bad-signature",
+  "bad-mac",
+  "no-session",
+  "stale",
+  "replay",
+  "unexpected-reply",
+  "hello-rate",
+  "wrong-source",
+  "role-mismatch",
+  "cosign-rate",
+  "relayed-proof-rate",
+  "alert-rate",
+];
+
+/** The drop reason of a message over its peer's budget. */
+const RATE_DROP: Readonly<Record<LimitedKind, MeshDropReason>> = { cosignRequest: "cosign-rate", relayedProof: "relayed-proof-rate", alert: "alert-rate" };
 
 /** A peer as the mesh sees it through the transport. */
 export interface MeshPeerLink {
@@ -88,8 +129,8 @@ export interface MeshTransportOptions {
   readonly host: string;
   readonly port: number;
   readonly peers: readonly MeshPeerAddress[];
-  /** This node's hello, minus its public key (added here). */
-  readonly hello: Omit<HelloPayload, "nodePublicKey">;
+  /** This node's hello, minus its public key and session id (added here). */
+  readonly hello: Omit<HelloPayload, "nodePublicKey" | "sessionId">;
   /** This node's public key, uncompressed (65 bytes). */
   readonly nodePublicKey: Buffer;
   /** The card clock, ns: receipt timestamps. */
@@ -98,6 +139,12 @@ export interface MeshTransportOptions {
   readonly wallNowMs?: () => number;
   /** How far a nonce's time may be from this host's clock, ms. */
   readonly maxClockSkewMs: number;
+  /** Per-peer budgets of co-sign requests and relayed proofs (settings meshPeerCoSignRequestsPerSecond, …). */
+  readonly peerMessageRates: PeerMessageRates;
+  /** A monotonic clock, ms: the per-peer budgets' buckets. Default performance.now. */
+  readonly monotonicNowMs?: () => number;
+  /** Resolves a peer's configured hostname (hello source check). Default: the system resolver. */
+  readonly lookupHost?: HostLookup;
   readonly logger: Logger;
 }
 
@@ -128,8 +175,11 @@ interface PeerState {
   hello: HelloPayload | null;
   key: Buffer | null;
   readonly replay: ReplayWindow;
-  /** Host clock of the last hello signature check for this sender, ms. */
-  lastHelloCheckMs: number;
+  /**
+   * Host clock of the last hello signature check for this sender, ms, per source address (only the peer's own
+   * addresses get here: at most a handful of entries).
+   */
+  readonly lastHelloCheckMs: Map<string, number>;
 }
 
 interface PendingRequest {
@@ -158,6 +208,10 @@ export class MeshTransport {
   readonly #drops = new Map<MeshDropReason, number>();
   readonly #wallNowMs: () => number;
   readonly #logger: Logger;
+  readonly #sources: PeerSourceAddresses;
+  readonly #limits: PeerMessageLimits;
+  /** This boot's session id (hellos carry it; pair keys bind it). */
+  readonly #sessionId = randomBytes(MESH_SESSION_ID_LENGTH);
   #socket: Socket | null = null;
   #lastNonce = 0n;
   #lastDropLogMs = 0;
@@ -172,14 +226,21 @@ export class MeshTransport {
       const id = address.nodeId.toLowerCase();
       if (id === this.#selfLower) throw new RangeError(`meshPeers lists this node itself (${address.nodeId})`);
       if (this.#peers.has(id)) throw new RangeError(`meshPeers lists ${address.nodeId} twice`);
-      this.#peers.set(id, { nodeId: address.nodeId, address, hello: null, key: null, replay: new ReplayWindow(), lastHelloCheckMs: Number.NEGATIVE_INFINITY });
+      this.#peers.set(id, { nodeId: address.nodeId, address, hello: null, key: null, replay: new ReplayWindow(), lastHelloCheckMs: new Map() });
     }
+    this.#sources = new PeerSourceAddresses(new Map([...this.#peers].map(([id, peer]) => [id, peer.address.host])), {
+      ...(options.lookupHost === undefined ? {} : { lookup: options.lookupHost }),
+      nowMs: this.#wallNowMs,
+      onLookupError: (host, error) => this.#logger.warn({ host, err: error }, "cannot resolve a mesh peer's host: its hellos are dropped until it resolves"),
+    });
+    this.#limits = new PeerMessageLimits(options.peerMessageRates, this.#peers.size, options.monotonicNowMs);
   }
 
   /** Binds the socket. Resolves with the bound address; rejects with the bind error (port in use, …). */
   async start(): Promise<{ host: string; port: number }> {
     const socket = createSocket({ type: this.#options.host.includes(":") ? "udp6" : "udp4", recvBufferSize: 1 << 20 });
     this.#socket = socket;
+    await this.#sources.resolveAll();
     socket.on("message", (datagram, remote) => this.#receive(datagram, remote.address));
     socket.on("error", (error) => this.#logger.warn({ err: error }, "mesh socket error"));
     await new Promise<void>((resolve, reject) => {
@@ -226,8 +287,7 @@ export class MeshTransport {
 
   /** Dropped packets by reason since start. */
   drops(): Readonly<Record<MeshDropReason, number>> {
-    const reasons: MeshDropReason[] = ["malformed", "wrong-receiver", "unknown-sender", "bad-signature", "bad-mac", "no-session", "stale", "replay", "unexpected-reply", "hello-rate"];
-    return Object.fromEntries(reasons.map((reason) => [reason, this.#drops.get(reason) ?? 0])) as Record<MeshDropReason, number>;
+    return Object.fromEntries(DROP_REASONS.map((reason) => [reason, this.#drops.get(reason) ?? 0])) as Record<MeshDropReason, number>;
   }
 
   /**
@@ -272,7 +332,7 @@ export class MeshTransport {
   }
 
   #hello(): HelloPayload {
-    return { ...this.#options.hello, nodePublicKey: this.#options.nodePublicKey };
+    return { ...this.#options.hello, nodePublicKey: this.#options.nodePublicKey, sessionId: this.#sessionId };
   }
 
   #nextNonce(): bigint {
@@ -323,14 +383,27 @@ export class MeshTransport {
     const { payload } = envelope;
     if (isSignedKind(payload.kind)) {
       if (payload.kind !== "hello" && payload.kind !== "helloReply") return;
+      // Cheap checks before the limiter and the ECDSA recovery: a hello naming a peer but sent from an address
+      // that peer is not configured at spends nothing of the peer's hello budget.
+      if (!this.#sources.allows(envelope.sender.toLowerCase(), sourceHost)) {
+        return this.#drop("wrong-source", { sender: envelope.sender, sourceHost, configuredHost: peer.address.host });
+      }
       const nowMs = this.#wallNowMs();
-      if (nowMs - peer.lastHelloCheckMs < HELLO_CHECK_INTERVAL_MS) return this.#drop("hello-rate", { sender: envelope.sender });
-      peer.lastHelloCheckMs = nowMs;
+      const source = canonicalIp(sourceHost);
+      if (nowMs - (peer.lastHelloCheckMs.get(source) ?? Number.NEGATIVE_INFINITY) < HELLO_CHECK_INTERVAL_MS) {
+        return this.#drop("hello-rate", { sender: envelope.sender, sourceHost });
+      }
+      peer.lastHelloCheckMs.set(source, nowMs);
       try {
         const signer = helloSigner(body, packet.signature, payload.hello);
         if (signer.toLowerCase() !== peer.nodeId.toLowerCase()) return this.#drop("bad-signature", { sender: envelope.sender, signer });
       } catch (error) {
         return this.#drop("bad-signature", { sender: envelope.sender, problem: error instanceof Error ? error.message : String(error) });
+      }
+      // Roles come from this node's configuration of the peer, never from the peer's word (§7.6): a disagreement is
+      // a misconfiguration on one side, refused loudly rather than served with either side's guess.
+      if (payload.hello.role !== peer.address.role) {
+        return this.#drop("role-mismatch", { sender: envelope.sender, announcedRole: payload.hello.role, configuredRole: peer.address.role, setting: "meshPeers" });
       }
     } else {
       if (peer.key === null) return this.#drop("no-session", { sender: envelope.sender });
@@ -341,6 +414,10 @@ export class MeshTransport {
       return this.#drop("stale", { sender: envelope.sender, nonceMs, maxClockSkewMs: this.#options.maxClockSkewMs });
     }
     if (!peer.replay.accept(envelope.nonce)) return this.#drop("replay", { sender: envelope.sender, nonce: envelope.nonce.toString() });
+    // After the replay window, so that a replayed packet cannot spend the genuine peer's budget.
+    if (isLimitedKind(payload.kind) && !this.#limits.admit(peer.nodeId.toLowerCase(), payload.kind)) {
+      return this.#drop(RATE_DROP[payload.kind], { sender: envelope.sender, kind: payload.kind });
+    }
 
     if (payload.kind === "hello" || payload.kind === "helloReply") this.#acceptHello(peer, payload.hello);
     if (envelope.inReplyTo !== 0n) return this.#answer(peer, envelope, receivedAtNs);
@@ -361,11 +438,15 @@ export class MeshTransport {
   }
 
   #acceptHello(peer: PeerState, hello: HelloPayload): void {
+    // A new session id means the peer restarted: a new pair key, which retires every packet of its previous boot.
+    const rekey = peer.hello === null || !peer.hello.sessionId.equals(hello.sessionId);
     const first = peer.key === null;
     peer.hello = hello;
-    if (first) peer.key = pairKey(this.#options.nodeKey, this.#self, hello.nodePublicKey, peer.nodeId);
+    if (rekey) {
+      peer.key = pairKey(this.#options.nodeKey, { address: this.#self, sessionId: this.#sessionId }, hello.nodePublicKey, { address: peer.nodeId, sessionId: hello.sessionId });
+    }
     for (const listener of this.#helloListeners) listener(peer);
-    if (first) this.#logger.info({ peer: peer.nodeId, role: hello.role, version: hello.version }, "mesh session established");
+    if (rekey) this.#logger.info({ peer: peer.nodeId, role: hello.role, version: hello.version, restarted: !first }, "mesh session established");
   }
 
   #answer(peer: PeerState, envelope: MeshEnvelope, receivedAtNs: bigint): void {

@@ -70,7 +70,12 @@ export async function startMesh(count: number, options: StartMeshOptions = {}): 
           trustedRootsPem: [ca.certificatePem],
           trustedNodeAddresses: others.map((other) => other.nodeAddress),
           meshPort: ports[index],
-          meshPeers: others.map((other) => `${other.nodeAddress}@127.0.0.1:${ports[identities.indexOf(other)]}`),
+          // Each member states every other member's role in its own configuration (primary: the default, unsaid).
+          meshPeers: others.map((other) => {
+            const otherIndex = identities.indexOf(other);
+            const role = options.roles?.[otherIndex] ?? "primary";
+            return `${other.nodeAddress}@127.0.0.1:${ports[otherIndex]}${role === "primary" ? "" : `/${role}`}`;
+          }),
           logLevel: "silent",
           role: options.roles?.[index] ?? "primary",
           ...TEST_MESH_SETTINGS,

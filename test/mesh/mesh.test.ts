@@ -1,7 +1,8 @@
 import { expect } from "chai";
 import { decodeNodeEntries, timeAttestationForProof } from "../../protocol/codec";
 import { ConsensusError } from "../../protocol/errors";
-import { recoverNodeAddress } from "../../protocol/sign";
+import { recoverNodeAddress, signNodeEntry } from "../../protocol/sign";
+import type { TimeProof } from "../../protocol/types";
 import { verifyTimeProof } from "../../protocol/verify";
 import type { SignedTime } from "../../node/core";
 import { alertSignedBy, signAlert } from "../../wire/mesh";
@@ -234,6 +235,46 @@ describe("mesh: consensus rounds on loopback (4 in-process members)", function (
     await Promise.all(members.slice(0, 3).map((member) => member.stop()));
     await waitUntil(() => secondary.service.meshState().lastError === "no relayed proof from a primary", "a period without relayed proofs", 10_000);
     await waitUntil(() => secondary.service.meshState().convergenceState === "Degraded", "Degraded without relayed proofs", 10_000);
+  });
+
+  it("takes a peer's role from its own configuration: a member configured as secondary gets no co-signature for its 'rounds'", async function () {
+    members = await startMesh(4, { roles: { 3: "secondary" } });
+    const [a, , , secondary] = members as [MeshMember, MeshMember, MeshMember, MeshMember];
+    const secondaryAtA = () => a.service.meshState().peers.find((peer) => peer.nodeId === secondary.identity.nodeAddress)!;
+    // Sessions up and a's path to the secondary measured, so that only its role can stand in the way.
+    await waitUntil(() => secondaryAtA().offsetNs !== null, "a's first measurement of the secondary");
+    // A faulty secondary (it holds a card, like every dev node) proposes a round as if it were a primary.
+    const roundId = 9_000_001n;
+    const momentNs = secondary.card.readTimeNs();
+    await secondary.transport.request(a.identity.nodeAddress, { kind: "probe", t1Ns: secondary.card.readTimeNs(), roundId }, 1_000);
+    const reply = await secondary.transport.request(
+      a.identity.nodeAddress,
+      { kind: "cosignRequest", roundId, nanoMoment: momentNs, accuracyNs: 1_000_000, hardwareSignature: secondary.card.signHardware(momentNs) },
+      1_000,
+    );
+    expect(reply.payload).to.deep.equal({ kind: "cosignReply", nodeEntry: null, refusal: "the proposer is configured here as secondary, not primary (meshPeers)" });
+    expect(secondaryAtA().role).to.equal("secondary");
+  });
+
+  it("a secondary refuses a relayed proof dated ahead of its clock by more than the proof's bound, and keeps serving the mesh's", async function () {
+    members = await startMesh(4, { roles: { 3: "secondary" } });
+    const [a, b, c, secondary] = members as [MeshMember, MeshMember, MeshMember, MeshMember];
+    await waitUntil(() => secondary.mesh.latest !== null && a.mesh.latest !== null, "a relayed proof");
+    // A proof valid in every other way: the primary's card, ±1 µs, co-signed by three members, dated 100 ms ahead
+    // (within meshMaxProofAgeNs, 300 ms here). Served, it would stay "newest" for 100 ms.
+    const aheadNs = 100_000_000n;
+    const momentNs = secondary.card.readTimeNs() + aheadNs;
+    const base = { nanoMoment: momentNs, hardwareSignature: a.card.signHardware(momentNs), accuracy: 1_000 };
+    const entries = [a, b, c]
+      .map((member) => ({ id: member.identity.nodeAddress.toLowerCase(), entry: signNodeEntry(member.identity.nodeKey, timeAttestationForProof(base, momentNs)) }))
+      .sort((x, y) => (x.id < y.id ? -1 : 1));
+    const proof: TimeProof = { ...base, nodeSignature: `0x${entries.map((e) => e.entry.slice(2)).join("")}` };
+    a.transport.notify(secondary.identity.nodeAddress, { kind: "relayedProof", proof, consensusJson: JSON.stringify(a.mesh.latest!.json.consensus) });
+    await waitUntil(() => secondary.mesh.stats().relayedProofsRefusedTotal["future-dated"] === 1, "the future-dated proof refused");
+    expect(secondary.mesh.latest!.proof.nanoMoment < momentNs).to.equal(true);
+    // The mesh's own proofs keep arriving and being served.
+    const before = secondary.mesh.latest!.proof.nanoMoment;
+    await waitUntil(() => secondary.mesh.latest!.proof.nanoMoment > before, "a newer relayed proof");
   });
 
   it("a lone node with a non-primary role serves nothing of its own, and says why", async function () {
