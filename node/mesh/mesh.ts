@@ -427,13 +427,18 @@ export class Mesh {
    * node's own measurement of the path (the largest round-trip delay of its recent samples, which carries the
    * queueing both event loops add, capped at twice meshMaxPeerUncertaintyNs so that a proposer answering probes
    * late cannot widen it further), plus four jitters and meshCoSignSlackNs; never more than the round
-   * timeout. Null without a recent sample: then nothing but the proposer's word bounds the transit.
+   * timeout. Null when the newest sample is not recent: then nothing but the proposer's word bounds the transit.
+   * (The newest, not the minimum-delay one: with 8 samples one probe interval apart, the best is often several
+   * seconds old while the path was measured a moment ago, and refusing then failed honest rounds.)
    */
   #transitBoundNs(peer: PeerRecord, roundTimeoutNs: bigint): bigint | null {
-    const best = peer.filter.best();
-    if (best === null || this.#options.card.readTimeNs() - best.atNs > MAX_FILTER_SAMPLE_AGE_NS) return null;
+    let newestAtNs: bigint | null = null;
     let largestDelayNs = 0n;
-    for (const sample of peer.filter.samples()) if (sample.delayNs > largestDelayNs) largestDelayNs = sample.delayNs;
+    for (const sample of peer.filter.samples()) {
+      if (newestAtNs === null || sample.atNs > newestAtNs) newestAtNs = sample.atNs;
+      if (sample.delayNs > largestDelayNs) largestDelayNs = sample.delayNs;
+    }
+    if (newestAtNs === null || this.#options.card.readTimeNs() - newestAtNs > MAX_FILTER_SAMPLE_AGE_NS) return null;
     const delayCapNs = 2n * this.#options.maxPeerUncertaintyNs;
     const boundNs = (largestDelayNs < delayCapNs ? largestDelayNs : delayCapNs) + 4n * peer.filter.jitterNs() + this.#options.coSignSlackNs;
     return boundNs < roundTimeoutNs ? boundNs : roundTimeoutNs;

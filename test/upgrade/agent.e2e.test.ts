@@ -25,7 +25,7 @@ import { readInstallEnv } from "../../upgrade/installEnv";
 import { parsePlan, type UpgradePlan } from "../../upgrade/plan";
 import { assertValueFree, type Receipt } from "../../upgrade/receipt";
 import { buildRelease, type BuiltRelease } from "../../upgrade/release";
-import { planFor, publish, secretsOf, startUpgradeCluster, type UpgradeCluster } from "./cluster";
+import { planFor, publish, secretsOf, startUpgradeCluster, waitConverged, type UpgradeCluster } from "./cluster";
 
 const ROOT = join(__dirname, "..", "..");
 
@@ -203,8 +203,9 @@ describe("upgrade agent, end to end (3 nodes from installs, a Hardhat node chain
   it("rolls back a node whose release fails acceptance (it cannot reach its mesh) and stops the rollout", async () => {
     const plan = planFor(cluster, releaseOf(releaseC, "v0.1.2", publish(root, releaseC.dir, "c").dir));
     plan.acceptance.timeoutMs = 15_000;
+    await waitConverged(cluster); // B's last restarted node may still be converging: preflight would refuse
     const receipt = await run(plan);
-    expect(receipt.outcome).to.equal("stopped");
+    expect(receipt.outcome, JSON.stringify(receipt.refusal)).to.equal("stopped");
     const [first, ...rest] = receipt.nodes;
     expect(first!.outcome).to.equal("rolled-back");
     const failed = first!.gates.filter((gate) => !gate.passed).map((gate) => gate.gate);

@@ -67,6 +67,16 @@ async function until(condition: () => Promise<boolean>, timeoutMs: number, what:
   }
 }
 
+/**
+ * Waits until every node of the cluster reports Converged: a rollout preflight refuses a degraded network, and
+ * after a rollout the last restarted node takes a few rounds to converge again (longer on a loaded machine).
+ */
+export async function waitConverged(cluster: UpgradeCluster, timeoutMs = 60_000): Promise<void> {
+  for (const node of cluster.nodes) {
+    await until(async () => (await meshState(node.planNode.rest)).convergenceState === "Converged", timeoutMs, `${node.host} to converge`);
+  }
+}
+
 export async function meshState(rest: string): Promise<{ convergenceState: string; peerCount: number }> {
   const response = await fetch(new URL("/mesh/state", rest), { signal: AbortSignal.timeout(2_000) });
   return (await response.json()) as { convergenceState: string; peerCount: number };
