@@ -1,5 +1,7 @@
 // SPDX-License-Identifier: MIT
-pragma solidity 0.8.30;
+// Floating: dApps compile this file with their own compiler, 0.8.24 or later (test/contracts/pragma.test.ts).
+// solhint-disable-next-line compiler-version
+pragma solidity ^0.8.24;
 
 import {ITimeOracle} from "./ITimeOracle.sol";
 
@@ -37,7 +39,12 @@ interface ITimeBridge {
      * @notice Message `messageId` of time `networkTime` (ns) was delivered by `relayer`; `message.targetBlock` is
      * the block it arrived in.
      */
-    event TimeReceived(bytes32 indexed messageId, uint128 indexed networkTime, CrossChainTime message, address indexed relayer);
+    event TimeReceived(
+        bytes32 indexed messageId,
+        uint128 indexed networkTime,
+        CrossChainTime message,
+        address indexed relayer
+    );
 
     /// @notice The oracle address given to the constructor is the zero address.
     error TimeBridgeZeroOracle();

@@ -1,5 +1,7 @@
 // SPDX-License-Identifier: MIT
-pragma solidity 0.8.30;
+// Floating: dApps compile this file with their own compiler, 0.8.24 or later (test/contracts/pragma.test.ts).
+// solhint-disable-next-line compiler-version
+pragma solidity ^0.8.24;
 
 import {ITimeOracle, TimeProof} from "./ITimeOracle.sol";
 
