@@ -5,6 +5,7 @@
 // script); when it is missing or older than the sources (installed with --ignore-scripts, a checkout changed since),
 // it is built here first, with a line on stderr (~5 s); if that build fails, nothing runs (never stale code).
 // Stack traces name TypeScript lines (dist/ has source maps).
+require("./operatorPackages").requireOperatorPackages("ats-node");
 try {
   require("./build-dist").ensureBuilt({ stdio: ["ignore", 2, 2] });
 } catch (error) {

@@ -2,6 +2,7 @@
 "use strict";
 // Runs the relayer's command line from the build output, dist/relayer/cli.js; dist/ is built here first when it
 // is missing or stale, as bin/ats-node.js does (see ./build-dist.js).
+require("./operatorPackages").requireOperatorPackages("ats-relayer");
 try {
   require("./build-dist").ensureBuilt({ stdio: ["ignore", 2, 2] });
 } catch (error) {

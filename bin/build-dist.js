@@ -4,9 +4,10 @@
  * Builds dist/, the JavaScript the node runs (`node bin/build-dist.js`, `npm run build:dist`; `npm install` and
  * `npm ci` run it through the `prepare` script):
  *
- * 1. `tsc -p tsconfig.build.json` (the production folders protocol/, wire/, lib/, client/, node/, relayer/, upgrade/ and the
- *    benchmark's node child scripts/bench-node.ts; never test/ or hardhat.config.ts; type errors fail the build
- *    and emit nothing) into a staging folder, with source maps;
+ * 1. `tsc -p tsconfig.build.json` (the production folders abi/, protocol/, wire/, lib/, client/, node/, relayer/,
+ *    upgrade/, testing/, the deploy library scripts/deploy.ts and the benchmark's node child scripts/bench-node.ts;
+ *    never test/ or hardhat.config.ts; type errors fail the build and emit nothing) into a staging folder, with
+ *    source maps and type declarations (the package's `exports` point at both);
  * 2. proto/*.proto copied to dist/proto/ and a dist/package.json (name, version), so dist/ mirrors the
  *    repository's layout and holds everything the node reads from disk besides node_modules: a versioned artifact;
  * 3. a stamp file, written last; then the staging folder replaces dist/ in one rename (a process running from the
@@ -28,7 +29,7 @@ const LOCK = path.join(ROOT, ".dist-build.lock");
 /** A lock older than this is from a build that died: it is taken over. */
 const STALE_LOCK_MS = 10 * 60 * 1000;
 /** What dist/ is built from (relative to the repository root): a change to any of these makes dist/ stale. */
-const SOURCES = ["protocol", "wire", "lib", "client", "node", "relayer", "upgrade", "scripts/bench-node.ts", "proto", "package.json", "tsconfig.json", "tsconfig.build.json"];
+const SOURCES = ["abi", "protocol", "wire", "lib", "client", "node", "relayer", "upgrade", "testing", "scripts/deploy.ts", "scripts/bench-node.ts", "proto", "package.json", "tsconfig.json", "tsconfig.build.json"];
 
 /** The newest modification time (ms) of the files under `entry`, 0 when it does not exist. */
 function newestMtimeMs(entry) {

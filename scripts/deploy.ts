@@ -17,6 +17,8 @@
  * Private keys are never printed; only addresses, card ids and public keys.
  */
 import type { HardhatRuntimeEnvironment } from "hardhat/types";
+// Types only: hre.viem, added by the user's Hardhat viem plugin (hardhat-toolbox-viem loads it); nothing at run time.
+import type {} from "@nomicfoundation/hardhat-viem";
 import type { PublicClient, WalletClient } from "@nomicfoundation/hardhat-viem/types";
 import { getAddress, getContract, parseEventLogs, type Abi, type Address, type Hash, type Hex } from "viem";
 import { timeBridgeAbi, timeBridgeBytecode, timeLockedVaultAbi, timeLockedVaultBytecode, timeOracleAbi, timeOracleBytecode, timeSchedulerAbi, timeSchedulerBytecode } from "../abi";

@@ -14,6 +14,8 @@
  * signed in the test process: no node server is needed.
  */
 import type { HardhatRuntimeEnvironment } from "hardhat/types";
+// Types only: hre.viem, added by the user's Hardhat viem plugin (hardhat-toolbox-viem loads it); nothing at run time.
+import type {} from "@nomicfoundation/hardhat-viem";
 import type { Address, Hex } from "viem";
 import { DEV_CARD_ACCURACY_NS, NS_PER_SECOND, P256_N } from "../protocol/constants";
 import { DEV_CARD_PRIVATE_KEY, DEV_NODE_PRIVATE_KEYS, DEV_OTHER_CARD_PRIVATE_KEY } from "../protocol/devkeys";

@@ -349,4 +349,19 @@ describe("ats-node CLI", function () {
       dir.remove();
     }
   });
+
+  it("the bins stop with the install command when node-operator packages are missing (a dApp install leaves them out)", async () => {
+    const helper = join(__dirname, "..", "..", "bin", "operatorPackages.js");
+    // A resolver that finds everything but two of the packages, as in a project that installed only the dApp part.
+    const script = `require(${JSON.stringify(helper)}).requireOperatorPackages("ats-node", (name) => { if (name === "fastify" || name === "pino") throw new Error("missing"); return name; }); console.log("went on");`;
+    const failure = await execFileAsync(process.execPath, ["-e", script]).then(
+      () => undefined,
+      (error: unknown) => error as { code: number; stderr: string; stdout: string },
+    );
+    expect(failure?.code).to.equal(1);
+    expect(failure?.stdout).to.equal("");
+    expect(failure?.stderr).to.equal("ats-node: needs fastify, pino (node-operator packages a dApp install leaves out): npm install fastify pino\n");
+    const present = await execFileAsync(process.execPath, ["-e", `require(${JSON.stringify(helper)}).requireOperatorPackages("ats-node"); console.log("went on");`]);
+    expect(present.stdout).to.equal("went on\n");
+  });
 });

@@ -1,0 +1,89 @@
+/**
+ * The real user path (`npm run test:example`, the last step of `npm test`): packs this repository with `npm pack`
+ * (what a registry would serve), copies examples/dapp to a temporary folder, installs the tarball and the
+ * example's own dependencies there (from the npm cache when it has them), then checks what a dApp team sees:
+ *
+ * 1. the tarball holds exactly what `files` says (built JavaScript with types, the contracts dApps import, the
+ *    bins), and no tests, sources or stray files;
+ * 2. the install leaves out what only node operators need (fastify, better-sqlite3, pino, prom-client);
+ * 3. `tsc` type-checks the example against the package's declarations, with the tsconfig of Hardhat's TypeScript
+ *    template (CommonJS, node10 resolution: the package's `typesVersions` map its subpaths there);
+ * 4. `hardhat test` compiles the example's auction (TimeConsumer imported from the package) and tests it with
+ *    `attested-time/testing`, which deploys from bytecode shipped in the package.
+ *
+ * The temporary folder is removed at the end, also on failure (ATS_KEEP_EXAMPLE=1 keeps it for a look).
+ */
+import { execFileSync } from "node:child_process";
+import { cpSync, existsSync, mkdtempSync, readdirSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+
+const ROOT = join(__dirname, "..");
+const NPM = process.platform === "win32" ? "npm.cmd" : "npm";
+const NPX = process.platform === "win32" ? "npx.cmd" : "npx";
+
+/** Paths every tarball must hold, and prefixes none may. */
+const REQUIRED = [
+  "package.json",
+  "LICENSE",
+  "README.md",
+  "dist/client/index.js",
+  "dist/client/index.d.ts",
+  "dist/client/browser.js",
+  "dist/protocol/index.d.ts",
+  "dist/testing/index.js",
+  "dist/abi/index.d.ts",
+  "contracts/TimeConsumer.sol",
+  "contracts/interfaces/ITimeOracle.sol",
+  "bin/ats-node.js",
+];
+const FORBIDDEN_PREFIXES = ["test/", "scripts/", "contracts/test/", "examples/", "node_modules/", ".ats/", "artifacts/", "cache/", "protocol/", "client/", "node/"];
+const OPERATOR_PACKAGES = ["fastify", "better-sqlite3", "pino", "prom-client"];
+
+/** Runs a command; its stdout is returned, and on failure it is part of the error (tsc and mocha report there). */
+function run(command: string, args: string[], cwd: string): string {
+  process.stderr.write(`$ ${command} ${args.join(" ")}   (in ${cwd})\n`);
+  try {
+    return execFileSync(command, args, { cwd, encoding: "utf8", stdio: ["ignore", "pipe", "inherit"], env: { ...process.env, npm_config_audit: "false", npm_config_fund: "false" } });
+  } catch (error) {
+    const stdout = (error as { stdout?: string }).stdout ?? "";
+    throw new Error(`${command} ${args.join(" ")} failed:\n${stdout.slice(-6_000)}`, { cause: error });
+  }
+}
+
+function main(): void {
+  const dir = mkdtempSync(join(tmpdir(), "ats-example-"));
+  try {
+    const [packed] = JSON.parse(run(NPM, ["pack", "--json", "--pack-destination", dir], ROOT)) as { filename: string; files: { path: string }[] }[];
+    if (packed === undefined) throw new Error("npm pack printed no package");
+    const paths = packed.files.map((file) => file.path);
+    const missing = REQUIRED.filter((path) => !paths.includes(path));
+    const stray = paths.filter((path) => FORBIDDEN_PREFIXES.some((prefix) => path.startsWith(prefix)));
+    if (missing.length > 0 || stray.length > 0) throw new Error(`the tarball is wrong: missing ${JSON.stringify(missing)}, stray ${JSON.stringify(stray.slice(0, 20))}`);
+    process.stderr.write(`${packed.filename}: ${paths.length} files, as \`files\` says\n`);
+
+    const app = join(dir, "dapp");
+    cpSync(join(ROOT, "examples", "dapp"), app, {
+      recursive: true,
+      filter: (source) => !["node_modules", "artifacts", "cache", "typechain-types"].some((name) => source.endsWith(`/${name}`)),
+    });
+    run(NPM, ["install", "--prefer-offline", "--no-audit", "--no-fund"], app);
+    const installed = readdirSync(join(app, "node_modules"));
+    const heavy = OPERATOR_PACKAGES.filter((name) => installed.includes(name) || existsSync(join(app, "node_modules", name)));
+    if (heavy.length > 0) throw new Error(`a dApp install pulled node-operator packages: ${heavy.join(", ")}`);
+
+    run(NPX, ["hardhat", "compile"], app); // the contract types tsc reads (artifacts/**/*.d.ts)
+    run(NPX, ["tsc", "-p", "."], app);
+    process.stdout.write(run(NPX, ["hardhat", "test"], app));
+  } finally {
+    if (process.env.ATS_KEEP_EXAMPLE === "1") process.stderr.write(`kept ${dir}\n`);
+    else rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+try {
+  main();
+} catch (error) {
+  process.stderr.write(`test:example failed: ${error instanceof Error ? error.message : String(error)}\n`);
+  process.exitCode = 1;
+}
