@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 pragma solidity 0.8.30;
 
-import {AccessControl} from "@openzeppelin/contracts/access/AccessControl.sol";
+import {AccessControlDefaultAdminRules} from "@openzeppelin/contracts/access/extensions/AccessControlDefaultAdminRules.sol";
 import {P256} from "@openzeppelin/contracts/utils/cryptography/P256.sol";
 import {ITimeOracle, TimeProof} from "./interfaces/ITimeOracle.sol";
 import {SnapshotLib} from "./libraries/SnapshotLib.sol";
@@ -22,7 +22,7 @@ import {TimeProofLib} from "./libraries/TimeProofLib.sol";
  * and looks nodes up in memory. Sizes are bounded ({MAX_NODES}, {MAX_CARDS}), so the snapshot, the loops over it
  * and the rewrite cost are bounded too.
  */
-contract TimeOracle is ITimeOracle, AccessControl {
+contract TimeOracle is ITimeOracle, AccessControlDefaultAdminRules {
     /// @notice May register cards and nodes (and revoke / deactivate them).
     bytes32 public constant REGISTRAR_ROLE = keccak256("REGISTRAR_ROLE");
     /// @notice May only revoke cards and deactivate nodes: the emergency brake.
@@ -34,6 +34,14 @@ contract TimeOracle is ITimeOracle, AccessControl {
     uint256 public constant MAX_CARDS = 32;
     /// @notice Most node entries a proof may carry: more cannot be distinct active nodes.
     uint256 public constant MAX_NODE_ENTRIES = MAX_NODES;
+
+    /**
+     * @notice Seconds between the start of a `DEFAULT_ADMIN_ROLE` transfer (or renouncement) and the moment the new
+     * admin may accept it ({AccessControlDefaultAdminRules}): a mistyped address or a stolen admin key cannot take
+     * the registry over in one transaction, and there is time to {cancelDefaultAdminTransfer}. The admin can change
+     * it ({changeDefaultAdminDelay}, itself delayed).
+     */
+    uint48 public constant INITIAL_ADMIN_TRANSFER_DELAY_SECONDS = 2 days;
 
     /// @notice Upper bound of `maxAttestationAge` and `maxFutureDrift`: one day, in ns.
     uint64 public constant MAX_TIME_BOUND_NS = 86_400 * 1e9;
@@ -148,10 +156,10 @@ contract TimeOracle is ITimeOracle, AccessControl {
     bytes private _latestNodeSignature;
 
     /**
-     * @param admin receives `DEFAULT_ADMIN_ROLE` (grants the other roles, changes settings)
+     * @param admin receives `DEFAULT_ADMIN_ROLE` (grants the other roles, changes settings). It is handed on in two
+     * steps with {INITIAL_ADMIN_TRANSFER_DELAY_SECONDS} between them, and never granted or renounced in one.
      */
-    constructor(address admin) {
-        _grantRole(DEFAULT_ADMIN_ROLE, admin);
+    constructor(address admin) AccessControlDefaultAdminRules(INITIAL_ADMIN_TRANSFER_DELAY_SECONDS, admin) {
         _settings = SnapshotLib.Settings({
             maxAttestationAgeNs: DEFAULT_MAX_ATTESTATION_AGE_NS,
             maxFutureDriftNs: DEFAULT_MAX_FUTURE_DRIFT_NS,

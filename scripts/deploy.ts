@@ -13,7 +13,8 @@
  *   ATS_CARD_PUBLIC_KEYS, ATS_NODE_ADDRESSES comma-separated uncompressed P-256 keys (0x04‖X‖Y) / node addresses
  *   (neither, on a local chain 31337)        the fixed public development keys of protocol/devkeys.ts
  *   ATS_ADMIN, ATS_REGISTRARS, ATS_GUARDIANS who holds the roles at the end (default: the deployer is admin and
- *                                            registrar, no guardian)
+ *                                            registrar, no guardian); ATS_ADMIN gets a two-step transfer, which
+ *                                            it accepts after 2 days
  * Private keys are never printed; only addresses, card ids and public keys.
  */
 import type { HardhatRuntimeEnvironment } from "hardhat/types";
@@ -67,7 +68,11 @@ export interface DeployAttestedTimeOptions {
    * as a Hardhat node process (scripts/network.ts).
    */
   publicClient?: PublicClient;
-  /** Holds DEFAULT_ADMIN_ROLE at the end (default: the deployer). The deployer renounces it when different. */
+  /**
+   * Is to hold DEFAULT_ADMIN_ROLE (default: the deployer). When different, the deployer begins the oracle's
+   * two-step transfer (`beginDefaultAdminTransfer`): `admin` accepts it with `acceptDefaultAdminTransfer()` once
+   * `defaultAdminDelay()` (2 days) has passed, and the deployer's admin role ends then.
+   */
   admin?: Address;
   /** Hold REGISTRAR_ROLE at the end (default: [deployer]). */
   registrars?: readonly Address[];
@@ -104,7 +109,10 @@ export interface AttestedTimeDeployment {
   /** Card ids (sha256 of the uncompressed key), in registration order. */
   cardIds: Hex[];
   nodes: Address[];
+  /** Holds DEFAULT_ADMIN_ROLE now. */
   admin: Address;
+  /** The admin the transfer was begun for, and when (unix seconds) it may accept; undefined without a transfer. */
+  pendingAdmin: { address: Address; acceptableAfterS: bigint } | undefined;
   registrars: Address[];
   guardians: Address[];
   /** Block of the oracle's deployment (where event scans start). */
@@ -151,7 +159,6 @@ export async function deployAttestedTime(
   const oracle = getContract({ address: oracleAddress, abi: timeOracleAbi, client });
   const deploymentBlock = await publicClient.getBlockNumber();
   log(`${oracleContract} deployed at ${oracle.address}`);
-  const adminRole = await oracle.read.DEFAULT_ADMIN_ROLE();
   const registrarRole = await oracle.read.REGISTRAR_ROLE();
   const guardianRole = await oracle.read.GUARDIAN_ROLE();
 
@@ -209,9 +216,14 @@ export async function deployAttestedTime(
   if (!registrars.includes(deployerAddress) && (await oracle.read.hasRole([registrarRole, deployerAddress]))) {
     await confirm(await oracle.write.renounceRole([registrarRole, deployerAddress]), "renounceRole(REGISTRAR_ROLE)");
   }
+  // DEFAULT_ADMIN_ROLE moves in two steps (AccessControlDefaultAdminRules): begun here, accepted by the new admin
+  // after the delay. A mistyped address therefore never receives the registry, and the deployer keeps it meanwhile.
+  let pendingAdmin: AttestedTimeDeployment["pendingAdmin"];
   if (admin !== deployerAddress) {
-    await confirm(await oracle.write.grantRole([adminRole, admin]), `grantRole(DEFAULT_ADMIN_ROLE, ${admin})`);
-    await confirm(await oracle.write.renounceRole([adminRole, deployerAddress]), "renounceRole(DEFAULT_ADMIN_ROLE)");
+    await confirm(await oracle.write.beginDefaultAdminTransfer([admin]), `beginDefaultAdminTransfer(${admin})`);
+    const [address, acceptableAfterS] = await oracle.read.pendingDefaultAdmin();
+    pendingAdmin = { address: getAddress(address), acceptableAfterS: BigInt(acceptableAfterS) };
+    log(`admin transfer to ${admin} begun: it calls acceptDefaultAdminTransfer() after ${new Date(Number(acceptableAfterS) * 1_000).toISOString()}`);
   }
 
   let scheduler: Address | undefined;
@@ -240,7 +252,8 @@ export async function deployAttestedTime(
     vault: vault === undefined ? undefined : getAddress(vault),
     cardIds,
     nodes: nodes.map((node) => getAddress(node.address)),
-    admin,
+    admin: deployerAddress,
+    pendingAdmin,
     registrars,
     guardians,
     deploymentBlock,

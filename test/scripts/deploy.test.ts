@@ -4,7 +4,7 @@
  */
 import hre from "hardhat";
 import { expect } from "chai";
-import { loadFixture } from "@nomicfoundation/hardhat-network-helpers";
+import { loadFixture, time } from "@nomicfoundation/hardhat-network-helpers";
 import { getAddress, type Address, type Hex } from "viem";
 import {
   attest,
@@ -14,6 +14,7 @@ import {
 } from "../../protocol";
 import { DEV_CARD_PRIVATE_KEY, DEV_NODE_PRIVATE_KEYS } from "../../protocol/devkeys";
 import { deployAttestedTime, devRegistrations } from "../../scripts/deploy";
+import { expectRevert } from "../contracts/fixtures";
 
 async function deployFixture() {
   // A deployer other than the default account: every transaction must come from it.
@@ -59,17 +60,34 @@ describe("scripts/deploy.ts deployAttestedTime", () => {
     expect(await oracle.read.maxFutureDrift()).to.equal(15n * NS_PER_SECOND); // default kept
   });
 
-  it("hands the roles over and leaves the deployer none", async () => {
-    const { oracle, deployer, admin, registrar, guardian } = await loadFixture(deployFixture);
+  it("hands the roles over: registrar and guardian at once, the admin role in two steps after the delay; then the deployer holds none", async () => {
+    const { oracle, deployment, deployer, admin, registrar, guardian } = await loadFixture(deployFixture);
     const adminRole = (await oracle.read.DEFAULT_ADMIN_ROLE()) as Hex;
     const registrarRole = (await oracle.read.REGISTRAR_ROLE()) as Hex;
     const guardianRole = (await oracle.read.GUARDIAN_ROLE()) as Hex;
-    expect(await oracle.read.hasRole([adminRole, admin.account.address])).to.equal(true);
     expect(await oracle.read.hasRole([registrarRole, registrar.account.address])).to.equal(true);
     expect(await oracle.read.hasRole([guardianRole, guardian.account.address])).to.equal(true);
+    // Until the new admin accepts, the deployer administers: a mistyped admin address never gets the registry.
+    expect(deployment.admin).to.equal(getAddress(deployer.account.address));
+    expect(deployment.pendingAdmin?.address).to.equal(getAddress(admin.account.address));
+    expect(await oracle.read.hasRole([adminRole, deployer.account.address])).to.equal(true);
+    const asAdmin = await hre.viem.getContractAt("TimeOracle", oracle.address, { client: { wallet: admin } });
+    await expectRevert(asAdmin.simulate.acceptDefaultAdminTransfer({ account: admin.account }), "AccessControlEnforcedDefaultAdminDelay", [Number(deployment.pendingAdmin!.acceptableAfterS)]);
+    await time.increaseTo(deployment.pendingAdmin!.acceptableAfterS + 1n);
+    await asAdmin.write.acceptDefaultAdminTransfer();
+    expect(await oracle.read.hasRole([adminRole, admin.account.address])).to.equal(true);
     for (const role of [adminRole, registrarRole, guardianRole]) {
       expect(await oracle.read.hasRole([role, deployer.account.address])).to.equal(false);
     }
+  });
+
+  it("refuses to grant or renounce the admin role in one step (AccessControlDefaultAdminRules)", async () => {
+    const { oracle, deployment, deployer, guardian } = await loadFixture(deployFixture);
+    const adminRole = (await oracle.read.DEFAULT_ADMIN_ROLE()) as Hex;
+    const asDeployer = await hre.viem.getContractAt("TimeOracle", oracle.address, { client: { wallet: deployer } });
+    await expectRevert(asDeployer.simulate.grantRole([adminRole, guardian.account.address], { account: deployer.account }), "AccessControlEnforcedDefaultAdminRules", []);
+    await expectRevert(asDeployer.simulate.renounceRole([adminRole, deployer.account.address], { account: deployer.account }), "AccessControlEnforcedDefaultAdminDelay", [Number(deployment.pendingAdmin!.acceptableAfterS)]);
+    expect(await oracle.read.defaultAdminDelay()).to.equal(2 * 86_400);
   });
 
   it("the deployed oracle accepts a proof signed by the registered development card and two nodes", async () => {
