@@ -73,6 +73,14 @@ describe("SealedBidAuction on attested time", () => {
     });
   }
 
+  it("refuses a bid with a bad proof: below-quorum (an oracle that wants two nodes, a proof signed by one)", async () => {
+    const kit = await createTimeTestKit(hre, { nodeQuorum: 2 });
+    const startNs = await kit.chainNowNs();
+    const auction = await hre.viem.deployContract("SealedBidAuction", [kit.oracle, startNs + 60n * SECOND_NS, startNs + 120n * SECOND_NS]);
+    await expectRevert(auction.write.bid([`0x${"01".repeat(32)}`, await kit.invalidProof("below-quorum")], { value: 1n }), "Invalid time proof");
+    await auction.write.bid([`0x${"01".repeat(32)}`, await kit.proofNow()], { value: 1n }); // two nodes: accepted
+  });
+
   it("reveals in the window, ends after it, and pays the seller and the losers", async () => {
     const { kit, auction, asAlice, asBob, alice, bob, seller, biddingEndNs, revealEndNs } = await loadFixture(deployAuction);
     const aliceSalt = `0x${"0a".repeat(32)}` as Hex;
