@@ -6,9 +6,10 @@
  * 1. the tarball holds exactly what `files` says (built JavaScript with types, the contracts dApps import, the
  *    bins), and no tests, sources or stray files;
  * 2. the install leaves out what only node operators need (fastify, better-sqlite3, pino, prom-client);
- * 3. `tsc` type-checks the example against the package's declarations, with the tsconfig of Hardhat's TypeScript
+ * 3. every JavaScript entry loads in plain Node, from CommonJS and from an ES module;
+ * 4. `tsc` type-checks the example against the package's declarations, with the tsconfig of Hardhat's TypeScript
  *    template (CommonJS, node10 resolution: the package's `typesVersions` map its subpaths there);
- * 4. `hardhat test` compiles the example's auction (TimeConsumer imported from the package) and tests it with
+ * 5. `hardhat test` compiles the example's auction (TimeConsumer imported from the package) and tests it with
  *    `attested-time/testing`, which deploys from bytecode shipped in the package.
  *
  * The temporary folder is removed at the end, also on failure (ATS_KEEP_EXAMPLE=1 keeps it for a look).
@@ -72,6 +73,10 @@ function main(): void {
     const heavy = OPERATOR_PACKAGES.filter((name) => installed.includes(name) || existsSync(join(app, "node_modules", name)));
     if (heavy.length > 0) throw new Error(`a dApp install pulled node-operator packages: ${heavy.join(", ")}`);
 
+    // Plain Node, CommonJS and ESM, outside Hardhat: each entry loads and exports what its name says.
+    const entries = `const checks = [["attested-time/protocol", "verifyTimeProof"], ["attested-time/client", "createTimeClient"], ["attested-time/client/browser", "createBrowserTimeClient"], ["attested-time/abi", "timeOracleAbi"], ["attested-time/testing", "createTimeTestKit"]];`;
+    run(process.execPath, ["-e", `${entries} for (const [entry, name] of checks) if (typeof require(entry)[name] === "undefined") throw new Error(entry + " lacks " + name);`], app);
+    run(process.execPath, ["--input-type=module", "-e", `${entries} for (const [entry, name] of checks) if (typeof (await import(entry))[name] === "undefined") throw new Error(entry + " lacks " + name);`], app);
     run(NPX, ["hardhat", "compile"], app); // the contract types tsc reads (artifacts/**/*.d.ts)
     run(NPX, ["tsc", "-p", "."], app);
     process.stdout.write(run(NPX, ["hardhat", "test"], app));
