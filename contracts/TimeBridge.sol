@@ -13,12 +13,15 @@ import {CrossChainTime, ITimeBridge} from "./interfaces/ITimeBridge.sol";
  * self-authenticating proof: on the target chain nothing can tell which chain, bridge or send a message came from,
  * so the bridge takes no origin at all. The message id is the hash of the message itself (`targetChain` and the
  * proof): anyone who delivers it delivers *the* message, and a relayer that arrives second finds it delivered
- * ({TimeBridgeAlreadyDelivered}, {deliveredBlock}), never undeliverable. Two sends of the same stored proof to the
- * same chain are one message. The bridge also accepts a message only when its `networkTime` is strictly newer than
- * the latest time it delivered ({TimeBridgeNotNewer}), so the latest time never goes backwards and an older,
- * still-fresh proof cannot be delivered after a newer one. When a key lost trust since that delivery (the oracle's
- * registry epoch moved), the latest time is clamped to the epoch and no longer reported as delivered: a time a
- * compromised key dated ahead neither blocks honest messages nor keeps being served ({ITimeOracle-registryEpoch}).
+ * ({TimeBridgeAlreadyDelivered}, {deliveredBlock}). Two sends of the same stored proof to the same chain are one
+ * message. (Another message of the same moment, say the same card signature with fewer node entries, is another id;
+ * whoever delivers one of them first delivers that moment, and the other is refused as not newer.) The bridge
+ * accepts a message only when its `networkTime` is strictly newer than the latest time it delivered
+ * ({TimeBridgeNotNewer}), so within a registry epoch the latest time never goes backwards and an older, still-fresh
+ * proof cannot be delivered after a newer one. When a key lost trust since that delivery (the oracle's registry
+ * epoch moved), the latest time is clamped to the epoch and no longer reported as delivered: a time a compromised
+ * key dated ahead neither blocks honest messages nor keeps being served ({ITimeOracle-registryEpoch}); a reader of
+ * {latestDelivery} must therefore not assume it only increases across epochs.
  * Freshness comes from the target oracle: its `verifyTimeProof` accepts a proof only while it is at most
  * `maxAttestationAge` old against the target chain's clock, so a relayer has that long to deliver. The proof bytes
  * must be the canonical `abi.encode(TimeProof)`, so that one proof has one encoding and hence one id.

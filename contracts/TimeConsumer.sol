@@ -123,9 +123,11 @@ abstract contract TimeConsumer is ITimeConsumer {
 
     /**
      * @dev The watermark as it stands in registry epoch `epoch`: as recorded when set in this epoch, otherwise at
-     * most the epoch (the chain clock, ns, when a key last lost trust). Whatever a removed key dated beyond that no
-     * longer blocks; a proof consumed before the removal is not newer than the removal's chain clock unless it was
-     * dated ahead of it, so replay protection is kept for every honestly timed proof.
+     * most the epoch (the end of the chain clock's second in which a key last lost trust). Whatever a removed key
+     * dated beyond that no longer blocks. A proof consumed before the removal stays refused unless it was dated past
+     * the end of the removal's second; such a proof (dated ahead of the chain clock by more than the rest of that
+     * second) could be consumed once more for the key while fresh (docs/protocol.md §14.17). The watermark is
+     * monotonic within an epoch, not across one.
      */
     function _effectiveWatermark(Watermark memory watermark, uint64 epoch) private pure returns (uint128) {
         if (watermark.registryEpoch == epoch || watermark.nanoMoment <= epoch) return watermark.nanoMoment;

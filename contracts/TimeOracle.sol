@@ -183,8 +183,9 @@ contract TimeOracle is ITimeOracle, AccessControlDefaultAdminRules {
         cardId = sha256(abi.encodePacked(bytes1(0x04), publicKeyX, publicKeyY));
         CardRecord storage card = _cards[cardId];
         if (card.status == CardStatus.Revoked) revert TimeOracleCardRevoked(cardId);
-        bool windowChanged = card.status == CardStatus.Active &&
-            (card.validFromNs != validFromNs || card.validUntilNs != validUntilNs);
+        // Narrowed: moments the card signed may now fall outside what is trusted. (Widened: nothing lost trust.)
+        bool windowNarrowed = card.status == CardStatus.Active &&
+            (validFromNs > card.validFromNs || validUntilNs < card.validUntilNs);
         if (card.status == CardStatus.None) {
             if (_cardList.length >= MAX_CARDS) revert TimeOracleTooManyCards(MAX_CARDS);
             _cardList.push(cardId);
@@ -197,8 +198,7 @@ contract TimeOracle is ITimeOracle, AccessControlDefaultAdminRules {
         card.validUntilNs = validUntilNs;
         emit CardRegistered(cardId, publicKeyX, publicKeyY, validFromNs, validUntilNs);
         _writeSnapshot();
-        // A changed window may exclude moments the card signed: readers must not keep trusting them.
-        if (windowChanged) _distrustEarlierTime();
+        if (windowNarrowed) _distrustEarlierTime();
     }
 
     /// @inheritdoc ITimeOracle
@@ -219,8 +219,8 @@ contract TimeOracle is ITimeOracle, AccessControlDefaultAdminRules {
         if (node == address(0)) revert TimeOracleInvalidNode(node);
         if (validFromNs > validUntilNs) revert TimeOracleInvalidValidityWindow(validFromNs, validUntilNs);
         NodeRecord storage record = _nodes[node];
-        bool windowChanged = record.status == NodeStatus.Active &&
-            (record.validFromNs != validFromNs || record.validUntilNs != validUntilNs);
+        bool windowNarrowed = record.status == NodeStatus.Active &&
+            (validFromNs > record.validFromNs || validUntilNs < record.validUntilNs);
         if (record.status != NodeStatus.Active) {
             if (_nodeList.length >= MAX_NODES) revert TimeOracleTooManyNodes(MAX_NODES);
             _nodeList.push(node);
@@ -231,7 +231,7 @@ contract TimeOracle is ITimeOracle, AccessControlDefaultAdminRules {
         record.validUntilNs = validUntilNs;
         emit NodeRegistered(node, validFromNs, validUntilNs);
         _writeSnapshot();
-        if (windowChanged) _distrustEarlierTime();
+        if (windowNarrowed) _distrustEarlierTime();
     }
 
     /// @inheritdoc ITimeOracle
@@ -333,16 +333,19 @@ contract TimeOracle is ITimeOracle, AccessControlDefaultAdminRules {
     }
 
     /**
-     * @dev A key lost trust (card revoked, node deactivated, a validity window changed): what it signed may be
+     * @dev A key lost trust (card revoked, node deactivated, a validity window narrowed): what it signed may be
      * false time, up to `maxFutureDrift` ahead. Clears the stored proof and starts a new registry epoch, which
      * consumers and the bridge honour by clamping their "strictly newer" watermarks to it ({registryEpoch}).
      */
     function _distrustEarlierTime() private {
         _clearStoredProof();
         uint64 previous = _snapshot.registryEpoch;
-        uint256 nowNs = _clockNs();
+        // The last nanosecond of the chain clock's current second: block timestamps have whole seconds, so honest
+        // proofs consumed in this block may be dated up to a second past `block.timestamp`; clamping to the end of
+        // the second keeps them refused (no replay), at the cost of honest proofs waiting for the next second.
+        uint256 secondEndNs = _clockNs() + TimeProofLib.NS_PER_SECOND - 1;
         // Strictly increasing, so that two removals in one block are two epochs; saturates in the year 2554.
-        uint256 epoch = nowNs > previous ? nowNs : uint256(previous) + 1;
+        uint256 epoch = secondEndNs > previous ? secondEndNs : uint256(previous) + 1;
         uint64 next = epoch > type(uint64).max ? type(uint64).max : uint64(epoch);
         _snapshot.registryEpoch = next;
         emit RegistryEpochStarted(next);

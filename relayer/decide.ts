@@ -92,7 +92,10 @@ export interface MessageObservation {
 /** A bridge message: already delivered is done; older than what the target holds can never be delivered. */
 export function decideMessage(observed: MessageObservation): Decision {
   if (observed.deliveredBlock !== 0n) return { action: "done", outcome: `delivered (block ${observed.deliveredBlock})` };
-  if (observed.networkTimeNs <= observed.latestNetworkTimeNs) {
+  // The same moment arrived in another message (the same card signature with other node entries): the time is
+  // delivered, which is the job; not a failure.
+  if (observed.networkTimeNs === observed.latestNetworkTimeNs) return { action: "done", outcome: "its moment was delivered by another message" };
+  if (observed.networkTimeNs < observed.latestNetworkTimeNs) {
     return { action: "dead", reason: REVERT_POLICY.message.TimeBridgeNotNewer!.note };
   }
   return { action: "send" };

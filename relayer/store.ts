@@ -259,13 +259,17 @@ export class RelayerStore {
    * After a reorg: moves the cursor back to `ancestor` (a position of the history that is still canonical) and
    * marks the open (pending or submitted) items of the chain's orphaned blocks `orphaned` and returns their ids.
    * The target chain's submitter cancels the transactions it had sent for them (Submitter.keepAlive).
+   * Bridge messages are exempt: a message authenticates itself and names no origin (its id is its content, and
+   * another chain's event may carry the same one), so it stays worth delivering when its source event is gone.
    */
   rewindCursor(chainId: number, ancestor: Cursor | undefined): string[] {
     return this.db.transaction(() => {
       const above = ancestor?.blockNumber ?? -1n;
       const orphaned = (
         this.db
-          .prepare("SELECT id, source_block FROM items WHERE source_chain_id = ? AND status IN ('pending','submitted') AND source_block IS NOT NULL")
+          .prepare(
+            "SELECT id, source_block FROM items WHERE source_chain_id = ? AND kind != 'message' AND status IN ('pending','submitted') AND source_block IS NOT NULL",
+          )
           .all(chainId) as { id: string; source_block: string }[]
       )
         .filter((row) => BigInt(row.source_block) > above)
@@ -284,14 +288,22 @@ export class RelayerStore {
 
   // ---- items ---------------------------------------------------------------------------------------------------
 
-  /** Inserts a new item; an orphaned one with the same id comes back to pending. Returns whether it is new. */
+  /**
+   * Inserts a new item; an orphaned one with the same id comes back: to `submitted` when a transaction of its own is
+   * still open (not yet cancelled: it stands, and a second nonce for one job is never sent), else to `pending`.
+   * Returns whether it is new or revived.
+   */
   insertItem(item: NewItem): boolean {
     const now = this.nowMs();
     const result = this.db
       .prepare(
         `INSERT INTO items (id, kind, chain_id, source_chain_id, source_block, payload, status, next_attempt_ms, created_ms, updated_ms)
          VALUES (?, ?, ?, ?, ?, ?, 'pending', ?, ?, ?)
-         ON CONFLICT (id) DO UPDATE SET status = 'pending', source_block = excluded.source_block, updated_ms = excluded.updated_ms
+         ON CONFLICT (id) DO UPDATE SET
+           status = CASE WHEN EXISTS (
+             SELECT 1 FROM txs WHERE txs.item_id = items.id AND txs.state IN ('signed','broadcast','mined')
+           ) THEN 'submitted' ELSE 'pending' END,
+           source_block = excluded.source_block, updated_ms = excluded.updated_ms
          WHERE items.status = 'orphaned'`,
       )
       .run(item.id, item.kind, item.chainId, item.sourceChainId, item.sourceBlock?.toString() ?? null, item.payload, item.nextAttemptMs, now, now);
@@ -320,6 +332,29 @@ export class RelayerStore {
   }
 
   /** Pending items due now on a chain, oldest due first. */
+  /**
+   * Items `submitted` with no open transaction of their own (signed, broadcast, or mined but not confirmed) go back
+   * to `pending`, due now, and their ids are returned. A submitted item always has one, except after a crash
+   * between a nonce's settlement (settleNonce) and the item's outcome (the worker's onSettled, a separate commit):
+   * then nothing would ever look at it again. Deciding it again is safe, since every decision reads on-chain state
+   * (a delivered message is done, a settled call is done).
+   */
+  reviveStrandedSubmissions(chainId: number): string[] {
+    return this.db.transaction(() => {
+      const ids = (
+        this.db
+          .prepare(
+            `SELECT id FROM items WHERE chain_id = ? AND status = 'submitted' AND NOT EXISTS (
+               SELECT 1 FROM txs WHERE txs.item_id = items.id AND txs.state IN ('signed','broadcast','mined'))`,
+          )
+          .all(chainId) as { id: string }[]
+      ).map((row) => row.id);
+      const revive = this.db.prepare("UPDATE items SET status = 'pending', next_attempt_ms = ?, updated_ms = ? WHERE id = ?");
+      for (const id of ids) revive.run(this.nowMs(), this.nowMs(), id);
+      return ids;
+    })();
+  }
+
   dueItems(chainId: number, limit: number): Item[] {
     const rows = this.db
       .prepare("SELECT * FROM items WHERE chain_id = ? AND status = 'pending' AND next_attempt_ms <= ? ORDER BY next_attempt_ms, id LIMIT ?")

@@ -163,8 +163,9 @@ export class Submitter {
     const newest = txs[txs.length - 1]!;
     if (newest.state === "mined") this.store.setTxState(newest.hash, "broadcast"); // its block was reorged away
     if (newest.itemId !== null && this.store.item(newest.itemId)?.status === "orphaned") {
-      await this.bump({ ...newest, itemId: null, to: this.chain.account.address, data: "0x", gas: NO_OP_GAS });
-      this.options.log.warn({ chainId: this.chainId, nonce: newest.nonce, item: newest.itemId }, "cancelled: its source event was reorged away");
+      const replaced = await this.bump({ ...newest, itemId: null, to: this.chain.account.address, data: "0x", gas: NO_OP_GAS });
+      if (replaced) this.options.log.warn({ chainId: this.chainId, nonce: newest.nonce, item: newest.itemId }, "cancelled: its source event was reorged away");
+      else this.options.log.warn({ chainId: this.chainId, nonce: newest.nonce, item: newest.itemId }, "cannot cancel at the fee cap: the original transaction stands");
       return;
     }
     if (this.options.nowMs() - newest.sentMs >= this.options.feeBumpAfterMs) {
@@ -175,8 +176,12 @@ export class Submitter {
   }
 
   /** Re-signs a transaction at the same nonce with fees raised by a quarter (at least the market's). */
-  private async bump(tx: TxRecord): Promise<void> {
-    const run = this.signing.then(async () => {
+  /**
+   * Returns whether a replacement was signed and sent. At the fee cap nothing new can outbid the pool: the newest
+   * transaction *recorded* at the nonce (its raw bytes, whatever `tx` changes besides) is sent again instead.
+   */
+  private async bump(tx: TxRecord): Promise<boolean> {
+    const run = this.signing.then(async (): Promise<boolean> => {
       const market = await this.cappedFees(1n, true).catch(() => undefined);
       const bumpedPriority = (tx.maxPriorityFeePerGas * FEE_BUMP_PERCENT) / 100n + 1n;
       const bumpedMax = (tx.maxFeePerGas * FEE_BUMP_PERCENT) / 100n + 1n;
@@ -186,7 +191,7 @@ export class Submitter {
       if (maxFeePerGas <= tx.maxFeePerGas) {
         this.options.log.warn({ chainId: this.chainId, nonce: tx.nonce, maxFeePerGas: String(maxFeePerGas) }, "cannot bump: at the fee cap");
         await this.send(tx);
-        return;
+        return false;
       }
       const replacement = await this.sign({
         itemId: tx.itemId,
@@ -200,9 +205,10 @@ export class Submitter {
       this.store.recordSigned(replacement, true);
       this.options.log.info({ chainId: this.chainId, nonce: tx.nonce, hash: replacement.hash, maxFeePerGas: String(maxFeePerGas) }, "fee bumped");
       await this.send(replacement);
+      return true;
     });
     this.signing = run.catch(() => undefined);
-    await run;
+    return await run;
   }
 
   /** Nonces below the local next that nothing of ours holds (their jobs settled elsewhere) get a no-op. */

@@ -247,6 +247,10 @@ export class ChainWorker {
    * independent and go ITEM_CONCURRENCY at a time (signing is serialised by the submitter).
    */
   private async processDue(): Promise<void> {
+    const stranded = this.store.reviveStrandedSubmissions(this.chainId);
+    if (stranded.length > 0) {
+      this.log.warn({ chain: this.chain.config.name, items: stranded }, "submitted items without an open transaction (a crash after their settlement): decided again from on-chain state");
+    }
     const due = this.store.dueItems(this.chainId, ITEMS_PER_TICK);
     const messages = due
       .filter((item) => item.kind === "message")

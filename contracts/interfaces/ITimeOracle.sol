@@ -117,7 +117,7 @@ interface ITimeOracle {
     /**
      * @notice The stored proof was discarded because a card was revoked or a node deactivated (it may have been
      * signed by the key just removed, and a proof dated ahead by a compromised key must not block honest ones), a
-     * registered key's validity window changed, or a setting tightened (quorum raised, accuracy or future-drift
+     * registered key's validity window narrowed, or a setting tightened (quorum raised, accuracy or future-drift
      * bound lowered): it may no longer pass {verifyTimeProof}, and {getCurrentTime} never serves such a proof.
      */
     event TimeProofCleared(uint128 indexed nanoMoment);
@@ -278,13 +278,14 @@ interface ITimeOracle {
     function snapshot() external view returns (address);
 
     /**
-     * @notice The registry epoch: the chain clock (ns) when a key last lost trust (a card revoked, a node
-     * deactivated, a validity window changed), made strictly increasing; 0 before the first such change.
+     * @notice The registry epoch: the end (last ns) of the chain clock's second in which a key last lost trust (a card
+     * revoked, a node deactivated, a validity window narrowed), made strictly increasing; 0 before the first.
      * @dev A compromised key (with a node quorum) can have proofs dated up to `maxFutureDrift` ahead accepted and
      * consumed, pushing "strictly newer" watermarks ahead of real time, where they would block honest proofs until
      * real time catches up (a day at the allowed maximum). A contract that keeps such a watermark records the
-     * epoch with it and, once the epoch has moved, clamps it to the epoch: honest proofs made after the removal are
-     * newer than the chain clock at the removal, so they pass at once. {TimeConsumer} and {TimeBridge} do this.
+     * epoch with it and, once the epoch has moved, clamps it to the epoch: honest proofs made after the removal's
+     * second pass at once. Such a watermark is therefore monotonic within an epoch, not across one.
+     * {TimeConsumer} and {TimeBridge} do this.
      */
     function registryEpoch() external view returns (uint64);
 }

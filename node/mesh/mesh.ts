@@ -610,7 +610,7 @@ export class Mesh {
     // of this clock than those two bounds is false by this node's clock (the rule of §7.5) and refused.
     const nowNs = this.#options.card.readTimeNs();
     const leadNs = payload.proof.nanoMoment - nowNs;
-    const maxLeadNs = relayedProofMaxLeadNs(payload.proof.accuracy, this.#options.cardAccuracyNs);
+    const maxLeadNs = relayedProofMaxLeadNs(payload.proof.accuracy, this.#options.cardAccuracyNs, this.#options.windowNs);
     if (leadNs > maxLeadNs) {
       return refuse("future-dated", `its moment is ${leadNs} ns ahead of this node's clock; at most ${maxLeadNs} ns (its accuracy + this node's card accuracy) allowed`);
     }
@@ -742,11 +742,13 @@ export class Mesh {
 }
 
 /**
- * How far ahead of this node's clock a relayed proof's moment may be, ns: the proof's own accuracy plus this node's
- * card accuracy (docs/protocol.md §7.6). Further ahead, the proof's claim is false by this node's clock.
+ * How far ahead of this node's clock a relayed proof's moment may be, ns: the proof's own accuracy, this node's card
+ * accuracy, and the mesh window (docs/protocol.md §7.6): the mesh agrees on time only to within its window, so this
+ * node's card may trail the consensus the proof carries by that much. Further ahead, the proof's claim is false by
+ * this node's clock.
  */
-export function relayedProofMaxLeadNs(proofAccuracyNs: number, ownCardAccuracyNs: number): bigint {
-  return BigInt(proofAccuracyNs) + BigInt(ownCardAccuracyNs);
+export function relayedProofMaxLeadNs(proofAccuracyNs: number, ownCardAccuracyNs: number, windowNs: bigint): bigint {
+  return BigInt(proofAccuracyNs) + BigInt(ownCardAccuracyNs) + windowNs;
 }
 
 /** A relayed `consensus` object, parsed and checked against its wire schema; null when it is not one. */

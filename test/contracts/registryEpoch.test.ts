@@ -16,6 +16,8 @@ const OTHER_KEY = `0x${"22".repeat(32)}` as const;
 /** Within the default maxFutureDrift (15 s) of the pinned chain clock. */
 const AHEAD_NS = FIXTURE_NOW_NS + 10n * NS_PER_SECOND;
 const ZERO_ID = `0x${"00".repeat(32)}` as Hex;
+/** The epoch a removal at the pinned chain clock starts: the last ns of that second. */
+const SECOND_END_NS = FIXTURE_NOW_NS + NS_PER_SECOND - 1n;
 
 async function deployEpochFixture() {
   const base = await deployOracleFixture();
@@ -46,21 +48,26 @@ async function deployEpochFixture() {
 }
 
 describe("the registry epoch: watermarks set before a key lost trust are clamped to it", () => {
-  it("starts at 0 and moves to the chain clock (ns) of each revocation, deactivation or window change, strictly increasing", async () => {
+  it("starts at 0 and moves to the end of the chain clock's second of each revocation, deactivation or narrowed window, strictly increasing", async () => {
     const f = await loadFixture(deployEpochFixture);
     expect(await f.oracle.read.registryEpoch()).to.equal(0n);
     // Registering a new key, or loosening a setting, takes trust from nobody.
     await f.asRegistrar.write.registerNode([f.strangerNode.address, 0n, FOREVER_NS]);
     await f.oracle.write.setMaxAttestationAge([120n * NS_PER_SECOND]);
     expect(await f.oracle.read.registryEpoch()).to.equal(0n);
-    expect(await f.revokeCompromised()).to.equal(FIXTURE_NOW_NS);
-    expect(await f.oracle.read.registryEpoch()).to.equal(FIXTURE_NOW_NS);
+    expect(await f.revokeCompromised()).to.equal(SECOND_END_NS);
+    expect(await f.oracle.read.registryEpoch()).to.equal(SECOND_END_NS);
     // Same chain clock (pinned): the next removal is still a new epoch.
     await f.asGuardian.write.deactivateNode([f.strangerNode.address]);
-    expect(await f.oracle.read.registryEpoch()).to.equal(FIXTURE_NOW_NS + 1n);
+    expect(await f.oracle.read.registryEpoch()).to.equal(SECOND_END_NS + 1n);
     await f.advanceSeconds(3n);
-    await f.asRegistrar.write.registerNode([f.nodeKeys[1]!.address, 0n, FOREVER_NS - 1n]); // a changed window
-    expect(await f.oracle.read.registryEpoch()).to.equal(FIXTURE_NOW_NS + 3n * NS_PER_SECOND);
+    // A narrowed window takes trust away; widening it again, or re-registering the same window, takes none.
+    await f.asRegistrar.write.registerNode([f.nodeKeys[1]!.address, 0n, FOREVER_NS - 1n]);
+    expect(await f.oracle.read.registryEpoch()).to.equal(SECOND_END_NS + 3n * NS_PER_SECOND);
+    await f.advanceSeconds(5n);
+    await f.asRegistrar.write.registerNode([f.nodeKeys[1]!.address, 0n, FOREVER_NS]);
+    await f.asRegistrar.write.registerCard([f.cardKey.x, f.cardKey.y, 0n, FOREVER_NS]);
+    expect(await f.oracle.read.registryEpoch()).to.equal(SECOND_END_NS + 3n * NS_PER_SECOND);
     // Verification still reads the snapshot it shares a slot with.
     expect(await f.oracle.read.verifyTimeProof([f.proofAt(FIXTURE_NOW_NS + NS_PER_SECOND)])).to.equal(true);
   });

@@ -89,9 +89,12 @@ describe("relayer/decide", () => {
     it("is done when the target bridge already delivered it", () => {
       expect(decideMessage({ deliveredBlock: 7n, latestNetworkTimeNs: 0n, networkTimeNs: 5n })).to.deep.equal({ action: "done", outcome: "delivered (block 7)" });
     });
-    it("dead-letters a message no newer than what the target holds", () => {
-      const decision = decideMessage({ deliveredBlock: 0n, latestNetworkTimeNs: 5n, networkTimeNs: 5n });
+    it("dead-letters a message older than what the target holds", () => {
+      const decision = decideMessage({ deliveredBlock: 0n, latestNetworkTimeNs: 6n, networkTimeNs: 5n });
       expect(decision.action).to.equal("dead");
+    });
+    it("is done when another message delivered the same moment (other node entries, another id)", () => {
+      expect(decideMessage({ deliveredBlock: 0n, latestNetworkTimeNs: 5n, networkTimeNs: 5n })).to.deep.equal({ action: "done", outcome: "its moment was delivered by another message" });
     });
     it("sends a newer, undelivered message", () => {
       expect(decideMessage({ deliveredBlock: 0n, latestNetworkTimeNs: 4n, networkTimeNs: 5n })).to.deep.equal({ action: "send" });

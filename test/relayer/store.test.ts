@@ -13,6 +13,11 @@ function item(id: string, sourceBlock: bigint | null = 5n): NewItem {
   return { id, kind: "message", chainId: 2, sourceChainId: 1, sourceBlock, payload: "{}", nextAttemptMs: 0 };
 }
 
+/** A scheduled call of chain `chainId` (source and target are the same chain). */
+function callItem(id: string, sourceBlock: bigint, chainId = 1): NewItem {
+  return { id, kind: "call", chainId, sourceChainId: chainId, sourceBlock, payload: "{}", nextAttemptMs: 0 };
+}
+
 function hashOf(n: number): Hex {
   return `0x${n.toString(16).padStart(64, "0")}`;
 }
@@ -77,18 +82,49 @@ describe("relayer/store", () => {
     expect(store.item("message:2:a")!.attempts).to.equal(3);
   });
 
-  it("rewinds after a reorg: pending items above the ancestor are orphaned, and a rescan of the same event revives them", () => {
-    store.insertItem(item("message:2:low", 3n));
-    store.insertItem(item("message:2:high", 8n));
+  it("rewinds after a reorg: call items above the ancestor are orphaned, and a rescan of the same event revives them", () => {
+    store.insertItem(callItem("call:1:low", 3n));
+    store.insertItem(callItem("call:1:high", 8n));
     store.advanceCursor(1, { blockNumber: 5n, blockHash: hashOf(5) }, []);
     store.advanceCursor(1, { blockNumber: 9n, blockHash: hashOf(9) }, []);
     const orphaned = store.rewindCursor(1, { blockNumber: 5n, blockHash: hashOf(5) });
-    expect(orphaned).to.deep.equal(["message:2:high"]);
+    expect(orphaned).to.deep.equal(["call:1:high"]);
     expect(store.cursor(1)).to.deep.equal({ blockNumber: 5n, blockHash: hashOf(5) });
-    expect(store.item("message:2:low")!.status).to.equal("pending");
-    expect(store.item("message:2:high")!.status).to.equal("orphaned");
-    expect(store.advanceCursor(1, { blockNumber: 9n, blockHash: hashOf(99) }, [item("message:2:high", 7n)])).to.equal(1);
-    expect(store.item("message:2:high")).to.include({ status: "pending", sourceBlock: 7n });
+    expect(store.item("call:1:low")!.status).to.equal("pending");
+    expect(store.item("call:1:high")!.status).to.equal("orphaned");
+    expect(store.advanceCursor(1, { blockNumber: 9n, blockHash: hashOf(99) }, [callItem("call:1:high", 7n)])).to.equal(1);
+    expect(store.item("call:1:high")).to.include({ status: "pending", sourceBlock: 7n });
+  });
+
+  it("never orphans a bridge message: it needs no origin, and another chain's event may carry the same id", () => {
+    store.insertItem(item("message:2:high", 8n));
+    store.advanceCursor(1, { blockNumber: 9n, blockHash: hashOf(9) }, []);
+    expect(store.rewindCursor(1, undefined)).to.deep.equal([]);
+    expect(store.item("message:2:high")!.status).to.equal("pending");
+  });
+
+  it("sends a submitted item whose transaction settled without its outcome (a crash in between) back to pending, and no other", () => {
+    store.insertItem(item("message:2:settled"));
+    store.insertItem(item("message:2:open"));
+    store.setNextNonce(2, 0);
+    store.recordSigned(tx(0, 1, "message:2:settled"), false);
+    store.recordSigned(tx(1, 2, "message:2:open"), false);
+    store.settleNonce(2, 0, hashOf(1), 7n); // the crash: the nonce is settled, the item's outcome never recorded
+    nowMs = 5_000;
+    expect(store.reviveStrandedSubmissions(2)).to.deep.equal(["message:2:settled"]);
+    expect(store.item("message:2:settled")).to.include({ status: "pending", nextAttemptMs: 5_000 });
+    expect(store.item("message:2:open")!.status).to.equal("submitted");
+    expect(store.reviveStrandedSubmissions(2)).to.deep.equal([]);
+  });
+
+  it("revives an orphaned item whose own transaction is still open as submitted, never as a second job", () => {
+    store.insertItem(callItem("call:2:a", 8n, 2));
+    store.setNextNonce(2, 0);
+    store.recordSigned(tx(0, 1, "call:2:a"), false);
+    store.advanceCursor(2, { blockNumber: 9n, blockHash: hashOf(9) }, []);
+    expect(store.rewindCursor(2, undefined)).to.deep.equal(["call:2:a"]);
+    expect(store.advanceCursor(2, { blockNumber: 9n, blockHash: hashOf(99) }, [callItem("call:2:a", 8n, 2)])).to.equal(1);
+    expect(store.item("call:2:a")!.status).to.equal("submitted");
   });
 
   it("does not revive or duplicate an item that is not orphaned", () => {
