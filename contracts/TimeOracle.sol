@@ -1,7 +1,9 @@
 // SPDX-License-Identifier: MIT
 pragma solidity 0.8.30;
 
-import {AccessControlDefaultAdminRules} from "@openzeppelin/contracts/access/extensions/AccessControlDefaultAdminRules.sol";
+import {
+    AccessControlDefaultAdminRules
+} from "@openzeppelin/contracts/access/extensions/AccessControlDefaultAdminRules.sol";
 import {P256} from "@openzeppelin/contracts/utils/cryptography/P256.sol";
 import {ITimeOracle, TimeProof} from "./interfaces/ITimeOracle.sol";
 import {SnapshotLib} from "./libraries/SnapshotLib.sol";
