@@ -12,9 +12,10 @@
  *
  * What it can do to a host is the list above and nothing else: the only files it writes are staged installs and
  * install.env; it has no code path that writes a node's keys, config or data, deletes anything outside its own
- * temporary folder, moves a tag or changes a bind address (test/upgrade/forbidden.test.ts checks the sources).
+ * temporary folder, moves a tag or changes a bind address (test/upgrade/plan.test.ts checks the sources).
  * A node that already runs the target release (a rollout restarted after the agent was killed) is accepted again,
- * or rolled back, before anything else moves, so a restarted agent never leaves two nodes down.
+ * or rolled back, before anything else moves, so a restarted agent never leaves two nodes down; the killed run may
+ * have left it stopped or still starting, so it is started if stopped and its first answer taken as its baseline.
  */
 import { createHash } from "node:crypto";
 import { readFileSync } from "node:fs";
@@ -23,9 +24,9 @@ import { parseManifest } from "../wire/manifest";
 import { treeDigestOfDirectory } from "./digest";
 import { UpgradeRefusal } from "./errors";
 import { fetchVerifiedRelease, type VerifiedRelease } from "./fetchRelease";
-import { firstFailure, runAcceptance, type AcceptanceContext, type GateResult } from "./gates";
+import { firstFailure, runAcceptance, type AcceptanceContext, type AcceptanceTarget, type GateResult } from "./gates";
 import { readInstallEnv, writeInstallEnv, type InstallRecord } from "./installEnv";
-import { installedMetadata, stageInstall } from "./installs";
+import { installedMetadata, installedRevision, stageInstall } from "./installs";
 import { createLocalUnit } from "./localUnit";
 import type { PlanNode, UpgradePlan } from "./plan";
 import { blockHashOf, createProbe, finalizedNumberOf, rpcClient, type NodeReading, type Probe } from "./probe";
@@ -50,11 +51,15 @@ interface NodeState {
   unit: NodeUnit;
   probe: Probe;
   installed: InstallRecord;
-  reading: NodeReading;
+  /** The preflight reading; null only for a resumed node the killed run left stopped or still starting. */
+  reading: NodeReading | null;
   receipt: NodeReceipt;
   /** The unit already names the target release (a rollout restarted after the agent was killed). */
   resumed: boolean;
 }
+
+/** Registered and active on the oracle: node and card status 1 (upgrade/probe.ts `registration`). */
+const REGISTERED = /^getNode:1:.*\|getCard:1:/;
 
 const nowIso = () => new Date().toISOString();
 
@@ -117,11 +122,16 @@ export async function runUpgrade(options: RunUpgradeOptions): Promise<Receipt> {
     for (const node of ordered) states.push(await preflight(node, release, manifest.chain.genesisHash, oracle, confirm));
     for (const state of states) receipt.nodes.push(state.receipt);
     for (const state of states) {
-      if (state.resumed) continue;
-      const { reading } = state;
-      if (reading.convergenceState !== "Converged" || reading.isSyncing) {
-        throw new UpgradeRefusal("network-degraded", `${state.node.host} is ${reading.isSyncing ? "syncing" : `mesh ${reading.convergenceState}`}: the network is already degraded`, { host: state.node.host });
+      if (state.resumed || state.reading === null || healthy(state.reading)) continue;
+      // A mesh leaves Converged for a round or two when a peer restarts (the end of a previous rollout): degraded
+      // means not back within timeoutMs, as finality below. The healthy reading becomes the node's baseline.
+      const reading = await waitFor(() => state.probe.read().catch(() => null), (value) => value !== null && healthy(value), plan.acceptance.timeoutMs, pollMs);
+      if (reading === null || !healthy(reading)) {
+        const what = reading === null ? "not answering" : reading.isSyncing ? "syncing" : `mesh ${reading.convergenceState}`;
+        throw new UpgradeRefusal("network-degraded", `${state.node.host} is ${what} after ${plan.acceptance.timeoutMs} ms: the network is already degraded`, { host: state.node.host });
       }
+      state.reading = reading;
+      state.receipt.preflight = preflightSummary(reading);
     }
     const finalizedAfter = await waitFor(trustedView.finalizedNumber, (number) => number !== null && finalizedBefore !== null && number > finalizedBefore, plan.acceptance.timeoutMs, pollMs);
     if (finalizedAfter === null || finalizedBefore === null || finalizedAfter <= finalizedBefore) {
@@ -150,6 +160,25 @@ export async function runUpgrade(options: RunUpgradeOptions): Promise<Receipt> {
   return receipt;
 }
 
+/** A node a rollout may start from: mesh Converged, not syncing. */
+function healthy(reading: NodeReading): boolean {
+  return reading.convergenceState === "Converged" && !reading.isSyncing;
+}
+
+/** What the receipt keeps of a preflight reading: comparisons and counts (genesis was checked against the manifest). */
+function preflightSummary(reading: NodeReading): NonNullable<NodeReceipt["preflight"]> {
+  return {
+    at: nowIso(),
+    genesis_matches_manifest: true,
+    finalized_number: reading.finalizedNumber === null ? null : reading.finalizedNumber.toString(),
+    peers: reading.peers,
+    syncing: reading.isSyncing,
+    mesh_state: reading.convergenceState,
+    time_quality_reported: reading.timeQuality !== null,
+    registered: REGISTERED.test(reading.registration),
+  };
+}
+
 async function preflight(node: PlanNode, release: VerifiedRelease, genesisHash: string, oracle: Address, confirm: (question: string) => Promise<boolean>): Promise<NodeState> {
   const unit = unitOf(node);
   const installed = readInstallEnv(unit.installEnvFile);
@@ -162,18 +191,33 @@ async function preflight(node: PlanNode, release: VerifiedRelease, genesisHash: 
   if (executableSha256 !== installed.installSha256) {
     throw new UpgradeRefusal("preflight-failed", `${node.host}: install ${installed.releaseId} was modified in place (tree ${executableSha256}, recorded ${installed.installSha256})`, { host: node.host });
   }
+  const resumed = installed.releaseId === release.metadata.release_id;
   const status = await unit.status();
-  if (!status.active) throw new UpgradeRefusal("network-degraded", `${node.host}: ${unit.name} is not running`, { host: node.host });
   const probe = createProbe({ rest: node.rest, rpc: node.rpc }, oracle);
+  const receipt = emptyNodeReceipt(node, unit.name, release.metadata.bundle.sha256);
+  const previous = resumed ? readInstallEnv(`${unit.installEnvFile}.previous`) : null;
+  receipt.old = installSummary(previous ?? installed);
+  if (!status.active) {
+    // A killed run stops a node only after staging the target and before pointing install.env at it, or after:
+    // a stopped node already on the target is the one it left down, resumed first; any other stopped node is
+    // not ours to start.
+    if (!resumed) throw new UpgradeRefusal("network-degraded", `${node.host}: ${unit.name} is not running`, { host: node.host });
+    receipt.note = "stopped by an interrupted rollout; resumed first";
+    return { node, unit, probe, installed, reading: null, receipt, resumed };
+  }
   let reading: NodeReading;
   try {
     reading = await probe.read();
   } catch (error) {
+    if (resumed) {
+      // Started by the killed run a moment before it died: still opening. Its acceptance waits for its first answer.
+      receipt.note = "not answering yet after an interrupted rollout started it; resumed first";
+      return { node, unit, probe, installed, reading: null, receipt, resumed };
+    }
     throw new UpgradeRefusal("network-degraded", `${node.host}: cannot read the node (${(error as Error).message})`, { host: node.host });
   }
   if (reading.genesisHash !== genesisHash) throw new UpgradeRefusal("preflight-failed", `${node.host} serves another chain than the manifest's`, { host: node.host });
   if (reading.role !== node.role) throw new UpgradeRefusal("preflight-failed", `${node.host} reports role ${reading.role}, the plan says ${node.role}`, { host: node.host });
-  const resumed = installed.releaseId === release.metadata.release_id;
   if (!resumed && compareVersions(release.metadata.node_version, reading.version) <= 0) {
     throw new UpgradeRefusal("downgrade", `${node.host} runs ${reading.version}; ${release.metadata.release_id} is ${release.metadata.node_version}, not newer: never downgrade`, {
       host: node.host,
@@ -181,19 +225,24 @@ async function preflight(node: PlanNode, release: VerifiedRelease, genesisHash: 
       target: release.metadata.node_version,
     });
   }
-  const receipt = emptyNodeReceipt(node, unit.name, release.metadata.bundle.sha256);
-  receipt.preflight = {
-    at: nowIso(),
-    genesis_matches_manifest: true,
-    finalized_number: reading.finalizedNumber === null ? null : reading.finalizedNumber.toString(),
-    peers: reading.peers,
-    syncing: reading.isSyncing,
-    mesh_state: reading.convergenceState,
-    time_quality_reported: reading.timeQuality !== null,
-    registered: /^getNode:1:.*\|getCard:1:/.test(reading.registration),
-  };
-  receipt.old = installSummary(installed);
+  receipt.preflight = preflightSummary(reading);
   return { node, unit, probe, installed, reading, receipt, resumed };
+}
+
+type Limits = { warmupMs: number; timeoutMs: number; pollMs: number };
+
+/** The node's first answer after a start, or null when it does not answer within timeoutMs. */
+async function firstReading(probe: Probe, limits: Limits): Promise<NodeReading | null> {
+  return waitFor(() => probe.read().catch(() => null), (reading) => reading !== null, limits.timeoutMs, limits.pollMs);
+}
+
+/**
+ * The "before" of a node whose stop this run did not see (a resumed node, or its rollback): the healthy mesh the
+ * killed run left (Converged, every other member a peer) and the identity it shows now, which the identity gate
+ * then also requires to be registered and active on the oracle.
+ */
+function unseenBaseline(reading: NodeReading): NodeReading {
+  return { ...reading, convergenceState: "Converged", peers: reading.members - 1 };
 }
 
 async function upgradeNode(
@@ -206,17 +255,27 @@ async function upgradeNode(
   log: (line: string) => void,
 ): Promise<boolean> {
   const { node, unit, receipt } = state;
-  const limits = { warmupMs: plan.acceptance.warmupMs, timeoutMs: plan.acceptance.timeoutMs, pollMs };
+  const limits: Limits = { warmupMs: plan.acceptance.warmupMs, timeoutMs: plan.acceptance.timeoutMs, pollMs };
   receipt.started_at = nowIso();
-  // A resumed node was stopped and switched by a killed run: its "before" is the healthy mesh it left.
-  const baseline: NodeReading = state.resumed ? { ...state.reading, convergenceState: "Converged", peers: state.reading.members - 1 } : state.reading;
   const previous = state.resumed ? readInstallEnv(`${unit.installEnvFile}.previous`) : state.installed;
+  const contextFor = (target: AcceptanceTarget, baseline: NodeReading, logCursor: string, finalizedAtStop: bigint): AcceptanceContext => ({
+    unit,
+    probe: state.probe,
+    trusted,
+    target,
+    baseline,
+    requireRegistered: state.resumed,
+    manifestGenesisHash: genesisHash,
+    finalizedAtStop,
+    logCursor,
+    maxLogErrors: plan.acceptance.maxLogErrors,
+  });
   let target: InstallRecord;
   let cursor = await unit.logCursor();
   let finalizedAtStop = (await trusted.finalizedNumber()) ?? 0n;
   if (state.resumed) {
     target = state.installed;
-    log(`${node.host}: already on ${target.releaseId}; accepting it again`);
+    log(`${node.host}: already on ${target.releaseId}${state.reading === null ? ", left stopped or starting by an interrupted run" : ""}; accepting it again`);
   } else {
     target = stageInstall(node.installRoot, release);
     log(`${node.host}: staged ${target.releaseId}; stopping ${unit.name}`);
@@ -226,21 +285,17 @@ async function upgradeNode(
     writeInstallEnv(unit.installEnvFile, target);
   }
   receipt.new = installSummary(target);
-  const context: AcceptanceContext = {
-    unit,
-    probe: state.probe,
-    trusted,
-    target: { installDir: target.installDir, releaseId: target.releaseId, nodeVersion: release.metadata.node_version },
-    baseline,
-    manifestGenesisHash: genesisHash,
-    finalizedAtStop,
-    logCursor: cursor,
-    maxLogErrors: plan.acceptance.maxLogErrors,
-  };
+  const acceptanceTarget: AcceptanceTarget = { installDir: target.installDir, releaseId: target.releaseId, nodeVersion: release.metadata.node_version, sourceRevision: release.metadata.source_revision };
+  let baseline: NodeReading | null = state.resumed ? null : state.reading;
   let gates: GateResult[];
   try {
-    if (!state.resumed) await unit.start();
-    ({ gates } = await runAcceptance(context, limits));
+    if (!state.resumed || !(await unit.status()).active) await unit.start();
+    if (state.resumed) {
+      const reading = state.reading ?? (await firstReading(state.probe, limits));
+      baseline = reading === null ? null : unseenBaseline(reading);
+    }
+    if (baseline === null) gates = [{ gate: "unit-running", passed: false, detail: `the resumed node did not answer within ${limits.timeoutMs} ms` }];
+    else ({ gates } = await runAcceptance(contextFor(acceptanceTarget, baseline, cursor, finalizedAtStop), limits));
   } catch (error) {
     gates = [{ gate: "unit-running", passed: false, detail: `start failed (${(error as Error).name})` }];
   }
@@ -254,13 +309,26 @@ async function upgradeNode(
   }
   log(`${node.host}: gate ${failed.gate} failed (${failed.detail}); rolling back`);
   receipt.note = valueFreeText(`stopped at gate ${failed.gate}: ${failed.detail}`);
-  receipt.outcome = (await rollback(state, previous, context, limits, log)) ? "rolled-back" : "rollback-failed";
+  const rolledBack = await rollback(state, previous, baseline, (saved, before, logCursor, stopAt) => contextFor(saved, before, logCursor, stopAt), trusted, limits, log);
+  receipt.outcome = rolledBack ? "rolled-back" : "rollback-failed";
   receipt.finished_at = nowIso();
   return false;
 }
 
-/** Restores the saved install (never data): verifies its digest, points install.env back, restarts, re-runs every gate. */
-async function rollback(state: NodeState, saved: InstallRecord | null, failedContext: AcceptanceContext, limits: { warmupMs: number; timeoutMs: number; pollMs: number }, log: (line: string) => void): Promise<boolean> {
+/**
+ * Restores the saved install (never data): verifies its digest, points install.env back, restarts, re-runs every
+ * gate. `baseline` is the node's reading before the failed start, or null when this run never saw one (a resumed
+ * node that did not answer): the restored node's first answer is taken then.
+ */
+async function rollback(
+  state: NodeState,
+  saved: InstallRecord | null,
+  baseline: NodeReading | null,
+  contextFor: (target: AcceptanceTarget, baseline: NodeReading, logCursor: string, finalizedAtStop: bigint) => AcceptanceContext,
+  trusted: AcceptanceContext["trusted"],
+  limits: Limits,
+  log: (line: string) => void,
+): Promise<boolean> {
   const { unit, receipt } = state;
   if (saved === null) {
     receipt.rollback = null;
@@ -272,15 +340,14 @@ async function rollback(state: NodeState, saved: InstallRecord | null, failedCon
   receipt.rollback = { restored_install_sha256: saved.installSha256, digest_verified: digestVerified, gates: [], passed: false };
   if (!digestVerified) return false; // the saved install changed: starting it would run unapproved code
   writeInstallEnv(unit.installEnvFile, saved);
-  const oldVersion = installedMetadata(saved.installDir)?.node_version ?? failedContext.baseline.version;
-  const context: AcceptanceContext = {
-    ...failedContext,
-    target: { installDir: saved.installDir, releaseId: saved.releaseId, nodeVersion: oldVersion },
-    logCursor: await unit.logCursor(),
-    finalizedAtStop: (await failedContext.trusted.finalizedNumber()) ?? 0n,
-  };
+  const logCursor = await unit.logCursor();
+  const finalizedAtStop = (await trusted.finalizedNumber()) ?? 0n;
   await unit.start();
-  const { passed, gates } = await runAcceptance(context, limits);
+  const before = baseline ?? (await firstReading(state.probe, limits).then((reading) => (reading === null ? null : unseenBaseline(reading))));
+  const oldVersion = installedMetadata(saved.installDir)?.node_version ?? before?.version ?? "unknown";
+  let passed = false;
+  let gates: GateResult[] = [{ gate: "unit-running", passed: false, detail: `the restored node did not answer within ${limits.timeoutMs} ms` }];
+  if (before !== null) ({ passed, gates } = await runAcceptance(contextFor({ installDir: saved.installDir, releaseId: saved.releaseId, nodeVersion: oldVersion, sourceRevision: installedRevision(saved.installDir) }, before, logCursor, finalizedAtStop), limits));
   receipt.rollback = { restored_install_sha256: saved.installSha256, digest_verified: true, gates, passed };
   log(`${state.node.host}: rollback to ${saved.releaseId} ${passed ? "passed every gate" : "FAILED its gates"}`);
   return passed;

@@ -7,7 +7,9 @@
  * 3. the bundle's digest is the plan's approved artifact ("moved-tag": the tag now serves another build);
  * 4. release_id and source_revision are the approved ones ("unapproved-release");
  * 5. the bundle was built for this platform, CPU and Node ABI ("wrong-platform");
- * 6. the archive holds only plain files and folders, and its tree digest is the metadata's.
+ * 6. the archive holds only plain files and folders, and its tree digest is the metadata's;
+ * 7. its BUILD-REVISION.json (what the node will report as its revision) names the approved source revision
+ *    ("unapproved-release").
  *
  * Any failure refuses before anything on a node changes.
  */
@@ -18,6 +20,7 @@ import { sha256Hex, treeDigestOfEntries } from "./digest";
 import { UpgradeRefusal } from "./errors";
 import { hostRuntime, METADATA_FILE, parseBuildMetadata, type BuildMetadata } from "./metadata";
 import type { UpgradePlan } from "./plan";
+import { REVISION_FILE, revisionFileContent } from "./release";
 import { parseSums, SUMS_FILE } from "./sums";
 import { readTarGz, type TarEntry } from "./tar";
 
@@ -76,6 +79,10 @@ export function fetchVerifiedRelease(release: UpgradePlan["release"]): VerifiedR
     const entries = readTarGz(bundle);
     const tree = treeDigestOfEntries(entries);
     if (tree !== metadata.bundle.tree_sha256) throw new UpgradeRefusal("bad-checksum", `bundle tree digest ${tree} but ${METADATA_FILE} says ${metadata.bundle.tree_sha256}`);
+    const revisionFile = entries.find((entry) => entry.path === REVISION_FILE && entry.type === "file");
+    if (revisionFile === undefined || !revisionFile.content!.equals(revisionFileContent(release.source_revision))) {
+      throw new UpgradeRefusal("unapproved-release", `the bundle's ${REVISION_FILE} ${revisionFile === undefined ? "is missing" : "names another source revision"}; the plan approved ${release.source_revision}`);
+    }
     return { metadata, entries, dispose };
   } catch (error) {
     dispose();

@@ -4,7 +4,8 @@
  * with an independent trusted node:
  *
  *   unit-running   the unit is active, runs the expected install, and its process has not restarted
- *   version        GET /node/info reports the release's node version; the unit's install.env names the release
+ *   version        GET /node/info reports the release's node version and source revision; the unit's install.env
+ *                  names the release
  *   genesis        the genesis hash is the manifest's (the node serves the same chain)
  *   not-syncing    system_health says it is not syncing
  *   finality       its finalized head moved past where it was when the node stopped, and its block at a common
@@ -12,11 +13,13 @@
  *   peers          as many mesh peers as before
  *   mesh           the mesh state is back to the one before (Converged), and time quality is reported (> 0)
  *   identity       node id, card id and their on-chain registrations are unchanged
- *   logs           at most acceptance.maxLogErrors error lines since the start
+ *   logs           at most acceptance.maxLogErrors error lines since the start, and no repeated consensus, database,
+ *                  time-source or restart errors (upgrade/logErrors.ts: kinds and thresholds)
  *
  * Details are value-free (docs/upgrade.md): states, counts and block numbers, never an id, hash or log text.
  */
 import { readInstallEnv } from "./installEnv";
+import { countLogErrors, LOG_ERROR_KINDS, repeatedKinds } from "./logErrors";
 import type { NodeReading, Probe } from "./probe";
 import type { NodeUnit } from "./unit";
 
@@ -33,6 +36,8 @@ export interface AcceptanceTarget {
   installDir: string;
   releaseId: string;
   nodeVersion: string;
+  /** The revision the node must report: the approved one, or for a rollback its install's (null: built before revisions). */
+  sourceRevision: string | null;
 }
 
 export interface AcceptanceContext {
@@ -43,6 +48,11 @@ export interface AcceptanceContext {
   target: AcceptanceTarget;
   /** The preflight reading of this node (before it was stopped). */
   baseline: NodeReading;
+  /**
+   * The baseline was not read before the stop (a node a killed run left on the target): its identity is what the
+   * node shows now, so the identity gate also requires the node and card registered and active on the oracle.
+   */
+  requireRegistered: boolean;
   manifestGenesisHash: string;
   /** The trusted node's finalized number when this node stopped: the node's head must move past it. */
   finalizedAtStop: bigint;
@@ -57,8 +67,8 @@ export interface AcceptanceLimits {
   pollMs?: number;
 }
 
-/** pino JSON error and fatal levels, or the readable format's ERROR / FATAL column. */
-const ERROR_LINE = /"level":(50|60)\b|^\S+ (ERROR|FATAL)\b/;
+/** Node and card status 1 (active) on the oracle (upgrade/probe.ts `registration`). */
+const ACTIVE_REGISTRATION = /^getNode:1:.*\|getCard:1:/;
 
 function result(gate: GateName, passed: boolean, detail: string): GateResult {
   return { gate, passed, detail };
@@ -84,14 +94,7 @@ export async function evaluateGates(context: AcceptanceContext, firstPid: { valu
     results.push(await logGate(context));
     return results;
   }
-  const installed = readInstallEnv(context.unit.installEnvFile);
-  results.push(
-    result(
-      "version",
-      reading.version === context.target.nodeVersion && installed?.releaseId === context.target.releaseId,
-      reading.version === context.target.nodeVersion ? (installed?.releaseId === context.target.releaseId ? "expected version and release" : "install.env names another release") : "node reports another version",
-    ),
-  );
+  results.push(versionGate(context, reading));
   results.push(result("genesis", reading.genesisHash === context.manifestGenesisHash && reading.genesisHash === context.baseline.genesisHash, reading.genesisHash === context.manifestGenesisHash ? "unchanged" : "differs from the manifest"));
   results.push(result("not-syncing", !reading.isSyncing, reading.isSyncing ? "syncing" : "not syncing"));
   results.push(await finalityGate(context, reading));
@@ -101,9 +104,24 @@ export async function evaluateGates(context: AcceptanceContext, firstPid: { valu
   results.push(result("mesh", meshBack && quality, `${reading.convergenceState} (before: ${context.baseline.convergenceState}), time quality ${quality ? "reported" : "missing"}`));
   const sameIdentity = reading.nodeId === context.baseline.nodeId && reading.cardId === context.baseline.cardId;
   const sameRegistration = reading.registration === context.baseline.registration;
-  results.push(result("identity", sameIdentity && sameRegistration, !sameIdentity ? "node id or card id changed" : !sameRegistration ? "on-chain registration changed" : "node id, card id and registration unchanged"));
+  const registered = !context.requireRegistered || ACTIVE_REGISTRATION.test(reading.registration);
+  results.push(
+    result(
+      "identity",
+      sameIdentity && sameRegistration && registered,
+      !sameIdentity ? "node id or card id changed" : !sameRegistration ? "on-chain registration changed" : !registered ? "node or card not active on the oracle" : "node id, card id and registration unchanged",
+    ),
+  );
   results.push(await logGate(context));
   return results;
+}
+
+function versionGate(context: AcceptanceContext, reading: NodeReading): GateResult {
+  const installed = readInstallEnv(context.unit.installEnvFile);
+  if (reading.version !== context.target.nodeVersion) return result("version", false, "node reports another version");
+  if (reading.revision !== context.target.sourceRevision) return result("version", false, reading.revision === null ? "node reports no source revision" : "node reports another source revision");
+  if (installed?.releaseId !== context.target.releaseId) return result("version", false, "install.env names another release");
+  return result("version", true, "expected version, source revision and release");
 }
 
 async function finalityGate(context: AcceptanceContext, reading: NodeReading): Promise<GateResult> {
@@ -116,9 +134,13 @@ async function finalityGate(context: AcceptanceContext, reading: NodeReading): P
   return result("finality", true, `finalized ${reading.finalizedNumber}, block ${common} matches the trusted node`);
 }
 
-async function logGate(context: AcceptanceContext): Promise<GateResult> {
-  const errors = (await context.unit.logSince(context.logCursor)).filter((line) => ERROR_LINE.test(line)).length;
-  return result("logs", errors <= context.maxLogErrors, `${errors} error lines (at most ${context.maxLogErrors})`);
+/** The log gate alone (exported for its tests). */
+export async function logGate(context: Pick<AcceptanceContext, "unit" | "logCursor" | "maxLogErrors">): Promise<GateResult> {
+  const counts = countLogErrors(await context.unit.logSince(context.logCursor));
+  const repeated = repeatedKinds(counts);
+  const kinds = LOG_ERROR_KINDS.map((kind) => `${kind} ${counts.byKind[kind]}`).join(", ");
+  const verdict = repeated.length > 0 ? `; repeated: ${repeated.join(", ")}` : "";
+  return result("logs", counts.errors <= context.maxLogErrors && repeated.length === 0, `${counts.errors} error lines (at most ${context.maxLogErrors}); ${kinds}${verdict}`);
 }
 
 /** Evaluates the gates after the warm-up until all pass or the time is up; returns the last evaluation. */

@@ -11,7 +11,8 @@ import { treeDigestOfDirectory } from "./digest";
 import { UpgradeRefusal } from "./errors";
 import type { VerifiedRelease } from "./fetchRelease";
 import type { InstallRecord } from "./installEnv";
-import { parseBuildMetadata, type BuildMetadata } from "./metadata";
+import { parseBuildMetadata, SOURCE_REVISION_PATTERN, type BuildMetadata } from "./metadata";
+import { REVISION_FILE } from "./release";
 import { extractEntries } from "./tar";
 
 export function installDirOf(installRoot: string, releaseId: string): string {
@@ -26,6 +27,18 @@ function metadataFileOf(installDir: string): string {
 export function installedMetadata(installDir: string): BuildMetadata | null {
   const file = metadataFileOf(installDir);
   return existsSync(file) ? parseBuildMetadata(JSON.parse(readFileSync(file, "utf8")), file) : null;
+}
+
+/**
+ * The source revision an install's node reports (its BUILD-REVISION.json, upgrade/release.ts), or null for an
+ * install built before releases carried one. The install's tree digest covers the file.
+ */
+export function installedRevision(installDir: string): string | null {
+  const file = join(installDir, REVISION_FILE);
+  if (!existsSync(file)) return null;
+  const revision = (JSON.parse(readFileSync(file, "utf8")) as { source_revision?: unknown }).source_revision;
+  if (typeof revision !== "string" || !new RegExp(SOURCE_REVISION_PATTERN).test(revision)) throw new UpgradeRefusal("preflight-failed", `${file}: source_revision is not a revision`, { file });
+  return revision;
 }
 
 /** Stages the release beside the other installs (or finds it already staged, identical); returns its record. */

@@ -16,6 +16,8 @@ export interface NodeReading {
   nodeId: string;
   cardId: string;
   version: string;
+  /** The source revision the node reports (GET /node/info `revision`); null when it reports none. */
+  revision: string | null;
   role: string;
   chainId: number;
   genesisHash: string;
@@ -65,7 +67,7 @@ export function createProbe(endpoints: { rest: string; rpc: string }, oracle: Ad
     async read() {
       const response = await fetch(new URL("/node/info", endpoints.rest), { signal: AbortSignal.timeout(TIMEOUT_MS) });
       if (!response.ok) throw new Error(`GET /node/info answered HTTP ${response.status}`);
-      const info = (await response.json()) as { nodeId: string; cardId: string; version: string; role: string };
+      const info = (await response.json()) as { nodeId: string; cardId: string; version: string; revision?: string | null; role: string };
       const chainId = Number(BigInt((await rpc.call("eth_chainId")) as string));
       const genesisHash = String(await rpc.call("chain_getBlockHash", [0])).toLowerCase();
       const health = (await rpc.call("system_health")) as { peers: number; isSyncing: boolean };
@@ -76,6 +78,7 @@ export function createProbe(endpoints: { rest: string; rpc: string }, oracle: Ad
         nodeId: info.nodeId.toLowerCase(),
         cardId: info.cardId.toLowerCase(),
         version: info.version,
+        revision: typeof info.revision === "string" ? info.revision : null,
         role: info.role,
         chainId,
         genesisHash,

@@ -5,6 +5,9 @@
  *   <outDir>/<release_id>/BUILD-METADATA.json                          upgrade/metadata.ts
  *   <outDir>/<release_id>/SHA256SUMS                                   the two files above
  *
+ * The bundle also carries BUILD-REVISION.json ({"source_revision"}) at its root, beside package.json: the running
+ * node reports it in GET /node/info `revision` (node/core/buildRevision.ts), which the agent's version gate checks.
+ *
  * A tarball rather than a folder: one file is one digest, the digest an operator approves in a plan and compares
  * with SHA256SUMS; a folder would need a manifest of digests, which is what SHA256SUMS already is for one file.
  * The tag names the platform, CPU and Node ABI because the node's native addons are built for them (they are not
@@ -28,8 +31,19 @@ process.setSourceMapsEnabled(true);
 require("./node/cli.js").main(process.argv.slice(2));
 `;
 
-/** dist/ files that are not part of a release: the build stamp is a build time, which would break reproducibility. */
-const EXCLUDED = new Set([".build-stamp"]);
+/** The source revision file in every bundle (node/core/buildRevision.ts reads it; a test checks the names agree). */
+export const REVISION_FILE = "BUILD-REVISION.json";
+
+/**
+ * dist/ files that are not part of a release: the build stamp is a build time, which would break reproducibility;
+ * a revision file is the release's to write, never copied from dist/.
+ */
+const EXCLUDED = new Set([".build-stamp", REVISION_FILE]);
+
+/** The revision file's bytes: what a release's node reports as its revision. */
+export function revisionFileContent(sourceRevision: string): Buffer {
+  return Buffer.from(`${JSON.stringify({ source_revision: sourceRevision })}\n`);
+}
 
 export interface BuildReleaseOptions {
   distDir: string;
@@ -78,7 +92,11 @@ export function buildRelease(options: BuildReleaseOptions): BuiltRelease {
   }
   const { version } = JSON.parse(readFileSync(packageFile, "utf8")) as { version: string };
   const runtime = hostRuntime();
-  const entries = [...distEntries(options.distDir), { path: LAUNCHER_FILE, type: "file" as const, content: Buffer.from(LAUNCHER), executable: true }];
+  const entries = [
+    ...distEntries(options.distDir),
+    { path: LAUNCHER_FILE, type: "file" as const, content: Buffer.from(LAUNCHER), executable: true },
+    { path: REVISION_FILE, type: "file" as const, content: revisionFileContent(options.sourceRevision) },
+  ];
   const bundle = writeTarGz(entries, options.sourceDateEpochS);
   const bundleName = `ats-node-${version}-${runtime.platform}-${runtime.arch}.tar.gz`;
   const metadata = parseBuildMetadata(

@@ -155,6 +155,11 @@ export const NodeInfoBody = Type.Object({
   cardId: Type.String(),
   certificateChainPem: Type.Array(Type.String()),
   version: Type.String(),
+  /**
+   * The source revision (40 hex) the node was built from, from its release bundle; null when it runs from sources.
+   * Optional for clients: older nodes do not send it.
+   */
+  revision: Type.Optional(Type.Union([Type.String({ pattern: "^[0-9a-f]{40}$" }), Type.Null()])),
   protocol: Type.String(),
   accuracyNs: Type.Integer(),
   tickIntervalNs: Type.String(),

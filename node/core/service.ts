@@ -5,6 +5,7 @@
  * delivery worker. It owns no sockets: transports are thin adapters over it. It also owns the verification caches
  * (a RecoveryMemo the attestor seeds, a P256KeyCache) that verify() passes to protocol/.
  */
+import { join } from "node:path";
 import { setTimeout as delay } from "node:timers/promises";
 import type { Logger } from "pino";
 import { decodeHardwareSignature } from "../../protocol/codec";
@@ -17,6 +18,7 @@ import type { TimeCard } from "../card/types";
 import { createAnchoredClock } from "../card/hostClock";
 import { redactedConfig, signingErrorBoundNs, type NodeConfig } from "../config";
 import { ProofArchive } from "./archive";
+import { BUILD_REVISION_FILE, readBuildRevision } from "./buildRevision";
 import { Attestor } from "./attestor";
 import type { CallbackTransport, ResolveHost } from "./callbackGuard";
 import { soloCoSigning, type ConsensusStage, type ConsensusStageFactory } from "./cosign";
@@ -38,6 +40,8 @@ import type {
 /** The package version reported by info(). */
 // eslint-disable-next-line @typescript-eslint/no-require-imports
 const PACKAGE_VERSION = (require("../../package.json") as { version: string }).version;
+/** The source revision reported by info(): a release install's BUILD-REVISION.json beside that package.json, else null. */
+const SOURCE_REVISION = readBuildRevision(join(__dirname, "..", "..", BUILD_REVISION_FILE));
 
 export interface CreateTimeServiceParameters {
   config: NodeConfig;
@@ -247,6 +251,7 @@ export function createTimeService(parameters: CreateTimeServiceParameters): Core
     cardId: card.cardId,
     certificateChainPem: [...card.certificateChainPem],
     version: PACKAGE_VERSION,
+    revision: SOURCE_REVISION,
     protocol: "ATS/1",
     accuracyNs: config.accuracyNs,
     tickIntervalNs: config.tickIntervalNs,

@@ -85,6 +85,8 @@ export interface NodeInfo {
   certificateChainPem: string[];
   /** Package version. */
   version: string;
+  /** Source revision (40 hex) of a release install (node/core/buildRevision.ts); null when run from sources. */
+  revision: string | null;
   /** Protocol version tag, "ATS/1". */
   protocol: "ATS/1";
   /** Accuracy the node advertises and signs into every proof, ns. */

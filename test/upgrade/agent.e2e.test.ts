@@ -1,5 +1,5 @@
 /**
- * The upgrade agent end to end on this machine (test/upgrade/cluster.ts): a Hardhat node chain, three meshed
+ * The upgrade agent end to end on this machine (test/upgrade/cluster.ts): a Hardhat node chain, four meshed
  * attesting nodes each run by a local unit from a versioned install of release A, a trusted node, the manifest.
  *
  * - a corrupted bundle, a moved tag and an unapproved source revision are refused before anything changes;
@@ -8,14 +8,17 @@
  * - a downgrade B → A is refused;
  * - a release C whose node cannot reach its mesh fails acceptance on the first node, which is rolled back to B
  *   (its gates pass again), and the rollout stops there;
+ * - an agent (bin/ats-upgrade.js, its own process) SIGKILLed during the first node's acceptance of release D and
+ *   restarted with the same plan accepts that node again (already-current) before moving any other, then completes;
+ *   never two nodes down;
  * - every receipt fits the value-free schema and holds none of the nodes' keys or ids; keys, configs and unit
  *   definitions are byte-identical after all of it, and no data file disappeared.
  *
  * Every process is stopped in after(), also when a step fails.
  */
 import { expect } from "chai";
-import { execFileSync } from "node:child_process";
-import { chmodSync, cpSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { execFileSync, spawn, type ChildProcess } from "node:child_process";
+import { chmodSync, closeSync, cpSync, existsSync, mkdirSync, mkdtempSync, openSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import hre from "hardhat";
@@ -25,9 +28,11 @@ import { readInstallEnv } from "../../upgrade/installEnv";
 import { parsePlan, type UpgradePlan } from "../../upgrade/plan";
 import { assertValueFree, type Receipt } from "../../upgrade/receipt";
 import { buildRelease, type BuiltRelease } from "../../upgrade/release";
-import { planFor, publish, secretsOf, startUpgradeCluster, waitConverged, type UpgradeCluster } from "./cluster";
+import { planFor, publish, sampleAvailability, secretsOf, startUpgradeCluster, waitConverged, until, type AvailabilitySample, type ClusterNode, type UpgradeCluster } from "./cluster";
 
 const ROOT = join(__dirname, "..", "..");
+/** The issue's cluster: with a quorum of 3 of 4, one node down still leaves a co-signing majority. */
+const NODE_COUNT = 4;
 
 function bumpPatch(version: string, by: number): string {
   const [major, minor, patch] = version.split(/[.-]/).map(Number) as [number, number, number];
@@ -53,6 +58,24 @@ const CANNOT_REACH_MESH = `"use strict";
 }
 `;
 
+/** Runs bin/ats-upgrade.js as its own process (so it can be killed), its output in `<root>/agent-<name>.log`. */
+function startAgentIn(root: string, planFile: string, receiptFile: string, name: string): ChildProcess {
+  const log = openSync(join(root, `agent-${name}.log`), "a");
+  try {
+    // TMPDIR under the test's folder: a killed agent leaves its private fetch folder behind, removed with the root.
+    const tmp = join(root, "agent-tmp");
+    mkdirSync(tmp, { recursive: true });
+    return spawn(process.execPath, [join(ROOT, "bin", "ats-upgrade.js"), "run", "--plan", planFile, "--receipt", receiptFile], { cwd: root, env: { ...process.env, TMPDIR: tmp }, stdio: ["ignore", log, log] });
+  } finally {
+    closeSync(log);
+  }
+}
+
+function exitOf(child: ChildProcess): Promise<{ code: number | null; signal: NodeJS.Signals | null }> {
+  if (child.exitCode !== null || child.signalCode !== null) return Promise.resolve({ code: child.exitCode, signal: child.signalCode });
+  return new Promise((resolve) => child.once("exit", (code, signal) => resolve({ code, signal })));
+}
+
 function releaseOf(built: BuiltRelease, tag: string, dir: string): UpgradePlan["release"] {
   return { tag, release_id: built.metadata.release_id, source_revision: built.metadata.source_revision, artifact: { kind: "bundle", sha256: built.metadata.bundle.sha256 }, source: { dir } };
 }
@@ -74,7 +97,7 @@ function dataFiles(cluster: UpgradeCluster): string[] {
   return cluster.nodes.flatMap((node) => readdirSync(node.dataDir).map((name) => `${node.host}/${name}`));
 }
 
-describe("upgrade agent, end to end (3 nodes from installs, a Hardhat node chain)", function () {
+describe("upgrade agent, end to end (4 nodes from installs, a Hardhat node chain)", function () {
   this.timeout(600_000);
   let root: string;
   let cluster: UpgradeCluster;
@@ -83,8 +106,11 @@ describe("upgrade agent, end to end (3 nodes from installs, a Hardhat node chain
   let releaseA: BuiltRelease;
   let releaseB: BuiltRelease;
   let releaseC: BuiltRelease;
+  let releaseD: BuiltRelease;
   let before0: Record<string, string>;
   let dataBefore: string[];
+
+  const startAgent = (planFile: string, receiptFile: string, name: string) => startAgentIn(root, planFile, receiptFile, name);
 
   async function run(plan: UpgradePlan): Promise<Receipt> {
     const text = JSON.stringify(plan);
@@ -94,10 +120,10 @@ describe("upgrade agent, end to end (3 nodes from installs, a Hardhat node chain
   }
 
   before(async function () {
-    if (!existsSync(join(ROOT, "dist", "node", "cli.js"))) {
-      // eslint-disable-next-line @typescript-eslint/no-require-imports
-      (require("../../bin/build-dist.js") as { ensureBuilt(): boolean }).ensureBuilt();
-    }
+    // Releases are built from dist/, and the killed-agent test runs bin/ats-upgrade.js from it: both must be the
+    // sources under test (a no-op when dist/ is newer than every source).
+    // eslint-disable-next-line @typescript-eslint/no-require-imports
+    (require("../../bin/build-dist.js") as { ensureBuilt(): boolean }).ensureBuilt();
     root = mkdtempSync(join(tmpdir(), "ats-upgrade-e2e-"));
     const version = (JSON.parse(readFileSync(join(ROOT, "dist", "package.json"), "utf8")) as { version: string }).version;
     const revision = execFileSync("git", ["rev-parse", "HEAD"], { cwd: ROOT, encoding: "utf8" }).trim();
@@ -105,11 +131,12 @@ describe("upgrade agent, end to end (3 nodes from installs, a Hardhat node chain
     releaseA = build(distAs(root, version));
     releaseB = build(distAs(root, bumpPatch(version, 1)));
     releaseC = build(distAs(root, bumpPatch(version, 2), (source) => source.replace('"use strict";\n', CANNOT_REACH_MESH)));
+    releaseD = build(distAs(root, bumpPatch(version, 3)));
     const publishedA = publish(root, releaseA.dir, "a");
     cluster = await startUpgradeCluster({
       hre,
       root,
-      nodeCount: 3,
+      nodeCount: NODE_COUNT,
       initial: { ...publishedA, releaseId: releaseA.metadata.release_id, sourceRevision: revision, artifactSha256: releaseA.metadata.bundle.sha256 },
       sink,
     });
@@ -141,39 +168,21 @@ describe("upgrade agent, end to end (3 nodes from installs, a Hardhat node chain
     const wrongRevision = await run(planFor(cluster, { ...releaseOf(releaseB, "v0.1.1", publishedB.dir), source_revision: "f".repeat(40) }));
     expect(wrongRevision.refusal?.code).to.equal("unapproved-release");
 
-    for (const receipt of [corrupted, moved, wrongRevision]) expect(receipt.nodes.map((node) => node.outcome)).to.deep.equal(["not-started", "not-started", "not-started"]);
+    for (const receipt of [corrupted, moved, wrongRevision]) expect(receipt.nodes.map((node) => node.outcome)).to.deep.equal(Array(NODE_COUNT).fill("not-started"));
     expect(snapshot(cluster)).to.deep.equal(before0);
   });
 
   it("upgrades A → B one node at a time, every gate passing, while the mesh keeps serving co-signed proofs", async () => {
-    const samples: { down: number; served: boolean }[] = [];
-    let sampling = true;
-    const sampler = (async () => {
-      while (sampling) {
-        let down = 0;
-        let served = false;
-        for (const node of cluster.nodes) {
-          // Down: the unit is stopped, or its process does not serve yet (a restart takes a second or two).
-          const info = (await node.unit.status()).active ? await fetch(new URL("/node/info", node.planNode.rest), { signal: AbortSignal.timeout(1_000) }).catch(() => undefined) : undefined;
-          if (info?.status !== 200) down++;
-          if (!served) {
-            const response = await fetch(new URL("/time/current", node.planNode.rest), { signal: AbortSignal.timeout(1_000) }).catch(() => undefined);
-            served = response?.status === 200 && "consensus" in ((await response.json()) as object);
-          }
-        }
-        samples.push({ down, served });
-        await new Promise((resolve) => setTimeout(resolve, 200));
-      }
-    })();
+    const sampler = sampleAvailability(cluster);
     let receipt: Receipt;
+    let samples: AvailabilitySample[];
     try {
       receipt = await run(planFor(cluster, releaseOf(releaseB, "v0.1.1", join(root, "published", "b"))));
     } finally {
-      sampling = false;
-      await sampler;
+      samples = await sampler.stop();
     }
     expect(receipt.outcome, JSON.stringify(receipt.nodes.map((node) => node.gates.filter((gate) => !gate.passed)))).to.equal("completed");
-    expect(receipt.nodes.map((node) => node.outcome)).to.deep.equal(["upgraded", "upgraded", "upgraded"]);
+    expect(receipt.nodes.map((node) => node.outcome)).to.deep.equal(Array(NODE_COUNT).fill("upgraded"));
     for (const [index, node] of receipt.nodes.entries()) {
       expect(node.gates.map((gate) => gate.gate)).to.deep.equal(["unit-running", "version", "genesis", "not-syncing", "finality", "peers", "mesh", "identity", "logs"]);
       expect(node.gates.every((gate) => gate.passed)).to.equal(true);
@@ -188,6 +197,9 @@ describe("upgrade agent, end to end (3 nodes from installs, a Hardhat node chain
       expect(readInstallEnv(node.unit.installEnvFile)?.releaseId).to.equal(releaseB.metadata.release_id);
       expect(readInstallEnv(`${node.unit.installEnvFile}.previous`)?.releaseId).to.equal(releaseA.metadata.release_id);
       expect(existsSync(join(node.planNode.installRoot, releaseA.metadata.release_id))).to.equal(true); // the previous install is kept
+      // The node reports the revision it was built from (its bundle's BUILD-REVISION.json): what the version gate checked.
+      const info = (await (await fetch(new URL("/node/info", node.planNode.rest))).json()) as { version: string; revision: string | null };
+      expect(info).to.deep.include({ version: releaseB.metadata.node_version, revision: releaseB.metadata.source_revision });
     }
     expect(Math.max(...samples.map((sample) => sample.down))).to.equal(1);
     expect(samples.filter((sample) => sample.served).length / samples.length).to.be.at.least(0.9);
@@ -214,12 +226,65 @@ describe("upgrade agent, end to end (3 nodes from installs, a Hardhat node chain
     expect(first!.rollback?.restored_install_sha256).to.equal(releaseB.metadata.bundle.tree_sha256);
     expect(first!.rollback?.passed).to.equal(true);
     expect(first!.rollback?.gates.every((gate) => gate.passed)).to.equal(true);
-    expect(rest.map((node) => node.outcome)).to.deep.equal(["not-started", "not-started"]);
+    expect(rest.map((node) => node.outcome)).to.deep.equal(Array(NODE_COUNT - 1).fill("not-started"));
     for (const node of cluster.nodes) expect(readInstallEnv(node.unit.installEnvFile)?.releaseId).to.equal(releaseB.metadata.release_id);
   });
 
+  it("resumes a rollout whose agent was SIGKILLed during the first node's acceptance, never two nodes down", async () => {
+    await waitConverged(cluster); // C's rolled-back node may still be converging: preflight would refuse
+    const plan = planFor(cluster, releaseOf(releaseD, "v0.1.3", publish(root, releaseD.dir, "d").dir));
+    // The first node's acceptance lasts at least the warm-up: the kill below lands inside it, not after it.
+    plan.acceptance.warmupMs = 3_000;
+    const planFile = join(root, "plan-d.json");
+    writeFileSync(planFile, JSON.stringify(plan));
+    const [first, second] = cluster.nodes as [ClusterNode, ClusterNode];
+    const onD = (node: ClusterNode) => readInstallEnv(node.unit.installEnvFile)?.releaseId === releaseD.metadata.release_id;
+    const killedReceipt = join(root, "receipt-d-killed.json");
+    const resumedReceipt = join(root, "receipt-d-resumed.json");
+    const sampler = sampleAvailability(cluster);
+    const agents: ChildProcess[] = [];
+    let samples: AvailabilitySample[];
+    let exitCode: number | null;
+    try {
+      const killed = startAgent(planFile, killedReceipt, "killed");
+      agents.push(killed);
+      // Switched: install.env names D and the unit runs D's install, so the agent is now in the node's acceptance.
+      await until(async () => onD(first) && (await first.unit.status()).installDir === join(first.planNode.installRoot, releaseD.metadata.release_id), 120_000, `${first.host} to run D (agent log: ${join(root, "agent-killed.log")})`);
+      killed.kill("SIGKILL");
+      expect((await exitOf(killed)).signal).to.equal("SIGKILL");
+      expect(onD(second), "the kill came after the first node's acceptance").to.equal(false);
+      expect(existsSync(killedReceipt)).to.equal(false);
+      await waitConverged(cluster, 60_000, cluster.nodes.slice(1)); // the untouched nodes: preflight checks them
+
+      const resumed = startAgent(planFile, resumedReceipt, "resumed");
+      agents.push(resumed);
+      exitCode = (await exitOf(resumed)).code;
+    } finally {
+      for (const agent of agents) if (agent.exitCode === null && agent.signalCode === null) agent.kill("SIGKILL");
+      samples = await sampler.stop();
+    }
+    const receipt = JSON.parse(readFileSync(resumedReceipt, "utf8")) as Receipt;
+    receipts.push(receipt);
+    expect(exitCode, JSON.stringify({ refusal: receipt.refusal, failed: receipt.nodes.map((node) => node.gates.filter((gate) => !gate.passed)) })).to.equal(0);
+    expect(receipt.outcome).to.equal("completed");
+    // The first node was accepted again (already on D) before any other node moved, and keeps B as its previous install.
+    expect(receipt.nodes.map((node) => node.outcome)).to.deep.equal(["already-current", ...Array(NODE_COUNT - 1).fill("upgraded")]);
+    const [resumedNode, ...others] = receipt.nodes;
+    expect(resumedNode!.old?.release_id).to.equal(releaseB.metadata.release_id);
+    expect(resumedNode!.new?.release_id).to.equal(releaseD.metadata.release_id);
+    expect(resumedNode!.gates.map((gate) => gate.gate)).to.deep.equal(["unit-running", "version", "genesis", "not-syncing", "finality", "peers", "mesh", "identity", "logs"]);
+    expect(resumedNode!.gates.every((gate) => gate.passed)).to.equal(true);
+    expect(Date.parse(others[0]!.started_at!)).to.be.at.least(Date.parse(resumedNode!.finished_at!));
+    for (const node of cluster.nodes) {
+      expect(onD(node), node.host).to.equal(true);
+      expect(readInstallEnv(`${node.unit.installEnvFile}.previous`)?.releaseId, node.host).to.equal(releaseB.metadata.release_id);
+    }
+    expect(Math.max(...samples.map((sample) => sample.down))).to.equal(1);
+    expect(samples.filter((sample) => sample.served).length / samples.length).to.be.at.least(0.9);
+  });
+
   it("wrote value-free receipts, and changed no key, config, unit definition or data file", () => {
-    expect(receipts.length).to.equal(6);
+    expect(receipts.length).to.equal(7);
     const secrets = cluster.nodes.flatMap(secretsOf);
     for (const receipt of receipts) assertValueFree(receipt, secrets);
     // The check can fail: a receipt carrying a node's key is refused.

@@ -58,7 +58,7 @@ export interface PublishedRelease {
   dir: string;
 }
 
-async function until(condition: () => Promise<boolean>, timeoutMs: number, what: string): Promise<void> {
+export async function until(condition: () => Promise<boolean>, timeoutMs: number, what: string): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
     if (await condition().catch(() => false)) return;
@@ -71,8 +71,8 @@ async function until(condition: () => Promise<boolean>, timeoutMs: number, what:
  * Waits until every node of the cluster reports Converged: a rollout preflight refuses a degraded network, and
  * after a rollout the last restarted node takes a few rounds to converge again (longer on a loaded machine).
  */
-export async function waitConverged(cluster: UpgradeCluster, timeoutMs = 60_000): Promise<void> {
-  for (const node of cluster.nodes) {
+export async function waitConverged(cluster: UpgradeCluster, timeoutMs = 60_000, nodes: readonly ClusterNode[] = cluster.nodes): Promise<void> {
+  for (const node of nodes) {
     await until(async () => (await meshState(node.planNode.rest)).convergenceState === "Converged", timeoutMs, `${node.host} to converge`);
   }
 }
@@ -200,6 +200,45 @@ export async function startUpgradeCluster(options: {
   });
   writeFileSync(manifestFile, `${JSON.stringify(manifest, null, 2)}\n`);
   return { nodes, chain, manifestFile, trustedRpc: trusted.node.endpoints.rpc!, close: options.sink.close };
+}
+
+export interface AvailabilitySample {
+  /** Nodes whose unit is stopped or whose process does not serve GET /node/info yet (a restart takes a second or two). */
+  down: number;
+  /** Some node served a co-signed proof (GET /time/current with a consensus record). */
+  served: boolean;
+}
+
+/**
+ * Samples the cluster every 200 ms until stop() (which returns the samples): how many nodes are down, and whether
+ * the network still serves co-signed proofs. A rollout must never take two nodes down at once.
+ */
+export function sampleAvailability(cluster: UpgradeCluster): { stop(): Promise<AvailabilitySample[]> } {
+  const samples: AvailabilitySample[] = [];
+  let sampling = true;
+  const loop = (async () => {
+    while (sampling) {
+      let down = 0;
+      let served = false;
+      for (const node of cluster.nodes) {
+        const info = (await node.unit.status()).active ? await fetch(new URL("/node/info", node.planNode.rest), { signal: AbortSignal.timeout(1_000) }).catch(() => undefined) : undefined;
+        if (info?.status !== 200) down++;
+        if (!served) {
+          const response = await fetch(new URL("/time/current", node.planNode.rest), { signal: AbortSignal.timeout(1_000) }).catch(() => undefined);
+          served = response?.status === 200 && "consensus" in ((await response.json()) as object);
+        }
+      }
+      samples.push({ down, served });
+      await new Promise((resolve) => setTimeout(resolve, 200));
+    }
+  })();
+  return {
+    async stop() {
+      sampling = false;
+      await loop;
+      return samples;
+    },
+  };
 }
 
 /** A plan for `release` over every node of the cluster, in node order. */

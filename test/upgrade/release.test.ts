@@ -11,8 +11,11 @@ import { gzipSync } from "node:zlib";
 import { sha256File, sha256Hex, treeDigestOfDirectory, treeDigestOfEntries } from "../../upgrade/digest";
 import { UpgradeRefusal } from "../../upgrade/errors";
 import { METADATA_FILE, parseBuildMetadata } from "../../upgrade/metadata";
-import { buildRelease, LAUNCHER_FILE } from "../../upgrade/release";
-import { parseSums, SUMS_FILE } from "../../upgrade/sums";
+import { BUILD_REVISION_FILE, readBuildRevision } from "../../node/core/buildRevision";
+import { fetchVerifiedRelease } from "../../upgrade/fetchRelease";
+import { installedRevision } from "../../upgrade/installs";
+import { buildRelease, LAUNCHER_FILE, REVISION_FILE } from "../../upgrade/release";
+import { formatSums, parseSums, SUMS_FILE } from "../../upgrade/sums";
 import { extractEntries, readTarGz, writeTarGz } from "../../upgrade/tar";
 
 const REVISION = "0123456789abcdef0123456789abcdef01234567";
@@ -75,17 +78,51 @@ describe("upgrade: releases", () => {
     expect(statSync(first.bundlePath).mode & 0o777).to.equal(0o444);
   });
 
-  it("bundles dist/ without its build stamp, plus the launcher; the tree digest is the extracted install's", () => {
-    const release = build(fakeDist(root, "1.2.3"), "out");
+  it("bundles dist/ without its build stamp, plus the launcher and the revision file; the tree digest is the extracted install's", () => {
+    const dist = fakeDist(root, "1.2.3");
+    writeFileSync(join(dist, REVISION_FILE), JSON.stringify({ source_revision: "f".repeat(40) })); // dist/ cannot choose the revision
+    const release = build(dist, "out");
     const entries = readTarGz(readFileSync(release.bundlePath));
     const files = entries.filter((entry) => entry.type === "file").map((entry) => entry.path);
-    expect(files).to.deep.equal([LAUNCHER_FILE, "node/cli.js", "package.json"]);
+    expect(files).to.deep.equal([REVISION_FILE, LAUNCHER_FILE, "node/cli.js", "package.json"]);
     expect(treeDigestOfEntries(entries)).to.equal(release.metadata.bundle.tree_sha256);
     const install = join(root, "install");
     extractEntries(entries, install);
     expect(treeDigestOfDirectory(install)).to.equal(release.metadata.bundle.tree_sha256);
     expect(statSync(join(install, "node", "cli.js")).mode & 0o777).to.equal(0o444);
     expect(statSync(join(install, LAUNCHER_FILE)).mode & 0o777).to.equal(0o555);
+    // What the installed node reports in GET /node/info `revision`, read the way the node reads it.
+    expect(BUILD_REVISION_FILE).to.equal(REVISION_FILE);
+    expect(readBuildRevision(join(install, BUILD_REVISION_FILE))).to.equal(REVISION);
+    expect(installedRevision(install)).to.equal(REVISION);
+    expect(installedRevision(join(root, "no-such-install"))).to.equal(null);
+  });
+
+  it("refuses a bundle whose revision file is not the approved source revision (unapproved-release)", () => {
+    const release = build(fakeDist(root, "1.2.3"), "out");
+    const approved = { tag: "v1.2.3", release_id: release.metadata.release_id, source_revision: REVISION, artifact: { kind: "bundle" as const, sha256: release.metadata.bundle.sha256 }, source: { dir: release.dir } };
+    fetchVerifiedRelease(approved).dispose();
+    // The same bytes republished with another revision file: digests and metadata consistent, the file not.
+    const forged = join(root, "forged");
+    mkdirSync(forged);
+    const entries = readTarGz(readFileSync(release.bundlePath)).map((entry) => (entry.path === REVISION_FILE ? { ...entry, content: Buffer.from(`${JSON.stringify({ source_revision: "f".repeat(40) })}\n`) } : entry));
+    const bundle = writeTarGz(entries, 1_700_000_000);
+    const metadata = { ...release.metadata, bundle: { ...release.metadata.bundle, sha256: sha256Hex(bundle), tree_sha256: treeDigestOfEntries(entries) } };
+    const metadataText = `${JSON.stringify(metadata)}\n`;
+    writeFileSync(join(forged, metadata.bundle.name), bundle);
+    writeFileSync(join(forged, METADATA_FILE), metadataText);
+    writeFileSync(join(forged, SUMS_FILE), formatSums({ [metadata.bundle.name]: sha256Hex(bundle), [METADATA_FILE]: sha256Hex(metadataText) }));
+    const refusal = (() => {
+      try {
+        fetchVerifiedRelease({ ...approved, artifact: { kind: "bundle", sha256: sha256Hex(bundle) }, source: { dir: forged } }).dispose();
+      } catch (error) {
+        return error;
+      }
+      return undefined;
+    })();
+    expect(refusal).to.be.instanceOf(UpgradeRefusal);
+    expect((refusal as UpgradeRefusal).code).to.equal("unapproved-release");
+    expect((refusal as UpgradeRefusal).message).to.match(/BUILD-REVISION\.json names another source revision/);
   });
 
   it("never writes a release folder twice", () => {

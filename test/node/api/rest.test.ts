@@ -5,7 +5,9 @@ import { createDevIdentity } from "../../../protocol/devca";
 import { attest } from "../../../protocol/sign";
 import { verifyTimeProof, createVerifyContext } from "../../../protocol/verify";
 import type { ProofJson } from "../../../protocol/types";
+import { Value } from "@sinclair/typebox/value";
 import { buildRestApp } from "../../../node/api/rest";
+import { NodeInfoBody } from "../../../wire/rest";
 import { createTransportContext } from "../../../node/api/context";
 import { http, startTestNode, testLogger, type TestNode } from "./helpers";
 
@@ -276,6 +278,15 @@ describe("node/api/rest", function () {
       expect(response.status).to.equal(200);
       expect(response.json).to.include({ nodeId: t.identity.nodeAddress, cardId: t.identity.cardId, protocol: "ATS/1", accuracyNs: DEV_CARD_DRIVER_ACCURACY_NS });
       expect((response.json as { certificateChainPem: string[] }).certificateChainPem).to.deep.equal(t.identity.certificateChainPem);
+      // Run from the sources, not a release install: no BUILD-REVISION.json, so the revision is null, not a guess.
+      expect(response.json).to.have.property("revision", null);
+    });
+
+    it("the NodeInfoBody schema takes a 40-hex revision or null (absent from older nodes), nothing else", async function () {
+      const body = (await http(base, "GET", "/node/info")).json as object;
+      expect(Value.Check(NodeInfoBody, body)).to.equal(true);
+      for (const revision of ["0123456789abcdef0123456789abcdef01234567", null, undefined]) expect(Value.Check(NodeInfoBody, { ...body, revision }), String(revision)).to.equal(true);
+      for (const revision of ["main", "0123456789ABCDEF0123456789abcdef01234567", 7]) expect(Value.Check(NodeInfoBody, { ...body, revision }), String(revision)).to.equal(false);
     });
 
     it("GET /health answers ok", async function () {
