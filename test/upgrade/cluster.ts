@@ -187,7 +187,7 @@ export async function startUpgradeCluster(options: {
     await until(async () => (await meshState(node.planNode.rest)).convergenceState === "Converged", 60_000, `${node.host} to converge`).catch((error: Error) => {
       // The folder is removed when the test ends: the evidence goes into the error (the log's last warnings).
       const warnings = readFileSync(logFile, "utf8").split("\n").filter((line) => /"level":(40|50|60)/.test(line));
-      throw new Error(`${error.message}; mesh state and last warnings of ${logFile}:\n${warnings.slice(-8).join("\n")}`);
+      throw new Error(`${error.message}; last warnings of ${logFile}:\n${warnings.slice(-8).join("\n")}`);
     });
   }
 
