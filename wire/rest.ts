@@ -230,6 +230,15 @@ export const MeshStateBody = Type.Object(
     ),
     /** Verified tamper alerts this node holds (its own and its peers'), oldest first, at most MAX_TAMPER_ALERTS. */
     tamperAlerts: Type.Array(TamperAlertJson, { maxItems: 64 }),
+    /** Counted since start: mesh packets dropped by reason, co-sign requests refused, relayed proofs refused by reason. */
+    refused: Type.Object(
+      {
+        packets: Type.Record(Type.String(), Type.Integer({ minimum: 0 })),
+        coSignRequests: Type.Integer({ minimum: 0 }),
+        relayedProofs: Type.Record(Type.String(), Type.Integer({ minimum: 0 })),
+      },
+      { additionalProperties: false },
+    ),
   },
   { additionalProperties: false },
 );

@@ -15,6 +15,7 @@
  * - timerpc_mesh_peer_offset_ns / _delay_ns / _reach {peer}: each peer's best clock-filter sample and its 8-bit
  *   reachability register (docs/protocol.md §7.4).
  * - timerpc_mesh_rounds_total{outcome}: consensus rounds proposed, "ok" or the error message that ended them.
+ * - timerpc_mesh_packets_dropped_total{reason}: mesh packets this node dropped, by reason (docs/protocol.md §7.3).
  * - timerpc_tamper_events_total: tamper events reported by the card.
  * - timerpc_served_proofs_total{transport}: proofs handed out (REST current, WS pushes, gRPC responses).
  * - timerpc_stream_pushes_skipped_total: stream updates (WebSocket, gRPC StreamTime) skipped because the node-wide
@@ -42,6 +43,7 @@ export const METRIC_NAMES = {
   meshPeerDelayNs: "timerpc_mesh_peer_delay_ns",
   meshPeerReach: "timerpc_mesh_peer_reach",
   meshRoundsTotal: "timerpc_mesh_rounds_total",
+  meshPacketsDroppedTotal: "timerpc_mesh_packets_dropped_total",
   streamPushesSkippedTotal: "timerpc_stream_pushes_skipped_total",
 } as const;
 
@@ -178,6 +180,18 @@ export function createNodeMetrics(options: { defaultMetrics?: boolean } = {}): N
       if (state === undefined || state.members === 1) return;
       this.set({ outcome: "ok" }, state.roundsSucceeded);
       for (const [outcome, count] of Object.entries(state.roundsFailed)) this.set({ outcome }, count);
+    },
+  });
+  new Gauge({
+    name: METRIC_NAMES.meshPacketsDroppedTotal,
+    help: "Mesh packets this node dropped since it started, by reason (wrong source, replay, over a peer's budget, ...)",
+    labelNames: ["reason"] as const,
+    registers: [registry],
+    collect() {
+      this.reset();
+      const state = meshSource?.();
+      if (state === undefined || state.members === 1) return;
+      for (const [reason, count] of Object.entries(state.refused.packets)) this.set({ reason }, count);
     },
   });
 

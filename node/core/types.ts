@@ -62,6 +62,11 @@ export interface MeshStateReport {
   peers: readonly MeshPeerReport[];
   /** Verified tamper alerts held (this node's own and its peers'), oldest first (docs/protocol.md §7.6). */
   tamperAlerts: readonly TamperAlertReport[];
+  /**
+   * What this node refused, counted since it started: mesh packets dropped by reason (wrong source, replay,
+   * over a peer's budget, …: docs/protocol.md §7.3), co-sign requests refused, relayed proofs refused by reason.
+   */
+  refused: { packets: Record<string, number>; coSignRequests: number; relayedProofs: Record<string, number> };
 }
 
 /** A signed tamper alert (wire/rest.ts TamperAlertJson): portable evidence for an on-chain revocation. */

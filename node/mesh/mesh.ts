@@ -269,6 +269,11 @@ export class Mesh {
       roundsFailed: { ...this.#stats.roundsFailedTotal },
       peers: sortByAddress([...this.#peers.values()]).map(peerReport),
       tamperAlerts: [...this.#alerts],
+      refused: {
+        packets: { ...this.#options.transport.drops() },
+        coSignRequests: this.#stats.coSignaturesRefusedTotal,
+        relayedProofs: { ...this.#stats.relayedProofsRefusedTotal },
+      },
     };
   }
 

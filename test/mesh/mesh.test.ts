@@ -204,6 +204,12 @@ describe("mesh: consensus rounds on loopback (4 in-process members)", function (
       expect(state.peers).to.have.length(3);
       const health = (await (await fetch(`${node.endpoints.rest}/health`)).json()) as { status: string; convergenceState: string };
       expect(health).to.include({ status: "ok", convergenceState: "Converged" });
+      // The refusal counters over REST (schema-checked by the route) and as a metric, one line per reason.
+      const refused = (state as unknown as { refused: { packets: Record<string, number>; coSignRequests: number } }).refused;
+      expect(refused.packets).to.have.property("replay").that.is.a("number");
+      expect(refused.coSignRequests).to.be.a("number");
+      const metrics = await (await fetch(`${node.endpoints.rest}/metrics`)).text();
+      expect(metrics).to.match(/^timerpc_mesh_packets_dropped_total\{reason="replay"\} \d+$/m);
     } finally {
       client.close();
       await node.close();
@@ -272,6 +278,10 @@ describe("mesh: consensus rounds on loopback (4 in-process members)", function (
     a.transport.notify(secondary.identity.nodeAddress, { kind: "relayedProof", proof, consensusJson: JSON.stringify(a.mesh.latest!.json.consensus) });
     await waitUntil(() => secondary.mesh.stats().relayedProofsRefusedTotal["future-dated"] === 1, "the future-dated proof refused");
     expect(secondary.mesh.latest!.proof.nanoMoment < momentNs).to.equal(true);
+    // Operators see it in GET /mesh/state (the same report) beside the transport's packet drops.
+    const refused = secondary.mesh.state().refused;
+    expect(refused.relayedProofs["future-dated"]).to.equal(1);
+    expect(Object.keys(refused.packets)).to.include.members(["wrong-source", "replay", "cosign-rate"]);
     // The mesh's own proofs keep arriving and being served.
     const before = secondary.mesh.latest!.proof.nanoMoment;
     await waitUntil(() => secondary.mesh.latest!.proof.nanoMoment > before, "a newer relayed proof");
