@@ -6,12 +6,6 @@
 // it is built here first, with a line on stderr (~5 s); if that build fails, nothing runs (never stale code).
 // Stack traces name TypeScript lines (dist/ has source maps).
 require("./operatorPackages").requireOperatorPackages("ats-node");
-try {
-  require("./build-dist").ensureBuilt({ stdio: ["ignore", 2, 2] });
-} catch (error) {
-  process.stderr.write(`ats-node: cannot build dist/: ${error instanceof Error ? error.message : String(error)}\n`);
-  process.exit(1);
-}
-process.setSourceMapsEnabled(true);
+require("./build-dist").prepareDistOrExit("ats-node");
 
 require("../dist/node/cli.js").main(process.argv.slice(2));

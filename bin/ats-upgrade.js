@@ -2,13 +2,7 @@
 "use strict";
 // Runs the node upgrade agent's command line from the build output, dist/upgrade/cli.js; dist/ is built here first
 // when it is missing or stale, as bin/ats-node.js does (see ./build-dist.js). docs/upgrade.md describes it.
-try {
-  require("./build-dist").ensureBuilt({ stdio: ["ignore", 2, 2] });
-} catch (error) {
-  process.stderr.write(`ats-upgrade: cannot build dist/: ${error instanceof Error ? error.message : String(error)}\n`);
-  process.exit(1);
-}
-process.setSourceMapsEnabled(true);
+require("./build-dist").prepareDistOrExit("ats-upgrade");
 
 require("../dist/upgrade/cli.js")
   .main(process.argv.slice(2))

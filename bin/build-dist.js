@@ -126,7 +126,22 @@ function ensureBuilt({ log = (line) => process.stderr.write(`${line}\n`), stdio 
   });
 }
 
-module.exports = { DIST, SOURCES, build, ensureBuilt, staleness };
+/**
+ * What a bin/ launcher does before it requires its program from dist/: builds dist/ when missing or stale (a line on
+ * stderr, ~5 s), or exits 1 naming `program` when that fails (never stale code); then turns source maps on so that
+ * stack traces name TypeScript lines.
+ */
+function prepareDistOrExit(program) {
+  try {
+    ensureBuilt({ stdio: ["ignore", 2, 2] });
+  } catch (error) {
+    process.stderr.write(`${program}: cannot build dist/: ${error instanceof Error ? error.message : String(error)}\n`);
+    process.exit(1);
+  }
+  process.setSourceMapsEnabled(true);
+}
+
+module.exports = { DIST, SOURCES, build, ensureBuilt, prepareDistOrExit, staleness };
 
 if (require.main === module) {
   try {
