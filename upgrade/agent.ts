@@ -28,7 +28,7 @@ import { firstFailure, runAcceptance, type AcceptanceContext, type AcceptanceTar
 import { readInstallEnv, writeInstallEnv, type InstallRecord } from "./installEnv";
 import { installedMetadata, installedRevision, stageInstall } from "./installs";
 import { createLocalUnit } from "./localUnit";
-import type { PlanNode, UpgradePlan } from "./plan";
+import { isImagePlan, type BundlePlan, type ImagePlan, type PlanNode, type UpgradePlan } from "./plan";
 import { blockHashOf, createProbe, finalizedNumberOf, rpcClient, type NodeReading, type Probe } from "./probe";
 import { assertValueFree, RECEIPT_VERSION, valueFreeText, type NodeReceipt, type Receipt } from "./receipt";
 import { createSystemdUnit } from "./systemdUnit";
@@ -67,7 +67,7 @@ export function unitOf(node: PlanNode): NodeUnit {
   return node.unit.kind === "local" ? createLocalUnit(node.unit.dir) : createSystemdUnit({ name: node.unit.name, installEnvFile: node.unit.installEnvFile });
 }
 
-function emptyNodeReceipt(node: PlanNode, unitName: string, artifactSha256: string): NodeReceipt {
+function emptyNodeReceipt(node: Pick<PlanNode, "host" | "role">, unitName: string, artifactSha256: string): NodeReceipt {
   return { host: node.host, unit: unitName, role: node.role, outcome: "not-started", preflight: null, old: null, new: null, artifact_sha256: artifactSha256, started_at: null, finished_at: null, gates: [], rollback: null, note: null };
 }
 
@@ -84,8 +84,35 @@ async function waitFor<T>(read: () => Promise<T>, done: (value: T) => boolean, t
   }
 }
 
+/**
+ * An image plan is refused by `run` before anything is read: the container path's pieces (upgrade/registry.ts,
+ * upgrade/containerSwitch.ts) are built, but the preflight and acceptance gates still read install.env and
+ * installs, so a container rollout through them would check the wrong things (docs/upgrade.md §4a).
+ */
+function refuseImagePlan(plan: ImagePlan, planText: string): Receipt {
+  const at = nowIso();
+  const artifactSha256 = plan.release.artifact.digest.slice("sha256:".length);
+  const message = "image plans are not run by the agent yet: its preflight and acceptance gates check installs, not container images (docs/upgrade.md)";
+  const receipt: Receipt = {
+    version: RECEIPT_VERSION,
+    plan_sha256: createHash("sha256").update(planText).digest("hex"),
+    release_tag: plan.release.tag,
+    release_id: plan.release.release_id,
+    source_revision: plan.release.source_revision,
+    artifact_sha256: artifactSha256,
+    started_at: at,
+    finished_at: at,
+    outcome: "refused",
+    refusal: { code: "plan-invalid", message },
+    nodes: plan.rolloutOrder.map((host) => emptyNodeReceipt(plan.nodes.find((node) => node.host === host)!, "-", artifactSha256)),
+  };
+  assertValueFree(receipt);
+  return receipt;
+}
+
 export async function runUpgrade(options: RunUpgradeOptions): Promise<Receipt> {
   const { plan } = options;
+  if (isImagePlan(plan)) return refuseImagePlan(plan, options.planText);
   const log = options.log ?? (() => undefined);
   const confirm = options.confirm ?? (async () => false);
   const pollMs = options.pollMs ?? 500;
@@ -250,7 +277,7 @@ async function upgradeNode(
   release: VerifiedRelease,
   genesisHash: string,
   trusted: AcceptanceContext["trusted"],
-  plan: UpgradePlan,
+  plan: BundlePlan,
   pollMs: number,
   log: (line: string) => void,
 ): Promise<boolean> {

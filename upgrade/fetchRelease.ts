@@ -19,7 +19,7 @@ import { join } from "node:path";
 import { sha256Hex, treeDigestOfEntries } from "./digest";
 import { UpgradeRefusal } from "./errors";
 import { hostRuntime, METADATA_FILE, parseBuildMetadata, type BuildMetadata } from "./metadata";
-import type { UpgradePlan } from "./plan";
+import type { BundlePlan } from "./plan";
 import { REVISION_FILE, revisionFileContent } from "./release";
 import { parseSums, SUMS_FILE } from "./sums";
 import { readTarGz, type TarEntry } from "./tar";
@@ -39,7 +39,7 @@ function checksum(name: string, bytes: Buffer, sums: Map<string, string>): strin
   return actual;
 }
 
-export function fetchVerifiedRelease(release: UpgradePlan["release"]): VerifiedRelease {
+export function fetchVerifiedRelease(release: BundlePlan["release"]): VerifiedRelease {
   // mkdtemp creates the folder 0700: nobody else on the host can swap a file between our check and our use.
   const privateDir = mkdtempSync(join(tmpdir(), "ats-upgrade-fetch-"));
   const dispose = () => rmSync(privateDir, { recursive: true, force: true });

@@ -29,7 +29,8 @@ export function formatInstallEnv(record: InstallRecord): string {
   return `# the install this unit runs; written by ats-upgrade (docs/upgrade.md)\n${KEYS.installDir}=${record.installDir}\n${KEYS.releaseId}=${record.releaseId}\n${KEYS.installSha256}=${record.installSha256}\n`;
 }
 
-export function parseInstallEnv(text: string, where: string): InstallRecord {
+/** The KEY=value lines of an environment file (comments and blank lines skipped); a line of another shape refuses. */
+export function parseEnvLines(text: string, where: string): Map<string, string> {
   const values = new Map<string, string>();
   for (const line of text.split("\n")) {
     if (line.trim() === "" || line.startsWith("#")) continue;
@@ -37,6 +38,11 @@ export function parseInstallEnv(text: string, where: string): InstallRecord {
     if (match === null) throw new UpgradeRefusal("preflight-failed", `${where}: a line is not KEY=value`);
     values.set(match[1]!, match[2]!);
   }
+  return values;
+}
+
+export function parseInstallEnv(text: string, where: string): InstallRecord {
+  const values = parseEnvLines(text, where);
   const installDir = values.get(KEYS.installDir);
   const releaseId = values.get(KEYS.releaseId);
   const installSha256 = values.get(KEYS.installSha256);
@@ -54,8 +60,17 @@ export function readInstallEnv(file: string): InstallRecord | null {
 
 /** Points the unit at `record`, keeping the file it replaces as `<file>.previous`. */
 export function writeInstallEnv(file: string, record: InstallRecord): void {
+  replaceKeepingPrevious(file, formatInstallEnv(record));
+}
+
+/**
+ * Writes `content` to `file` atomically (temporary file + rename), first copying the file it replaces to
+ * `<file>.previous`: a crash leaves the old or the new file whole, and the previous one is there for a rollback.
+ * Shared by install.env and the container unit's image file (upgrade/containerEnv.ts).
+ */
+export function replaceKeepingPrevious(file: string, content: string): void {
   const temporary = `${file}.tmp-${process.pid}`;
-  writeFileSync(temporary, formatInstallEnv(record), { mode: 0o644 });
+  writeFileSync(temporary, content, { mode: 0o644 });
   if (existsSync(file)) writeFileSync(`${file}.previous`, readFileSync(file), { mode: 0o644 });
   renameSync(temporary, file);
 }

@@ -2,14 +2,18 @@
  * The plan: everything the operator approves before the agent touches a node, in a closed schema (an unknown key
  * is refused, so a typo never silently drops a rule). The agent refuses to start without every field:
  *
- * - release: the tag, the immutable artifact (the bundle's SHA-256), the approved release_id and
- *   source_revision, and where the release folder is (bundle + SHA256SUMS + BUILD-METADATA.json);
+ * - release: the tag, the immutable artifact, the approved release_id and source_revision. The artifact is exactly
+ *   one of
+ *     - a bundle (its SHA-256) found in a release folder (`source.dir`: bundle + SHA256SUMS + BUILD-METADATA.json),
+ *       installed by local or systemd units (the native path), or
+ *     - an image (registry URL, repository, tag, approved manifest digest), run by container units (the container
+ *       path, upgrade/containerSwitch.ts): the tag is only where the digest is looked up;
  * - network: the network manifest (chain identity and the oracle) and an independent trusted node's temporal RPC;
  * - nodes: each target host with its role, endpoints, installs folder and unit;
  * - rolloutOrder: every host, once, in the order they are upgraded (one at a time);
  * - acceptance: warm-up and time limits of the gates.
  */
-import { Type, type Static } from "@sinclair/typebox";
+import { Type, type Static, type TProperties, type TSchema } from "@sinclair/typebox";
 import { Value } from "@sinclair/typebox/value";
 import { UpgradeRefusal } from "./errors";
 import { RELEASE_ID_PATTERN, SOURCE_REVISION_PATTERN } from "./metadata";
@@ -21,73 +25,140 @@ const HttpUrl = Type.String({ pattern: "^https?://[^\\s]{1,2040}$" });
 const HostName = Type.String({ pattern: "^[a-z0-9][a-z0-9.-]{0,62}$" });
 
 const LocalUnit = Type.Object({ kind: Type.Literal("local"), dir: AbsolutePath }, { additionalProperties: false });
-const SystemdUnit = Type.Object(
-  { kind: Type.Literal("systemd"), name: Type.String({ pattern: "^[A-Za-z0-9@._:-]{1,200}\\.service$" }), installEnvFile: AbsolutePath },
-  { additionalProperties: false },
-);
+const ServiceName = Type.String({ pattern: "^[A-Za-z0-9@._:-]{1,200}\\.service$" });
+const SystemdUnit = Type.Object({ kind: Type.Literal("systemd"), name: ServiceName, installEnvFile: AbsolutePath }, { additionalProperties: false });
+/** A service that runs the node's container from the image its environment file names (upgrade/containerUnit.ts). */
+const ContainerUnit = Type.Object({ kind: Type.Literal("container"), name: ServiceName, envFile: AbsolutePath }, { additionalProperties: false });
 
-export const PlanSchema = Type.Object(
+const ReleaseTag = Type.String({ pattern: "^v?[0-9]+\\.[0-9]+\\.[0-9]+(-[0-9A-Za-z.]+)?$" });
+/** The immutable artifact of the native path: the bundle's SHA-256, never a tag or a name. */
+const BundleArtifact = Type.Object({ kind: Type.Literal("bundle"), sha256: Type.String({ pattern: "^[0-9a-f]{64}$" }) }, { additionalProperties: false });
+/** The immutable artifact of the container path: the image manifest's digest; registry, repository and tag say where to look. */
+const ImageArtifact = Type.Object(
   {
-    version: Type.Literal(PLAN_VERSION),
-    release: Type.Object(
-      {
-        tag: Type.String({ pattern: "^v?[0-9]+\\.[0-9]+\\.[0-9]+(-[0-9A-Za-z.]+)?$" }),
-        release_id: Type.String({ pattern: RELEASE_ID_PATTERN }),
-        source_revision: Type.String({ pattern: SOURCE_REVISION_PATTERN }),
-        /** The immutable artifact: the bundle's SHA-256, never a tag or a name. */
-        artifact: Type.Object({ kind: Type.Literal("bundle"), sha256: Type.String({ pattern: "^[0-9a-f]{64}$" }) }, { additionalProperties: false }),
-        /** The folder the tag's release is published in (bundle, SHA256SUMS, BUILD-METADATA.json). */
-        source: Type.Object({ dir: AbsolutePath }, { additionalProperties: false }),
-      },
-      { additionalProperties: false },
-    ),
-    network: Type.Object(
-      {
-        /** The network manifest (wire/manifest.ts): genesis hash, chain id, the TimeOracle address. */
-        manifest: AbsolutePath,
-        /** A temporal RPC the rollout does not touch: finalized blocks are compared with it. */
-        trustedRpc: HttpUrl,
-      },
-      { additionalProperties: false },
-    ),
-    nodes: Type.Array(
-      Type.Object(
-        {
-          host: HostName,
-          /** The node's role as it reports it (GET /node/info): a primary signs (a validator), the others serve. */
-          role: Type.Union([Type.Literal("primary"), Type.Literal("secondary"), Type.Literal("archive"), Type.Literal("bridge")]),
-          rest: HttpUrl,
-          rpc: HttpUrl,
-          /** Versioned installs live here, one folder per release id. */
-          installRoot: AbsolutePath,
-          unit: Type.Union([LocalUnit, SystemdUnit]),
-        },
-        { additionalProperties: false },
-      ),
-      { minItems: 1, maxItems: 64 },
-    ),
-    rolloutOrder: Type.Array(HostName, { minItems: 1, maxItems: 64 }),
-    acceptance: Type.Object(
-      {
-        /** After a start, gates are first checked this much later, ms (the mesh needs a few rounds to converge). */
-        warmupMs: Type.Integer({ minimum: 0, maximum: 600_000 }),
-        /** A gate still failing this long after the start fails the node, ms. */
-        timeoutMs: Type.Integer({ minimum: 1_000, maximum: 3_600_000 }),
-        /** Error lines the node may log after its start before the log gate fails. */
-        maxLogErrors: Type.Integer({ minimum: 0, maximum: 1_000 }),
-      },
-      { additionalProperties: false },
-    ),
+    kind: Type.Literal("image"),
+    /** The registry's base URL (OCI distribution API under /v2/); the agent makes HTTP requests to this origin only. */
+    registry: Type.String({ pattern: "^https?://[A-Za-z0-9.-]{1,253}(:[0-9]{1,5})?/?$" }),
+    /** OCI repository name grammar (lower-case path components). */
+    repository: Type.String({ pattern: "^[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*(?:/[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*){0,7}$" }),
+    tag: Type.String({ pattern: "^[A-Za-z0-9_][A-Za-z0-9._-]{0,127}$" }),
+    digest: Type.String({ pattern: "^sha256:[0-9a-f]{64}$" }),
   },
   { additionalProperties: false },
 );
-export type UpgradePlan = Static<typeof PlanSchema>;
-export type PlanNode = UpgradePlan["nodes"][number];
+
+/** The fields of a plan node both paths share. */
+const nodeFields = {
+  host: HostName,
+  /** The node's role as it reports it (GET /node/info): a primary signs (a validator), the others serve. */
+  role: Type.Union([Type.Literal("primary"), Type.Literal("secondary"), Type.Literal("archive"), Type.Literal("bridge")]),
+  rest: HttpUrl,
+  rpc: HttpUrl,
+};
+
+/** The plan's shape for one path: its release (which artifact kind) and the fields its nodes need beyond the shared ones. */
+function planSchema<R extends TSchema, N extends TProperties>(release: R, pathNodeFields: N) {
+  return Type.Object(
+    {
+      version: Type.Literal(PLAN_VERSION),
+      release,
+      network: Type.Object(
+        {
+          /** The network manifest (wire/manifest.ts): genesis hash, chain id, the TimeOracle address. */
+          manifest: AbsolutePath,
+          /** A temporal RPC the rollout does not touch: finalized blocks are compared with it. */
+          trustedRpc: HttpUrl,
+        },
+        { additionalProperties: false },
+      ),
+      nodes: Type.Array(
+        Type.Object({ ...nodeFields, ...pathNodeFields }, { additionalProperties: false }),
+        { minItems: 1, maxItems: 64 },
+      ),
+      rolloutOrder: Type.Array(HostName, { minItems: 1, maxItems: 64 }),
+      acceptance: Type.Object(
+        {
+          /** After a start, gates are first checked this much later, ms (the mesh needs a few rounds to converge). */
+          warmupMs: Type.Integer({ minimum: 0, maximum: 600_000 }),
+          /** A gate still failing this long after the start fails the node, ms. */
+          timeoutMs: Type.Integer({ minimum: 1_000, maximum: 3_600_000 }),
+          /** Error lines the node may log after its start before the log gate fails. */
+          maxLogErrors: Type.Integer({ minimum: 0, maximum: 1_000 }),
+        },
+        { additionalProperties: false },
+      ),
+    },
+    { additionalProperties: false },
+  );
+}
+
+const BundleRelease = Type.Object(
+  {
+    tag: ReleaseTag,
+    release_id: Type.String({ pattern: RELEASE_ID_PATTERN }),
+    source_revision: Type.String({ pattern: SOURCE_REVISION_PATTERN }),
+    artifact: BundleArtifact,
+    /** The folder the tag's release is published in (bundle, SHA256SUMS, BUILD-METADATA.json). */
+    source: Type.Object({ dir: AbsolutePath }, { additionalProperties: false }),
+  },
+  { additionalProperties: false },
+);
+const ImageRelease = Type.Object(
+  {
+    tag: ReleaseTag,
+    release_id: Type.String({ pattern: RELEASE_ID_PATTERN }),
+    /** The image's org.opencontainers.image.revision label must be this (upgrade/registry.ts). */
+    source_revision: Type.String({ pattern: SOURCE_REVISION_PATTERN }),
+    artifact: ImageArtifact,
+  },
+  { additionalProperties: false },
+);
+
+/** The native path: a bundle, installed by local or systemd units. */
+export const BundlePlanSchema = planSchema(BundleRelease, {
+  /** Versioned installs live here, one folder per release id. */
+  installRoot: AbsolutePath,
+  unit: Type.Union([LocalUnit, SystemdUnit]),
+});
+/** The container path: an image digest, run by container units (the runtime keeps images: no installs folder). */
+export const ImagePlanSchema = planSchema(ImageRelease, { unit: ContainerUnit });
+export type BundlePlan = Static<typeof BundlePlanSchema>;
+export type ImagePlan = Static<typeof ImagePlanSchema>;
+export type UpgradePlan = BundlePlan | ImagePlan;
+export type PlanNode = BundlePlan["nodes"][number];
+export type ContainerPlanNode = ImagePlan["nodes"][number];
+export type ImageArtifact = Static<typeof ImageArtifact>;
+
+export function isImagePlan(plan: UpgradePlan): plan is ImagePlan {
+  return plan.release.artifact.kind === "image";
+}
+
+const ARTIFACT_KINDS = 'exactly one artifact: {"kind": "bundle", "sha256"} with release/source, or {"kind": "image", "registry", "repository", "tag", "digest"} without it';
+
+/**
+ * Which of the two schemas a plan is checked against, from release.artifact.kind. Deciding first gives a refusal
+ * that names the field (a schema union would only say "expected union value"); an artifact that mixes the two
+ * kinds' fields, or a unit of the other path, is then an unknown or wrong field of the chosen schema.
+ */
+function schemaFor(json: unknown): typeof BundlePlanSchema | typeof ImagePlanSchema {
+  const artifact = (json as { release?: { artifact?: { kind?: unknown } } } | null)?.release?.artifact;
+  if (typeof artifact !== "object" || artifact === null) throw new UpgradeRefusal("plan-invalid", `plan/release/artifact: missing; ${ARTIFACT_KINDS}`, { field: "/release/artifact" });
+  const otherKindFields = artifact.kind === "bundle" ? ["registry", "repository", "digest"] : artifact.kind === "image" ? ["sha256"] : [];
+  const mixed = otherKindFields.filter((field) => field in artifact);
+  if (mixed.length > 0) throw new UpgradeRefusal("plan-invalid", `plan/release/artifact: kind ${JSON.stringify(artifact.kind)} with ${mixed.join(", ")} of the other kind; ${ARTIFACT_KINDS}`, { field: "/release/artifact" });
+  if (artifact.kind === "bundle") return BundlePlanSchema;
+  if (artifact.kind === "image") return ImagePlanSchema;
+  throw new UpgradeRefusal("plan-invalid", `plan/release/artifact/kind: ${JSON.stringify(artifact.kind ?? null)}; ${ARTIFACT_KINDS}`, { field: "/release/artifact/kind" });
+}
 
 /** Validates a parsed plan; refuses (UpgradeRefusal "plan-invalid") naming the first missing or wrong field. */
 export function parsePlan(json: unknown): UpgradePlan {
-  const problem = Value.Errors(PlanSchema, json).First();
-  if (problem !== undefined) throw new UpgradeRefusal("plan-invalid", `plan${problem.path || "/"}: ${problem.message}`, { field: problem.path });
+  const schema = schemaFor(json);
+  const problem = Value.Errors(schema, json).First();
+  if (problem !== undefined) {
+    const kind = schema === BundlePlanSchema ? "a bundle plan (local or systemd units)" : "an image plan (container units, no release/source)";
+    throw new UpgradeRefusal("plan-invalid", `plan${problem.path || "/"}: ${problem.message} (in ${kind})`, { field: problem.path });
+  }
   const plan = json as UpgradePlan;
   const hosts = plan.nodes.map((node) => node.host);
   if (new Set(hosts).size !== hosts.length) throw new UpgradeRefusal("plan-invalid", "plan/nodes: a host is listed twice");

@@ -28,7 +28,8 @@ export interface SystemdUnitOptions {
 
 const UNIT_NAME = /^[A-Za-z0-9@._:-]{1,200}\.service$/;
 
-function run(command: string, args: readonly string[], env: NodeJS.ProcessEnv, timeoutMs: number): Promise<string> {
+/** Runs `command` (found on env.PATH); a failure refuses ("unit-failed") with its stderr. Shared with upgrade/containerUnit.ts. */
+export function runCommand(command: string, args: readonly string[], env: NodeJS.ProcessEnv, timeoutMs: number): Promise<string> {
   return new Promise((resolve, reject) => {
     execFile(command, args, { env, timeout: timeoutMs, encoding: "utf8" }, (error, stdout, stderr) => {
       if (error !== null) reject(new UpgradeRefusal("unit-failed", `${command} ${args.join(" ")} failed: ${stderr.trim() || error.message}`, { command: `${command} ${args[0] ?? ""}` }));
@@ -51,7 +52,7 @@ export function createSystemdUnit(options: SystemdUnitOptions): NodeUnit {
   if (!UNIT_NAME.test(options.name)) throw new UpgradeRefusal("plan-invalid", `not a systemd service name: ${JSON.stringify(options.name)}`);
   const env = options.env ?? process.env;
   const timeoutMs = options.commandTimeoutMs ?? 120_000;
-  const systemctl = (...args: string[]) => run("systemctl", args, env, timeoutMs);
+  const systemctl = (...args: string[]) => runCommand("systemctl", args, env, timeoutMs);
   return {
     name: options.name,
     installEnvFile: options.installEnvFile,
@@ -72,7 +73,7 @@ export function createSystemdUnit(options: SystemdUnitOptions): NodeUnit {
       return String(Math.floor(Date.now() / 1_000));
     },
     async logSince(cursor) {
-      const text = await run("journalctl", ["--unit", options.name, "--since", `@${cursor}`, "--output", "cat", "--no-pager", "--quiet"], env, timeoutMs);
+      const text = await runCommand("journalctl", ["--unit", options.name, "--since", `@${cursor}`, "--output", "cat", "--no-pager", "--quiet"], env, timeoutMs);
       return text.split("\n").filter((line) => line !== "");
     },
   };

@@ -25,7 +25,7 @@ import hre from "hardhat";
 import { runUpgrade } from "../../upgrade/agent";
 import { sha256File, treeDigestOfDirectory } from "../../upgrade/digest";
 import { readInstallEnv } from "../../upgrade/installEnv";
-import { parsePlan, type UpgradePlan } from "../../upgrade/plan";
+import { parsePlan, type BundlePlan } from "../../upgrade/plan";
 import { assertValueFree, type Receipt } from "../../upgrade/receipt";
 import { buildRelease, type BuiltRelease } from "../../upgrade/release";
 import { planFor, publish, sampleAvailability, secretsOf, startUpgradeCluster, waitConverged, until, type AvailabilitySample, type ClusterNode, type UpgradeCluster } from "./cluster";
@@ -76,7 +76,7 @@ function exitOf(child: ChildProcess): Promise<{ code: number | null; signal: Nod
   return new Promise((resolve) => child.once("exit", (code, signal) => resolve({ code, signal })));
 }
 
-function releaseOf(built: BuiltRelease, tag: string, dir: string): UpgradePlan["release"] {
+function releaseOf(built: BuiltRelease, tag: string, dir: string): BundlePlan["release"] {
   return { tag, release_id: built.metadata.release_id, source_revision: built.metadata.source_revision, artifact: { kind: "bundle", sha256: built.metadata.bundle.sha256 }, source: { dir } };
 }
 
@@ -112,7 +112,7 @@ describe("upgrade agent, end to end (4 nodes from installs, a Hardhat node chain
 
   const startAgent = (planFile: string, receiptFile: string, name: string) => startAgentIn(root, planFile, receiptFile, name);
 
-  async function run(plan: UpgradePlan): Promise<Receipt> {
+  async function run(plan: BundlePlan): Promise<Receipt> {
     const text = JSON.stringify(plan);
     const receipt = await runUpgrade({ plan: parsePlan(JSON.parse(text)), planText: text, pollMs: 250, log: (line) => process.env.ATS_TEST_VERBOSE === "1" && console.log(`    agent: ${line}`) });
     receipts.push(receipt);

@@ -25,7 +25,7 @@ import { writeInstallEnv } from "../../upgrade/installEnv";
 import { stageInstall } from "../../upgrade/installs";
 import { createLocalUnit } from "../../upgrade/localUnit";
 import { MANIFEST_VERSION, parseManifest } from "../../wire/manifest";
-import type { PlanNode, UpgradePlan } from "../../upgrade/plan";
+import type { BundlePlan, PlanNode } from "../../upgrade/plan";
 import type { NodeUnit } from "../../upgrade/unit";
 
 const ROOT = join(__dirname, "..", "..");
@@ -247,7 +247,7 @@ export function sampleAvailability(cluster: UpgradeCluster): { stop(): Promise<A
 }
 
 /** A plan for `release` over every node of the cluster, in node order. */
-export function planFor(cluster: UpgradeCluster, release: UpgradePlan["release"]): UpgradePlan {
+export function planFor(cluster: UpgradeCluster, release: BundlePlan["release"]): BundlePlan {
   return {
     version: "ats-upgrade-plan/1",
     release,

@@ -73,6 +73,39 @@ describe("upgrade: the plan", () => {
     relative.nodes[0]!.installRoot = "installs";
     expect(() => parsePlan(relative)).to.throw(UpgradeRefusal, /installRoot/);
   });
+
+  it("takes exactly one artifact: a bundle with its release folder, or an image with container units", () => {
+    const image = { kind: "image", registry: "http://127.0.0.1:5000", repository: "ats/node", tag: "0.1.1", digest: `sha256:${"b".repeat(64)}` };
+    const containerNode = (host: string) => ({ host, role: "primary", rest: "http://127.0.0.1:8080", rpc: "http://127.0.0.1:8547", unit: { kind: "container", name: "ats-node.service", envFile: "/etc/ats/image.env" } });
+    const imagePlan = () => {
+      const plan = structuredClone(PLAN) as Record<string, unknown> & typeof PLAN;
+      const { source: _source, ...release } = plan.release;
+      return { ...plan, release: { ...release, artifact: { ...image } }, nodes: [containerNode("node-a"), containerNode("node-b")] } as Record<string, unknown>;
+    };
+    expect(parsePlan(imagePlan()).release.artifact).to.deep.equal(image);
+
+    const refusals: [string, (plan: Record<string, unknown>) => void, RegExp][] = [
+      // both kinds' fields in one artifact
+      ["bundle digest beside the image", (plan) => Object.assign((plan.release as { artifact: object }).artifact, { sha256: "a".repeat(64) }), /plan\/release\/artifact: kind "image" with sha256 of the other kind; exactly one artifact/],
+      ["no kind", (plan) => delete ((plan.release as { artifact: { kind?: string } }).artifact.kind), /plan\/release\/artifact\/kind: null; exactly one artifact/],
+      ["an unknown kind", (plan) => (((plan.release as { artifact: { kind: string } }).artifact.kind = "oci")), /plan\/release\/artifact\/kind: "oci"; exactly one artifact/],
+      ["a release folder with an image", (plan) => ((plan.release as Record<string, unknown>).source = { dir: "/srv/releases" }), /plan\/release\/source: Unexpected property/],
+      ["a tag instead of the digest", (plan) => (((plan.release as { artifact: { digest: string } }).artifact.digest = "latest")), /plan\/release\/artifact\/digest/],
+      ["a registry URL with a path", (plan) => (((plan.release as { artifact: { registry: string } }).artifact.registry = "http://127.0.0.1:5000/v2/evil")), /plan\/release\/artifact\/registry/],
+      ["a local unit in an image plan", (plan) => ((plan.nodes as { unit: object }[])[0]!.unit = { kind: "local", dir: "/var/lib/ats/unit-a" }), /plan\/nodes\/0\/unit/],
+    ];
+    for (const [what, change, pattern] of refusals) {
+      const plan = imagePlan();
+      change(plan);
+      expect(() => parsePlan(plan), what).to.throw(UpgradeRefusal, pattern);
+    }
+    const digestInBundle = structuredClone(PLAN);
+    Object.assign(digestInBundle.release.artifact, { digest: image.digest });
+    expect(() => parsePlan(digestInBundle)).to.throw(UpgradeRefusal, /plan\/release\/artifact: kind "bundle" with digest of the other kind/);
+    const containerInBundlePlan = structuredClone(PLAN) as { nodes: { unit: object }[] };
+    containerInBundlePlan.nodes[0]!.unit = containerNode("node-a").unit;
+    expect(() => parsePlan(containerInBundlePlan)).to.throw(UpgradeRefusal, /plan\/nodes\/0\/unit.*\(in a bundle plan/);
+  });
 });
 
 describe("upgrade: forbidden actions have no code path", () => {
@@ -89,11 +122,11 @@ describe("upgrade: forbidden actions have no code path", () => {
     expect(readFileSync(join(DIR, "fetchRelease.ts"), "utf8").match(/rmSync\(([^)]*)\)/g)).to.deep.equal(["rmSync(privateDir, { recursive: true, force: true })"]);
   });
 
-  it("writes only installs, install.env, the release folder, the local unit's pid file and the receipt", () => {
+  it("writes only installs, install.env or the image file, the release folder, the local unit's pid file and the receipt", () => {
     expect(filesWith(/\b(writeFileSync|writeFile|renameSync|rename|appendFileSync|copyFileSync|cpSync|chmodSync)\(/)).to.deep.equal([
       "cli.ts", // the receipt (flag wx)
       "fetchRelease.ts", // copies into its private folder
-      "installEnv.ts", // install.env and install.env.previous
+      "installEnv.ts", // install.env and a container unit's image file (upgrade/containerEnv.ts), each with its .previous
       "installs.ts", // the staged install and its metadata
       "localUnit.ts", // node.pid
       "release.ts", // the release folder (npm run release)
