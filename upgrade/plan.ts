@@ -92,27 +92,25 @@ function planSchema<R extends TSchema, N extends TProperties>(release: R, pathNo
   );
 }
 
+/**
+ * What the operator approves, whatever the artifact: the tag, the release id and the source revision (a bundle's
+ * BUILD-METADATA.json, or an image's org.opencontainers.image.revision label, must match them).
+ */
+const APPROVED_RELEASE = {
+  tag: ReleaseTag,
+  release_id: Type.String({ pattern: RELEASE_ID_PATTERN }),
+  source_revision: Type.String({ pattern: SOURCE_REVISION_PATTERN }),
+};
 const BundleRelease = Type.Object(
   {
-    tag: ReleaseTag,
-    release_id: Type.String({ pattern: RELEASE_ID_PATTERN }),
-    source_revision: Type.String({ pattern: SOURCE_REVISION_PATTERN }),
+    ...APPROVED_RELEASE,
     artifact: BundleArtifact,
     /** The folder the tag's release is published in (bundle, SHA256SUMS, BUILD-METADATA.json). */
     source: Type.Object({ dir: AbsolutePath }, { additionalProperties: false }),
   },
   { additionalProperties: false },
 );
-const ImageRelease = Type.Object(
-  {
-    tag: ReleaseTag,
-    release_id: Type.String({ pattern: RELEASE_ID_PATTERN }),
-    /** The image's org.opencontainers.image.revision label must be this (upgrade/registry.ts). */
-    source_revision: Type.String({ pattern: SOURCE_REVISION_PATTERN }),
-    artifact: ImageArtifact,
-  },
-  { additionalProperties: false },
-);
+const ImageRelease = Type.Object({ ...APPROVED_RELEASE, artifact: ImageArtifact }, { additionalProperties: false });
 
 /** The native path: a bundle, installed by local or systemd units. */
 export const BundlePlanSchema = planSchema(BundleRelease, {
