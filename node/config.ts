@@ -25,6 +25,7 @@ import {
   type SettingFailure,
   type SettingValues,
 } from "../lib/settings";
+import { MAX_ROUNDS_IN_FLIGHT } from "../wire/mesh";
 
 export { LOG_FORMATS, LOG_LEVELS, type LogFormat, type LogLevel, type SettingDescription } from "../lib/settings";
 
@@ -570,6 +571,16 @@ export const SETTINGS = {
     default: 250,
     min: 1,
     max: 10_000,
+    secret: false,
+  }),
+  meshMaxRoundsInFlight: setting({
+    kind: "integer",
+    env: "ATS_MESH_MAX_ROUNDS_IN_FLIGHT",
+    description:
+      "Rounds a primary may run at once when proofs are asked for faster than one round completes (attestNow, schedules): pipelining raises rounds/s; 1 runs them one after another.",
+    default: 4,
+    min: 1,
+    max: MAX_ROUNDS_IN_FLIGHT,
     secret: false,
   }),
   meshMaxPeerUncertaintyNs: setting({

@@ -6,7 +6,7 @@
  * by config (1 s background rounds of their own). Measured, in this order:
  *   1. round latency p50/p99 at a steady 100 rounds/s from node 0 (card reading → co-signed proof), and the
  *      signed accuracy and §7 deviation of those proofs;
- *   2. the most rounds/s node 0 completes back to back, beside the ceiling the signatures of a round set on this
+ *   2. the most rounds/s node 0 completes back to back, one at a time and pipelined, beside the ceiling the signatures of a round set on this
  *      machine (measured here: P-256 sign, secp256k1 sign and recover, P-256 verify);
  *   3. GET /time/current throughput of node 1 while its own rounds run at 100/s, as a ratio to a bare node:http
  *      server answering a body of the same size (bench-node.ts --baseline-http) on the same pinned core, with the
@@ -38,6 +38,9 @@ const MEMBERS = 5;
 const STEADY_S = Number(process.env.BENCH_MESH_S ?? 10);
 const RUNS = Number(process.env.BENCH_MESH_RUNS ?? 3);
 const LOAD_S = 8;
+/** Node 0's meshMaxRoundsInFlight in phase 2 (the setting's default), and how many callers ask for rounds at once. */
+const ROUNDS_IN_FLIGHT = 4;
+const PIPELINED_CALLERS = 8;
 const NODE_CORE = 0;
 const OTHER_CORE = 1;
 const ROOT = join(__dirname, "..");
@@ -83,7 +86,7 @@ async function startMemberProcess(cluster: Cluster, index: number, roundInterval
 /** Node 0, in this process: its rounds are driven by the benchmark (no background rounds). */
 async function startInProcessMember(cluster: Cluster): Promise<CoreTimeService> {
   const identity = cluster.identities[0]!;
-  const config = loadConfig({ env: {}, cwd: cluster.root, overrides: { ...memberSettings(cluster, 0), meshRoundIntervalMs: 60_000 } });
+  const config = loadConfig({ env: {}, cwd: cluster.root, overrides: { ...memberSettings(cluster, 0), meshRoundIntervalMs: 60_000, meshMaxRoundsInFlight: ROUNDS_IN_FLIGHT } });
   const card = new DevTimeCard({ cardKey: identity.cardKey, certificateChainPem: identity.certificateChainPem });
   const logger = pino({ level: "error" });
   const consensus = createMeshStage({ config, nodeKey: identity.nodeKey, card, logger })!;
@@ -119,18 +122,25 @@ async function steadyRounds(service: CoreTimeService, perSecond: number, duratio
   return { samples, failures };
 }
 
-async function maxRounds(service: CoreTimeService, durationS: number): Promise<number> {
+/**
+ * Distinct rounds/s node 0 completes with `callers` asking back to back: one caller runs rounds one after another;
+ * more pipeline up to meshMaxRoundsInFlight rounds (callers beyond the rounds in flight join the newest, so rounds
+ * are counted by their moments, not by answers).
+ */
+async function maxRounds(service: CoreTimeService, durationS: number, callers: number): Promise<number> {
   const endNs = process.hrtime.bigint() + BigInt(durationS) * 1_000_000_000n;
-  let completed = 0;
-  while (process.hrtime.bigint() < endNs) {
-    try {
-      await service.attestNow();
-      completed += 1;
-    } catch {
-      // a failed round does not count
+  const moments = new Set<bigint>();
+  const caller = async (): Promise<void> => {
+    while (process.hrtime.bigint() < endNs) {
+      try {
+        moments.add((await service.attestNow()).proof.nanoMoment);
+      } catch {
+        // a failed round does not count
+      }
     }
-  }
-  return completed / durationS;
+  };
+  await Promise.all(Array.from({ length: callers }, caller));
+  return moments.size / durationS;
 }
 
 /** Mean µs of `fn` over `iterations` after a warm-up. */
@@ -229,10 +239,16 @@ async function main(): Promise<void> {
       .sort((a, b) => a - b);
     rows.push(["clock filter: best-sample round-trip delay to each peer (node 0's view)", peerDelaysUs.map((us) => `${fmt(us, 1)} µs`).join(", "), ""]);
 
-    const maxPerSecond = await maxRounds(node0, 5);
+    const oneAtATime = await maxRounds(node0, 5, 1);
+    const pipelined = await maxRounds(node0, 5, PIPELINED_CALLERS);
     const ceiling = signatureCeiling(cluster.identities[0]!);
     rows.push(...ceiling.rows);
-    rows.push(["most rounds/s from one proposer, back to back (5 members)", `${fmt(maxPerSecond)} rounds/s`, "≥ 1,000 (published)"]);
+    rows.push(["most rounds/s from one proposer, one round at a time (5 members)", `${fmt(oneAtATime)} rounds/s`, ""]);
+    rows.push([
+      `most rounds/s from one proposer, pipelined (${PIPELINED_CALLERS} callers, up to ${ROUNDS_IN_FLIGHT} rounds in flight)`,
+      `${fmt(pipelined)} rounds/s`,
+      "≥ 1,000 (published)",
+    ]);
     rows.push(["ceiling the signatures of a round set", `${fmt(ceiling.proposerCeiling)} rounds/s on the proposer's core; ${fmt(ceiling.machineCeiling)} rounds/s for the whole mesh on ${Math.min(2, cpus().length)} cores`, ""]);
 
     // Throughput of a mesh node's GET /time/current: node 1 again, with its own rounds at 100/s.

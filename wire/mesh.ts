@@ -24,6 +24,14 @@ export const MAX_HELLO_CHAIN_LENGTH = 4;
 export const MAX_ALERT_REASON_LENGTH = 512;
 /** Longest `consensus` JSON text a relayed proof may carry. */
 export const MAX_CONSENSUS_JSON_LENGTH = 12_000;
+/** Rounds a responder remembers per proposer between a round's exchange and its co-sign request. */
+export const MAX_PENDING_ROUNDS_PER_PROPOSER = 16;
+/**
+ * The most rounds a proposer may pipeline (the bound of meshMaxRoundsInFlight): half of what a responder remembers
+ * per proposer, so a proposer's own rounds in flight never push each other out of a responder's memory.
+ */
+export const MAX_ROUNDS_IN_FLIGHT = MAX_PENDING_ROUNDS_PER_PROPOSER / 2;
+
 /** Longest role / version / state / refusal string. */
 const MAX_SHORT_STRING = 256;
 const MAX_PEM_LENGTH = 8_192;

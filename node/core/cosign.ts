@@ -62,8 +62,11 @@ export interface ConsensusStage {
   readonly latest: SignedTime | null;
   /** The latest co-signed proof; UnavailableError (naming the last round's error) when none is fresh. */
   current(): SignedTime;
-  /** A round now (or the one in flight). Rejects with ConsensusError or UnavailableError. */
-  roundNow(): Promise<SignedTime>;
+  /**
+   * A fresh round's proof (a new round, or one in flight at the pipelining bound); with `notBeforeNs`, one whose
+   * moment is at or after it. Rejects with ConsensusError or UnavailableError.
+   */
+  roundNow(notBeforeNs?: bigint): Promise<SignedTime>;
   onProof(listener: (signed: SignedTime) => void): () => void;
   state(): MeshStateReport;
   /** Tells every peer, signed, that this node's card is tampered. */

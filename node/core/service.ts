@@ -136,9 +136,10 @@ export function createTimeService(parameters: CreateTimeServiceParameters): Core
   };
   /** What transports serve: the mesh's co-signed proofs when there is a mesh, else the attestor's. */
   const served = consensus ?? attestor;
-  const freshProof = (): Promise<SignedTime> => {
+  /** A newly signed proof; with `notBeforeNs` (reached by the card clock), one whose moment is at or after it. */
+  const freshProof = (notBeforeNs?: bigint): Promise<SignedTime> => {
     if (roleRefusal !== null) refuseByRole();
-    return consensus === null ? Promise.resolve(attestor.attest()) : consensus.roundNow();
+    return consensus === null ? Promise.resolve(attestor.attest()) : consensus.roundNow(notBeforeNs);
   };
 
   let archive: ProofArchive | null = null;
@@ -184,7 +185,13 @@ export function createTimeService(parameters: CreateTimeServiceParameters): Core
       if (cached !== null && cached.proof.nanoMoment >= executeAtNs) return served.current();
       const cardNowNs = card.readTimeNs();
       // A node that signs no proofs of its own (a non-primary mesh member) waits for the next relayed one instead.
-      if (cardNowNs >= executeAtNs && (roleRefusal === null || consensus === null)) return freshProof();
+      if (cardNowNs >= executeAtNs && (roleRefusal === null || consensus === null)) {
+        // A mesh round already in flight read its moment before executeAt: roundNow never hands that one back,
+        // and the moment is checked here as well, so a delivery never carries a proof dated before its time.
+        const fresh = await freshProof(executeAtNs);
+        if (fresh.proof.nanoMoment >= executeAtNs) return fresh;
+        continue;
+      }
       const untilDueMs = Number((executeAtNs - cardNowNs + NS_PER_MS - 1n) / NS_PER_MS);
       const waitMs = Math.min(Math.max(untilDueMs, roleRefusal === null ? 1 : RELAYED_PROOF_POLL_MS), 1_000);
       // stop() or the caller aborts the wait (AbortError); the next round's checks then end the loop unsigned.

@@ -87,6 +87,7 @@ export function createMesh(parameters: CreateMeshStageParameters, deps: Consensu
     roundIntervalMs: config.meshRoundIntervalMs,
     probeIntervalMs: config.meshProbeIntervalMs,
     roundTimeoutMs: config.meshRoundTimeoutMs,
+    maxRoundsInFlight: config.meshMaxRoundsInFlight,
     maxPeerUncertaintyNs: config.meshMaxPeerUncertaintyNs,
     coSignSlackNs: config.meshCoSignSlackNs,
     maxProofAgeNs: config.meshMaxProofAgeNs,

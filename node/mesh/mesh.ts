@@ -37,7 +37,7 @@ import { createP256KeyCache, verifyP256Signature, verifyTimeProof } from "../../
 import { Value } from "@sinclair/typebox/value";
 import { UINT32_MAX } from "../../protocol/constants";
 import { ConsensusObject } from "../../wire/rest";
-import { alertSignedBy, signAlert, type MeshPayload, type MeshRole } from "../../wire/mesh";
+import { alertSignedBy, MAX_PENDING_ROUNDS_PER_PROPOSER, signAlert, type MeshPayload, type MeshRole } from "../../wire/mesh";
 import { MAX_TAMPER_ALERTS } from "../../wire/rest";
 import type { TimeCard } from "../card/types";
 import { buildSignedTime } from "../core/signedTime";
@@ -48,8 +48,6 @@ import type { MeshPeerLink, MeshTransport } from "./transport";
 
 /** A filter sample older than this does not stand in for a round's own exchange, ns (its drift allowance grows). */
 const MAX_FILTER_SAMPLE_AGE_NS = 2_000_000_000n;
-/** Rounds a responder remembers per proposer between the exchange and the co-sign request. */
-const MAX_PENDING_ROUNDS_PER_PEER = 16;
 
 export interface MeshOptions {
   readonly transport: MeshTransport;
@@ -72,6 +70,11 @@ export interface MeshOptions {
   readonly roundIntervalMs: number;
   readonly probeIntervalMs: number;
   readonly roundTimeoutMs: number;
+  /**
+   * Rounds this proposer may have in flight at once (setting meshMaxRoundsInFlight; default 1): concurrent callers
+   * of roundNow() pipeline up to this many, so throughput is not bounded by one round's two exchanges.
+   */
+  readonly maxRoundsInFlight?: number;
   /** Readings with a larger uncertainty (slow link, loose card) are left out of rounds, ns. */
   readonly maxPeerUncertaintyNs: bigint;
   /** Co-signing transit slack beyond the measured path (setting meshCoSignSlackNs, §7.5). */
@@ -110,6 +113,13 @@ interface PendingRound {
 
 type ProofListener = (signed: SignedTime) => void;
 
+/** A round this node proposes, while it runs. */
+interface RoundInFlight {
+  /** The card clock just before the round read its moment: the round's moment is at or after it. */
+  readonly notBeforeNs: bigint;
+  readonly promise: Promise<SignedTime>;
+}
+
 function sortByAddress<T extends { nodeId: Address }>(items: T[]): T[] {
   return items.sort((a, b) => (a.nodeId.toLowerCase() < b.nodeId.toLowerCase() ? -1 : 1));
 }
@@ -135,7 +145,8 @@ export class Mesh {
   };
   #latest: SignedTime | null = null;
   #roundCounter = 0n;
-  #roundInFlight: Promise<SignedTime> | null = null;
+  /** The rounds this node proposes that have not settled, oldest first (at most maxRoundsInFlight). */
+  #roundsInFlight: readonly RoundInFlight[] = [];
   #roundTimer: NodeJS.Timeout | null = null;
   /** A non-primary accepted a relayed proof since the last watch period. */
   #relayedSinceWatch = false;
@@ -200,7 +211,7 @@ export class Mesh {
     if (this.#probeTimer !== null) clearTimeout(this.#probeTimer);
     this.#roundTimer = null;
     this.#probeTimer = null;
-    await this.#roundInFlight?.catch(() => undefined);
+    await Promise.allSettled(this.#roundsInFlight.map((round) => round.promise));
     await this.#options.transport.close();
     this.#latest = null;
   }
@@ -232,16 +243,38 @@ export class Mesh {
     return () => this.#listeners.delete(listener);
   }
 
-  /** Runs a round now (or joins the one in flight). Rejects with ConsensusError / UnavailableError. */
-  roundNow(): Promise<SignedTime> {
+  /**
+   * A fresh round's proof. Starts a round while fewer than maxRoundsInFlight run; at that bound, joins the newest
+   * round in flight. With `notBeforeNs` (a moment the card clock has reached, e.g. a schedule that is due) the
+   * proof's moment is at or after it: a round that read its moment earlier is never joined, and at the bound the
+   * call waits for the oldest round to settle and asks again, once (every round started after this call
+   * qualifies). Rejects with ConsensusError / UnavailableError.
+   */
+  roundNow(notBeforeNs?: bigint): Promise<SignedTime> {
     if (!this.#running) return Promise.reject(new UnavailableError("the mesh is not running", {}));
     if (this.#options.role !== "primary") {
       return Promise.reject(new UnavailableError(`a ${this.#options.role} node proposes no rounds: it never signs as a card`, { role: this.#options.role }));
     }
-    this.#roundInFlight ??= this.#round().finally(() => {
-      this.#roundInFlight = null;
+    if (notBeforeNs !== undefined && notBeforeNs > this.#options.card.readTimeNs()) {
+      return Promise.reject(new UnavailableError("the card clock has not reached the requested moment", { notBeforeNs: notBeforeNs.toString() }));
+    }
+    const inFlight = this.#roundsInFlight;
+    if (inFlight.length < (this.#options.maxRoundsInFlight ?? 1)) return this.#startRound();
+    const newest = inFlight[inFlight.length - 1]!;
+    if (notBeforeNs === undefined || newest.notBeforeNs >= notBeforeNs) return newest.promise;
+    return inFlight[0]!.promise.then(
+      () => this.roundNow(notBeforeNs),
+      () => this.roundNow(notBeforeNs),
+    );
+  }
+
+  #startRound(): Promise<SignedTime> {
+    const notBeforeNs = this.#options.card.readTimeNs();
+    const promise = this.#round().finally(() => {
+      this.#roundsInFlight = this.#roundsInFlight.filter((round) => round.promise !== promise);
     });
-    return this.#roundInFlight;
+    this.#roundsInFlight = [...this.#roundsInFlight, { notBeforeNs, promise }];
+    return promise;
   }
 
   /** Broadcasts this node's own tamper alert, signed, to every peer with a session. */
@@ -415,8 +448,9 @@ export class Mesh {
       const key = link.nodeId.toLowerCase();
       const rounds = (this.#pendingRounds.get(key) ?? []).filter((round) => round.roundId !== payload.roundId);
       rounds.push({ roundId: payload.roundId, t1Ns: payload.t1Ns, receivedAtNs });
-      // Bounded: a proposer has one round in flight; older entries are rounds whose co-sign request never came.
-      this.#pendingRounds.set(key, rounds.slice(-MAX_PENDING_ROUNDS_PER_PEER));
+      // Bounded: a proposer pipelines at most MAX_ROUNDS_IN_FLIGHT (half of this) rounds; the oldest entries beyond
+      // them are rounds whose co-sign request never came.
+      this.#pendingRounds.set(key, rounds.slice(-MAX_PENDING_ROUNDS_PER_PROPOSER));
     }
     return {
       kind: "probeReply",
@@ -556,8 +590,12 @@ export class Mesh {
       const signed = await this.#runRound();
       this.#stats.roundsTotal += 1;
       this.#stats.lastRoundDurationNs = process.hrtime.bigint() - startedAt;
-      this.#publish(signed);
-      this.#relay(signed);
+      // Pipelined rounds can finish out of order: only a newer proof replaces the served one (and is relayed);
+      // the caller of an older round still gets its proof.
+      if (this.#latest === null || signed.proof.nanoMoment > this.#latest.proof.nanoMoment) {
+        this.#publish(signed);
+        this.#relay(signed);
+      }
       return signed;
     } catch (error) {
       this.#stats.roundsTotal += 1;

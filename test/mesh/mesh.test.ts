@@ -144,6 +144,72 @@ describe("mesh: consensus rounds on loopback (4 in-process members)", function (
     expect((own as Error).message).to.equal("Time divergence too high");
   });
 
+  describe("pipelined rounds (meshMaxRoundsInFlight)", function () {
+    /** A mesh whose rounds run only on demand (no background round for a minute), after a first round succeeded. */
+    async function onDemandMesh(maxRoundsInFlight: number): Promise<MeshMember> {
+      members = await startMesh(4, { overrides: { meshRoundIntervalMs: 60_000, meshMaxRoundsInFlight: maxRoundsInFlight } });
+      const a = members[0]!;
+      await waitUntil(() => a.transport.peers.length === 3, "sessions with the 3 peers");
+      for (let attempt = 0; ; attempt += 1) {
+        try {
+          await a.mesh.roundNow();
+          return a;
+        } catch (error) {
+          if (attempt >= 50) throw error;
+          await new Promise((resolve) => setTimeout(resolve, 20));
+        }
+      }
+    }
+
+    it("runs concurrent callers' rounds at once up to the bound, then joins the newest in flight", async function () {
+      const a = await onDemandMesh(3);
+      const roundsBefore = a.mesh.stats().roundsTotal;
+      const proofs = await Promise.all([a.mesh.roundNow(), a.mesh.roundNow(), a.mesh.roundNow(), a.mesh.roundNow()]);
+      const moments = proofs.map((signed) => signed.proof.nanoMoment);
+      // Three rounds of their own (three moments, in the order they started); the fourth caller joined the third.
+      expect(moments[0]! < moments[1]! && moments[1]! < moments[2]!, `moments ${moments.join(", ")}`).to.equal(true);
+      expect(proofs[3]).to.equal(proofs[2]);
+      expect(a.mesh.stats().roundsTotal - roundsBefore).to.equal(3);
+      expect(a.mesh.latest).to.equal(proofs[2]);
+    });
+
+    it("serves the newest proof when pipelined rounds finish out of order; the older round's caller still gets its own", async function () {
+      const a = await onDemandMesh(2);
+      // Hold back the co-signatures of the next round by 150 ms, so the round started after it finishes first.
+      const request = a.transport.request.bind(a.transport);
+      let slowRound: bigint | null = null;
+      a.transport.request = (nodeId, payload, timeoutMs) => {
+        const reply = request(nodeId, payload, timeoutMs);
+        if (payload.kind !== "cosignRequest") return reply;
+        slowRound ??= payload.roundId;
+        if (payload.roundId !== slowRound) return reply;
+        return reply.then(async (answer) => {
+          await new Promise((resolve) => setTimeout(resolve, 150));
+          return answer;
+        });
+      };
+      const older = a.mesh.roundNow();
+      const newer = await a.mesh.roundNow();
+      expect(a.mesh.latest).to.equal(newer);
+      const olderProof = await older;
+      expect(olderProof.proof.nanoMoment < newer.proof.nanoMoment).to.equal(true);
+      expect(a.mesh.latest, "an older round finishing last must not replace the served proof").to.equal(newer);
+      expect(a.service.current()).to.equal(newer);
+    });
+
+    it("never hands a schedule due now a round that read its moment before (one round in flight at the bound)", async function () {
+      const a = await onDemandMesh(1);
+      const inFlight = a.mesh.roundNow();
+      const dueNs = a.card.readTimeNs();
+      const signed = await a.service.proofAtOrAfter(dueNs);
+      expect(signed.proof.nanoMoment >= dueNs, `${signed.proof.nanoMoment} ≥ ${dueNs}`).to.equal(true);
+      expect((await inFlight).proof.nanoMoment < dueNs).to.equal(true);
+      // A moment the card clock has not reached is refused rather than answered with an earlier one.
+      const ahead = await a.mesh.roundNow(a.card.readTimeNs() + 60_000_000_000n).catch((error: unknown) => error);
+      expect(ahead).to.be.instanceOf(Error).with.property("message", "the card clock has not reached the requested moment");
+    });
+  });
+
   it("drops a co-signature that does not recover to the member (a liar), and logs it as a fault", async function () {
     members = await startMesh(4);
     const [a, , , liar] = members as [MeshMember, MeshMember, MeshMember, MeshMember];
