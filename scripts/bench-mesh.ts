@@ -31,7 +31,7 @@ import { freeUdpPorts } from "../node/cluster";
 import { loadConfig } from "../node/config";
 import { createTimeService, type CoreTimeService } from "../node/core";
 import { createMeshStage } from "../node/mesh";
-import { fmt, maxLoad, percentile, pin, PINNING, reportFailures, WRK } from "./benchUtil";
+import { alternatingRatio, fmt, fmtRange, percentile, pin, PINNING, WRK } from "./benchUtil";
 import { startNodeProcess, stopNodeProcess, type NodeProcess } from "./nodeProcess";
 
 const MEMBERS = 5;
@@ -192,11 +192,6 @@ async function startBaseline(): Promise<{ child: ChildProcess; rest: string }> {
   return { child, rest };
 }
 
-function range(values: readonly number[], digits = 0): string {
-  const sorted = [...values].sort((a, b) => a - b);
-  return sorted.length === 1 ? fmt(sorted[0]!, digits) : `${fmt(sorted[0]!, digits)}–${fmt(sorted.at(-1)!, digits)}`;
-}
-
 async function main(): Promise<void> {
   const root = mkdtempSync(join(tmpdir(), "ats-bench-mesh-"));
   const ca = await createDevManufacturerCa();
@@ -255,26 +250,26 @@ async function main(): Promise<void> {
     await stopNodeProcess(members[1]);
     pin(process.pid, OTHER_CORE);
     for (const member of members) pin(member?.child.pid, OTHER_CORE);
-    const ratios: number[] = [];
-    const nodeRates: number[] = [];
-    const baseRates: number[] = [];
-    for (let run = 0; run < RUNS; run += 1) {
-      const meshNode = await startMemberProcess(cluster, 1, 10);
-      pin(meshNode.child.pid, NODE_CORE);
-      members[1] = meshNode;
-      await new Promise((resolve) => setTimeout(resolve, 1_000)); // sessions and the first rounds
-      const nodeLoad = await maxLoad(`${meshNode.rest}/time/current`, LOAD_S);
-      reportFailures("mesh node", nodeLoad);
-      await stopNodeProcess(meshNode);
-      const baseline = await startBaseline();
-      const baseLoad = await maxLoad(baseline.rest, LOAD_S);
-      reportFailures("baseline", baseLoad);
-      await stopNodeProcess(baseline);
-      nodeRates.push(nodeLoad.requestsPerSecond);
-      baseRates.push(baseLoad.requestsPerSecond);
-      ratios.push(nodeLoad.requestsPerSecond / baseLoad.requestsPerSecond);
-    }
-    rows.push([`GET /time/current of a mesh node (its rounds at 100/s), ${WRK ? "wrk" : "autocannon"}, 100 connections, ${RUNS} runs`, `${range(nodeRates)} req/s; bare node:http ${range(baseRates)} req/s; ratio ${range(ratios, 2)}`, "ratio ≥ 0.8"]);
+    const serving = await alternatingRatio({
+      runs: RUNS,
+      durationS: LOAD_S,
+      startSubject: async () => {
+        const meshNode = await startMemberProcess(cluster, 1, 10);
+        pin(meshNode.child.pid, NODE_CORE);
+        members[1] = meshNode;
+        await new Promise((resolve) => setTimeout(resolve, 1_000)); // sessions and the first rounds
+        return { url: `${meshNode.rest}/time/current`, stop: () => stopNodeProcess(meshNode) };
+      },
+      startBaseline: async () => {
+        const baseline = await startBaseline();
+        return { url: baseline.rest, stop: () => stopNodeProcess(baseline) };
+      },
+    });
+    rows.push([
+      `GET /time/current of a mesh node (its rounds at 100/s), ${WRK ? "wrk" : "autocannon"}, 100 connections, ${RUNS} runs`,
+      `${fmtRange(serving.subject)} req/s; bare node:http ${fmtRange(serving.baseline)} req/s; ratio ${fmtRange(serving.ratios, 2)}`,
+      "ratio ≥ 0.8",
+    ]);
   } finally {
     await node0?.stop();
     await Promise.all(members.map((member) => stopNodeProcess(member)));

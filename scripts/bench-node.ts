@@ -22,6 +22,10 @@
  * CPU price). Each load row also gives the CPU "steal" meanwhile: on a virtual machine, time the hypervisor gave to
  * other guests, which lowers throughput and lengthens tails; compare runs with similar steal.
  *
+ * The first row is the serving ratio: the node's GET /time/current as a ratio to the bare node:http server on the
+ * same pinned core, BENCH_RATIO_RUNS (default 3) alternating pairs of 5 s runs, as a range (benchUtil.ts
+ * alternatingRatio): absolute req/s move with the machine's neighbours, the ratio much less.
+ *
  * Environment: BENCH_DURATION_S (default 10) bounds each load run; BENCH_TICK_NS sets the node's attestation tick
  * (default: the config default, 1 ms); BENCH_PIN=0 turns CPU pinning off; BENCH_LOAD=autocannon ignores wrk.
  */
@@ -41,13 +45,15 @@ import { loadConfig } from "../node/config";
 import { createTimeService, type CoreTimeService } from "../node/core";
 import { loadProtos, type TimeResponseMessage } from "../wire/grpc";
 import { startNode, type RunningNode } from "../node/server";
-import { fmt, maxLoad, percentile, pin, PINNING, reportFailures, runAutocannon, WRK } from "./benchUtil";
+import { alternatingRatio, fmt, fmtRange, maxLoad, percentile, pin, PINNING, reportFailures, runAutocannon, WRK, type ServerForRun } from "./benchUtil";
 
 const DURATION_S = Number(process.env.BENCH_DURATION_S ?? 10);
 /** Attestation tick of the benchmarked node, ns (decimal string); empty = the configured default (1 ms). */
 const TICK_NS = process.env.BENCH_TICK_NS ?? "";
 /** The --server child's refreshAfterNs (decimal string), set by the parent per configuration; empty = default. */
 const REFRESH_NS = process.env.BENCH_NODE_REFRESH_NS ?? "";
+/** Alternating node / bare node:http pairs of the serving-ratio row (issue goal ≥ 0.9). */
+const RATIO_RUNS = Number(process.env.BENCH_RATIO_RUNS ?? 3);
 /**
  * What the child processes run: this script compiled into dist/ by bin/build-dist.js (tsconfig.build.json), so
  * the benchmarked node is the built code bin/ats-node.js runs, not TypeScript transpiled on load. `npm run
@@ -225,6 +231,12 @@ async function startChild(mode: ChildMode, env: Record<string, string> = {}): Pr
   // Threads started after the first pin (gRPC, SQLite, libuv pool) inherit it; pin again to be sure.
   if (child.pid !== undefined) pin(child.pid, NODE_CORE);
   return { child, endpoints };
+}
+
+/** A child server pinned to the node core, as one load run of alternatingRatio needs it. */
+async function childForRun(mode: "--server" | "--baseline-http"): Promise<ServerForRun> {
+  const { child, endpoints } = await startChild(mode);
+  return { url: `${endpoints.rest}/time/current`, stop: () => stopChild(child) };
 }
 
 async function stopChild(child: ChildProcess): Promise<void> {
@@ -454,6 +466,19 @@ async function main(): Promise<void> {
       await stopChild(child);
     }
   }
+
+  // ------------------------------------------------------------- the serving ratio: node vs bare node:http, alternating
+  const serving = await alternatingRatio({
+    runs: RATIO_RUNS,
+    durationS: Math.min(DURATION_S, 5),
+    startSubject: () => childForRun("--server"),
+    startBaseline: () => childForRun("--baseline-http"),
+  });
+  rows.unshift([
+    `node (defaults) ÷ bare node:http: GET /time/current on the same pinned core (${loadTool}, 100 connections, ${RATIO_RUNS} alternating runs)`,
+    `${fmtRange(serving.subject)} vs ${fmtRange(serving.baseline)} req/s: ratio **${fmtRange(serving.ratios, 2)}**`,
+    "≥ 0.9",
+  ]);
 
   // ------------------------------------------------------------- load runs against a node in a child process
   for (const refreshNs of ["0", String(REFRESH_COMPARISON_NS)]) rows.push(...(await nodeRuns(refreshNs)));

@@ -127,3 +127,55 @@ export async function maxLoad(url: string, durationS: number): Promise<LoadResul
 export function reportFailures(what: string, result: LoadResult): void {
   if (result.failures > 0) console.error(`${what}: ${result.failures} failed requests (non-2xx, errors, timeouts)`);
 }
+
+/** "a–b" of the smallest and largest value (one value: itself), formatted with fmt. */
+export function fmtRange(values: readonly number[], digits = 0): string {
+  const sorted = [...values].sort((a, b) => a - b);
+  return sorted.length === 1 ? fmt(sorted[0]!, digits) : `${fmt(sorted[0]!, digits)}–${fmt(sorted.at(-1)!, digits)}`;
+}
+
+/** A server started for one load run: the URL to load and how to stop it. */
+export interface ServerForRun {
+  readonly url: string;
+  stop(): Promise<void>;
+}
+
+export interface AlternatingRatio {
+  /** req/s of the server under test, per run. */
+  readonly subject: number[];
+  /** req/s of the baseline, per run. */
+  readonly baseline: number[];
+  /** subject ÷ baseline of the same run. */
+  readonly ratios: number[];
+}
+
+/**
+ * Max throughput of a server as a ratio to a baseline measured in the same run: `runs` pairs, each a fresh subject
+ * then a fresh baseline on the same pinned core, so a noisy neighbour that slows one run slows both halves of it
+ * about alike and the ratios stay comparable where absolute req/s are not.
+ */
+export async function alternatingRatio(parameters: {
+  runs: number;
+  durationS: number;
+  startSubject(): Promise<ServerForRun>;
+  startBaseline(): Promise<ServerForRun>;
+}): Promise<AlternatingRatio> {
+  const result: AlternatingRatio = { subject: [], baseline: [], ratios: [] };
+  for (let run = 0; run < parameters.runs; run += 1) {
+    const rates: number[] = [];
+    for (const [what, start] of [["subject", parameters.startSubject], ["baseline", parameters.startBaseline]] as const) {
+      const server = await start();
+      try {
+        const load = await maxLoad(server.url, parameters.durationS);
+        reportFailures(what, load);
+        rates.push(load.requestsPerSecond);
+      } finally {
+        await server.stop();
+      }
+    }
+    result.subject.push(rates[0]!);
+    result.baseline.push(rates[1]!);
+    result.ratios.push(rates[0]! / rates[1]!);
+  }
+  return result;
+}
