@@ -264,6 +264,9 @@ interface ScheduleRow {
   next_attempt_at_ns: Buffer | null;
 }
 
+/** A pending row as the dispatcher reads it (due: its next attempt is set), with its client. */
+type DueRow = ScheduleRow & { next_attempt_at_ns: Buffer; client_key: string };
+
 const MAX_TIMER_MS = 60_000;
 /** The one key of the node-wide creation bucket. */
 const NODE_WIDE = "node";
@@ -275,6 +278,12 @@ const SUSPECT_WINDOW_MS = 10 * 60_000;
 const MAX_SUSPECTS = 10_000;
 /** Due rows read per dispatch for each free slot (the fair picker chooses among them). */
 const CANDIDATES_PER_SLOT = 8;
+/**
+ * Clients visited per dispatch, in rotation, for their earliest due row: rows in due order alone can all belong to
+ * a few clients with many overdue rows, hiding every other client's row from the picker. A bounded number of
+ * indexed lookups; the rotation reaches every client with pending rows over successive dispatches.
+ */
+const CLIENTS_VISITED_PER_DISPATCH = 64;
 const NS_PER_MS = 1_000_000n;
 const MAX_ERROR_CHARS = 500;
 
@@ -353,6 +362,19 @@ class PendingCounts {
     else this.#byClient.set(clientKey, next);
     this.#total += delta;
   }
+
+  /**
+   * Up to `count` clients with pending rows, taking turns: each call starts where the previous one stopped, so
+   * over successive calls every client is visited whatever the count of clients.
+   */
+  #rotation = 0;
+  nextClients(count: number): string[] {
+    const keys = [...this.#byClient.keys()];
+    if (keys.length <= count) return keys;
+    const start = this.#rotation % keys.length;
+    this.#rotation = start + count;
+    return [...keys.slice(start, start + count), ...keys.slice(0, Math.max(0, start + count - keys.length))];
+  }
 }
 
 /**
@@ -414,7 +436,7 @@ export class ScheduleService {
   /** The watchdog of one attempt: the proof wait plus the POST timeout. */
   readonly #attemptLimitMs: number;
   readonly #statements: Record<
-    "insert" | "get" | "nextDue" | "due" | "pendingByClient" | "claim" | "markDelivering" | "markDelivered" | "markRetry" | "markFailed" | "resumeInFlight",
+    "insert" | "get" | "nextDue" | "due" | "dueOfClient" | "pendingByClient" | "claim" | "markDelivering" | "markDelivered" | "markRetry" | "markFailed" | "resumeInFlight",
     SqliteStatement
   >;
   /** Pending rows (scheduled or delivering), in all and per client: kept in memory, counted once at open. */
@@ -463,9 +485,12 @@ export class ScheduleService {
     // Added after the first release: older files get the column (existing rows belong to no client, '').
     const hasClientKey = (this.#db.prepare("PRAGMA table_info(schedules)").all() as { name: string }[]).some((column) => column.name === "client_key");
     if (!hasClientKey) this.#db.exec("ALTER TABLE schedules ADD COLUMN client_key TEXT NOT NULL DEFAULT ''");
-    this.#db.exec(
-      "CREATE INDEX IF NOT EXISTS schedules_pending_by_client ON schedules (client_key) WHERE next_attempt_at_ns IS NOT NULL",
-    );
+    // A client's pending rows in due order (dueOfClient; pendingByClient uses its prefix). It replaces the index on
+    // client_key alone of earlier versions.
+    this.#db.exec(`
+      CREATE INDEX IF NOT EXISTS schedules_due_by_client ON schedules (client_key, next_attempt_at_ns) WHERE next_attempt_at_ns IS NOT NULL;
+      DROP INDEX IF EXISTS schedules_pending_by_client;
+    `);
     const columns =
       "id, execute_at_ns, callback_url, status, attempts, last_error, created_at_ns, delivered_at_ns, proof_json, next_attempt_at_ns";
     this.#statements = {
@@ -484,6 +509,10 @@ export class ScheduleService {
       due: this.#db.prepare(
         `SELECT ${columns}, client_key FROM schedules WHERE next_attempt_at_ns IS NOT NULL AND next_attempt_at_ns <= ?
            AND client_key NOT IN (SELECT value FROM json_each(?)) ORDER BY next_attempt_at_ns LIMIT ?`,
+      ),
+      dueOfClient: this.#db.prepare(
+        `SELECT ${columns}, client_key FROM schedules WHERE client_key = ? AND next_attempt_at_ns IS NOT NULL
+           AND next_attempt_at_ns <= ? ORDER BY next_attempt_at_ns LIMIT 1`,
       ),
       pendingByClient: this.#db.prepare(
         "SELECT client_key, COUNT(*) AS n FROM schedules WHERE next_attempt_at_ns IS NOT NULL GROUP BY client_key",
@@ -631,7 +660,7 @@ export class ScheduleService {
    * suspect while suspects hold their share) as a JSON array for the queries. The queries and pickFairly agree,
    * so a due eligible row is always picked: the worker never wakes for rows it cannot deliver.
    */
-  #eligibility(room: number): { inFlightByClient: Map<string, number>; suspects: SuspectPolicy; excludedJson: string } {
+  #eligibility(room: number): { inFlightByClient: Map<string, number>; suspects: SuspectPolicy; excluded: ReadonlySet<string>; excludedJson: string } {
     const inFlightByClient = new Map<string, number>();
     for (const { clientKey } of this.#inFlight.values()) inFlightByClient.set(clientKey, (inFlightByClient.get(clientKey) ?? 0) + 1);
     const suspects = this.#suspects.policy(Math.max(1, Math.floor(this.#maxConcurrent / 2)));
@@ -641,7 +670,7 @@ export class ScheduleService {
       [...inFlightByClient].filter(([, load]) => load >= room || load >= this.#maxConcurrentPerClient).map(([key]) => key),
     );
     if (suspectSlots >= suspects.maxSlots) for (const key of this.#suspects.keys()) excluded.add(key);
-    return { inFlightByClient, suspects, excludedJson: JSON.stringify([...excluded]) };
+    return { inFlightByClient, suspects, excluded, excludedJson: JSON.stringify([...excluded]) };
   }
 
   #dispatchDue(): void {
@@ -652,10 +681,20 @@ export class ScheduleService {
     const room = this.#maxConcurrent - this.#inFlight.size;
     if (room > 0) {
       const nowNs = this.#options.nowNs();
-      const { inFlightByClient, suspects, excludedJson } = this.#eligibility(room);
-      const candidates = (this.#statements.due.all(nsToBlob(nowNs), excludedJson, room * CANDIDATES_PER_SLOT) as (ScheduleRow & { client_key: string })[])
-        .filter((row) => !this.#inFlight.has(row.id))
-        .map((row) => ({ id: row.id, clientKey: row.client_key, row }));
+      const { inFlightByClient, suspects, excluded, excludedJson } = this.#eligibility(room);
+      const nowBlob = nsToBlob(nowNs);
+      const rows = this.#statements.due.all(nowBlob, excludedJson, room * CANDIDATES_PER_SLOT) as DueRow[];
+      // Beside the earliest due rows, the earliest of clients taking turns: the picker then sees clients whose
+      // rows the ones above would hide (all of them could belong to the clients that just freed their slots).
+      const seen = new Set(rows.map((row) => row.id));
+      for (const clientKey of this.#pending.nextClients(CLIENTS_VISITED_PER_DISPATCH)) {
+        if (excluded.has(clientKey)) continue;
+        const row = this.#statements.dueOfClient.get(clientKey, nowBlob) as DueRow | undefined;
+        if (row !== undefined && !seen.has(row.id)) rows.push(row);
+      }
+      // pickFairly keeps each client's rows in the order given: due order.
+      rows.sort((a, b) => Buffer.compare(a.next_attempt_at_ns, b.next_attempt_at_ns));
+      const candidates = rows.filter((row) => !this.#inFlight.has(row.id)).map((row) => ({ id: row.id, clientKey: row.client_key, row }));
       // Claimed rows are not due again until the claim expires (a crash mid-delivery resumes them then).
       const claimUntilNs = nowNs + BigInt(this.#attemptLimitMs) * NS_PER_MS;
       for (const { row, clientKey } of pickFairly(candidates, inFlightByClient, room, this.#maxConcurrentPerClient, suspects)) {

@@ -149,6 +149,32 @@ describe("schedule delivery slots", function () {
     expect(started).to.have.length(15);
   });
 
+  it("gives a newcomer the next freed slot though the due rows ahead of its own all belong to the clients that held the slots", async () => {
+    const { started, callbackTransport: hanging } = hangingTransport();
+    const delivered: string[] = [];
+    const callbackTransport = (request: CallbackRequest) => {
+      if (request.url.pathname !== "/healthy") return hanging(request);
+      delivered.push(request.url.pathname);
+      return Promise.resolve(200);
+    };
+    const schedules = service({ deliveryTimeoutMs: 400, maxAttempts: 5, callbackTransport, maxConcurrentDeliveries: 16, maxConcurrentDeliveriesPerClient: 1 });
+    // Sixteen attacker addresses arrive 10 ms apart, each with 40 overdue rows: one slot each, all 16 taken, and
+    // their POSTs time out one after another. Each freed slot's client then holds none and has the earliest due
+    // rows (more than the dispatcher reads for one slot), so by due order alone it would take the slot back.
+    for (let client = 0; client < 16; client += 1) {
+      for (let row = 0; row < 40; row += 1) await schedules.schedule(nowNs() - 1_000n * MS, "http://127.0.0.1:9/hang", `attacker-${client}`);
+      await new Promise((resolve) => setTimeout(resolve, 10));
+    }
+    await waitFor(() => started.length === 16, 5_000, "the attackers to take all 16 slots");
+    const victim = await schedules.schedule(nowNs(), "http://127.0.0.1:9/healthy", "victim");
+    await waitFor(() => schedules.get(victim.id).status === "delivered", 5_000, "the newcomer's delivery");
+    expect(delivered).to.deep.equal(["/healthy"]);
+    // The newcomer took one of the first slots that freed (several can free before one dispatch runs), not a slot
+    // after the attackers' turns.
+    const refills = started.length - 16;
+    expect(refills, "attacker POSTs that took a freed slot before the newcomer").to.be.at.most(3);
+  });
+
   it("keeps half of the slots from clients whose callbacks failed lately, so a newcomer is delivered while they hang", async () => {
     const { started, callbackTransport: hanging } = hangingTransport();
     const failedOnce = new Set<string>();
