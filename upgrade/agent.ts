@@ -1,37 +1,43 @@
 /**
- * The upgrade agent: one plan (upgrade/plan.ts) in, one value-free receipt (upgrade/receipt.ts) out.
+ * The upgrade agent: one plan (upgrade/plan.ts) in, one value-free receipt (upgrade/receipt.ts) out. Both paths,
+ * bundles installed by local or systemd units and images run by container units, go through the same steps; what
+ * differs (what a unit runs, how it is pointed at another release) is the target's (upgrade/target.ts).
  *
- * 1. Verify the release (upgrade/fetchRelease.ts) and the trusted node's chain against the manifest.
- * 2. Preflight every node before touching any: unit and install, executable digest, chain identity, finalized
- *    head, peers, sync, role, mesh state, identity and registration. Refuse a downgrade, a node not in the shape
- *    the plan says, a degraded network, or finality that does not advance.
- * 3. One node at a time, in the plan's order: stage the install beside the old one, stop the unit, point its
- *    install.env at the new install (the old record kept), start, and run the acceptance gates (upgrade/gates.ts).
- * 4. At the first failed gate: roll back that node (the saved install, its digest verified first; never chain
- *    data), run every gate again for the old release, and stop the rollout.
+ * 1. Verify the release (a bundle: upgrade/fetchRelease.ts; an image: upgrade/registry.ts, with its labels) and the
+ *    trusted node's chain against the manifest.
+ * 2. Preflight every node before touching any: its record file (install.env or the image file), what runs (an
+ *    install's tree digest recomputed; the container's image digest from the runtime), chain identity, finalized
+ *    head, peers, sync, role, mesh state, identity and registration. Refuse a downgrade (the bundle's node_version
+ *    or the image's version label against what the node reports), a node not in the shape the plan says, a
+ *    degraded network, or finality that does not advance.
+ * 3. One node at a time, in the plan's order: put the release in place (stage the install; an image is pulled by
+ *    its digest at start), stop, point the record file at it (the old one kept as `.previous`), start (a container
+ *    service is restarted), and run the acceptance gates (upgrade/gates.ts).
+ * 4. At the first failed gate: roll back that node (the `.previous` record: an install's digest verified first; an
+ *    image digest the runtime verifies; never chain data), run every gate again for the old release, and stop.
  *
  * What it can do to a host is the list above and nothing else: the only files it writes are staged installs and
- * install.env; it has no code path that writes a node's keys, config or data, deletes anything outside its own
- * temporary folder, moves a tag or changes a bind address (test/upgrade/plan.test.ts checks the sources).
+ * the record files; it has no code path that writes a node's keys, config or data, deletes anything outside its
+ * own temporary folder, moves a tag or changes a bind address (test/upgrade/plan.test.ts checks the sources). Of
+ * the container runtime it only asks which digest a container runs (upgrade/containerRuntime.ts).
  * A node that already runs the target release (a rollout restarted after the agent was killed) is accepted again,
  * or rolled back, before anything else moves, so a restarted agent never leaves two nodes down; the killed run may
- * have left it stopped or still starting, so it is started if stopped and its first answer taken as its baseline.
+ * have left it stopped, still starting or (a container whose image file was switched) not yet restarted, so it is
+ * started if it does not run the target and its first answer taken as its baseline.
  */
 import { createHash } from "node:crypto";
 import { readFileSync } from "node:fs";
 import type { Address } from "viem";
 import { parseManifest } from "../wire/manifest";
-import { treeDigestOfDirectory } from "./digest";
+import type { ContainerRuntime } from "./containerRuntime";
+import { verifyImageRelease } from "./containerSwitch";
 import { UpgradeRefusal } from "./errors";
-import { fetchVerifiedRelease, type VerifiedRelease } from "./fetchRelease";
-import { firstFailure, runAcceptance, type AcceptanceContext, type AcceptanceTarget, type GateResult } from "./gates";
-import { readInstallEnv, writeInstallEnv, type InstallRecord } from "./installEnv";
-import { installedMetadata, installedRevision, stageInstall } from "./installs";
-import { createLocalUnit } from "./localUnit";
-import { isImagePlan, type BundlePlan, type ImagePlan, type PlanNode, type UpgradePlan } from "./plan";
+import { firstFailure, runAcceptance, type AcceptanceContext, type GateResult } from "./gates";
+import { verifyBundleRelease } from "./installSwitch";
+import { isImagePlan, type AnyPlanNode, type UpgradePlan } from "./plan";
 import { blockHashOf, createProbe, finalizedNumberOf, rpcClient, type NodeReading, type Probe } from "./probe";
 import { assertValueFree, RECEIPT_VERSION, valueFreeText, type NodeReceipt, type Receipt } from "./receipt";
-import { createSystemdUnit } from "./systemdUnit";
+import { restoredOf, summaryOf, type Deployment, type NodeTarget, type VerifiedArtifact } from "./target";
 import type { NodeUnit } from "./unit";
 import { compareVersions } from "./version";
 
@@ -44,13 +50,18 @@ export interface RunUpgradeOptions {
   log?: (line: string) => void;
   /** Between two gate evaluations, ms. */
   pollMs?: number;
+  /** Environment of the unit commands (systemctl, journalctl, podman): PATH decides which binaries run. Default process.env. */
+  commandEnv?: NodeJS.ProcessEnv;
+  /** What container units ask which image digest a container runs; default podman on commandEnv's PATH. */
+  containerRuntime?: ContainerRuntime;
 }
 
 interface NodeState {
-  node: PlanNode;
-  unit: NodeUnit;
+  node: AnyPlanNode;
+  target: NodeTarget;
   probe: Probe;
-  installed: InstallRecord;
+  /** What the unit's record file named at preflight. */
+  recorded: Deployment;
   /** The preflight reading; null only for a resumed node the killed run left stopped or still starting. */
   reading: NodeReading | null;
   receipt: NodeReceipt;
@@ -63,16 +74,13 @@ const REGISTERED = /^getNode:1:.*\|getCard:1:/;
 
 const nowIso = () => new Date().toISOString();
 
-export function unitOf(node: PlanNode): NodeUnit {
-  return node.unit.kind === "local" ? createLocalUnit(node.unit.dir) : createSystemdUnit({ name: node.unit.name, installEnvFile: node.unit.installEnvFile });
-}
-
-function emptyNodeReceipt(node: Pick<PlanNode, "host" | "role">, unitName: string, artifactSha256: string): NodeReceipt {
+function emptyNodeReceipt(node: Pick<AnyPlanNode, "host" | "role">, unitName: string, artifactSha256: string): NodeReceipt {
   return { host: node.host, unit: unitName, role: node.role, outcome: "not-started", preflight: null, old: null, new: null, artifact_sha256: artifactSha256, started_at: null, finished_at: null, gates: [], rollback: null, note: null };
 }
 
-function installSummary(record: InstallRecord): NonNullable<NodeReceipt["old"]> {
-  return { release_id: record.releaseId, source_revision: installedMetadata(record.installDir)?.source_revision ?? null, install_sha256: record.installSha256 };
+/** The receipt's artifact digest, from the plan (known before anything is fetched): a bundle's sha256, an image's manifest digest. */
+function artifactSha256Of(plan: UpgradePlan): string {
+  return isImagePlan(plan) ? plan.release.artifact.digest.slice("sha256:".length) : plan.release.artifact.sha256;
 }
 
 async function waitFor<T>(read: () => Promise<T>, done: (value: T) => boolean, timeoutMs: number, pollMs: number): Promise<T> {
@@ -84,57 +92,37 @@ async function waitFor<T>(read: () => Promise<T>, done: (value: T) => boolean, t
   }
 }
 
-/**
- * An image plan is refused by `run` before anything is read: the container path's pieces (upgrade/registry.ts,
- * upgrade/containerSwitch.ts) are built, but the preflight and acceptance gates still read install.env and
- * installs, so a container rollout through them would check the wrong things (docs/upgrade.md §4a).
- */
-function refuseImagePlan(plan: ImagePlan, planText: string): Receipt {
-  const at = nowIso();
-  const artifactSha256 = plan.release.artifact.digest.slice("sha256:".length);
-  const message = "image plans are not run by the agent yet: its preflight and acceptance gates check installs, not container images (docs/upgrade.md)";
-  const receipt: Receipt = {
-    version: RECEIPT_VERSION,
-    plan_sha256: createHash("sha256").update(planText).digest("hex"),
-    release_tag: plan.release.tag,
-    release_id: plan.release.release_id,
-    source_revision: plan.release.source_revision,
-    artifact_sha256: artifactSha256,
-    started_at: at,
-    finished_at: at,
-    outcome: "refused",
-    refusal: { code: "plan-invalid", message },
-    nodes: plan.rolloutOrder.map((host) => emptyNodeReceipt(plan.nodes.find((node) => node.host === host)!, "-", artifactSha256)),
-  };
-  assertValueFree(receipt);
-  return receipt;
+/** The plan's release, verified, with the path its nodes take: nothing on a node has changed when this refuses. */
+function verifyArtifact(plan: UpgradePlan, options: RunUpgradeOptions): Promise<VerifiedArtifact> | VerifiedArtifact {
+  const env = options.commandEnv;
+  return isImagePlan(plan) ? verifyImageRelease(plan.release, { env, runtime: options.containerRuntime }) : verifyBundleRelease(plan.release, { env });
 }
 
 export async function runUpgrade(options: RunUpgradeOptions): Promise<Receipt> {
   const { plan } = options;
-  if (isImagePlan(plan)) return refuseImagePlan(plan, options.planText);
   const log = options.log ?? (() => undefined);
   const confirm = options.confirm ?? (async () => false);
   const pollMs = options.pollMs ?? 500;
+  const artifactSha256 = artifactSha256Of(plan);
   const receipt: Receipt = {
     version: RECEIPT_VERSION,
     plan_sha256: createHash("sha256").update(options.planText).digest("hex"),
     release_tag: plan.release.tag,
     release_id: plan.release.release_id,
     source_revision: plan.release.source_revision,
-    artifact_sha256: plan.release.artifact.sha256,
+    artifact_sha256: artifactSha256,
     started_at: nowIso(),
     finished_at: nowIso(),
     outcome: "completed",
     refusal: null,
     nodes: [],
   };
-  const ordered = plan.rolloutOrder.map((host) => plan.nodes.find((node) => node.host === host)!);
+  const ordered: AnyPlanNode[] = plan.rolloutOrder.map((host) => (plan.nodes as AnyPlanNode[]).find((node) => node.host === host)!);
   const states: NodeState[] = [];
-  let release: VerifiedRelease | undefined;
+  let artifact: VerifiedArtifact | undefined;
   try {
-    release = fetchVerifiedRelease(plan.release);
-    log(`release ${release.metadata.release_id} verified (bundle ${release.metadata.bundle.sha256.slice(0, 12)}…)`);
+    artifact = await verifyArtifact(plan, options);
+    log(artifact.description);
     const manifest = parseManifest(JSON.parse(readFileSync(plan.network.manifest, "utf8")));
     const oracle = manifest.contracts.TimeOracle as Address | undefined;
     if (oracle === undefined) throw new UpgradeRefusal("plan-invalid", "the manifest names no TimeOracle: on-chain registration cannot be checked");
@@ -146,7 +134,7 @@ export async function runUpgrade(options: RunUpgradeOptions): Promise<Receipt> {
 
     // Preflight: every node, before any changes.
     const finalizedBefore = await trustedView.finalizedNumber();
-    for (const node of ordered) states.push(await preflight(node, release, manifest.chain.genesisHash, oracle, confirm));
+    for (const node of ordered) states.push(await preflight(node, artifact, artifactSha256, manifest.chain.genesisHash, oracle, confirm));
     for (const state of states) receipt.nodes.push(state.receipt);
     for (const state of states) {
       if (state.resumed || state.reading === null || healthy(state.reading)) continue;
@@ -167,7 +155,7 @@ export async function runUpgrade(options: RunUpgradeOptions): Promise<Receipt> {
 
     // Rollout: one node at a time; the first failure stops it.
     for (const state of [...states].sort((a, b) => Number(b.resumed) - Number(a.resumed))) {
-      const accepted = await upgradeNode(state, release, manifest.chain.genesisHash, trustedView, plan, pollMs, log);
+      const accepted = await upgradeNode(state, manifest.chain.genesisHash, trustedView, plan, pollMs, log);
       if (!accepted) {
         receipt.outcome = "stopped";
         break;
@@ -178,9 +166,9 @@ export async function runUpgrade(options: RunUpgradeOptions): Promise<Receipt> {
     log(`refused: ${error.message}`);
     receipt.outcome = "refused";
     receipt.refusal = { code: error.code, message: valueFreeText(error.message) };
-    for (const node of ordered) if (!receipt.nodes.some((entry) => entry.host === node.host)) receipt.nodes.push(emptyNodeReceipt(node, "-", plan.release.artifact.sha256));
+    for (const node of ordered) if (!receipt.nodes.some((entry) => entry.host === node.host)) receipt.nodes.push(emptyNodeReceipt(node, "-", artifactSha256));
   } finally {
-    release?.dispose();
+    artifact?.dispose();
   }
   receipt.finished_at = nowIso();
   assertValueFree(receipt);
@@ -206,31 +194,38 @@ function preflightSummary(reading: NodeReading): NonNullable<NodeReceipt["prefli
   };
 }
 
-async function preflight(node: PlanNode, release: VerifiedRelease, genesisHash: string, oracle: Address, confirm: (question: string) => Promise<boolean>): Promise<NodeState> {
-  const unit = unitOf(node);
-  const installed = readInstallEnv(unit.installEnvFile);
-  if (installed === null) {
-    // A node whose install this agent did not record: outside the plan, so an operator decides.
-    if (!(await confirm(`${node.host}: ${unit.name} has no install.env; adopt it?`))) throw new UpgradeRefusal("not-confirmed", `${node.host}: ${unit.name} has no install record, and adopting it was not confirmed`, { host: node.host });
-    throw new UpgradeRefusal("preflight-failed", `${node.host}: adopting a node without an install record is not implemented`, { host: node.host });
+async function preflight(node: AnyPlanNode, artifact: VerifiedArtifact, artifactSha256: string, genesisHash: string, oracle: Address, confirm: (question: string) => Promise<boolean>): Promise<NodeState> {
+  const target = artifact.targetFor(node);
+  const { unit } = target;
+  const recorded = target.recorded();
+  if (recorded === null) {
+    // A node whose install or image this agent did not record: outside the plan, so an operator decides.
+    if (!(await confirm(`${node.host}: ${unit.name} has no ${target.recordName}; adopt it?`))) throw new UpgradeRefusal("not-confirmed", `${node.host}: ${unit.name} has no record (${target.recordName}), and adopting it was not confirmed`, { host: node.host });
+    throw new UpgradeRefusal("preflight-failed", `${node.host}: adopting a node without a record (${target.recordName}) is not implemented`, { host: node.host });
   }
-  const executableSha256 = treeDigestOfDirectory(installed.installDir);
-  if (executableSha256 !== installed.installSha256) {
-    throw new UpgradeRefusal("preflight-failed", `${node.host}: install ${installed.releaseId} was modified in place (tree ${executableSha256}, recorded ${installed.installSha256})`, { host: node.host });
+  const tampered = target.tampered(recorded);
+  if (tampered !== null) throw new UpgradeRefusal("preflight-failed", `${node.host}: ${tampered}`, { host: node.host });
+  const resumed = recorded.releaseId === artifact.releaseId;
+  if (resumed && !artifact.approves(recorded)) {
+    throw new UpgradeRefusal("preflight-failed", `${node.host}: ${target.recordName} names ${recorded.releaseId} with ${recorded.digest}, not the approved artifact`, { host: node.host, recorded: recorded.digest });
   }
-  const resumed = installed.releaseId === release.metadata.release_id;
   const status = await unit.status();
   const probe = createProbe({ rest: node.rest, rpc: node.rpc }, oracle);
-  const receipt = emptyNodeReceipt(node, unit.name, release.metadata.bundle.sha256);
-  const previous = resumed ? readInstallEnv(`${unit.installEnvFile}.previous`) : null;
-  receipt.old = installSummary(previous ?? installed);
+  const receipt = emptyNodeReceipt(node, unit.name, artifactSha256);
+  const previous = resumed ? target.previous() : null;
+  receipt.old = summaryOf(previous ?? recorded);
+  // What runs must be what the record names. A resumed node may still run the previous release: a killed run
+  // pointed a container's image file at the target and died before the restart (the rollout restarts it).
+  if (status.active && status.runs !== null && status.runs !== recorded.runs && !(resumed && status.runs === previous?.runs)) {
+    throw new UpgradeRefusal("preflight-failed", `${node.host}: ${unit.name} runs ${status.runs}, but ${target.recordName} names ${recorded.runs}: changed outside the agent`, { host: node.host });
+  }
   if (!status.active) {
-    // A killed run stops a node only after staging the target and before pointing install.env at it, or after:
-    // a stopped node already on the target is the one it left down, resumed first; any other stopped node is
-    // not ours to start.
+    // A killed run stops a node only after putting the target in place and before pointing the record file at
+    // it, or after: a stopped node already on the target is the one it left down, resumed first; any other
+    // stopped node is not ours to start.
     if (!resumed) throw new UpgradeRefusal("network-degraded", `${node.host}: ${unit.name} is not running`, { host: node.host });
     receipt.note = "stopped by an interrupted rollout; resumed first";
-    return { node, unit, probe, installed, reading: null, receipt, resumed };
+    return { node, target, probe, recorded, reading: null, receipt, resumed };
   }
   let reading: NodeReading;
   try {
@@ -239,21 +234,21 @@ async function preflight(node: PlanNode, release: VerifiedRelease, genesisHash: 
     if (resumed) {
       // Started by the killed run a moment before it died: still opening. Its acceptance waits for its first answer.
       receipt.note = "not answering yet after an interrupted rollout started it; resumed first";
-      return { node, unit, probe, installed, reading: null, receipt, resumed };
+      return { node, target, probe, recorded, reading: null, receipt, resumed };
     }
     throw new UpgradeRefusal("network-degraded", `${node.host}: cannot read the node (${(error as Error).message})`, { host: node.host });
   }
   if (reading.genesisHash !== genesisHash) throw new UpgradeRefusal("preflight-failed", `${node.host} serves another chain than the manifest's`, { host: node.host });
   if (reading.role !== node.role) throw new UpgradeRefusal("preflight-failed", `${node.host} reports role ${reading.role}, the plan says ${node.role}`, { host: node.host });
-  if (!resumed && compareVersions(release.metadata.node_version, reading.version) <= 0) {
-    throw new UpgradeRefusal("downgrade", `${node.host} runs ${reading.version}; ${release.metadata.release_id} is ${release.metadata.node_version}, not newer: never downgrade`, {
+  if (!resumed && compareVersions(artifact.nodeVersion, reading.version) <= 0) {
+    throw new UpgradeRefusal("downgrade", `${node.host} runs ${reading.version}; ${artifact.releaseId} is ${artifact.nodeVersion} (${artifact.versionSource}), not newer: never downgrade`, {
       host: node.host,
       running: reading.version,
-      target: release.metadata.node_version,
+      target: artifact.nodeVersion,
     });
   }
   receipt.preflight = preflightSummary(reading);
-  return { node, unit, probe, installed, reading, receipt, resumed };
+  return { node, target, probe, recorded, reading, receipt, resumed };
 }
 
 type Limits = { warmupMs: number; timeoutMs: number; pollMs: number };
@@ -272,24 +267,34 @@ function unseenBaseline(reading: NodeReading): NodeReading {
   return { ...reading, convergenceState: "Converged", peers: reading.members - 1 };
 }
 
+/** Whether a resumed node must be started: it is stopped, or still runs what its record named before the killed run switched it. */
+async function notRunning(unit: NodeUnit, deployment: Deployment): Promise<boolean> {
+  const status = await unit.status();
+  return !status.active || (status.runs !== null && status.runs !== deployment.runs);
+}
+
+/** Builds the gates' context for `deployment` on this node. */
+type ContextFor = (deployment: Deployment, baseline: NodeReading, logCursor: string, finalizedAtStop: bigint) => AcceptanceContext;
+
 async function upgradeNode(
   state: NodeState,
-  release: VerifiedRelease,
   genesisHash: string,
   trusted: AcceptanceContext["trusted"],
-  plan: BundlePlan,
+  plan: UpgradePlan,
   pollMs: number,
   log: (line: string) => void,
 ): Promise<boolean> {
-  const { node, unit, receipt } = state;
+  const { node, target, receipt } = state;
+  const { unit } = target;
   const limits: Limits = { warmupMs: plan.acceptance.warmupMs, timeoutMs: plan.acceptance.timeoutMs, pollMs };
   receipt.started_at = nowIso();
-  const previous = state.resumed ? readInstallEnv(`${unit.installEnvFile}.previous`) : state.installed;
-  const contextFor = (target: AcceptanceTarget, baseline: NodeReading, logCursor: string, finalizedAtStop: bigint): AcceptanceContext => ({
+  const previous = state.resumed ? target.previous() : state.recorded;
+  const contextFor: ContextFor = (deployment, baseline, logCursor, finalizedAtStop) => ({
     unit,
+    record: { name: target.recordName, releaseId: () => target.recorded()?.releaseId ?? null },
     probe: state.probe,
     trusted,
-    target,
+    target: { kind: deployment.kind, runs: deployment.runs, releaseId: deployment.releaseId, ...target.expected(deployment, baseline) },
     baseline,
     requireRegistered: state.resumed,
     manifestGenesisHash: genesisHash,
@@ -297,32 +302,31 @@ async function upgradeNode(
     logCursor,
     maxLogErrors: plan.acceptance.maxLogErrors,
   });
-  let target: InstallRecord;
+  let deployment: Deployment;
   let cursor = await unit.logCursor();
   let finalizedAtStop = (await trusted.finalizedNumber()) ?? 0n;
   if (state.resumed) {
-    target = state.installed;
-    log(`${node.host}: already on ${target.releaseId}${state.reading === null ? ", left stopped or starting by an interrupted run" : ""}; accepting it again`);
+    deployment = state.recorded;
+    log(`${node.host}: already on ${deployment.releaseId}${state.reading === null ? ", left stopped or starting by an interrupted run" : ""}; accepting it again`);
   } else {
-    target = stageInstall(node.installRoot, release);
-    log(`${node.host}: staged ${target.releaseId}; stopping ${unit.name}`);
+    deployment = target.prepare();
+    log(`${node.host}: ${deployment.releaseId} in place; switching ${unit.name}`);
     cursor = await unit.logCursor();
     finalizedAtStop = (await trusted.finalizedNumber()) ?? 0n;
-    await unit.stop();
-    writeInstallEnv(unit.installEnvFile, target);
+    await target.stop();
+    target.point(deployment);
   }
-  receipt.new = installSummary(target);
-  const acceptanceTarget: AcceptanceTarget = { installDir: target.installDir, releaseId: target.releaseId, nodeVersion: release.metadata.node_version, sourceRevision: release.metadata.source_revision };
+  receipt.new = summaryOf(deployment);
   let baseline: NodeReading | null = state.resumed ? null : state.reading;
   let gates: GateResult[];
   try {
-    if (!state.resumed || !(await unit.status()).active) await unit.start();
+    if (!state.resumed || (await notRunning(unit, deployment))) await target.start();
     if (state.resumed) {
       const reading = state.reading ?? (await firstReading(state.probe, limits));
       baseline = reading === null ? null : unseenBaseline(reading);
     }
     if (baseline === null) gates = [{ gate: "unit-running", passed: false, detail: `the resumed node did not answer within ${limits.timeoutMs} ms` }];
-    else ({ gates } = await runAcceptance(contextFor(acceptanceTarget, baseline, cursor, finalizedAtStop), limits));
+    else ({ gates } = await runAcceptance(contextFor(deployment, baseline, cursor, finalizedAtStop), limits));
   } catch (error) {
     gates = [{ gate: "unit-running", passed: false, detail: `start failed (${(error as Error).name})` }];
   }
@@ -336,46 +340,45 @@ async function upgradeNode(
   }
   log(`${node.host}: gate ${failed.gate} failed (${failed.detail}); rolling back`);
   receipt.note = valueFreeText(`stopped at gate ${failed.gate}: ${failed.detail}`);
-  const rolledBack = await rollback(state, previous, baseline, (saved, before, logCursor, stopAt) => contextFor(saved, before, logCursor, stopAt), trusted, limits, log);
+  const rolledBack = await rollback(state, previous, baseline, contextFor, trusted, limits, log);
   receipt.outcome = rolledBack ? "rolled-back" : "rollback-failed";
   receipt.finished_at = nowIso();
   return false;
 }
 
 /**
- * Restores the saved install (never data): verifies its digest, points install.env back, restarts, re-runs every
- * gate. `baseline` is the node's reading before the failed start, or null when this run never saw one (a resumed
- * node that did not answer): the restored node's first answer is taken then.
+ * Restores the saved release (never data): checks it (an install's digest), points the record file back,
+ * restarts, re-runs every gate. `baseline` is the node's reading before the failed start, or null when this run
+ * never saw one (a resumed node that did not answer): the restored node's first answer is taken then.
  */
 async function rollback(
   state: NodeState,
-  saved: InstallRecord | null,
+  saved: Deployment | null,
   baseline: NodeReading | null,
-  contextFor: (target: AcceptanceTarget, baseline: NodeReading, logCursor: string, finalizedAtStop: bigint) => AcceptanceContext,
+  contextFor: ContextFor,
   trusted: AcceptanceContext["trusted"],
   limits: Limits,
   log: (line: string) => void,
 ): Promise<boolean> {
-  const { unit, receipt } = state;
+  const { target, receipt } = state;
   if (saved === null) {
     receipt.rollback = null;
-    receipt.note = valueFreeText(`${receipt.note ?? ""}; no saved install to restore`);
+    receipt.note = valueFreeText(`${receipt.note ?? ""}; no saved ${target.recordName} to restore`);
     return false;
   }
-  await unit.stop();
-  const digestVerified = treeDigestOfDirectory(saved.installDir) === saved.installSha256;
-  receipt.rollback = { restored_install_sha256: saved.installSha256, digest_verified: digestVerified, gates: [], passed: false };
+  await target.stop();
+  const digestVerified = target.tampered(saved) === null;
+  receipt.rollback = { ...restoredOf(saved), digest_verified: digestVerified, gates: [], passed: false };
   if (!digestVerified) return false; // the saved install changed: starting it would run unapproved code
-  writeInstallEnv(unit.installEnvFile, saved);
-  const logCursor = await unit.logCursor();
+  target.point(saved);
+  const logCursor = await target.unit.logCursor();
   const finalizedAtStop = (await trusted.finalizedNumber()) ?? 0n;
-  await unit.start();
+  await target.start();
   const before = baseline ?? (await firstReading(state.probe, limits).then((reading) => (reading === null ? null : unseenBaseline(reading))));
-  const oldVersion = installedMetadata(saved.installDir)?.node_version ?? before?.version ?? "unknown";
   let passed = false;
   let gates: GateResult[] = [{ gate: "unit-running", passed: false, detail: `the restored node did not answer within ${limits.timeoutMs} ms` }];
-  if (before !== null) ({ passed, gates } = await runAcceptance(contextFor({ installDir: saved.installDir, releaseId: saved.releaseId, nodeVersion: oldVersion, sourceRevision: installedRevision(saved.installDir) }, before, logCursor, finalizedAtStop), limits));
-  receipt.rollback = { restored_install_sha256: saved.installSha256, digest_verified: true, gates, passed };
+  if (before !== null) ({ passed, gates } = await runAcceptance(contextFor(saved, before, logCursor, finalizedAtStop), limits));
+  receipt.rollback = { ...restoredOf(saved), digest_verified: true, gates, passed };
   log(`${state.node.host}: rollback to ${saved.releaseId} ${passed ? "passed every gate" : "FAILED its gates"}`);
   return passed;
 }

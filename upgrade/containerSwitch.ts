@@ -1,74 +1,101 @@
 /**
- * The container path for one node, after its image was resolved and verified (upgrade/registry.ts):
+ * The container path for one node (upgrade/target.ts), after its image was resolved and verified
+ * (upgrade/registry.ts):
  *
  * - switch: write the target digest into the unit's image file (the old file kept as `.previous`), restart only
- *   the node's service;
- * - acceptance: the caller's gates (upgrade/gates.ts in the agent; a stub in the tests);
+ *   the node's service (upgrade/containerUnit.ts); the runtime pulls the digest, never a tag;
+ * - acceptance: the agent's gates (upgrade/gates.ts), with `unit-running` comparing the digest the runtime says
+ *   the container runs (upgrade/containerRuntime.ts) and `version` the image's labels;
  * - rollback at a failed gate: put the `.previous` file back (the prior digest) and restart, then run every gate
  *   again. Nothing else is restored or touched: chain data and keys live in volumes the image does not contain.
  *
  * A rollback needs no digest re-check of its own (the native path recomputes the saved install's tree): the
- * previous file names a digest, and the runtime refuses bytes that do not hash to it.
+ * previous file names a digest (a tag is refused when it is read), and the runtime refuses bytes that do not hash
+ * to it. The restored image's labels are not fetched (it may come from another registry), so its version and
+ * revision are the ones its release id carries (`ats-node-<version>-<12 digits of the revision>`).
  */
-import { UpgradeRefusal } from "./errors";
 import { readImageEnv, writeImageEnv, type ImageRecord } from "./containerEnv";
-import type { ContainerUnit } from "./containerUnit";
-import type { GateResult } from "./gates";
+import type { ContainerRuntime } from "./containerRuntime";
+import { createContainerUnit } from "./containerUnit";
+import { UpgradeRefusal } from "./errors";
+import { NODE_VERSION_PATTERN } from "./metadata";
+import type { ContainerPlanNode, ImagePlan } from "./plan";
+import { resolveImage, VERSION_LABEL } from "./registry";
+import type { Deployment, ExpectedVersion, NodeTarget, VerifiedArtifact } from "./target";
 
-export interface SwitchResult {
-  /** False when the unit already named the target (a rollout rerun after a killed agent): nothing was written or restarted. */
-  changed: boolean;
-  /** What the unit ran before the target: the rollback's digest (null only for an unchanged unit without a `.previous`). */
-  previous: ImageRecord | null;
+export interface ImageReleaseOptions {
+  /** Answers which digest a container runs; default podman on env.PATH (upgrade/containerUnit.ts). */
+  runtime?: ContainerRuntime | undefined;
+  /** Environment of the systemctl / journalctl / podman calls; default process.env. */
+  env?: NodeJS.ProcessEnv | undefined;
+  /** Each registry request fails after this long, ms (upgrade/registry.ts). */
+  requestTimeoutMs?: number | undefined;
 }
 
-export type ContainerAcceptance = (expected: ImageRecord) => Promise<{ passed: boolean; gates: GateResult[] }>;
+/** A release id's version and revision prefix: `ats-node-<version>-<12 hex>[-dirty]` (upgrade/metadata.ts). */
+const RELEASE_ID_PARTS = /^ats-node-(.+)-([0-9a-f]{12})(-dirty)?$/;
 
-export interface ContainerNodeOutcome {
-  outcome: "upgraded" | "already-current" | "rolled-back" | "rollback-failed";
-  gates: GateResult[];
-  /** The rollback's restored record and its gates; null when there was none. */
-  rollback: { restored: ImageRecord | null; gates: GateResult[]; passed: boolean } | null;
+function deploymentOf(record: ImageRecord, approved: { digest: string; sourceRevision: string }): Deployment {
+  // The reference was checked to end in @sha256:<hex> when the file was read (upgrade/containerEnv.ts).
+  const digest = record.image.slice(record.image.lastIndexOf("@") + 1);
+  return { kind: "image", releaseId: record.releaseId, reference: record.image, runs: digest, digest, sourceRevision: digest === approved.digest ? approved.sourceRevision : null };
 }
 
-const previousOf = (file: string) => `${file}.previous`;
+/** What a node on a deployment the agent has no labels for reports: the version and revision its release id names. */
+function expectedFromReleaseId(deployment: Deployment, before: { version: string }): ExpectedVersion {
+  const parts = RELEASE_ID_PARTS.exec(deployment.releaseId);
+  return parts === null ? { nodeVersion: before.version, sourceRevision: null } : { nodeVersion: parts[1]!, sourceRevision: parts[2]! };
+}
 
-/** Points the unit at `target` and restarts it; refuses a unit without an image file (not set up by this agent). */
-export async function switchImage(unit: ContainerUnit, target: ImageRecord): Promise<SwitchResult> {
-  const current = readImageEnv(unit.installEnvFile);
-  if (current === null) throw new UpgradeRefusal("preflight-failed", `${unit.name} has no image file ${unit.installEnvFile}: a node without an image record is outside the plan`);
-  if (current.image === target.image) {
-    // Rewriting would copy the target over `.previous` and lose the digest a rollback needs.
-    return { changed: false, previous: readImageEnv(previousOf(unit.installEnvFile)) };
+/**
+ * Resolves the plan's image and verifies it (digest, config, revision label: upgrade/registry.ts), and requires
+ * its version label: the version gate and the downgrade check compare the nodes with it, and it must be the
+ * version the approved release id names.
+ */
+export async function verifyImageRelease(release: ImagePlan["release"], options: ImageReleaseOptions = {}): Promise<VerifiedArtifact> {
+  const resolved = await resolveImage(release.artifact, release.source_revision, { requestTimeoutMs: options.requestTimeoutMs });
+  const name = `${release.artifact.repository}:${release.artifact.tag}`;
+  const version = resolved.version;
+  if (version === null || !new RegExp(NODE_VERSION_PATTERN).test(version)) {
+    throw new UpgradeRefusal("unapproved-release", `${name}: label ${VERSION_LABEL} is ${JSON.stringify(version)}, not a version: the downgrade check and the version gate need it`, { version });
   }
-  writeImageEnv(unit.installEnvFile, target);
-  await unit.restart();
-  return { changed: true, previous: current };
-}
-
-/** Restores the `.previous` image file (keeping the failed one as `.previous` in turn) and restarts the unit. */
-export async function rollbackImage(unit: ContainerUnit): Promise<ImageRecord> {
-  const saved = readImageEnv(previousOf(unit.installEnvFile));
-  const current = readImageEnv(unit.installEnvFile);
-  if (saved === null) throw new UpgradeRefusal("unit-failed", `${unit.name}: no ${previousOf(unit.installEnvFile)} to roll back to`);
-  if (saved.image === current?.image) throw new UpgradeRefusal("unit-failed", `${unit.name}: ${previousOf(unit.installEnvFile)} names the image already in place; nothing to roll back to`);
-  writeImageEnv(unit.installEnvFile, saved);
-  await unit.restart();
-  return saved;
-}
-
-/** Switch, accept; at a failed gate roll back and accept the restored image again. */
-export async function upgradeContainerNode(unit: ContainerUnit, target: ImageRecord, accept: ContainerAcceptance): Promise<ContainerNodeOutcome> {
-  const switched = await switchImage(unit, target);
-  const acceptance = await accept(target);
-  if (acceptance.passed) return { outcome: switched.changed ? "upgraded" : "already-current", gates: acceptance.gates, rollback: null };
-  let restored: ImageRecord;
-  try {
-    restored = await rollbackImage(unit);
-  } catch (error) {
-    if (!(error instanceof UpgradeRefusal)) throw error;
-    return { outcome: "rollback-failed", gates: acceptance.gates, rollback: { restored: null, gates: [], passed: false } };
+  if (RELEASE_ID_PARTS.exec(release.release_id)?.[1] !== version) {
+    throw new UpgradeRefusal("unapproved-release", `${name}: label ${VERSION_LABEL} is ${version}; the approved release ${release.release_id} is another version`, { version, release_id: release.release_id });
   }
-  const again = await accept(restored);
-  return { outcome: again.passed ? "rolled-back" : "rollback-failed", gates: acceptance.gates, rollback: { restored, gates: again.gates, passed: again.passed } };
+  const approved = { digest: resolved.digest, sourceRevision: release.source_revision };
+  const target: Deployment = { kind: "image", releaseId: release.release_id, reference: resolved.reference, runs: resolved.digest, digest: resolved.digest, sourceRevision: release.source_revision };
+  const artifact: VerifiedArtifact = {
+    releaseId: release.release_id,
+    nodeVersion: version,
+    versionSource: `its ${VERSION_LABEL} label`,
+    description: `image ${release.release_id} verified (${resolved.digest.slice(0, 19)}…, version ${version})`,
+    approves: (deployment) => deployment.kind === "image" && deployment.releaseId === release.release_id && deployment.digest === resolved.digest,
+    targetFor(planNode): NodeTarget {
+      // The plan's schema gives an image plan container units only.
+      const node = planNode as ContainerPlanNode;
+      const unit = createContainerUnit({ name: node.unit.name, envFile: node.unit.envFile, container: node.unit.container, runtime: options.runtime, env: options.env });
+      const read = (file: string) => {
+        const record = readImageEnv(file);
+        return record === null ? null : deploymentOf(record, approved);
+      };
+      return {
+        unit,
+        recordName: "the image file",
+        recorded: () => read(unit.installEnvFile),
+        previous: () => read(`${unit.installEnvFile}.previous`),
+        tampered: () => null,
+        prepare: () => target,
+        // The restart in start() stops the old container: stopping first would only lengthen the node's downtime.
+        stop: async () => undefined,
+        point(deployment) {
+          writeImageEnv(unit.installEnvFile, { image: deployment.reference, releaseId: deployment.releaseId });
+        },
+        // A restart also starts a stopped service: the same call resumes a node a killed run left stopped.
+        start: () => unit.restart(),
+        expected: (deployment, before) => (artifact.approves(deployment) ? { nodeVersion: version, sourceRevision: release.source_revision } : expectedFromReleaseId(deployment, before)),
+      };
+    },
+    dispose: () => undefined,
+  };
+  return artifact;
 }

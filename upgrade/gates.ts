@@ -3,9 +3,10 @@
  * not success; each gate compares what the node now shows with what it showed before (the preflight reading) or
  * with an independent trusted node:
  *
- *   unit-running   the unit is active, runs the expected install, and its process has not restarted
- *   version        GET /node/info reports the release's node version and source revision; the unit's install.env
- *                  names the release
+ *   unit-running   the unit is active, runs the expected install or image digest (the container runtime's
+ *                  inspect), and its process has not restarted
+ *   version        GET /node/info reports the release's node version and source revision; the unit's record file
+ *                  (install.env, or the image file) names the release
  *   genesis        the genesis hash is the manifest's (the node serves the same chain)
  *   not-syncing    system_health says it is not syncing
  *   finality       its finalized head moved past where it was when the node stopped, and its block at a common
@@ -16,9 +17,10 @@
  *   logs           at most acceptance.maxLogErrors error lines since the start, and no repeated consensus, database,
  *                  time-source or restart errors (upgrade/logErrors.ts: kinds and thresholds)
  *
- * Details are value-free (docs/upgrade.md): states, counts and block numbers, never an id, hash or log text.
+ * The path (installs or images) is the target's (upgrade/target.ts): the gates compare what it says with what the
+ * unit and the node report. Details are value-free (docs/upgrade.md): states, counts and block numbers, never an
+ * id, hash or log text.
  */
-import { readInstallEnv } from "./installEnv";
 import { countLogErrors, LOG_ERROR_KINDS, repeatedKinds } from "./logErrors";
 import type { NodeReading, Probe } from "./probe";
 import type { NodeUnit } from "./unit";
@@ -33,15 +35,22 @@ export interface GateResult {
 }
 
 export interface AcceptanceTarget {
-  installDir: string;
+  kind: "install" | "image";
+  /** What the unit must report it runs (UnitStatus.runs): the install folder, or the image's manifest digest. */
+  runs: string;
   releaseId: string;
   nodeVersion: string;
-  /** The revision the node must report: the approved one, or for a rollback its install's (null: built before revisions). */
+  /**
+   * The revision the node must report: the approved one, or for a rollback its install's (null: built before
+   * revisions) or the 12-digit prefix a restored image's release id carries (upgrade/target.ts ExpectedVersion).
+   */
   sourceRevision: string | null;
 }
 
 export interface AcceptanceContext {
   unit: NodeUnit;
+  /** The unit's record file: its name for details, and the release id it names now (null: none). */
+  record: { name: string; releaseId(): string | null };
   probe: Probe;
   /** The independent node's view: its finalized number and block hashes. */
   trusted: { finalizedNumber(): Promise<bigint | null>; blockHash(number: bigint): Promise<string | null> };
@@ -80,9 +89,9 @@ export async function evaluateGates(context: AcceptanceContext, firstPid: { valu
   const status = await context.unit.status();
   if (status.active && firstPid.value === null) firstPid.value = status.pid;
   const restarted = status.active && firstPid.value !== null && status.pid !== firstPid.value;
-  const wrongInstall = status.installDir !== null && status.installDir !== context.target.installDir;
+  const wrongRelease = status.runs !== null && status.runs !== context.target.runs;
   results.push(
-    result("unit-running", status.active && !restarted && !wrongInstall, !status.active ? "unit not active" : restarted ? "process restarted during acceptance" : wrongInstall ? "runs another install" : "active"),
+    result("unit-running", status.active && !restarted && !wrongRelease, !status.active ? "unit not active" : restarted ? "process restarted during acceptance" : wrongRelease ? `runs another ${context.target.kind}` : "active"),
   );
 
   let reading: NodeReading;
@@ -116,11 +125,16 @@ export async function evaluateGates(context: AcceptanceContext, firstPid: { valu
   return results;
 }
 
+/** A full revision is compared whole; a release id's 12-digit prefix (a restored image) as the start of the node's. */
+function revisionMatches(reported: string | null, expected: string | null): boolean {
+  if (expected === null || reported === null) return reported === expected;
+  return expected.length === 40 ? reported === expected : reported.startsWith(expected);
+}
+
 function versionGate(context: AcceptanceContext, reading: NodeReading): GateResult {
-  const installed = readInstallEnv(context.unit.installEnvFile);
   if (reading.version !== context.target.nodeVersion) return result("version", false, "node reports another version");
-  if (reading.revision !== context.target.sourceRevision) return result("version", false, reading.revision === null ? "node reports no source revision" : "node reports another source revision");
-  if (installed?.releaseId !== context.target.releaseId) return result("version", false, "install.env names another release");
+  if (!revisionMatches(reading.revision, context.target.sourceRevision)) return result("version", false, reading.revision === null ? "node reports no source revision" : "node reports another source revision");
+  if (context.record.releaseId() !== context.target.releaseId) return result("version", false, `${context.record.name} names another release`);
   return result("version", true, "expected version, source revision and release");
 }
 
@@ -151,7 +165,7 @@ export async function runAcceptance(context: AcceptanceContext, limits: Acceptan
   for (;;) {
     const gates = await evaluateGates(context, firstPid);
     if (gates.every((gate) => gate.passed)) return { passed: true, gates };
-    // A restarted process or a wrong install does not heal by waiting.
+    // A restarted process or a wrong install or image does not heal by waiting.
     if (!gates[0]!.passed && gates[0]!.detail !== "unit not active") return { passed: false, gates };
     if (Date.now() - startedAtMs >= limits.timeoutMs) return { passed: false, gates };
     await new Promise((resolve) => setTimeout(resolve, limits.pollMs ?? 500));

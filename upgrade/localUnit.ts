@@ -131,7 +131,7 @@ export function createLocalUnit(dir: string): NodeUnit {
 
     async status(): Promise<UnitStatus> {
       const current = running();
-      return current === null ? { active: false, pid: null, installDir: null } : { active: true, pid: current.pid, installDir: current.installDir };
+      return current === null ? { active: false, pid: null, runs: null } : { active: true, pid: current.pid, runs: current.installDir };
     },
 
     async logCursor() {

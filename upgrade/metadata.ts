@@ -13,6 +13,8 @@ export const METADATA_SCHEMA_VERSION = "ats-build-metadata/1";
 const Sha256 = Type.String({ pattern: "^[0-9a-f]{64}$" });
 export const RELEASE_ID_PATTERN = "^ats-node-[0-9]+\\.[0-9]+\\.[0-9]+(-[0-9A-Za-z.]+)?-[0-9a-f]{12}(-dirty)?$";
 export const SOURCE_REVISION_PATTERN = "^[0-9a-f]{40}$";
+/** A node's package version, as GET /node/info reports it (and an image's version label must be). */
+export const NODE_VERSION_PATTERN = "^[0-9]+\\.[0-9]+\\.[0-9]+(-[0-9A-Za-z.]+)?$";
 
 export const BuildMetadataSchema = Type.Object(
   {
@@ -26,7 +28,7 @@ export const BuildMetadataSchema = Type.Object(
     /** When this release was made (ISO 8601). Kept out of the bundle, so the bundle digest does not depend on it. */
     build_time: Type.String({ pattern: "^\\d{4}-\\d{2}-\\d{2}T\\d{2}:\\d{2}:\\d{2}(\\.\\d+)?Z$" }),
     /** The node's package version (dist/package.json): what GET /node/info reports once it runs. */
-    node_version: Type.String({ pattern: "^[0-9]+\\.[0-9]+\\.[0-9]+(-[0-9A-Za-z.]+)?$" }),
+    node_version: Type.String({ pattern: NODE_VERSION_PATTERN }),
     runtime: Type.Object(
       {
         node: Type.String({ pattern: "^v[0-9]+\\.[0-9]+\\.[0-9]+$" }),

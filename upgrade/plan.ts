@@ -25,10 +25,19 @@ const HttpUrl = Type.String({ pattern: "^https?://[^\\s]{1,2040}$" });
 const HostName = Type.String({ pattern: "^[a-z0-9][a-z0-9.-]{0,62}$" });
 
 const LocalUnit = Type.Object({ kind: Type.Literal("local"), dir: AbsolutePath }, { additionalProperties: false });
+/** Podman's container names; an argv element of `podman container inspect`, never a shell word. */
+export const CONTAINER_NAME_PATTERN = "^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$";
 const ServiceName = Type.String({ pattern: "^[A-Za-z0-9@._:-]{1,200}\\.service$" });
 const SystemdUnit = Type.Object({ kind: Type.Literal("systemd"), name: ServiceName, installEnvFile: AbsolutePath }, { additionalProperties: false });
-/** A service that runs the node's container from the image its environment file names (upgrade/containerUnit.ts). */
-const ContainerUnit = Type.Object({ kind: Type.Literal("container"), name: ServiceName, envFile: AbsolutePath }, { additionalProperties: false });
+/**
+ * A service that runs the node's container from the image its environment file names (upgrade/containerUnit.ts).
+ * `container` is the service's `--name`: the runtime is asked which digest it runs. It is named, not derived from
+ * the service name, because quadlets and hand-written services name their containers differently.
+ */
+const ContainerUnit = Type.Object(
+  { kind: Type.Literal("container"), name: ServiceName, envFile: AbsolutePath, container: Type.String({ pattern: CONTAINER_NAME_PATTERN }) },
+  { additionalProperties: false },
+);
 
 const ReleaseTag = Type.String({ pattern: "^v?[0-9]+\\.[0-9]+\\.[0-9]+(-[0-9A-Za-z.]+)?$" });
 /** The immutable artifact of the native path: the bundle's SHA-256, never a tag or a name. */
@@ -125,6 +134,8 @@ export type ImagePlan = Static<typeof ImagePlanSchema>;
 export type UpgradePlan = BundlePlan | ImagePlan;
 export type PlanNode = BundlePlan["nodes"][number];
 export type ContainerPlanNode = ImagePlan["nodes"][number];
+/** A node of either path. */
+export type AnyPlanNode = PlanNode | ContainerPlanNode;
 export type ImageArtifact = Static<typeof ImageArtifact>;
 
 export function isImagePlan(plan: UpgradePlan): plan is ImagePlan {

@@ -1,7 +1,7 @@
 /**
  * The receipt: one JSON record of a rollout, per node what changed and why the agent went on or stopped. It is
- * value-free (docs/upgrade.md): it holds identifiers of public artifacts (release ids, source revisions, bundle
- * and install digests), the plan's host labels and unit names, timestamps, and the results of comparisons (gate
+ * value-free (docs/upgrade.md): it holds identifiers of public artifacts (release ids, source revisions, bundle,
+ * install and image digests), the plan's host labels and unit names, timestamps, and the results of comparisons (gate
  * pass/fail with states, counts and block numbers). It never holds anything read from a node's keys, config,
  * environment or logs, nor the node's own values (ids, hashes, offsets): "identity unchanged" is reported, not the
  * identity. Two locks keep it so: a closed schema whose free-text fields refuse hex runs and key-like words, and
@@ -23,7 +23,13 @@ const ReleaseId = Type.String({ pattern: RELEASE_ID_PATTERN });
 const Revision = Type.Union([Type.String({ pattern: SOURCE_REVISION_PATTERN }), Type.Null()]);
 
 const Gate = Type.Object({ gate: Type.Union(GATE_NAMES.map((name) => Type.Literal(name))), passed: Type.Boolean(), detail: Text }, { additionalProperties: false });
-const Install = Type.Object({ release_id: ReleaseId, source_revision: Revision, install_sha256: Sha256 }, { additionalProperties: false });
+const ImageDigest = Type.String({ pattern: "^sha256:[0-9a-f]{64}$" });
+/** What a node ran or runs: an install (its tree digest) or an image (its manifest digest, as the runtime pulls it). */
+const Install = Type.Union([
+  Type.Object({ release_id: ReleaseId, source_revision: Revision, install_sha256: Sha256 }, { additionalProperties: false }),
+  Type.Object({ release_id: ReleaseId, source_revision: Revision, image_digest: ImageDigest }, { additionalProperties: false }),
+]);
+
 
 export const NodeReceiptSchema = Type.Object(
   {
@@ -57,12 +63,15 @@ export const NodeReceiptSchema = Type.Object(
     ]),
     old: Type.Union([Install, Type.Null()]),
     new: Type.Union([Install, Type.Null()]),
+    /** The bundle's sha256, or the image manifest's digest without its `sha256:`. */
     artifact_sha256: Sha256,
     started_at: Type.Union([Time, Type.Null()]),
     finished_at: Type.Union([Time, Type.Null()]),
     gates: Type.Array(Gate),
     rollback: Type.Union([
       Type.Object({ restored_install_sha256: Sha256, digest_verified: Type.Boolean(), gates: Type.Array(Gate), passed: Type.Boolean() }, { additionalProperties: false }),
+      // An image's digest is checked by the runtime when it pulls; digest_verified says the file named a digest.
+      Type.Object({ restored_image_digest: ImageDigest, digest_verified: Type.Boolean(), gates: Type.Array(Gate), passed: Type.Boolean() }, { additionalProperties: false }),
       Type.Null(),
     ]),
     note: Type.Union([Text, Type.Null()]),

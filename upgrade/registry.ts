@@ -34,7 +34,7 @@ const DEFAULT_REQUEST_TIMEOUT_MS = 15_000;
 
 export interface ResolveOptions {
   /** Each request (headers and body) fails after this long, ms. */
-  requestTimeoutMs?: number;
+  requestTimeoutMs?: number | undefined;
 }
 
 export interface ResolvedImage {

@@ -21,7 +21,7 @@ export interface SystemdUnitOptions {
   name: string;
   installEnvFile: string;
   /** Environment of the systemctl / journalctl calls (PATH decides which binaries run); default process.env. */
-  env?: NodeJS.ProcessEnv;
+  env?: NodeJS.ProcessEnv | undefined;
   /** Each systemctl call fails after this long, ms (a stop waits for the node to close: TimeoutStopSec bounds it). */
   commandTimeoutMs?: number;
 }
@@ -67,7 +67,7 @@ export function createSystemdUnit(options: SystemdUnitOptions): NodeUnit {
       const values = new Map(text.split("\n").filter((line) => line.includes("=")).map((line) => [line.slice(0, line.indexOf("=")), line.slice(line.indexOf("=") + 1)]));
       const pid = Number(values.get("MainPID") ?? "0");
       const active = values.get("ActiveState") === "active" && pid > 0;
-      return { active, pid: active ? pid : null, installDir: active ? installDirOf(pid) : null };
+      return { active, pid: active ? pid : null, runs: active ? installDirOf(pid) : null };
     },
     async logCursor() {
       return String(Math.floor(Date.now() / 1_000));

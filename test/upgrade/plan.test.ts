@@ -76,7 +76,7 @@ describe("upgrade: the plan", () => {
 
   it("takes exactly one artifact: a bundle with its release folder, or an image with container units", () => {
     const image = { kind: "image", registry: "http://127.0.0.1:5000", repository: "ats/node", tag: "0.1.1", digest: `sha256:${"b".repeat(64)}` };
-    const containerNode = (host: string) => ({ host, role: "primary", rest: "http://127.0.0.1:8080", rpc: "http://127.0.0.1:8547", unit: { kind: "container", name: "ats-node.service", envFile: "/etc/ats/image.env" } });
+    const containerNode = (host: string) => ({ host, role: "primary", rest: "http://127.0.0.1:8080", rpc: "http://127.0.0.1:8547", unit: { kind: "container", name: "ats-node.service", envFile: "/etc/ats/image.env", container: "ats-node" } });
     const imagePlan = () => {
       const plan = structuredClone(PLAN) as Record<string, unknown> & typeof PLAN;
       const { source: _source, ...release } = plan.release;
@@ -132,6 +132,19 @@ describe("upgrade: forbidden actions have no code path", () => {
       "release.ts", // the release folder (npm run release)
       "tar.ts", // extraction into a new stage folder
     ]);
+  });
+
+  it("runs only systemctl, journalctl and, of the container runtime, `container inspect`", () => {
+    // Every command the agent runs goes through runCommand (upgrade/systemdUnit.ts); nothing spawns otherwise but
+    // the local supervisor's node process.
+    const calls = sources.flatMap((source) => (source.text.match(/runCommand\((?!command: string)[^,]+, [^,]+/g) ?? []).map((call) => `${source.name}: ${call}`)).sort();
+    expect(calls).to.deep.equal([
+      'containerRuntime.ts: runCommand(command, ["container"',
+      'containerUnit.ts: runCommand("systemctl", ["restart"',
+      'systemdUnit.ts: runCommand("journalctl", ["--unit"',
+      'systemdUnit.ts: runCommand("systemctl", args',
+    ]);
+    expect(filesWith(/(?<![.\w])(execFile|execFileSync|exec|execSync|spawn|spawnSync|fork)\(/)).to.deep.equal(["localUnit.ts", "systemdUnit.ts"]);
   });
 
   it("never names a key, the node config, data, a tag move or a bind address for writing", () => {

@@ -73,7 +73,7 @@ describe("upgrade: units", function () {
     }
     const status = await unit.status();
     expect(status.active).to.equal(true);
-    expect(status.installDir).to.equal(install);
+    expect(status.runs).to.equal(install);
     await until(async () => (await unit.logSince(cursor)).length > 0, 5_000, "the node's first log line");
     const first = JSON.parse((await unit.logSince(cursor))[0]!) as { env: string[]; argv: string[] };
     expect(first.env).to.deep.equal(["NODE_PATH", "PATH"]);
@@ -152,7 +152,7 @@ esac
       const unit = createSystemdUnit({ name: "ats-node.service", installEnvFile: join(root, "install.env"), env });
       expect((await unit.status()).active).to.equal(false);
       await unit.start();
-      expect(await unit.status()).to.deep.equal({ active: true, pid: 999999, installDir: null });
+      expect(await unit.status()).to.deep.equal({ active: true, pid: 999999, runs: null });
       await unit.stop();
       expect((await unit.status()).active).to.equal(false);
       expect(await unit.logSince("1700000000")).to.deep.equal(["a log line"]);
