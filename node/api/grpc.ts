@@ -331,12 +331,12 @@ export function createGrpcServer(context: TransportContext): grpc.Server {
     return outcome.valid ? { valid: true, reason: "", detail: "" } : { valid: false, reason: outcome.reason, detail: outcome.detail };
   });
 
-  const scheduleAttestation = unary<ScheduleRequestMessage, ScheduleResponseMessage>("ScheduleAttestation", (call, clientKey) => {
+  const scheduleAttestation = unary<ScheduleRequestMessage, ScheduleResponseMessage>("ScheduleAttestation", async (call, clientKey) => {
     const executeAtNs = parseNsString(call.request.execute_at_ns, "execute_at_ns");
     if (call.request.callback_url.length === 0 || call.request.callback_url.length > 2048) {
       throw new ValidationError("callback_url", "must be a URL of 1 to 2048 characters");
     }
-    const record = service.schedule(executeAtNs, call.request.callback_url, clientKey);
+    const record = await service.schedule(executeAtNs, call.request.callback_url, clientKey);
     return { id: record.id, status: record.status, execute_at_ns: record.executeAtNs.toString(), callback_url: record.callbackUrl };
   });
 

@@ -262,7 +262,7 @@ export function buildRestApp(context: TransportContext, options: RestAppOptions 
     },
     async (request, reply) => {
       const executeAtNs = parseNsString(request.body.executeAt, "executeAt");
-      const record = service.schedule(executeAtNs, request.body.callback, clientKeyOf(request));
+      const record = await service.schedule(executeAtNs, request.body.callback, clientKeyOf(request));
       void reply.code(201);
       return { id: record.id, status: record.status, executeAt: record.executeAtNs.toString(), callback: record.callbackUrl };
     },

@@ -3,7 +3,8 @@
  * proof taken at or after that moment to a callback URL.
  *
  * Persistence: SQLite (`schedules.sqlite` in dataDir, WAL, synchronous=FULL). `schedule()` commits the row
- * before it returns the id, so an accepted schedule survives a crash or restart; on start the worker reloads
+ * before it returns the id (rows of one event-loop turn in one commit, lib/groupCommit.ts), so an accepted
+ * schedule survives a crash or restart; on start the worker reloads
  * every row still `scheduled` or `delivering` and resumes.
  *
  * Delivery semantics: at most one delivery per successful POST, at least once overall. A row is marked
@@ -42,6 +43,7 @@
  */
 import { randomUUID } from "node:crypto";
 import type { Logger } from "pino";
+import { GroupCommit } from "../../lib/groupCommit";
 import { UINT128_MAX } from "../../protocol/constants";
 import { NotFoundError, RateLimitError, UnavailableError, ValidationError } from "../../protocol/errors";
 import { RateLimiter } from "../../lib/rateLimit";
@@ -264,6 +266,15 @@ interface ScheduleRow {
   next_attempt_at_ns: Buffer | null;
 }
 
+/** A new schedule's row, as schedule() queues it for the next group commit. */
+interface NewRow {
+  readonly id: string;
+  readonly executeAtNs: bigint;
+  readonly callbackUrl: string;
+  readonly createdAtNs: bigint;
+  readonly clientKey: string;
+}
+
 /** A pending row as the dispatcher reads it (due: its next attempt is set), with its client. */
 type DueRow = ScheduleRow & { next_attempt_at_ns: Buffer; client_key: string };
 
@@ -286,6 +297,8 @@ const CANDIDATES_PER_SLOT = 8;
 const CLIENTS_VISITED_PER_DISPATCH = 64;
 const NS_PER_MS = 1_000_000n;
 const MAX_ERROR_CHARS = 500;
+/** New schedules committed in one transaction at most (lib/groupCommit.ts). */
+const MAX_INSERTS_PER_COMMIT = 256;
 
 /**
  * Opens schedules.sqlite for this process alone. One node per dataDir: two would both resume 'delivering' rows
@@ -441,6 +454,10 @@ export class ScheduleService {
   >;
   /** Pending rows (scheduled or delivering), in all and per client: kept in memory, counted once at open. */
   readonly #pending = new PendingCounts();
+  /** Claims a dispatch pass's rows (next attempt moved to the claim's end) in one transaction. */
+  readonly #claimAll: (ids: readonly string[], untilBlob: Buffer) => void;
+  /** New rows, committed together once per event-loop turn (schedule() answers after its row's commit). */
+  readonly #inserts: GroupCommit<NewRow>;
   /** New schedules per second, node-wide (maxCreatesPerSecond). */
   readonly #creates: RateLimiter;
   /** Clients whose callbacks failed lately: they share half the delivery slots (pickFairly). */
@@ -533,6 +550,15 @@ export class ScheduleService {
       // After a restart nothing is in flight: rows left `delivering` (crash mid-POST) are due again at once.
       resumeInFlight: this.#db.prepare("UPDATE schedules SET next_attempt_at_ns = ? WHERE status = 'delivering'"),
     };
+    const insertAll = this.#db.transaction((rows: readonly NewRow[]) => {
+      for (const row of rows) {
+        this.#statements.insert.run(row.id, nsToBlob(row.executeAtNs), row.callbackUrl, nsToBlob(row.createdAtNs), nsToBlob(row.executeAtNs), row.clientKey);
+      }
+    });
+    this.#claimAll = this.#db.transaction((ids: readonly string[], untilBlob: Buffer) => {
+      for (const id of ids) this.#statements.claim.run(untilBlob, id);
+    });
+    this.#inserts = new GroupCommit({ write: (rows) => insertAll(rows), maxBatch: MAX_INSERTS_PER_COMMIT });
     for (const { client_key, n } of this.#statements.pendingByClient.all() as { client_key: string; n: number }[]) {
       this.#pending.add(client_key, n);
     }
@@ -555,6 +581,8 @@ export class ScheduleService {
     const pending = [...this.#inFlight.values()];
     for (const { controller } of pending) controller.abort(new Error("node shutting down"));
     await Promise.allSettled(pending.map(({ done }) => done));
+    // Schedules accepted in this turn are committed (their callers told so) before the store closes.
+    if (this.#db.open) this.#inserts.flush();
     if (this.#db.open) this.#db.close();
   }
 
@@ -563,11 +591,14 @@ export class ScheduleService {
   }
 
   /**
-   * Validates and commits a schedule; the row is on disk when this returns. Throws ValidationError (bad input),
+   * Validates and commits a schedule; the row is on disk when the promise resolves (schedules created in the same
+   * event-loop turn share one commit: lib/groupCommit.ts). Rejects with ValidationError (bad input),
    * RateLimitError (this client's pending quota: 429 / RESOURCE_EXHAUSTED) or UnavailableError (the node-wide
-   * cap: 503 / UNAVAILABLE). Quotas are not field errors: the same request succeeds once schedules are delivered.
+   * cap: 503 / UNAVAILABLE; the store closed). Quotas are not field errors: the same request succeeds once
+   * schedules are delivered. Rows waiting for their commit count towards the quotas.
    */
-  schedule(executeAtNs: bigint, callbackUrl: string, clientKey = ""): ScheduleRecord {
+  async schedule(executeAtNs: bigint, callbackUrl: string, clientKey = ""): Promise<ScheduleRecord> {
+    if (!this.#db.open) throw new UnavailableError("the schedule store is closed", {});
     const nowNs = this.#options.nowNs();
     const executeAt = validateExecuteAt(executeAtNs, {
       nowNs,
@@ -575,8 +606,8 @@ export class ScheduleService {
       maxPastNs: this.#options.maxPastNs,
     });
     const url = validateCallbackUrl(callbackUrl, this.#options.allowedCallbackHosts);
-    // Node-wide, before any write: each accepted row costs a synchronous commit on the serving thread, and many
-    // addresses each within their own rate could otherwise take the whole thread from every other client.
+    // Node-wide, before any write: accepted rows cost commits on the serving thread, and many addresses each within
+    // their own rate could otherwise take the whole thread from every other client.
     if (!this.#creates.tryTake(NODE_WIDE)) {
       throw new RateLimitError(
         { retryAfterMs: Math.ceil(this.#creates.msUntilNextToken(NODE_WIDE)) },
@@ -597,8 +628,13 @@ export class ScheduleService {
       );
     }
     const id = randomUUID();
-    this.#statements.insert.run(id, nsToBlob(executeAt), url, nsToBlob(nowNs), nsToBlob(executeAt), clientKey);
     this.#pending.add(clientKey, 1);
+    try {
+      await this.#inserts.add({ id, executeAtNs: executeAt, callbackUrl: url, createdAtNs: nowNs, clientKey });
+    } catch (error) {
+      this.#pending.add(clientKey, -1);
+      throw error;
+    }
     // Debug, not info: a client may create schedules at its full request rate, and each is its own record.
     this.#logger.debug({ id, executeAtNs: executeAt.toString(), callbackHost: new URL(url).host }, "schedule accepted");
     if (this.#changesNextWake(executeAt, clientKey)) this.#arm();
@@ -697,8 +733,10 @@ export class ScheduleService {
       const candidates = rows.filter((row) => !this.#inFlight.has(row.id)).map((row) => ({ id: row.id, clientKey: row.client_key, row }));
       // Claimed rows are not due again until the claim expires (a crash mid-delivery resumes them then).
       const claimUntilNs = nowNs + BigInt(this.#attemptLimitMs) * NS_PER_MS;
-      for (const { row, clientKey } of pickFairly(candidates, inFlightByClient, room, this.#maxConcurrentPerClient, suspects)) {
-        this.#statements.claim.run(nsToBlob(claimUntilNs), row.id);
+      const picked = pickFairly(candidates, inFlightByClient, room, this.#maxConcurrentPerClient, suspects);
+      // One commit for the pass's claims, not one per row (each durable commit holds the event loop).
+      this.#claimAll(picked.map(({ id }) => id), nsToBlob(claimUntilNs));
+      for (const { row, clientKey } of picked) {
         const controller = new AbortController();
         const done = this.#deliver(row, clientKey, controller.signal).finally(() => {
           this.#inFlight.delete(row.id);

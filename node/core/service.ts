@@ -285,7 +285,7 @@ export function createTimeService(parameters: CreateTimeServiceParameters): Core
     verify,
     verifyWithCertificateChain,
 
-    schedule: (executeAtNs: bigint, callbackUrl: string, clientKey?: string): ScheduleRecord =>
+    schedule: async (executeAtNs: bigint, callbackUrl: string, clientKey?: string): Promise<ScheduleRecord> =>
       requireStarted(schedules, "schedules").schedule(executeAtNs, callbackUrl, clientKey),
 
     getSchedule: (id: string): ScheduleRecord => requireStarted(schedules, "schedules").get(id),

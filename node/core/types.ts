@@ -219,7 +219,7 @@ export interface TimeService {
    * Validates (ValidationError) and persists before returning. `clientKey` (the transports' rate-limit identity,
    * API key or address) is held to its own pending quota.
    */
-  schedule(executeAtNs: bigint, callbackUrl: string, clientKey?: string): ScheduleRecord;
+  schedule(executeAtNs: bigint, callbackUrl: string, clientKey?: string): Promise<ScheduleRecord>;
   /** Throws NotFoundError. */
   getSchedule(id: string): ScheduleRecord;
   /** Nearest stored proof at or before atNs; throws NotFoundError. */

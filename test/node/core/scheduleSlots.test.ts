@@ -96,7 +96,7 @@ describe("schedule delivery slots", function () {
     const gc = collectGarbage();
     const { started, callbackTransport } = hangingTransport();
     const schedules = service({ deliveryTimeoutMs: 200, callbackTransport });
-    const record = schedules.schedule(nowNs(), "http://127.0.0.1:9/hangs");
+    const record = await schedules.schedule(nowNs(), "http://127.0.0.1:9/hangs");
     await waitFor(() => started.length === 1, 5_000, "the POST");
     for (let round = 0; round < 5; round += 1) {
       gc();
@@ -113,8 +113,8 @@ describe("schedule delivery slots", function () {
       return new Promise<number>(() => undefined);
     };
     const schedules = service({ deliveryTimeoutMs: 100, callbackTransport: ignoresAbort, maxConcurrentDeliveries: 1 });
-    const first = schedules.schedule(nowNs(), "http://127.0.0.1:9/first");
-    const second = schedules.schedule(nowNs(), "http://127.0.0.1:9/second");
+    const first = await schedules.schedule(nowNs(), "http://127.0.0.1:9/first");
+    const second = await schedules.schedule(nowNs(), "http://127.0.0.1:9/second");
     await waitFor(() => schedules.get(second.id).status === "failed", 5_000, "both attempts to end");
     expect(schedules.get(first.id).status).to.equal("failed");
     expect(schedules.get(first.id).lastError).to.equal("TimeoutError: callback did not answer within 100 ms");
@@ -125,7 +125,7 @@ describe("schedule delivery slots", function () {
     const { started, callbackTransport } = hangingTransport();
     const never = () => new Promise<never>(() => undefined);
     const schedules = service({ deliveryTimeoutMs: 100, maxProofWaitMs: 50, proofAtOrAfter: never, callbackTransport });
-    const record = schedules.schedule(nowNs(), "http://127.0.0.1:9/never");
+    const record = await schedules.schedule(nowNs(), "http://127.0.0.1:9/never");
     await waitFor(() => schedules.get(record.id).status === "failed", 5_000, "the watchdog");
     expect(schedules.get(record.id).lastError).to.equal("no proof: TimeoutError: attempt did not finish within 150 ms");
     expect(started).to.have.length(0);
@@ -141,9 +141,9 @@ describe("schedule delivery slots", function () {
     };
     const schedules = service({ deliveryTimeoutMs: 60_000, callbackTransport, maxConcurrentDeliveries: 16, maxConcurrentDeliveriesPerClient: 4 });
     // Thirteen attacker addresses, each with overdue rows: more clients than the dispatcher reads candidates for.
-    for (let index = 0; index < 13 * 20; index += 1) schedules.schedule(nowNs() - 50_000n * MS, "http://127.0.0.1:9/hang", `attacker-${index % 13}`);
+    for (let index = 0; index < 13 * 20; index += 1) await schedules.schedule(nowNs() - 50_000n * MS, "http://127.0.0.1:9/hang", `attacker-${index % 13}`);
     await waitFor(() => started.length === 15, 5_000, "the attackers to fill all but one slot");
-    const victim = schedules.schedule(nowNs(), "http://127.0.0.1:9/healthy", "victim");
+    const victim = await schedules.schedule(nowNs(), "http://127.0.0.1:9/healthy", "victim");
     await waitFor(() => schedules.get(victim.id).status === "delivered", 5_000, "the newcomer's delivery");
     expect(delivered).to.deep.equal(["/healthy"]);
     expect(started).to.have.length(15);
@@ -194,13 +194,13 @@ describe("schedule delivery slots", function () {
     };
     const schedules = service({ deliveryTimeoutMs: 60_000, maxAttempts: 5, callbackTransport, maxConcurrentDeliveries: 16, maxConcurrentDeliveriesPerClient: 4 });
     // One row per attacker first: each fails once and makes its client a suspect; then many more rows.
-    for (let index = 0; index < 20; index += 1) schedules.schedule(nowNs() - 50_000n * MS, `http://127.0.0.1:9/hang-${index}`, `attacker-${index}`);
+    for (let index = 0; index < 20; index += 1) await schedules.schedule(nowNs() - 50_000n * MS, `http://127.0.0.1:9/hang-${index}`, `attacker-${index}`);
     await waitFor(() => failedOnce.size === 20, 5_000, "every attacker's first failure");
     for (let index = 0; index < 20 * 4; index += 1) {
-      schedules.schedule(nowNs() - 50_000n * MS, `http://127.0.0.1:9/hang-${index % 20}`, `attacker-${index % 20}`);
+      await schedules.schedule(nowNs() - 50_000n * MS, `http://127.0.0.1:9/hang-${index % 20}`, `attacker-${index % 20}`);
     }
     await waitFor(() => started.length === 8, 5_000, "the suspects to take their share");
-    const victim = schedules.schedule(nowNs(), "http://127.0.0.1:9/healthy", "victim");
+    const victim = await schedules.schedule(nowNs(), "http://127.0.0.1:9/healthy", "victim");
     await waitFor(() => schedules.get(victim.id).status === "delivered", 5_000, "the newcomer's delivery");
     expect(delivered).to.deep.equal(["/healthy"]);
     await new Promise((resolve) => setTimeout(resolve, 100)); // more dispatches: the suspects' share holds
@@ -210,7 +210,7 @@ describe("schedule delivery slots", function () {
   it("does not wake while the only due rows belong to clients that may take no slot (no busy loop)", async () => {
     const { started, callbackTransport } = hangingTransport();
     const schedules = service({ deliveryTimeoutMs: 60_000, callbackTransport, maxConcurrentDeliveries: 16, maxConcurrentDeliveriesPerClient: 4 });
-    for (let index = 0; index < 100; index += 1) schedules.schedule(nowNs() - 1_000n * MS, "http://127.0.0.1:9/hang", "one-client");
+    for (let index = 0; index < 100; index += 1) await schedules.schedule(nowNs() - 1_000n * MS, "http://127.0.0.1:9/hang", "one-client");
     await waitFor(() => started.length === 4, 5_000, "the client's four slots");
     const before = schedules.stats().dispatchesTotal;
     await new Promise((resolve) => setTimeout(resolve, 300));
@@ -219,14 +219,14 @@ describe("schedule delivery slots", function () {
     expect(started).to.have.length(4);
   });
 
-  it("accepts at most maxCreatesPerSecond new schedules node-wide, from all clients together, refusing the rest with 429 and a Retry-After", () => {
+  it("accepts at most maxCreatesPerSecond new schedules node-wide, from all clients together, refusing the rest with 429 and a Retry-After", async () => {
     const { callbackTransport } = hangingTransport();
     const schedules = service({ maxCreatesPerSecond: 3, callbackTransport, maxPending: 100 });
     const future = nowNs() + 60_000n * MS;
-    for (const client of ["a", "b", "c"]) schedules.schedule(future, "http://127.0.0.1:9/x", client);
+    for (const client of ["a", "b", "c"]) await schedules.schedule(future, "http://127.0.0.1:9/x", client);
     let refusal: unknown;
     try {
-      schedules.schedule(future, "http://127.0.0.1:9/x", "d");
+      await schedules.schedule(future, "http://127.0.0.1:9/x", "d");
     } catch (error) {
       refusal = error;
     }
@@ -247,9 +247,9 @@ describe("schedule delivery slots", function () {
     };
     const schedules = service({ deliveryTimeoutMs: 60_000, callbackTransport, maxConcurrentDeliveries: 16, maxConcurrentDeliveriesPerClient: 4 });
     // The attacker's callbacks were due a minute ago: they sort before everything else.
-    for (let index = 0; index < 100; index += 1) schedules.schedule(nowNs() - 50_000n * MS, "http://127.0.0.1:9/hang", "attacker");
+    for (let index = 0; index < 100; index += 1) await schedules.schedule(nowNs() - 50_000n * MS, "http://127.0.0.1:9/hang", "attacker");
     await waitFor(() => started.length === 4, 5_000, "the attacker's slots to fill");
-    const victim = schedules.schedule(nowNs(), "http://127.0.0.1:9/healthy", "victim");
+    const victim = await schedules.schedule(nowNs(), "http://127.0.0.1:9/healthy", "victim");
     await waitFor(() => schedules.get(victim.id).status === "delivered", 5_000, "the victim's delivery");
     expect(delivered).to.deep.equal(["/healthy"]);
     // The attacker holds at most its per-client share of the 16 slots.

@@ -17,7 +17,7 @@ import {
   type ScheduleServiceOptions,
 } from "../../../node/core/schedules";
 import { nsToBlob } from "../../../lib/sqlite";
-import { buildService, scheduleServiceOptions, startCallbackServer, tempDir, testConfig, waitFor, type CallbackServer } from "./helpers";
+import { buildService, expectRejects, scheduleServiceOptions, startCallbackServer, tempDir, testConfig, waitFor, type CallbackServer } from "./helpers";
 
 const MS = 1_000_000n;
 
@@ -123,7 +123,7 @@ describe("scheduled deliveries", function () {
     const server = await callbackServer();
     const { service } = await node(data());
     const executeAtNs = nowNs() + 150n * MS;
-    const record = service.schedule(executeAtNs, server.url);
+    const record = await service.schedule(executeAtNs, server.url);
     expect(record).to.include({ status: "scheduled", attempts: 0, callbackUrl: server.url });
     expect(record.id).to.match(/^[0-9a-f-]{36}$/);
     await waitFor(() => service.getSchedule(record.id).status === "delivered", 20_000, "delivery");
@@ -147,7 +147,7 @@ describe("scheduled deliveries", function () {
     const dataDir = data();
     const first = await buildService(testConfig(dataDir));
     await first.service.start();
-    const record = first.service.schedule(nowNs() + 300n * MS, server.url);
+    const record = await first.service.schedule(nowNs() + 300n * MS, server.url);
     await first.service.stop(); // before executeAt
 
     const second = await node(dataDir);
@@ -169,7 +169,7 @@ describe("scheduled deliveries", function () {
     const dataDir = data();
     const first = await buildService(testConfig(dataDir));
     await first.service.start();
-    const record = first.service.schedule(nowNs() + 60_000n * MS, server.url);
+    const record = await first.service.schedule(nowNs() + 60_000n * MS, server.url);
     await first.service.stop();
     // What a crash between "mark delivering" and the answer leaves behind: status delivering, a claim far ahead.
     const db = new Database(join(dataDir, "schedules.sqlite"));
@@ -188,7 +188,7 @@ describe("scheduled deliveries", function () {
   it("retries a failing callback with backoff, then succeeds", async () => {
     const server = await callbackServer([500, 503]);
     const { service } = await node(data());
-    const record = service.schedule(nowNs(), server.url);
+    const record = await service.schedule(nowNs(), server.url);
     await waitFor(() => service.getSchedule(record.id).status === "delivered", 20_000, "delivery after retries");
     const delivered = service.getSchedule(record.id);
     expect(delivered.attempts).to.equal(3);
@@ -201,7 +201,7 @@ describe("scheduled deliveries", function () {
   it("marks a schedule failed after maxAttempts, with the last error", async () => {
     const server = await callbackServer([500, 500, 500, 500]);
     const { service } = await node(data(), { scheduleMaxAttempts: 2 });
-    const record = service.schedule(nowNs(), server.url);
+    const record = await service.schedule(nowNs(), server.url);
     await waitFor(() => service.getSchedule(record.id).status === "failed", 20_000, "failure");
     const failed = service.getSchedule(record.id);
     expect(failed.attempts).to.equal(2);
@@ -213,7 +213,7 @@ describe("scheduled deliveries", function () {
   it("does not follow redirects (an allowed host cannot bounce the node elsewhere)", async () => {
     const server = await callbackServer([302]);
     const { service } = await node(data(), { scheduleMaxAttempts: 1 });
-    const record = service.schedule(nowNs(), server.url);
+    const record = await service.schedule(nowNs(), server.url);
     await waitFor(() => service.getSchedule(record.id).status === "failed", 20_000, "failure");
     expect(service.getSchedule(record.id).lastError).to.contain("HTTP 302");
   });
@@ -222,7 +222,7 @@ describe("scheduled deliveries", function () {
     const server = await callbackServer();
     const dataDir = data();
     const { service } = await node(dataDir);
-    const good = service.schedule(nowNs() + 60_000n * MS, server.url);
+    const good = await service.schedule(nowNs() + 60_000n * MS, server.url);
     const bad: [unknown, unknown, string][] = [
       [-1n, server.url, "executeAt"],
       ["1e18", server.url, "decimal string"], // JS callers that bypass the types still get a ValidationError
@@ -233,7 +233,7 @@ describe("scheduled deliveries", function () {
       [nowNs(), "::::", "valid absolute URL"],
     ];
     for (const [executeAt, url, message] of bad) {
-      expect(() => service.schedule(executeAt as bigint, url as string), message).to.throw(ValidationError, message);
+      await expectRejects(service.schedule(executeAt as bigint, url as string), ValidationError, message as string);
     }
     expect(() => service.getSchedule("00000000-0000-4000-8000-000000000000")).to.throw(NotFoundError);
     expect(() => service.getSchedule("'; DROP TABLE schedules; --")).to.throw(NotFoundError);
@@ -245,25 +245,23 @@ describe("scheduled deliveries", function () {
   it("refuses new schedules beyond scheduleMaxPending as unavailable (503), not as a field error", async () => {
     const server = await callbackServer();
     const { service } = await node(data(), { scheduleMaxPending: 2 });
-    service.schedule(nowNs() + 60_000n * MS, server.url);
-    service.schedule(nowNs() + 60_000n * MS, server.url);
+    await service.schedule(nowNs() + 60_000n * MS, server.url);
+    await service.schedule(nowNs() + 60_000n * MS, server.url);
     // The node's totals stay out of the answer (details only).
-    expect(() => service.schedule(nowNs() + 60_000n * MS, server.url))
-      .to.throw(UnavailableError)
-      .with.property("message", "node holds too many pending schedules");
+    const refusal = await expectRejects(service.schedule(nowNs() + 60_000n * MS, server.url), UnavailableError);
+    expect(refusal.message).to.equal("node holds too many pending schedules");
   });
 
   it("holds each client to scheduleMaxPendingPerClient, so one client cannot fill the node for everyone", async () => {
     const server = await callbackServer();
     const { service } = await node(data(), { scheduleMaxPending: 10, scheduleMaxPendingPerClient: 2 });
     const at = nowNs() + 60_000n * MS;
-    service.schedule(at, server.url, "key:aaaa");
-    service.schedule(at, server.url, "key:aaaa");
+    await service.schedule(at, server.url, "key:aaaa");
+    await service.schedule(at, server.url, "key:aaaa");
     // A quota (429 / RESOURCE_EXHAUSTED), not a field error: the message names the quota, not executeAt.
-    expect(() => service.schedule(at, server.url, "key:aaaa"))
-      .to.throw(RateLimitError)
-      .with.property("message", "too many pending schedules for this client (2, limit 2)");
-    expect(service.schedule(at, server.url, "ip:127.0.0.1").status).to.equal("scheduled");
+    const refusal = await expectRejects(service.schedule(at, server.url, "key:aaaa"), RateLimitError);
+    expect(refusal.message).to.equal("too many pending schedules for this client (2, limit 2)");
+    expect((await service.schedule(at, server.url, "ip:127.0.0.1")).status).to.equal("scheduled");
   });
 
   it("refuses to start a second node on the same dataDir (it would redeliver the first one's rows)", async function () {
@@ -281,7 +279,7 @@ describe("scheduled deliveries", function () {
     }
     expect(refused).to.be.instanceOf(UnavailableError);
     expect((refused as Error).message).to.contain("in use by another node");
-    expect(first.service.schedule(nowNs() + 60_000n * MS, "http://127.0.0.1:1/").status).to.equal("scheduled");
+    expect((await first.service.schedule(nowNs() + 60_000n * MS, "http://127.0.0.1:1/")).status).to.equal("scheduled");
   });
 
   it("opens a schedules file written before client keys existed, keeping its rows", async () => {
@@ -345,7 +343,7 @@ describe("scheduled deliveries: SSRF guard at delivery time", function () {
     const dns = resolver({ "evil.test": [["127.0.0.1"]] });
     const schedules = service({ allowedCallbackHosts: ["*"], resolveCallbackHost: dns.resolveCallbackHost });
     const port = new URL(server.url).port;
-    const record = schedules.schedule(nowNs(), `http://evil.test:${port}/callback`);
+    const record = await schedules.schedule(nowNs(), `http://evil.test:${port}/callback`);
     await waitFor(() => schedules.get(record.id).status === "failed", 20_000, "refusal");
     expect(schedules.get(record.id)).to.include({ attempts: 2, lastError: refusal("evil.test", "127.0.0.1") });
     expect(dns.lookups).to.deep.equal(["evil.test", "evil.test"]);
@@ -358,7 +356,7 @@ describe("scheduled deliveries: SSRF guard at delivery time", function () {
     const dns = resolver(Object.fromEntries(bad.map((address, index) => [`n${index}.test`, [["93.184.216.34", address]]])));
     const transport = recordingTransport();
     const schedules = service({ allowedCallbackHosts: ["*"], maxAttempts: 1, ...dns, ...transport });
-    const ids = bad.map((_, index) => schedules.schedule(nowNs(), `https://n${index}.test/cb`).id);
+    const ids = await Promise.all(bad.map(async (_, index) => (await schedules.schedule(nowNs(), `https://n${index}.test/cb`)).id));
     await waitFor(() => ids.every((id) => schedules.get(id).status === "failed"), 20_000, "refusals");
     bad.forEach((address, index) => expect(schedules.get(ids[index]!).lastError, address).to.equal(refusal(`n${index}.test`, address)));
     expect(transport.sent).to.have.length(0);
@@ -369,7 +367,7 @@ describe("scheduled deliveries: SSRF guard at delivery time", function () {
     const dns = resolver({ "receiver.test": [["127.0.0.1"]] });
     const schedules = service({ allowedCallbackHosts: ["receiver.test"], resolveCallbackHost: dns.resolveCallbackHost });
     const port = new URL(server.url).port;
-    const record = schedules.schedule(nowNs(), `http://receiver.test:${port}/callback`);
+    const record = await schedules.schedule(nowNs(), `http://receiver.test:${port}/callback`);
     await waitFor(() => schedules.get(record.id).status === "delivered", 20_000, "delivery");
     // receiver.test has no DNS record: the POST reached the server through the one checked lookup only.
     expect(dns.lookups).to.deep.equal(["receiver.test"]);
@@ -382,12 +380,12 @@ describe("scheduled deliveries: SSRF guard at delivery time", function () {
     const dns = resolver({ "flip.test": [["93.184.216.34"], ["10.0.0.5"]], "internal.test": [["10.1.2.3"]] });
     const transport = recordingTransport([503]);
     const schedules = service({ allowedCallbackHosts: ["*", "internal.test"], ...dns, ...transport });
-    const flip = schedules.schedule(nowNs(), "https://flip.test/cb");
+    const flip = await schedules.schedule(nowNs(), "https://flip.test/cb");
     await waitFor(() => schedules.get(flip.id).status === "failed", 20_000, "refusal on retry");
     expect(schedules.get(flip.id)).to.include({ attempts: 2, lastError: refusal("flip.test", "10.0.0.5") });
     expect(transport.sent.map(({ url, addresses }) => [url.host, addresses])).to.deep.equal([["flip.test", [{ address: "93.184.216.34", family: 4 }]]]);
 
-    const internal = schedules.schedule(nowNs(), "https://internal.test/cb");
+    const internal = await schedules.schedule(nowNs(), "https://internal.test/cb");
     await waitFor(() => schedules.get(internal.id).status === "delivered", 20_000, "delivery");
     expect(transport.sent[1]!.addresses).to.deep.equal([{ address: "10.1.2.3", family: 4 }]);
     expect(transport.sent[1]!.headers).to.deep.equal({ "content-type": "application/json", "idempotency-key": internal.id, "user-agent": "ats-node" });
@@ -398,7 +396,7 @@ describe("scheduled deliveries: SSRF guard at delivery time", function () {
     const dns = resolver({ "receiver.test": [["10.0.0.5"]] });
     const dataDir = data();
     const first = service({ allowedCallbackHosts: ["receiver.test"], ...dns, ...transport }, { dataDir, start: false });
-    const record = first.schedule(nowNs(), "https://receiver.test/cb");
+    const record = await first.schedule(nowNs(), "https://receiver.test/cb");
     await first.stop(); // never started: nothing delivered
     const second = service({ allowedCallbackHosts: [], maxAttempts: 1, ...dns, ...transport }, { dataDir });
     await waitFor(() => second.get(record.id).status === "failed", 20_000, "refusal");
@@ -420,7 +418,7 @@ describe("scheduled deliveries: SSRF guard at delivery time", function () {
         }),
     );
     const schedules = service({ deliveryTimeoutMs: 150, maxAttempts: 1 });
-    const record = schedules.schedule(nowNs(), `http://127.0.0.1:${(silent.address() as AddressInfo).port}/cb`);
+    const record = await schedules.schedule(nowNs(), `http://127.0.0.1:${(silent.address() as AddressInfo).port}/cb`);
     await waitFor(() => schedules.get(record.id).status === "failed", 20_000, "timeout");
     expect(schedules.get(record.id).lastError).to.contain("TimeoutError");
   });

@@ -89,7 +89,7 @@ describe("TimeService", function () {
     cleanups.push(async () => {
       if (!stopped) await service.stop();
     });
-    const { id } = service.schedule(service.nowNs(), "http://127.0.0.1:9/callback");
+    const { id } = await service.schedule(service.nowNs(), "http://127.0.0.1:9/callback");
     await new Promise((resolve) => setTimeout(resolve, 300)); // the worker picks the due row and starts waiting
     const attestationsAtStop = service.stats().attestationsTotal;
     const outcome = await Promise.race([
@@ -224,7 +224,7 @@ describe("TimeService", function () {
     const idle = await buildService(testConfig(dir.path));
     expect(idle.service.health().status).to.equal("starting");
     expect(() => idle.service.current()).to.throw(UnavailableError);
-    expect(() => idle.service.schedule(1n, "http://127.0.0.1/")).to.throw(UnavailableError, "not started");
+    await expectRejects(idle.service.schedule(1n, "http://127.0.0.1/"), UnavailableError, "not started");
 
     const { service, card } = await started();
     card.simulateMeasuredError(DEV_CARD_DRIVER_ACCURACY_NS + 1);
