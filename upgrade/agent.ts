@@ -10,11 +10,13 @@
  *    head, peers, sync, role, mesh state, identity and registration. Refuse a downgrade (the bundle's node_version
  *    or the image's version label against what the node reports), a node not in the shape the plan says, a
  *    degraded network, or finality that does not advance.
- * 3. One node at a time, in the plan's order: put the release in place (stage the install; an image is pulled by
- *    its digest at start), stop, point the record file at it (the old one kept as `.previous`), start (a container
- *    service is restarted), and run the acceptance gates (upgrade/gates.ts).
+ * 3. Batch by batch, in the plan's order (upgrade/batches.ts: one node at a time unless the plan's maxParallel lets
+ *    non-primaries go together; a primary always goes alone): put the release in place (stage the install; an
+ *    image is pulled by its digest at start), stop, point the record file at it (the old one kept as `.previous`),
+ *    start (a container service is restarted), and run the acceptance gates (upgrade/gates.ts).
  * 4. At the first failed gate: roll back that node (the `.previous` record: an install's digest verified first; an
- *    image digest the runtime verifies; never chain data), run every gate again for the old release, and stop.
+ *    image digest the runtime verifies; never chain data), run every gate again for the old release, roll back the
+ *    rest of its batch the same way once each has finished its own acceptance, and stop.
  *
  * What it can do to a host is the list above and nothing else: the only files it writes are staged installs and
  * the record files; it has no code path that writes a node's keys, config or data, deletes anything outside its
@@ -31,7 +33,9 @@ import type { Address } from "viem";
 import { parseManifest } from "../wire/manifest";
 import type { ContainerRuntime } from "./containerRuntime";
 import { verifyImageRelease } from "./containerSwitch";
+import type { FetchOptions } from "./fetchRelease";
 import { UpgradeRefusal } from "./errors";
+import { rolloutBatches } from "./batches";
 import { firstFailure, runAcceptance, type AcceptanceContext, type GateResult } from "./gates";
 import { verifyBundleRelease } from "./installSwitch";
 import { isImagePlan, type AnyPlanNode, type UpgradePlan } from "./plan";
@@ -54,6 +58,8 @@ export interface RunUpgradeOptions {
   commandEnv?: NodeJS.ProcessEnv;
   /** What container units ask which image digest a container runs; default podman on commandEnv's PATH. */
   containerRuntime?: ContainerRuntime;
+  /** Bounds of a release downloaded from `release.source.url` (upgrade/fetchRelease.ts defaults). */
+  download?: FetchOptions;
 }
 
 interface NodeState {
@@ -93,9 +99,9 @@ async function waitFor<T>(read: () => Promise<T>, done: (value: T) => boolean, t
 }
 
 /** The plan's release, verified, with the path its nodes take: nothing on a node has changed when this refuses. */
-function verifyArtifact(plan: UpgradePlan, options: RunUpgradeOptions): Promise<VerifiedArtifact> | VerifiedArtifact {
+function verifyArtifact(plan: UpgradePlan, options: RunUpgradeOptions): Promise<VerifiedArtifact> {
   const env = options.commandEnv;
-  return isImagePlan(plan) ? verifyImageRelease(plan.release, { env, runtime: options.containerRuntime }) : verifyBundleRelease(plan.release, { env });
+  return isImagePlan(plan) ? verifyImageRelease(plan.release, { env, runtime: options.containerRuntime }) : verifyBundleRelease(plan.release, { env, download: options.download });
 }
 
 export async function runUpgrade(options: RunUpgradeOptions): Promise<Receipt> {
@@ -153,10 +159,12 @@ export async function runUpgrade(options: RunUpgradeOptions): Promise<Receipt> {
       throw new UpgradeRefusal("network-degraded", `finality is not advancing (finalized ${String(finalizedAfter)} after ${plan.acceptance.timeoutMs} ms)`);
     }
 
-    // Rollout: one node at a time; the first failure stops it.
-    for (const state of [...states].sort((a, b) => Number(b.resumed) - Number(a.resumed))) {
-      const accepted = await upgradeNode(state, manifest.chain.genesisHash, trustedView, plan, pollMs, log);
-      if (!accepted) {
+    // Rollout, batch by batch (upgrade/batches.ts): the nodes a killed run left on the target first, in batches of
+    // their own, so they are all back before any other node moves; the first failure stops it.
+    const maxParallel = plan.maxParallel ?? 1;
+    const batches = [...rolloutBatches(states.filter((state) => state.resumed), maxParallel), ...rolloutBatches(states.filter((state) => !state.resumed), maxParallel)];
+    for (const batch of batches) {
+      if (!(await runBatch(batch, manifest.chain.genesisHash, trustedView, plan, pollMs, log))) {
         receipt.outcome = "stopped";
         break;
       }
@@ -276,14 +284,43 @@ async function notRunning(unit: NodeUnit, deployment: Deployment): Promise<boole
 /** Builds the gates' context for `deployment` on this node. */
 type ContextFor = (deployment: Deployment, baseline: NodeReading, logCursor: string, finalizedAtStop: bigint) => AcceptanceContext;
 
+/** One node's switch, once it has been accepted or rolled back. */
+interface NodeRun {
+  accepted: boolean;
+  /** Rolls an accepted node back because another node of its batch failed (a failed node rolled itself back). */
+  undo(why: string): Promise<void>;
+}
+
+/**
+ * Switches one batch (upgrade/batches.ts) at once and waits for every node of it to be accepted or rolled back.
+ * Each release is put in place for every node first (staging changes no node, and a refusal there leaves the
+ * batch untouched). When any node fails, every node of the batch that was accepted is rolled back too: a batch
+ * goes forward together or not at all, so the rollout stops with no node on a release another one failed on.
+ * True when every node was accepted.
+ */
+async function runBatch(batch: readonly NodeState[], genesisHash: string, trusted: AcceptanceContext["trusted"], plan: UpgradePlan, pollMs: number, log: (line: string) => void): Promise<boolean> {
+  const prepared = batch.map((state) => (state.resumed ? state.recorded : state.target.prepare()));
+  if (batch.length > 1) log(`switching ${batch.map((state) => state.node.host).join(", ")} together`);
+  // allSettled, not all: a node whose unit command throws must not leave its batch-mates running unobserved.
+  const settled = await Promise.allSettled(batch.map((state, index) => upgradeNode(state, prepared[index]!, genesisHash, trusted, plan, pollMs, log)));
+  const failed = batch.filter((_, index) => settled[index]!.status === "rejected" || !(settled[index] as PromiseFulfilledResult<NodeRun>).value.accepted);
+  if (failed.length === 0) return true;
+  const why = `rolled back with its batch: ${failed.map((state) => state.node.host).join(", ")} failed`;
+  await Promise.all(settled.map((result) => (result.status === "fulfilled" && result.value.accepted ? result.value.undo(why) : undefined)));
+  const thrown = settled.find((result): result is PromiseRejectedResult => result.status === "rejected");
+  if (thrown !== undefined) throw thrown.reason;
+  return false;
+}
+
 async function upgradeNode(
   state: NodeState,
+  prepared: Deployment,
   genesisHash: string,
   trusted: AcceptanceContext["trusted"],
   plan: UpgradePlan,
   pollMs: number,
   log: (line: string) => void,
-): Promise<boolean> {
+): Promise<NodeRun> {
   const { node, target, receipt } = state;
   const { unit } = target;
   const limits: Limits = { warmupMs: plan.acceptance.warmupMs, timeoutMs: plan.acceptance.timeoutMs, pollMs };
@@ -302,14 +339,12 @@ async function upgradeNode(
     logCursor,
     maxLogErrors: plan.acceptance.maxLogErrors,
   });
-  let deployment: Deployment;
+  const deployment = prepared;
   let cursor = await unit.logCursor();
   let finalizedAtStop = (await trusted.finalizedNumber()) ?? 0n;
   if (state.resumed) {
-    deployment = state.recorded;
     log(`${node.host}: already on ${deployment.releaseId}${state.reading === null ? ", left stopped or starting by an interrupted run" : ""}; accepting it again`);
   } else {
-    deployment = target.prepare();
     log(`${node.host}: ${deployment.releaseId} in place; switching ${unit.name}`);
     cursor = await unit.logCursor();
     finalizedAtStop = (await trusted.finalizedNumber()) ?? 0n;
@@ -331,19 +366,28 @@ async function upgradeNode(
     gates = [{ gate: "unit-running", passed: false, detail: `start failed (${(error as Error).name})` }];
   }
   receipt.gates = gates;
+  const rollBack = async (note: string): Promise<void> => {
+    receipt.note = valueFreeText(note);
+    const rolledBack = await rollback(state, previous, baseline, contextFor, trusted, limits, log);
+    receipt.outcome = rolledBack ? "rolled-back" : "rollback-failed";
+    receipt.finished_at = nowIso();
+  };
   const failed = firstFailure(gates);
   if (failed === undefined) {
     receipt.outcome = state.resumed ? "already-current" : "upgraded";
     receipt.finished_at = nowIso();
     log(`${node.host}: accepted (${gates.length} gates)`);
-    return true;
+    return {
+      accepted: true,
+      undo: (why) => {
+        log(`${node.host}: ${why}; rolling back`);
+        return rollBack(why);
+      },
+    };
   }
   log(`${node.host}: gate ${failed.gate} failed (${failed.detail}); rolling back`);
-  receipt.note = valueFreeText(`stopped at gate ${failed.gate}: ${failed.detail}`);
-  const rolledBack = await rollback(state, previous, baseline, contextFor, trusted, limits, log);
-  receipt.outcome = rolledBack ? "rolled-back" : "rollback-failed";
-  receipt.finished_at = nowIso();
-  return false;
+  await rollBack(`stopped at gate ${failed.gate}: ${failed.detail}`);
+  return { accepted: false, undo: async () => undefined };
 }
 
 /**

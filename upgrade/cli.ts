@@ -59,7 +59,7 @@ export async function main(argv: string[], io: UpgradeCliIo = DEFAULT_IO): Promi
     const { values } = parseArgs({ args: rest, options: { plan: { type: "string" }, receipt: { type: "string" } } });
     if (command === "check" && values.plan !== undefined) {
       const { plan } = loadPlan(values.plan);
-      io.stdout(JSON.stringify({ ok: true, release: plan.release.release_id, artifact: plan.release.artifact.kind === "bundle" ? plan.release.artifact.sha256 : plan.release.artifact.digest, order: plan.rolloutOrder }, null, 2));
+      io.stdout(JSON.stringify({ ok: true, release: plan.release.release_id, artifact: plan.release.artifact.kind === "bundle" ? plan.release.artifact.sha256 : plan.release.artifact.digest, order: plan.rolloutOrder, maxParallel: plan.maxParallel ?? 1 }, null, 2));
       return 0;
     }
     if (command === "run" && values.plan !== undefined && values.receipt !== undefined) {

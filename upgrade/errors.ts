@@ -5,6 +5,7 @@
 export type RefusalCode =
   | "plan-invalid"
   | "bad-checksum"
+  | "fetch-failed"
   | "moved-tag"
   | "unapproved-release"
   | "wrong-platform"

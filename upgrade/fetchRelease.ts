@@ -1,6 +1,9 @@
 /**
  * Fetches the plan's release into a private folder (0700, under the OS temp folder) and verifies it there, from
- * the copies only (the published folder is read once, so it cannot change between check and use):
+ * the copies only (the published files are read once, so they cannot change between check and use). The release
+ * is a folder (`source.dir`) or a base URL (`source.url`: `<url>/SHA256SUMS`, … downloaded with upgrade/httpGet.ts
+ * bounds: one origin, a deadline, a size limit per file). How a file arrives is the only difference; nothing that
+ * arrives is trusted until every check below has passed:
  *
  * 1. SHA256SUMS parses, and lists BUILD-METADATA.json and the bundle with their digests;
  * 2. every file's bytes match SHA256SUMS ("bad-checksum": a corrupted or truncated download);
@@ -11,13 +14,15 @@
  * 7. its BUILD-REVISION.json (what the node will report as its revision) names the approved source revision
  *    ("unapproved-release").
  *
- * Any failure refuses before anything on a node changes.
+ * A download that fails its bounds (another origin, too slow, too large, not 200) is "fetch-failed". Any failure
+ * refuses before anything on a node changes, and removes the private folder.
  */
-import { copyFileSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { copyFileSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { sha256Hex, treeDigestOfEntries } from "./digest";
 import { UpgradeRefusal } from "./errors";
+import { boundedGet } from "./httpGet";
 import { hostRuntime, METADATA_FILE, parseBuildMetadata, type BuildMetadata } from "./metadata";
 import type { BundlePlan } from "./plan";
 import { REVISION_FILE, revisionFileContent } from "./release";
@@ -39,24 +44,69 @@ function checksum(name: string, bytes: Buffer, sums: Map<string, string>): strin
   return actual;
 }
 
-export function fetchVerifiedRelease(release: BundlePlan["release"]): VerifiedRelease {
+/** SHA256SUMS and BUILD-METADATA.json are a few hundred bytes; this is far above either and far below harm. */
+const MAX_SMALL_FILE_BYTES = 64 * 1024;
+/** The bundle is dist/ without node_modules (a few MiB); a server answering more is not serving a release. */
+export const DEFAULT_MAX_BUNDLE_BYTES = 256 * 1024 * 1024;
+/** Per file, headers and body: a bundle over a slow link fits, a server that stalls does not hold the rollout. */
+export const DEFAULT_DOWNLOAD_TIMEOUT_MS = 120_000;
+/** Same-origin redirects a release server may use (e.g. /latest/ to a versioned folder). */
+const MAX_REDIRECTS = 3;
+
+export interface FetchOptions {
+  /** Each download (one file) fails after this long, ms. */
+  downloadTimeoutMs?: number | undefined;
+  /** The bundle's download is refused past this many bytes. */
+  maxBundleBytes?: number | undefined;
+}
+
+/** Puts the release file `name` into the private folder, as published; `maxBytes` bounds a download. */
+type Fetch = (name: string, maxBytes: number) => Promise<void>;
+
+function fetcherFor(source: BundlePlan["release"]["source"], tag: string, privateDir: string, options: FetchOptions): Fetch {
+  if ("dir" in source) {
+    return async (name) => {
+      try {
+        copyFileSync(join(source.dir, name), join(privateDir, name));
+      } catch (error) {
+        throw new UpgradeRefusal("bad-checksum", `release ${tag}: cannot fetch ${name}: ${(error as Error).message}`, { file: name });
+      }
+    };
+  }
+  // The base is a folder: `<url>/<name>` whether or not the plan's URL ends in a slash.
+  const base = new URL(source.url.endsWith("/") ? source.url : `${source.url}/`);
+  return async (name, maxBytes) => {
+    const url = new URL(name, base);
+    // Names come from SHA256SUMS' partner files before they are verified: one path segment under the base, or nothing.
+    if (name.includes("/") || !url.href.startsWith(base.href)) throw new UpgradeRefusal("unsafe-archive", `release ${tag}: ${JSON.stringify(name)} is not a file of ${base.href}`, { file: name });
+    const { bytes } = await boundedGet(url, {
+      origin: base.origin,
+      maxRedirects: MAX_REDIRECTS,
+      maxBytes,
+      timeoutMs: options.downloadTimeoutMs ?? DEFAULT_DOWNLOAD_TIMEOUT_MS,
+      code: "fetch-failed",
+      what: `release ${tag} at ${base.origin}`,
+    });
+    writeFileSync(join(privateDir, name), bytes, { flag: "wx", mode: 0o600 });
+  };
+}
+
+export async function fetchVerifiedRelease(release: BundlePlan["release"], options: FetchOptions = {}): Promise<VerifiedRelease> {
   // mkdtemp creates the folder 0700: nobody else on the host can swap a file between our check and our use.
   const privateDir = mkdtempSync(join(tmpdir(), "ats-upgrade-fetch-"));
   const dispose = () => rmSync(privateDir, { recursive: true, force: true });
   try {
-    const copy = (name: string): Buffer => {
-      try {
-        copyFileSync(join(release.source.dir, name), join(privateDir, name));
-      } catch (error) {
-        throw new UpgradeRefusal("bad-checksum", `release ${release.tag}: cannot fetch ${name}: ${(error as Error).message}`, { file: name });
-      }
+    const fetchFile = fetcherFor(release.source, release.tag, privateDir, options);
+    const copy = async (name: string, maxBytes = MAX_SMALL_FILE_BYTES): Promise<Buffer> => {
+      await fetchFile(name, maxBytes);
+      // Checked from the private copy only, on both paths.
       return readFileSync(join(privateDir, name));
     };
-    const sums = parseSums(copy(SUMS_FILE).toString("utf8"));
-    const metadataBytes = copy(METADATA_FILE);
+    const sums = parseSums((await copy(SUMS_FILE)).toString("utf8"));
+    const metadataBytes = await copy(METADATA_FILE);
     checksum(METADATA_FILE, metadataBytes, sums);
     const metadata = parseBuildMetadata(JSON.parse(metadataBytes.toString("utf8")), `release ${release.tag}`);
-    const bundle = copy(metadata.bundle.name);
+    const bundle = await copy(metadata.bundle.name, options.maxBundleBytes ?? DEFAULT_MAX_BUNDLE_BYTES);
     const bundleSha256 = checksum(metadata.bundle.name, bundle, sums);
     if (bundleSha256 !== metadata.bundle.sha256) throw new UpgradeRefusal("bad-checksum", `${metadata.bundle.name}: sha256 ${bundleSha256} but ${METADATA_FILE} says ${metadata.bundle.sha256}`);
     if (bundleSha256 !== release.artifact.sha256) {

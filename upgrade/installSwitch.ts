@@ -6,7 +6,7 @@
  * rollback.
  */
 import { treeDigestOfDirectory } from "./digest";
-import { fetchVerifiedRelease } from "./fetchRelease";
+import { fetchVerifiedRelease, type FetchOptions } from "./fetchRelease";
 import { readInstallEnv, writeInstallEnv, type InstallRecord } from "./installEnv";
 import { installedMetadata, installedRevision, stageInstall } from "./installs";
 import { createLocalUnit } from "./localUnit";
@@ -26,8 +26,8 @@ function deploymentOf(record: InstallRecord): Deployment {
 }
 
 /** Fetches and verifies the plan's bundle (every refusal before a node changes); its nodes are local or systemd units. */
-export function verifyBundleRelease(release: BundlePlan["release"], options: { env?: NodeJS.ProcessEnv | undefined } = {}): VerifiedArtifact {
-  const verified = fetchVerifiedRelease(release);
+export async function verifyBundleRelease(release: BundlePlan["release"], options: { env?: NodeJS.ProcessEnv | undefined; download?: FetchOptions | undefined } = {}): Promise<VerifiedArtifact> {
+  const verified = await fetchVerifiedRelease(release, options.download);
   const { metadata } = verified;
   const artifact: VerifiedArtifact = {
     releaseId: metadata.release_id,

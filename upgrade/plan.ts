@@ -4,13 +4,14 @@
  *
  * - release: the tag, the immutable artifact, the approved release_id and source_revision. The artifact is exactly
  *   one of
- *     - a bundle (its SHA-256) found in a release folder (`source.dir`: bundle + SHA256SUMS + BUILD-METADATA.json),
- *       installed by local or systemd units (the native path), or
+ *     - a bundle (its SHA-256) found in a release folder (`source.dir`: bundle + SHA256SUMS + BUILD-METADATA.json)
+ *       or under a base URL (`source.url`), installed by local or systemd units (the native path), or
  *     - an image (registry URL, repository, tag, approved manifest digest), run by container units (the container
  *       path, upgrade/containerSwitch.ts): the tag is only where the digest is looked up;
  * - network: the network manifest (chain identity and the oracle) and an independent trusted node's temporal RPC;
  * - nodes: each target host with its role, endpoints, installs folder and unit;
- * - rolloutOrder: every host, once, in the order they are upgraded (one at a time);
+ * - rolloutOrder: every host, once, in the order they are upgraded;
+ * - maxParallel (optional, default 1): how many non-primary nodes may be switched at once (upgrade/batches.ts);
  * - acceptance: warm-up and time limits of the gates.
  */
 import { Type, type Static, type TProperties, type TSchema } from "@sinclair/typebox";
@@ -56,11 +57,26 @@ const ImageArtifact = Type.Object(
   { additionalProperties: false },
 );
 
+/** The roles a node reports (GET /node/info `role`, the node's config `role`). */
+export const NODE_ROLES = ["primary", "secondary", "archive", "bridge"] as const;
+export type NodeRole = (typeof NODE_ROLES)[number];
+
+/** A primary signs: it is a validator, so it is never switched together with another node (upgrade/batches.ts). */
+export function isValidator(role: NodeRole): boolean {
+  return role === "primary";
+}
+
+/**
+ * The most nodes one rollout batch may switch at once. Bounded so that a plan cannot take a network's serving
+ * capacity down in one step by a typo; 16 is far above what a batch of a few dozen nodes needs.
+ */
+export const MAX_PARALLEL_LIMIT = 16;
+
 /** The fields of a plan node both paths share. */
 const nodeFields = {
   host: HostName,
   /** The node's role as it reports it (GET /node/info): a primary signs (a validator), the others serve. */
-  role: Type.Union([Type.Literal("primary"), Type.Literal("secondary"), Type.Literal("archive"), Type.Literal("bridge")]),
+  role: Type.Union(NODE_ROLES.map((role) => Type.Literal(role))),
   rest: HttpUrl,
   rpc: HttpUrl,
 };
@@ -85,6 +101,11 @@ function planSchema<R extends TSchema, N extends TProperties>(release: R, pathNo
         { minItems: 1, maxItems: 64 },
       ),
       rolloutOrder: Type.Array(HostName, { minItems: 1, maxItems: 64 }),
+      /**
+       * How many non-primary nodes (secondary, archive, bridge) are switched at once; absent: 1, one node at a
+       * time. Primaries are always switched alone, after every other node (upgrade/batches.ts says why).
+       */
+      maxParallel: Type.Optional(Type.Integer({ minimum: 1, maximum: MAX_PARALLEL_LIMIT })),
       acceptance: Type.Object(
         {
           /** After a start, gates are first checked this much later, ms (the mesh needs a few rounds to converge). */
@@ -114,8 +135,15 @@ const BundleRelease = Type.Object(
   {
     ...APPROVED_RELEASE,
     artifact: BundleArtifact,
-    /** The folder the tag's release is published in (bundle, SHA256SUMS, BUILD-METADATA.json). */
-    source: Type.Object({ dir: AbsolutePath }, { additionalProperties: false }),
+    /**
+     * Where the tag's release is published (bundle, SHA256SUMS, BUILD-METADATA.json): a folder, or the base URL
+     * they are downloaded from (`<url>/SHA256SUMS`, …; upgrade/fetchRelease.ts). Either is only where the files
+     * are found: what is approved is artifact.sha256. No query or fragment, no credentials in the URL.
+     */
+    source: Type.Union([
+      Type.Object({ dir: AbsolutePath }, { additionalProperties: false }),
+      Type.Object({ url: Type.String({ pattern: "^https?://[A-Za-z0-9.-]{1,253}(:[0-9]{1,5})?(/[^\\s?#@]{0,2000})?$" }) }, { additionalProperties: false }),
+    ]),
   },
   { additionalProperties: false },
 );
@@ -174,6 +202,19 @@ export function parsePlan(json: unknown): UpgradePlan {
   const order = [...plan.rolloutOrder].sort();
   if (order.length !== hosts.length || new Set(order).size !== order.length || order.some((host, index) => host !== [...hosts].sort()[index])) {
     throw new UpgradeRefusal("plan-invalid", `plan/rolloutOrder must list every host of plan/nodes exactly once (nodes: ${hosts.join(", ")}; order: ${plan.rolloutOrder.join(", ")})`);
+  }
+  if ((plan.maxParallel ?? 1) > 1) {
+    // A parallel rollout upgrades the nodes that do not sign first: the order the plan states is the order that
+    // runs, so a plan that says otherwise is refused rather than silently reordered.
+    const roleOf = new Map(plan.nodes.map((node) => [node.host, node.role as NodeRole]));
+    const firstPrimary = plan.rolloutOrder.findIndex((host) => isValidator(roleOf.get(host)!));
+    const lateOther = firstPrimary < 0 ? undefined : plan.rolloutOrder.slice(firstPrimary).find((host) => !isValidator(roleOf.get(host)!));
+    if (lateOther !== undefined) {
+      throw new UpgradeRefusal("plan-invalid", `plan/rolloutOrder: with maxParallel ${plan.maxParallel} every primary comes after the other roles, but ${lateOther} (${roleOf.get(lateOther)}) follows primary ${plan.rolloutOrder[firstPrimary]}`, {
+        field: "/rolloutOrder",
+        host: lateOther,
+      });
+    }
   }
   return plan;
 }

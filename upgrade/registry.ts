@@ -16,6 +16,7 @@
  */
 import { createHash } from "node:crypto";
 import { UpgradeRefusal } from "./errors";
+import { boundedGet, type BoundedResponse } from "./httpGet";
 import type { ImageArtifact } from "./plan";
 
 export const REVISION_LABEL = "org.opencontainers.image.revision";
@@ -48,44 +49,9 @@ export interface ResolvedImage {
 
 const sha256Digest = (bytes: Buffer) => `sha256:${createHash("sha256").update(bytes).digest("hex")}`;
 
-/** GETs `path` from the registry's origin: no redirect followed, at most `maxBytes` read, `timeoutMs` in all. */
-async function registryGet(registry: URL, path: string, accept: readonly string[], maxBytes: number, timeoutMs: number): Promise<{ bytes: Buffer; headers: Headers }> {
-  const url = new URL(path, registry);
-  // The path is built from schema-checked names and digests; this keeps it so should that ever change.
-  if (url.origin !== registry.origin) throw new UpgradeRefusal("plan-invalid", `registry request ${url.href} leaves ${registry.origin}`);
-  let response: Response;
-  try {
-    response = await fetch(url, { headers: { Accept: accept.join(", ") }, redirect: "manual", signal: AbortSignal.timeout(timeoutMs) });
-  } catch (error) {
-    throw new UpgradeRefusal("bad-checksum", `registry ${registry.origin}: GET ${url.pathname} failed (${(error as Error).name}: ${(error as Error).message})`, { url: url.pathname });
-  }
-  if (response.status >= 300 && response.status < 400) {
-    await response.body?.cancel();
-    throw new UpgradeRefusal("bad-checksum", `registry ${registry.origin}: GET ${url.pathname} redirects (${response.status}); only the plan's registry is contacted`, { url: url.pathname, status: response.status });
-  }
-  if (response.status !== 200) {
-    await response.body?.cancel();
-    throw new UpgradeRefusal("bad-checksum", `registry ${registry.origin}: GET ${url.pathname} answered ${response.status}`, { url: url.pathname, status: response.status });
-  }
-  const declared = Number(response.headers.get("content-length") ?? "0");
-  if (declared > maxBytes) {
-    await response.body?.cancel();
-    throw new UpgradeRefusal("bad-checksum", `registry ${registry.origin}: ${url.pathname} is ${declared} bytes, more than the ${maxBytes} allowed`, { url: url.pathname });
-  }
-  const chunks: Buffer[] = [];
-  let length = 0;
-  try {
-    for await (const chunk of response.body ?? []) {
-      length += (chunk as Uint8Array).byteLength;
-      // A missing or lying Content-Length is caught here, before the whole body is held in memory.
-      if (length > maxBytes) throw new UpgradeRefusal("bad-checksum", `registry ${registry.origin}: ${url.pathname} exceeds ${maxBytes} bytes`, { url: url.pathname });
-      chunks.push(Buffer.from(chunk as Uint8Array));
-    }
-  } catch (error) {
-    if (error instanceof UpgradeRefusal) throw error;
-    throw new UpgradeRefusal("bad-checksum", `registry ${registry.origin}: reading ${url.pathname} failed (${(error as Error).name})`, { url: url.pathname });
-  }
-  return { bytes: Buffer.concat(chunks), headers: response.headers };
+/** GETs `path` from the registry's origin: no redirect followed, at most `maxBytes` read, `timeoutMs` in all (upgrade/httpGet.ts). */
+function registryGet(registry: URL, path: string, accept: readonly string[], maxBytes: number, timeoutMs: number): Promise<BoundedResponse> {
+  return boundedGet(new URL(path, registry), { origin: registry.origin, maxRedirects: 0, maxBytes, timeoutMs, accept: accept.join(", "), code: "bad-checksum", what: `registry ${registry.origin}` });
 }
 
 function parseJson(bytes: Buffer, what: string): Record<string, unknown> {

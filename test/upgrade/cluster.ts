@@ -125,7 +125,7 @@ export async function startUpgradeCluster(options: {
 
   const meshPorts = await freeUdpPorts(options.nodeCount);
   const nodes: ClusterNode[] = [];
-  const release = fetchVerifiedRelease({
+  const release = await fetchVerifiedRelease({
     tag: options.initial.tag,
     release_id: options.initial.releaseId,
     source_revision: options.initial.sourceRevision,

@@ -20,7 +20,7 @@ import type { AddressInfo } from "node:net";
 import { join } from "node:path";
 import { decodeFunctionData, encodeFunctionResult, parseAbi, type Hex } from "viem";
 import { formatImageEnv, type ImageRecord } from "../../upgrade/containerEnv";
-import type { ContainerPlanNode } from "../../upgrade/plan";
+import type { ContainerPlanNode, NodeRole } from "../../upgrade/plan";
 import { MANIFEST_VERSION, parseManifest } from "../../wire/manifest";
 
 /** What a node reports when its container runs an image. */
@@ -34,6 +34,8 @@ export interface HostImage {
 
 export interface FakeNode {
   host: string;
+  /** What it reports in GET /node/info and the plan says. */
+  role: NodeRole;
   nodeId: string;
   cardId: string;
   dir: string;
@@ -90,8 +92,8 @@ export class ContainerHost {
     return { PATH: `${this.bin}:${process.env.PATH ?? ""}` };
   }
 
-  /** Starts the trusted node and one node per host, each running `initial` (its image file names it). */
-  async start(hosts: readonly string[], initial: HostImage, record: (image: HostImage) => ImageRecord): Promise<void> {
+  /** Starts the trusted node and one node per host, each running `initial` (its image file names it); a host not in `roles` is a primary. */
+  async start(hosts: readonly string[], initial: HostImage, record: (image: HostImage) => ImageRecord, roles: Readonly<Record<string, NodeRole>> = {}): Promise<void> {
     mkdirSync(this.bin, { recursive: true });
     this.writeScripts();
     const trusted = await listen((request, response) => void this.rpc(request, response, null));
@@ -103,6 +105,7 @@ export class ContainerHost {
       const envFile = join(dir, "image.env");
       const node: FakeNode = {
         host,
+        role: roles[host] ?? "primary",
         nodeId: `0x${(index + 1).toString(16).padStart(40, "0")}`,
         cardId: `0x${createHash("sha256").update(`card-${host}`).digest("hex")}`,
         dir,
@@ -113,7 +116,7 @@ export class ContainerHost {
       const served = await listen((request, response) => void this.serveNode(node, request, response));
       this.servers.push(served.server);
       node.url = served.url;
-      node.planNode = { host, role: "primary", rest: served.url, rpc: served.url, unit: { kind: "container", name: `${host}.service`, envFile, container: host } };
+      node.planNode = { host, role: node.role, rest: served.url, rpc: served.url, unit: { kind: "container", name: `${host}.service`, envFile, container: host } };
       this.nodes.push(node);
       this.images.set(initial.digest, initial);
       writeFileSync(envFile, formatImageEnv(record(initial)));
@@ -225,7 +228,7 @@ printf '[{"Id":"%s","State":{"Running":true,"Pid":%s},"ImageDigest":"%s","Config
       return;
     }
     if (request.method === "GET" && request.url === "/node/info") {
-      response.writeHead(200, { "Content-Type": "application/json" }).end(JSON.stringify({ nodeId: node.nodeId, cardId: node.cardId, version: image.version, revision: image.revision, role: "primary" }));
+      response.writeHead(200, { "Content-Type": "application/json" }).end(JSON.stringify({ nodeId: node.nodeId, cardId: node.cardId, version: image.version, revision: image.revision, role: node.role }));
       return;
     }
     await this.rpc(request, response, image);

@@ -21,7 +21,7 @@ import { join } from "node:path";
 import { runUpgrade } from "../../upgrade/agent";
 import { formatImageEnv, readImageEnv, type ImageRecord } from "../../upgrade/containerEnv";
 import { GATE_NAMES } from "../../upgrade/gates";
-import { parsePlan, PLAN_VERSION, type ImagePlan } from "../../upgrade/plan";
+import { parsePlan, PLAN_VERSION, type ImagePlan, type NodeRole } from "../../upgrade/plan";
 import { assertValueFree, type Receipt } from "../../upgrade/receipt";
 import { ContainerHost, INSPECT_SECRET, type HostImage } from "./containerHost";
 import { LoopbackRegistry, RELEASE_A, RELEASE_B, REPOSITORY, REVISION_A, REVISION_B, testImage, type TestImage } from "./registryServer";
@@ -29,6 +29,8 @@ import { LoopbackRegistry, RELEASE_A, RELEASE_B, REPOSITORY, REVISION_A, REVISIO
 const REVISION_C = "c".repeat(40);
 const RELEASE_C = "ats-node-0.1.2-cccccccccccc";
 const HOSTS = ["node-a", "node-b"] as const;
+/** Acceptance of a parallel plan waits this long first, so that nodes switched together overlap measurably. */
+const WARMUP_MS = 300;
 
 describe("upgrade: ats-upgrade run on image plans (a fake container host)", function () {
   this.timeout(60_000);
@@ -41,24 +43,25 @@ describe("upgrade: ats-upgrade run on image plans (a fake container host)", func
   const onA = hostImage(imageA, "0.1.0", REVISION_A);
   const onB = hostImage(imageB, "0.1.1", REVISION_B);
   const onC = hostImage(imageC, "0.1.2", REVISION_C, true);
-  let root: string;
+  let root: string | undefined;
   let host: ContainerHost;
 
   const reference = (digest: string) => `${new URL(registry.url).host}/${REPOSITORY}@${digest}`;
   const recordOf = (image: HostImage): ImageRecord => ({ image: reference(image.digest), releaseId: image === onA ? RELEASE_A : image === onB ? RELEASE_B : RELEASE_C });
 
-  /** A plan for `release`, looked up in the registry under `tag` (the release tag is its version's). */
-  function planFor(tag: string, release: { id: string; revision: string; digest: string }): ImagePlan {
+  /** A plan for `release`, looked up in the registry under `tag` (the release tag is its version's), in the host's node order. */
+  function planFor(tag: string, release: { id: string; revision: string; digest: string }, extra: { maxParallel?: number } = {}): ImagePlan {
     return parsePlan({
+      ...extra,
       version: PLAN_VERSION,
       release: { tag: `v${release.id.split("-")[2]!}`, release_id: release.id, source_revision: release.revision, artifact: { kind: "image", registry: registry.url, repository: REPOSITORY, tag, digest: release.digest } },
       network: { manifest: host.manifestFile, trustedRpc: host.trustedRpc },
       nodes: host.nodes.map((node) => node.planNode),
-      rolloutOrder: [...HOSTS],
-      acceptance: { warmupMs: 0, timeoutMs: 1_000, maxLogErrors: 0 },
+      rolloutOrder: host.nodes.map((node) => node.host),
+      acceptance: { warmupMs: extra.maxParallel === undefined ? 0 : WARMUP_MS, timeoutMs: 1_000, maxLogErrors: 0 },
     }) as ImagePlan;
   }
-  const planB = () => planFor("0.1.1", { id: RELEASE_B, revision: REVISION_B, digest: imageB.digest });
+  const planB = (extra: { maxParallel?: number } = {}) => planFor("0.1.1", { id: RELEASE_B, revision: REVISION_B, digest: imageB.digest }, extra);
 
   async function run(plan: ImagePlan): Promise<Receipt> {
     const text = JSON.stringify(plan);
@@ -80,16 +83,22 @@ describe("upgrade: ats-upgrade run on image plans (a fake container host)", func
   after(async () => {
     await registry.close();
   });
-  beforeEach(async () => {
+  /** A new host whose nodes all run A; the one before (if any) is closed and removed first. */
+  async function startHost(hosts: readonly string[], roles: Readonly<Record<string, NodeRole>> = {}): Promise<void> {
+    await stopHost();
     root = mkdtempSync(join(tmpdir(), "ats-container-run-"));
     host = new ContainerHost(root);
     for (const image of [onA, onB, onC]) host.images.set(image.digest, image);
-    await host.start(HOSTS, onA, recordOf);
-  });
-  afterEach(async () => {
-    await host?.close();
+    await host.start(hosts, onA, recordOf, roles);
+  }
+  async function stopHost(): Promise<void> {
+    if (root === undefined) return;
+    await host.close();
     rmSync(root, { recursive: true, force: true });
-  });
+    root = undefined;
+  }
+  beforeEach(() => startHost(HOSTS));
+  afterEach(stopHost);
 
   it("rolls out A → B: the approved digest in each image file, one restart per node, one node at a time, every gate passing", async () => {
     const receipt = await run(planB());
@@ -216,6 +225,84 @@ describe("upgrade: ats-upgrade run on image plans (a fake container host)", func
       expect(receipt.nodes.map((node) => node.outcome)).to.deep.equal(["already-current", "upgraded"]);
       expect(host.calls()).to.deep.equal(["systemctl restart node-a.service", "systemctl restart node-b.service"]);
       expect(host.running(nodeA)).to.equal(imageB.digest);
+    });
+  });
+  describe("a parallel rollout (maxParallel 2): non-primaries in batches, the primary alone and last", () => {
+    /** Three nodes that do not sign, then the primary: the order a parallel plan must have. */
+    const PARALLEL_HOSTS = ["node-b", "node-c", "node-d", "node-a"] as const;
+    const ROLES: Record<string, NodeRole> = { "node-a": "primary", "node-b": "secondary", "node-c": "archive", "node-d": "bridge" };
+    beforeEach(() => startHost(PARALLEL_HOSTS, ROLES));
+
+    type NodeEntry = Receipt["nodes"][number];
+    const byHost = (receipt: Receipt) => Object.fromEntries(receipt.nodes.map((node) => [node.host, node])) as Record<(typeof PARALLEL_HOSTS)[number], NodeEntry>;
+    const span = (node: NodeEntry) => [Date.parse(node.started_at!), Date.parse(node.finished_at!)] as const;
+    /** Both were in flight at one moment. */
+    const overlap = (x: NodeEntry, y: NodeEntry) => span(x)[0] < span(y)[1] && span(y)[0] < span(x)[1];
+    /** `later` started after `earlier` was done. */
+    const after = (later: NodeEntry, earlier: NodeEntry) => span(later)[0] >= span(earlier)[1];
+    const restartsOf = (name: string) => host.calls().filter((call) => call === `systemctl restart ${name}.service`).length;
+
+    it("switches node-b and node-c together, then node-d, then the primary alone; every gate passes", async () => {
+      const receipt = await run(planB({ maxParallel: 2 }));
+      expect(receipt.outcome, JSON.stringify(receipt.refusal ?? receipt.nodes.map((node) => node.gates.filter((gate) => !gate.passed)))).to.equal("completed");
+      expect(receipt.nodes.map((node) => [node.host, node.outcome])).to.deep.equal(PARALLEL_HOSTS.map((name) => [name, "upgraded"]));
+      const nodes = byHost(receipt);
+      expect(overlap(nodes["node-b"], nodes["node-c"]), "node-b and node-c in flight together").to.equal(true);
+      expect(after(nodes["node-d"], nodes["node-b"]) && after(nodes["node-d"], nodes["node-c"]), "node-d waits for its batch slot").to.equal(true);
+      for (const other of ["node-b", "node-c", "node-d"] as const) expect(after(nodes["node-a"], nodes[other]), `the primary after ${other}`).to.equal(true);
+      for (const node of host.nodes) {
+        expect(readImageEnv(node.envFile)).to.deep.equal(recordOf(onB));
+        expect(host.running(node)).to.equal(imageB.digest);
+        expect(restartsOf(node.host)).to.equal(1);
+      }
+    });
+
+    it("rolls back every node of a batch when one of it fails a gate, and stops before the next batch", async () => {
+      const nodeC = host.nodes.find((node) => node.host === "node-c")!;
+      host.pin(nodeC, imageA.digest); // node-c's service ignores ATS_IMAGE: unit-running fails there only
+      const receipt = await run(planB({ maxParallel: 2 }));
+      expect(receipt.outcome, JSON.stringify(receipt.refusal)).to.equal("stopped");
+      const nodes = byHost(receipt);
+      expect(nodes["node-c"].outcome).to.equal("rolled-back");
+      expect(nodes["node-c"].gates[0]).to.deep.equal({ gate: "unit-running", passed: false, detail: "runs another image" });
+      // node-b passed every gate, and still went back with its batch.
+      expect(nodes["node-b"].outcome).to.equal("rolled-back");
+      expect(nodes["node-b"].gates.filter((gate) => !gate.passed)).to.deep.equal([]);
+      expect(nodes["node-b"].note).to.equal("rolled back with its batch: node-c failed");
+      for (const entry of [nodes["node-b"], nodes["node-c"]]) {
+        expect(entry.rollback).to.deep.include({ restored_image_digest: imageA.digest, digest_verified: true, passed: true });
+        expect(entry.rollback?.gates.filter((gate) => !gate.passed)).to.deep.equal([]);
+      }
+      expect([nodes["node-d"].outcome, nodes["node-a"].outcome]).to.deep.equal(["not-started", "not-started"]);
+      for (const node of host.nodes) {
+        expect(readImageEnv(node.envFile), node.host).to.deep.equal(recordOf(onA));
+        expect(host.running(node), node.host).to.equal(imageA.digest);
+      }
+      expect([restartsOf("node-b"), restartsOf("node-c"), restartsOf("node-d"), restartsOf("node-a")]).to.deep.equal([2, 2, 0, 0]);
+    });
+
+    it("after a run killed with a whole batch switched, accepts that batch again first (restarting the one not yet restarted), then the rest", async () => {
+      const [nodeB, nodeC] = host.nodes as [(typeof host.nodes)[number], (typeof host.nodes)[number]];
+      for (const node of [nodeB, nodeC]) {
+        writeFileSync(`${node.envFile}.previous`, readFileSync(node.envFile));
+        writeFileSync(node.envFile, formatImageEnv(recordOf(onB)));
+      }
+      host.run(nodeB, imageB.digest); // node-b restarted before the kill; node-c still runs A
+      const receipt = await run(planB({ maxParallel: 2 }));
+      expect(receipt.outcome, JSON.stringify(receipt.refusal)).to.equal("completed");
+      expect(receipt.nodes.map((node) => [node.host, node.outcome])).to.deep.equal([
+        ["node-b", "already-current"],
+        ["node-c", "already-current"],
+        ["node-d", "upgraded"],
+        ["node-a", "upgraded"],
+      ]);
+      const nodes = byHost(receipt);
+      expect(overlap(nodes["node-b"], nodes["node-c"]), "the resumed batch accepted together").to.equal(true);
+      // node-d is not added to the resumed batch: every node the killed run left is back before another moves.
+      expect(after(nodes["node-d"], nodes["node-b"]) && after(nodes["node-d"], nodes["node-c"])).to.equal(true);
+      for (const entry of [nodes["node-b"], nodes["node-c"]]) expect(entry.old).to.deep.equal({ release_id: RELEASE_A, source_revision: null, image_digest: imageA.digest });
+      expect([restartsOf("node-b"), restartsOf("node-c"), restartsOf("node-d"), restartsOf("node-a")]).to.deep.equal([0, 1, 1, 1]);
+      for (const node of host.nodes) expect(host.running(node), node.host).to.equal(imageB.digest);
     });
   });
 });

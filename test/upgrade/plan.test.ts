@@ -8,6 +8,7 @@ import { expect } from "chai";
 import { ESLint } from "eslint";
 import { readdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
+import { rolloutBatches } from "../../upgrade/batches";
 import { UpgradeRefusal } from "../../upgrade/errors";
 import { parsePlan, PLAN_VERSION } from "../../upgrade/plan";
 
@@ -108,6 +109,35 @@ describe("upgrade: the plan", () => {
   });
 });
 
+describe("upgrade: parallel rollout (maxParallel, upgrade/batches.ts)", () => {
+  const roles = { "node-a": "primary", "node-b": "secondary", "node-c": "archive", "node-d": "bridge", "node-e": "primary" } as const;
+  const node = (host: keyof typeof roles, index: number) => ({ ...structuredClone(PLAN.nodes[1]!), host, role: roles[host], unit: { kind: "local", dir: `/var/lib/ats/unit-${index}` } });
+  const planWith = (order: (keyof typeof roles)[], maxParallel?: unknown) => ({ ...structuredClone(PLAN), nodes: order.map(node), rolloutOrder: order, ...(maxParallel === undefined ? {} : { maxParallel }) });
+
+  it("is optional (one node at a time), an integer from 1 to 16", () => {
+    expect(parsePlan(planWith(["node-a", "node-b"])).maxParallel).to.equal(undefined);
+    expect(parsePlan(planWith(["node-b", "node-a"], 16)).maxParallel).to.equal(16);
+    for (const bad of [0, 17, 1.5, "2", null]) expect(() => parsePlan(planWith(["node-b", "node-a"], bad)), String(bad)).to.throw(UpgradeRefusal, /plan\/maxParallel/);
+  });
+
+  it("with maxParallel > 1, refuses a rollout order with a primary before another role, naming both", () => {
+    expect(() => parsePlan(planWith(["node-b", "node-a", "node-c"], 2))).to.throw(UpgradeRefusal, /plan\/rolloutOrder: with maxParallel 2 every primary comes after the other roles, but node-c \(archive\) follows primary node-a/);
+    // One at a time, the plan's order is the operator's, as before.
+    expect(parsePlan(planWith(["node-b", "node-a", "node-c"], 1)).rolloutOrder).to.deep.equal(["node-b", "node-a", "node-c"]);
+  });
+
+  it("batches consecutive non-primaries up to maxParallel; a primary is always alone", () => {
+    const items = (["node-b", "node-c", "node-d", "node-a", "node-e"] as const).map((host) => ({ host, node: { role: roles[host] } }));
+    const hosts = (batches: (typeof items)[]) => batches.map((batch) => batch.map((item) => item.host));
+    expect(hosts(rolloutBatches(items, 1))).to.deep.equal([["node-b"], ["node-c"], ["node-d"], ["node-a"], ["node-e"]]);
+    expect(hosts(rolloutBatches(items, 2))).to.deep.equal([["node-b", "node-c"], ["node-d"], ["node-a"], ["node-e"]]);
+    expect(hosts(rolloutBatches(items, 16))).to.deep.equal([["node-b", "node-c", "node-d"], ["node-a"], ["node-e"]]);
+    // A primary between two non-primaries (a resumed one, or maxParallel 1 orders) closes the batch.
+    const mixed = [items[0]!, items[3]!, items[1]!, items[2]!];
+    expect(hosts(rolloutBatches(mixed, 4))).to.deep.equal([["node-b"], ["node-a"], ["node-c", "node-d"]]);
+  });
+});
+
 describe("upgrade: forbidden actions have no code path", () => {
   const DIR = join(__dirname, "..", "..", "upgrade");
   const sources = readdirSync(DIR)
@@ -125,7 +155,7 @@ describe("upgrade: forbidden actions have no code path", () => {
   it("writes only installs, install.env or the image file, the release folder, the local unit's pid file and the receipt", () => {
     expect(filesWith(/\b(writeFileSync|writeFile|renameSync|rename|appendFileSync|copyFileSync|cpSync|chmodSync)\(/)).to.deep.equal([
       "cli.ts", // the receipt (flag wx)
-      "fetchRelease.ts", // copies into its private folder
+      "fetchRelease.ts", // copies or downloads into its private folder
       "installEnv.ts", // install.env and a container unit's image file (upgrade/containerEnv.ts), each with its .previous
       "installs.ts", // the staged install and its metadata
       "localUnit.ts", // node.pid

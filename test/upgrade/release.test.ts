@@ -17,18 +17,9 @@ import { installedRevision } from "../../upgrade/installs";
 import { buildRelease, LAUNCHER_FILE, REVISION_FILE } from "../../upgrade/release";
 import { formatSums, parseSums, SUMS_FILE } from "../../upgrade/sums";
 import { extractEntries, readTarGz, writeTarGz } from "../../upgrade/tar";
+import { fakeDist } from "./helpers";
 
 const REVISION = "0123456789abcdef0123456789abcdef01234567";
-
-/** A minimal built dist/: what buildRelease requires, plus a build stamp it must leave out. */
-function fakeDist(root: string, version: string): string {
-  const dist = join(root, `dist-${version}`);
-  mkdirSync(join(dist, "node"), { recursive: true });
-  writeFileSync(join(dist, "node", "cli.js"), `exports.main = () => console.log("${version}");\n`);
-  writeFileSync(join(dist, "package.json"), JSON.stringify({ name: "attested-time", version }));
-  writeFileSync(join(dist, ".build-stamp"), `${new Date().toISOString()}\n`);
-  return dist;
-}
 
 /** A raw ustar header block for a crafted entry (name, type flag), gzip'd with an end-of-archive. */
 function craftedArchive(name: string, type: string, linkName = ""): Buffer {
@@ -98,10 +89,10 @@ describe("upgrade: releases", () => {
     expect(installedRevision(join(root, "no-such-install"))).to.equal(null);
   });
 
-  it("refuses a bundle whose revision file is not the approved source revision (unapproved-release)", () => {
+  it("refuses a bundle whose revision file is not the approved source revision (unapproved-release)", async () => {
     const release = build(fakeDist(root, "1.2.3"), "out");
     const approved = { tag: "v1.2.3", release_id: release.metadata.release_id, source_revision: REVISION, artifact: { kind: "bundle" as const, sha256: release.metadata.bundle.sha256 }, source: { dir: release.dir } };
-    fetchVerifiedRelease(approved).dispose();
+    (await fetchVerifiedRelease(approved)).dispose();
     // The same bytes republished with another revision file: digests and metadata consistent, the file not.
     const forged = join(root, "forged");
     mkdirSync(forged);
@@ -112,14 +103,10 @@ describe("upgrade: releases", () => {
     writeFileSync(join(forged, metadata.bundle.name), bundle);
     writeFileSync(join(forged, METADATA_FILE), metadataText);
     writeFileSync(join(forged, SUMS_FILE), formatSums({ [metadata.bundle.name]: sha256Hex(bundle), [METADATA_FILE]: sha256Hex(metadataText) }));
-    const refusal = (() => {
-      try {
-        fetchVerifiedRelease({ ...approved, artifact: { kind: "bundle", sha256: sha256Hex(bundle) }, source: { dir: forged } }).dispose();
-      } catch (error) {
-        return error;
-      }
-      return undefined;
-    })();
+    const refusal = await fetchVerifiedRelease({ ...approved, artifact: { kind: "bundle", sha256: sha256Hex(bundle) }, source: { dir: forged } }).then(
+      (verified) => verified.dispose(),
+      (error: unknown) => error,
+    );
     expect(refusal).to.be.instanceOf(UpgradeRefusal);
     expect((refusal as UpgradeRefusal).code).to.equal("unapproved-release");
     expect((refusal as UpgradeRefusal).message).to.match(/BUILD-REVISION\.json names another source revision/);
