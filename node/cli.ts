@@ -16,13 +16,16 @@
  *   ats-node settings [--config <file>] [--json]   the settings as a table (name, env variable, default, with
  *                                        --config the value from the file + environment, secrets redacted, short
  *                                        description); --json: the full table as JSON (with bounds)
+ *   ats-node evidence check <file> [--json]   checks contradiction evidence (docs/protocol.md §7.8, e.g. from GET
+ *                                        /mesh/state `contradictions[].evidence`): exit 0 when it proves the node
+ *                                        lied, 1 when it does not, 2 on usage errors or malformed evidence
  *   ats-node --version                   package and protocol version
  *
  * Results go to stdout as JSON (one object); logs go to stderr (pino JSON lines, or readable lines with --pretty /
  * ATS_LOG_FORMAT=pretty). A listen failure (busy port …) is one line naming the setting. SIGINT/SIGTERM close the
  * node gracefully (a second signal exits at once).
  */
-import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { closeSync, existsSync, mkdtempSync, openSync, readFileSync, readSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { parseArgs } from "node:util";
@@ -31,6 +34,7 @@ import { HW_MESSAGE_TAG_ASCII } from "../protocol/constants";
 import { createDevIdentity, type DevIdentity } from "../protocol/devca";
 import { DEV_CARD_PRIVATE_KEY, DEV_NODE_PRIVATE_KEYS } from "../protocol/devkeys";
 import { AtsError } from "../protocol/errors";
+import { checkEvidenceText, MAX_CONTRADICTION_EVIDENCE_BYTES, type CheckEvidenceReturnType } from "../protocol/evidence";
 import { KEY_FILES, saveKeyDir } from "../protocol/keystore";
 import type { Address, Hex } from "../protocol/types";
 import { describeSettings, loadConfig, redactedConfig, type NodeConfig, type SettingDescription, type SettingName } from "./config";
@@ -65,6 +69,7 @@ const USAGE = `usage:
   ats-node cluster --nodes <N> [--pretty]
   ats-node settings [--config <file>] [--json]
   ats-node manifest verify <file> [--rpc <url>]
+  ats-node evidence check <file> [--json]
   ats-node --version`;
 
 function printJson(io: CliIo, value: unknown): void {
@@ -325,6 +330,69 @@ async function manifestVerify(args: string[], io: CliIo): Promise<number> {
   return 0;
 }
 
+/**
+ * At most `maxBytes` of a file as UTF-8, or null when it is longer: one more byte is read to tell, so an
+ * oversized (or endless, e.g. /dev/zero) file costs no more than the bound.
+ */
+function readBoundedText(file: string, maxBytes: number): string | null {
+  const buffer = Buffer.alloc(maxBytes + 1);
+  const fd = openSync(file, "r");
+  try {
+    let length = 0;
+    while (length < buffer.length) {
+      const read = readSync(fd, buffer, length, buffer.length - length, null);
+      if (read === 0) break;
+      length += read;
+    }
+    return length > maxBytes ? null : buffer.toString("utf8", 0, length);
+  } finally {
+    closeSync(fd);
+  }
+}
+
+/** The verdict in words: the first line says it all, the numbers follow. */
+function evidenceVerdictText(file: string, verdict: CheckEvidenceReturnType): string {
+  if (!verdict.valid) {
+    return [`${file}: NOT evidence (${verdict.reason})`, `  ${verdict.detail}`, ...(verdict.nodeId === null ? [] : [`  node: ${verdict.nodeId}`])].join("\n");
+  }
+  const { earlier, later, excessNs } = verdict.contradiction;
+  const side = (entry: typeof earlier) => `proofs[${entry.proofIndex}] entry ${entry.entryIndex}: moment ${entry.nanoMoment} ± ${entry.accuracyNs} ns, nodeTimestamp ${entry.nodeTimestampNs}`;
+  return [
+    `${file}: node ${verdict.nodeId} signed contradicting entries`,
+    `  signed first:  ${side(earlier)}`,
+    `  signed later:  ${side(later)}`,
+    `  the later reading lies wholly before the earlier one by ${excessNs} ns more than an honest node's signing delay allows`,
+  ].join("\n");
+}
+
+/**
+ * `ats-node evidence check <file> [--json]` (docs/protocol.md §7.8): exit 0 when the evidence proves that its node
+ * signed contradicting entries, 1 when it does not (bad signature, different nodes, not contradictory), 2 on usage
+ * errors and malformed evidence (unreadable, too large, not the evidence shape).
+ */
+function evidenceCheck(args: string[], io: CliIo): number {
+  const { values, positionals } = parseArgs({ args, options: { json: { type: "boolean" } }, allowPositionals: true });
+  if (positionals.length !== 1) {
+    io.stderr("usage: ats-node evidence check <file> [--json]");
+    return 2;
+  }
+  const file = resolve(io.cwd, positionals[0]!);
+  let verdict: CheckEvidenceReturnType;
+  try {
+    const text = readBoundedText(file, MAX_CONTRADICTION_EVIDENCE_BYTES);
+    verdict =
+      text === null
+        ? { valid: false, reason: "malformed", detail: `the file is larger than ${MAX_CONTRADICTION_EVIDENCE_BYTES} bytes`, nodeId: null }
+        : checkEvidenceText(text);
+  } catch (error) {
+    verdict = { valid: false, reason: "malformed", detail: `cannot read it: ${(error as Error).message}`, nodeId: null };
+  }
+  if (values.json === true) printJson(io, { file, ...verdict });
+  else io.stdout(evidenceVerdictText(file, verdict));
+  if (verdict.valid) return 0;
+  return verdict.reason === "malformed" ? 2 : 1;
+}
+
 /** `ats-node 0.1.0 (protocol ATS/1)`: the package version, and the protocol's tag from protocol/constants.ts. */
 function versionText(): string {
   const { version } = JSON.parse(readFileSync(join(__dirname, "..", "package.json"), "utf8")) as { version: string };
@@ -341,6 +409,7 @@ export async function runCli(argv: readonly string[], io: CliIo): Promise<number
     if (command === "cluster") return await cluster(rest, io);
     if (command === "settings") return settings(rest, io);
     if (command === "manifest" && rest[0] === "verify") return await manifestVerify(rest.slice(1), io);
+    if (command === "evidence" && rest[0] === "check") return evidenceCheck(rest.slice(1), io);
     if (command === "--version" || command === "-v" || command === "version") {
       io.stdout(versionText());
       return 0;

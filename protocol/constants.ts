@@ -64,6 +64,22 @@ export const NS_PER_SECOND = 1_000_000_000n;
 export const NS_PER_MILLISECOND = 1_000_000n;
 
 /**
+ * The longest an honest node takes, by its own clock, between a card reading and its signature over it, plus
+ * margin: the bound of contradiction evidence (docs/protocol.md §7.8, protocol/evidence.ts). Off-chain only (no
+ * contract uses it). Why 60 s and not the 10 s of the largest meshRoundTimeoutMs (node/config.ts, max 10,000 ms):
+ * a co-signer checks a moment against t2, its clock when the round's exchange arrived, and accepts one up to
+ * maxTransit (≤ meshRoundTimeoutMs) + accuracy + its card accuracy behind t2 (§7.5), then signs up to
+ * 2 × meshRoundTimeoutMs after t2 (a round's co-sign request expires then). So M + accuracy ≥ nodeTimestamp −
+ * (3 × meshRoundTimeoutMs + its card accuracy), and M − accuracy ≤ t2 + its card accuracy ≤ nodeTimestamp + its
+ * card accuracy. Two such entries of one honest node, with a monotonic clock, never differ by more than
+ * 3 × 10 s + 2 × accuracyNs (≤ 2 × (2^32 − 1) ns ≈ 8.6 s) ≈ 38.6 s; 60 s leaves the rest for a stalled event
+ * loop between the clock reads. A proposer's own entry (its reading, then at most one timeout of exchanges) and a
+ * lone node's (the card read, then the signature) stay far inside. It must also dwarf any backward step of a
+ * node's clock across restarts (§7.8): such a step is what would make an honest node look like a liar.
+ */
+export const MAX_SIGNING_DELAY_NS = 60n * NS_PER_SECOND;
+
+/**
  * On-chain defaults (docs/protocol.md §6.3). The chain clock is `block.timestamp * 1e9`, so with 12-second
  * blocks a fresh proof can look up to one block "in the future" or several blocks old.
  */

@@ -12,5 +12,6 @@ export * from "./devca";
 export * from "./json";
 export * from "./certs";
 export * from "./keystore";
+export * from "./evidence";
 // The public development keys (./devkeys) are not re-exported: code that signs with them imports them by path,
 // so a production import of the package can never pick them up by accident.

@@ -127,14 +127,16 @@ export function parseUint32Field(value: unknown, field: string): number {
   return value;
 }
 
-function asRecord(value: unknown, field: string): Record<string, unknown> {
+/** `value` as a plain JSON object; ValidationError on `field` otherwise. */
+export function asRecord(value: unknown, field: string): Record<string, unknown> {
   if (typeof value !== "object" || value === null || Array.isArray(value) || value instanceof LosslessNumber) {
     throw new ValidationError(field, `must be an object, got ${describe(value)}`, { got: describe(value) });
   }
   return value as Record<string, unknown>;
 }
 
-function rejectUnknownKeys(record: Record<string, unknown>, allowed: readonly string[], field: string): void {
+/** ValidationError naming the first key of `record` outside `allowed` (closed objects, docs/protocol.md §1). */
+export function rejectUnknownKeys(record: Record<string, unknown>, allowed: readonly string[], field: string): void {
   for (const key of Object.keys(record)) {
     if (!allowed.includes(key)) throw new ValidationError(field === "$" ? key : `${field}.${key}`, "is not a known field", {});
   }

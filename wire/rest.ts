@@ -5,6 +5,7 @@
  */
 import { Type, type Static } from "@sinclair/typebox";
 import { MAX_NODE_ENTRIES } from "../protocol/constants";
+import { CONTRADICTION_EVIDENCE_KIND, CONTRADICTION_EVIDENCE_VERSION } from "../protocol/evidence";
 
 /** A canonical unsigned decimal (the rule of protocol/json.ts parseNsString), at most 39 digits (uint128). */
 export const DECIMAL_NS_PATTERN = "^(0|[1-9][0-9]{0,38})$";
@@ -195,6 +196,48 @@ export const TamperAlertJson = Type.Object(
 );
 export type TamperAlertJson = Static<typeof TamperAlertJson>;
 
+/**
+ * Contradiction evidence (docs/protocol.md §7.8; protocol/evidence.ts ContradictionEvidenceJson, whose strict reader
+ * checkEvidence is what convicts): two §9.1 proofs without `consensus`, each naming the accused node's entry.
+ */
+export const ContradictionEvidenceObject = Type.Object(
+  {
+    kind: Type.Literal(CONTRADICTION_EVIDENCE_KIND),
+    version: Type.Literal(CONTRADICTION_EVIDENCE_VERSION),
+    nodeId: NodeIdString,
+    proofs: Type.Array(
+      Type.Object(
+        {
+          entryIndex: Type.Integer({ minimum: 0, maximum: MAX_NODE_ENTRIES - 1 }),
+          timeProof: Type.Object({ nanoMoment: DecimalNs, proof: ProofObject }, { additionalProperties: false }),
+        },
+        { additionalProperties: false },
+      ),
+      { minItems: 2, maxItems: 2 },
+    ),
+  },
+  { additionalProperties: false },
+);
+export type ContradictionEvidenceObject = Static<typeof ContradictionEvidenceObject>;
+
+/** A peer caught signing contradicting entries, as GET /mesh/state lists it (node/mesh/contradictions.ts). */
+export const ContradictionReportJson = Type.Object(
+  {
+    nodeId: NodeIdString,
+    /** This node's clock when the first contradiction was found, ns. */
+    foundAtNs: DecimalNs,
+    /** Entries of that peer found contradicting one it signed before, counted since this node started. */
+    contradictionsTotal: Type.Integer({ minimum: 1 }),
+    /** The first contradiction found: by how much it exceeds the rule, ns, and the evidence itself. */
+    excessNs: DecimalNs,
+    evidence: ContradictionEvidenceObject,
+  },
+  { additionalProperties: false },
+);
+export type ContradictionReportJson = Static<typeof ContradictionReportJson>;
+/** Most contradiction reports a node keeps (one per peer: a mesh has at most 32 members). */
+export const MAX_CONTRADICTION_REPORTS = 32;
+
 /** GET /mesh/state (node/core/types.ts MeshStateReport; node/mesh/peers.ts PeerReport). */
 export const MeshStateBody = Type.Object(
   {
@@ -230,6 +273,8 @@ export const MeshStateBody = Type.Object(
     ),
     /** Verified tamper alerts this node holds (its own and its peers'), oldest first, at most MAX_TAMPER_ALERTS. */
     tamperAlerts: Type.Array(TamperAlertJson, { maxItems: 64 }),
+    /** Peers caught signing contradicting entries (docs/protocol.md §7.8): the first evidence of each, at most 32. */
+    contradictions: Type.Array(ContradictionReportJson, { maxItems: MAX_CONTRADICTION_REPORTS }),
     /** Counted since start: mesh packets dropped by reason, co-sign requests refused, relayed proofs refused by reason. */
     refused: Type.Object(
       {

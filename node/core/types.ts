@@ -4,6 +4,7 @@
  * touch the card and never open the database. The shape is the seam of docs/architecture.md; fields may be added, never
  * renamed.
  */
+import type { ContradictionEvidenceJson } from "../../protocol/evidence";
 import type { Address, ConsensusJson, Hex, ProofJson, TimeProof } from "../../protocol/types";
 
 /** One attestation: produced once by the attestor, served many times by every transport. */
@@ -62,6 +63,8 @@ export interface MeshStateReport {
   peers: readonly MeshPeerReport[];
   /** Verified tamper alerts held (this node's own and its peers'), oldest first (docs/protocol.md §7.6). */
   tamperAlerts: readonly TamperAlertReport[];
+  /** Peers caught signing contradicting entries, the first evidence of each (docs/protocol.md §7.8). */
+  contradictions: readonly ContradictionReport[];
   /**
    * What this node refused, counted since it started: mesh packets dropped by reason (wrong source, replay,
    * over a peer's budget, …: docs/protocol.md §7.3), co-sign requests refused, relayed proofs refused by reason.
@@ -78,6 +81,18 @@ export interface TamperAlertReport {
   atNs: string;
   /** 64-byte compact signature of the node it is about, 0x-hex. */
   signature: Hex;
+}
+
+/** A peer caught signing contradicting entries (wire/rest.ts ContradictionReportJson; node/mesh/contradictions.ts). */
+export interface ContradictionReport {
+  nodeId: Address;
+  /** ns, decimal: this node's clock when it found the first contradiction. */
+  foundAtNs: string;
+  /** Entries of that peer found contradicting an earlier one, since start. */
+  contradictionsTotal: number;
+  /** ns, decimal: by how much the first contradiction exceeds the rule. */
+  excessNs: string;
+  evidence: ContradictionEvidenceJson;
 }
 
 /** What clients need to know about this node (`GET /node/info`). */

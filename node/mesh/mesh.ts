@@ -19,7 +19,7 @@
  * lowers the threshold, so getting nodes excluded cannot weaken the quorum.
  */
 import type { Logger } from "pino";
-import { cardIdFromPublicKey, decodeHardwareSignature, hwMessage, timeAttestationForProof } from "../../protocol/codec";
+import { cardIdFromPublicKey, decodeHardwareSignature, decodeNodeEntries, encodeNodeEntry, hwMessage, timeAttestationForProof } from "../../protocol/codec";
 import {
   coSignDecision,
   consensusThreshold,
@@ -42,6 +42,7 @@ import { MAX_TAMPER_ALERTS } from "../../wire/rest";
 import type { TimeCard } from "../card/types";
 import { buildSignedTime } from "../core/signedTime";
 import type { MeshStateReport, SignedTime, TamperAlertReport } from "../core/types";
+import { ContradictionWatch } from "./contradictions";
 import { ConvergenceTracker } from "./convergence";
 import { newPeerRecord, peerReport, type PeerRecord } from "./peers";
 import type { MeshPeerLink, MeshTransport } from "./transport";
@@ -153,6 +154,8 @@ export class Mesh {
   #probeTimer: NodeJS.Timeout | null = null;
   /** Verified tamper alerts (own and peers'), for GET /mesh/state and the relayer's guardian. */
   readonly #alerts: TamperAlertReport[] = [];
+  /** Peers' verified entries, checked against each other for contradictions (§7.8). */
+  readonly #contradictions = new ContradictionWatch();
   #running = false;
   #lastFailureLogMs = 0;
 
@@ -302,6 +305,7 @@ export class Mesh {
       roundsFailed: { ...this.#stats.roundsFailedTotal },
       peers: sortByAddress([...this.#peers.values()]).map(peerReport),
       tamperAlerts: [...this.#alerts],
+      contradictions: this.#contradictions.reports(),
       refused: {
         packets: { ...this.#options.transport.drops() },
         coSignRequests: this.#stats.coSignaturesRefusedTotal,
@@ -679,6 +683,7 @@ export class Mesh {
     // This node's own measurement of the primary's clock, not the primary's word: the stability test of
     // Converged then compares this node's clock with the mesh's.
     const consensusOffsetNs = peer.filter.best()?.offsetNs ?? 0n;
+    this.#watchProofEntries(payload.proof, outcome.nodes, nowNs);
     this.#relayedSinceWatch = true;
     this.#tracker.observeRound({ ok: true, atNs: nowNs, consensusOffsetNs, accuracyNs: payload.proof.accuracy, validResponders });
     this.#publish(withConsensus(buildSignedTime(payload.proof, nowNs, null), consensus));
@@ -774,13 +779,40 @@ export class Mesh {
     try {
       const nodeTimestampNs = BigInt(`0x${entry.slice(2, 34)}`);
       const signer = recoverNodeAddress(timeAttestationForProof(base, nodeTimestampNs), entry, this.#options.recoveryMemo);
-      if (signer.toLowerCase() === nodeId.toLowerCase()) return nodeTimestampNs;
+      if (signer.toLowerCase() === nodeId.toLowerCase()) {
+        this.#watchEntry(peer, base, entry, nodeTimestampNs, this.#options.card.readTimeNs());
+        return nodeTimestampNs;
+      }
       this.#logger.warn({ peer: nodeId, signer }, "co-signature signed by another key: dropped");
     } catch (error) {
       this.#logger.warn({ peer: nodeId, err: error }, "co-signature does not recover: dropped");
     }
     peer.faultsTotal += 1;
     return null;
+  }
+
+  /** The peers' entries of a verified relayed proof (`signers`: its entries' recovered addresses, in order), watched. */
+  #watchProofEntries(proof: TimeProof, signers: readonly Address[], atNs: bigint): void {
+    decodeNodeEntries(proof.nodeSignature).forEach((entry, index) => {
+      const peer = this.#peers.get(signers[index]!.toLowerCase());
+      if (peer !== undefined) this.#watchEntry(peer, proof, encodeNodeEntry(entry), entry.nodeTimestampNs, atNs);
+    });
+  }
+
+  /**
+   * Checks a verified entry of `peer` against the ones it signed before (§7.8). A contradiction is a fault of the
+   * peer each time, logged once per peer with its evidence, and kept for GET /mesh/state.
+   */
+  #watchEntry(peer: PeerRecord, proof: Pick<TimeProof, "nanoMoment" | "hardwareSignature" | "accuracy">, entry: Hex, nodeTimestampNs: bigint, atNs: bigint): void {
+    const found = this.#contradictions.observe(peer.nodeId, proof, entry, nodeTimestampNs, atNs);
+    if (found === null) return;
+    peer.faultsTotal += 1;
+    if (found.first) {
+      this.#logger.warn(
+        { peer: peer.nodeId, excessNs: found.report.excessNs, evidence: found.report.evidence },
+        "peer signed contradicting entries (docs/protocol.md §7.8): evidence kept in GET /mesh/state contradictions; check it with `ats-node evidence check`",
+      );
+    }
   }
 }
 

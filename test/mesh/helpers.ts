@@ -34,6 +34,8 @@ export interface StartMeshOptions {
   readonly roles?: Readonly<Record<number, "primary" | "secondary" | "archive" | "bridge">>;
   /** Settings for every member (config-file shapes). */
   readonly overrides?: Partial<Record<SettingName, unknown>>;
+  /** The host clock every member's card reads (default: one anchored host clock); a test may step it for all. */
+  readonly hostClockNs?: () => bigint;
 }
 
 /** Settings of a fast, tolerant test mesh: rounds every 20 ms, a 1 ms window (one shared event loop). */
@@ -54,7 +56,7 @@ export async function startMesh(count: number, options: StartMeshOptions = {}): 
   const members: MeshMember[] = [];
   // One host clock for every member: in one process they read the same clock, so what differs between them is
   // only what the test injects (skew) and what the loopback exchanges measure.
-  const hostClock = createAnchoredClock();
+  const hostClock = options.hostClockNs ?? createAnchoredClock();
   try {
     for (const [index, identity] of identities.entries()) {
       const dir = mkdtempSync(join(tmpdir(), "ats-mesh-"));

@@ -147,7 +147,8 @@ describe("mesh: consensus rounds on loopback (4 in-process members)", function (
   describe("pipelined rounds (meshMaxRoundsInFlight)", function () {
     /** A mesh whose rounds run only on demand (no background round for a minute), after a first round succeeded. */
     async function onDemandMesh(maxRoundsInFlight: number): Promise<MeshMember> {
-      members = await startMesh(4, { overrides: { meshRoundIntervalMs: 60_000, meshMaxRoundsInFlight: maxRoundsInFlight } });
+      // A round timeout well above the delays these tests inject, so a busy machine does not fail their rounds.
+      members = await startMesh(4, { overrides: { meshRoundIntervalMs: 60_000, meshRoundTimeoutMs: 1_000, meshMaxRoundsInFlight: maxRoundsInFlight } });
       const a = members[0]!;
       await waitUntil(() => a.transport.peers.length === 3, "sessions with the 3 peers");
       for (let attempt = 0; ; attempt += 1) {
@@ -175,14 +176,14 @@ describe("mesh: consensus rounds on loopback (4 in-process members)", function (
 
     it("serves the newest proof when pipelined rounds finish out of order; the older round's caller still gets its own", async function () {
       const a = await onDemandMesh(2);
-      // Hold back the co-signatures of the next round by 150 ms, so the round started after it finishes first.
+      // Hold back the co-signatures of the older round by 150 ms, so the round started after it finishes first. The
+      // older round is the one whose probes go out first (a round sends them as it starts).
       const request = a.transport.request.bind(a.transport);
       let slowRound: bigint | null = null;
       a.transport.request = (nodeId, payload, timeoutMs) => {
+        if (payload.kind === "probe" && payload.roundId !== 0n) slowRound ??= payload.roundId;
         const reply = request(nodeId, payload, timeoutMs);
-        if (payload.kind !== "cosignRequest") return reply;
-        slowRound ??= payload.roundId;
-        if (payload.roundId !== slowRound) return reply;
+        if (payload.kind !== "cosignRequest" || payload.roundId !== slowRound) return reply;
         return reply.then(async (answer) => {
           await new Promise((resolve) => setTimeout(resolve, 150));
           return answer;

@@ -6,6 +6,13 @@ import { createServer, type AddressInfo, type Server } from "node:net";
 import { join } from "node:path";
 import { promisify } from "node:util";
 import { cardIdFromPublicKey } from "../../protocol/codec";
+import { MAX_SIGNING_DELAY_NS } from "../../protocol/constants";
+import { DEV_CARD_PRIVATE_KEY, DEV_NODE_PRIVATE_KEYS } from "../../protocol/devkeys";
+import { contradictionEvidence, findContradictions, MAX_CONTRADICTION_EVIDENCE_BYTES } from "../../protocol/evidence";
+import { proofToJson } from "../../protocol/json";
+import { nodeAddressFromPrivateKey } from "../../protocol/keys";
+import { attest } from "../../protocol/sign";
+import type { TimeProof } from "../../protocol/types";
 import { loadKeyDir } from "../../protocol/keystore";
 import { devRegistrations } from "../../scripts/deploy";
 import { runCli, type CliIo, type StartNodeFunction } from "../../node/cli";
@@ -182,6 +189,59 @@ describe("ats-node CLI", function () {
     expect(await runCli(["bogus"], io)).to.equal(2);
     expect(io.err.join("\n")).to.contain("unknown command").and.to.contain("usage:");
     expect(await runCli(["keys", "init", "--nope", "x"], captureIo())).to.equal(2);
+  });
+
+  it("evidence check: exit 0 for a proven contradiction, 1 for evidence that proves none, 2 for malformed input", async () => {
+    // Dev node 0 signs one moment, then, an hour later by its own clock, a moment more than the signing delay before it.
+    const signed = (nanoMoment: bigint, nodeTimestampNs: bigint) =>
+      attest({ card: DEV_CARD_PRIVATE_KEY, nodes: [DEV_NODE_PRIVATE_KEYS[0]], nanoMoment, accuracy: 50, nodeTimestampNs });
+    const momentNs = 1_732_268_493_123_456_789n;
+    const hourNs = 3_600_000_000_000n;
+    const write = (name: string, content: string) => {
+      const file = join(dir.path, name);
+      writeFileSync(file, content);
+      return file;
+    };
+    const evidenceFile = (earlier: TimeProof, later: TimeProof) => {
+      const [found] = findContradictions(earlier, later);
+      const document = found === undefined
+        ? { kind: "ats-contradiction", version: 1, nodeId: nodeAddressFromPrivateKey(DEV_NODE_PRIVATE_KEYS[0]), proofs: [earlier, later].map((proof) => ({ entryIndex: 0, timeProof: proofToJson(proof) })) }
+        : contradictionEvidence(found, [earlier, later]);
+      return JSON.stringify(document, null, 2);
+    };
+    const first = signed(momentNs, momentNs);
+    const lying = write("lie.json", evidenceFile(first, signed(momentNs - MAX_SIGNING_DELAY_NS - hourNs, momentNs + hourNs)));
+    const honest = write("honest.json", evidenceFile(first, signed(momentNs - MAX_SIGNING_DELAY_NS, momentNs + hourNs)));
+    const node = nodeAddressFromPrivateKey(DEV_NODE_PRIVATE_KEYS[0]);
+
+    const proven = captureIo();
+    expect(await runCli(["evidence", "check", lying], proven)).to.equal(0);
+    expect(proven.out.join("\n")).to.contain(`node ${node} signed contradicting entries`);
+    const provenJson = captureIo();
+    expect(await runCli(["evidence", "check", "--json", lying], provenJson)).to.equal(0);
+    expect(JSON.parse(provenJson.out.join("\n"))).to.deep.include({ valid: true, nodeId: node });
+
+    const notProven = captureIo();
+    expect(await runCli(["evidence", "check", honest, "--json"], notProven)).to.equal(1);
+    expect(JSON.parse(notProven.out.join("\n"))).to.deep.include({ valid: false, reason: "not-contradictory", nodeId: node });
+    const notProvenText = captureIo();
+    expect(await runCli(["evidence", "check", honest], notProvenText)).to.equal(1);
+    expect(notProvenText.out.join("\n")).to.contain("NOT evidence (not-contradictory)");
+
+    for (const [file, why] of [
+      [write("broken.json", "{ not json"), "malformed JSON"],
+      [write("large.json", " ".repeat(MAX_CONTRADICTION_EVIDENCE_BYTES + 1)), `larger than ${MAX_CONTRADICTION_EVIDENCE_BYTES} bytes`],
+      [join(dir.path, "missing.json"), "cannot read it"],
+    ] as const) {
+      const io = captureIo();
+      expect(await runCli(["evidence", "check", file, "--json"], io), why).to.equal(2);
+      const verdict = JSON.parse(io.out.join("\n")) as { reason: string; detail: string };
+      expect(verdict.reason, why).to.equal("malformed");
+      expect(verdict.detail, why).to.contain(why);
+    }
+    const usage = captureIo();
+    expect(await runCli(["evidence", "check"], usage)).to.equal(2);
+    expect(usage.err.join("\n")).to.contain("usage: ats-node evidence check <file>");
   });
 
   it("bin/ats-node.js runs the built CLI, dist/node/cli.js (prints the settings table as JSON with --json)", async () => {

@@ -34,6 +34,7 @@ const LONE: MeshStateReport = {
   roundsFailed: {},
   peers: [],
   tamperAlerts: [],
+  contradictions: [],
   refused: { packets: {}, coSignRequests: 0, relayedProofs: {} },
 };
 const LIMITS = { maxBodyBytes: 8_192, maxBatchItems: 5, maxResponseBytes: 65_536, requestsPerSecondPerClient: 0, maxConnections: 64 };
