@@ -34,11 +34,12 @@ import { parseManifest } from "../wire/manifest";
 import type { ContainerRuntime } from "./containerRuntime";
 import { verifyImageRelease } from "./containerSwitch";
 import type { FetchOptions } from "./fetchRelease";
+import { checkAdoption } from "./adopt";
 import { UpgradeRefusal } from "./errors";
 import { rolloutBatches } from "./batches";
 import { firstFailure, runAcceptance, type AcceptanceContext, type GateResult } from "./gates";
 import { verifyBundleRelease } from "./installSwitch";
-import { isImagePlan, type AnyPlanNode, type UpgradePlan } from "./plan";
+import { isImagePlan, type AnyPlanNode, type AnyRelease, type BundlePlan, type ImagePlan, type UpgradePlan } from "./plan";
 import { blockHashOf, createProbe, finalizedNumberOf, rpcClient, type NodeReading, type Probe } from "./probe";
 import { assertValueFree, RECEIPT_VERSION, valueFreeText, type NodeReceipt, type Receipt } from "./receipt";
 import { restoredOf, summaryOf, type Deployment, type NodeTarget, type VerifiedArtifact } from "./target";
@@ -66,8 +67,10 @@ interface NodeState {
   node: AnyPlanNode;
   target: NodeTarget;
   probe: Probe;
-  /** What the unit's record file named at preflight. */
+  /** What the unit's record file named at preflight (for an adopted node: what it will name). */
   recorded: Deployment;
+  /** A node without a record that the plan adopts (upgrade/adopt.ts): what runs, verified, recorded after preflight. */
+  adoption: Deployment | null;
   /** The preflight reading; null only for a resumed node the killed run left stopped or still starting. */
   reading: NodeReading | null;
   receipt: NodeReceipt;
@@ -81,7 +84,7 @@ const REGISTERED = /^getNode:1:.*\|getCard:1:/;
 const nowIso = () => new Date().toISOString();
 
 function emptyNodeReceipt(node: Pick<AnyPlanNode, "host" | "role">, unitName: string, artifactSha256: string): NodeReceipt {
-  return { host: node.host, unit: unitName, role: node.role, outcome: "not-started", preflight: null, old: null, new: null, artifact_sha256: artifactSha256, started_at: null, finished_at: null, gates: [], rollback: null, note: null };
+  return { host: node.host, unit: unitName, role: node.role, outcome: "not-started", preflight: null, old: null, new: null, artifact_sha256: artifactSha256, started_at: null, finished_at: null, gates: [], rollback: null, note: null, adopted: null };
 }
 
 /** The receipt's artifact digest, from the plan (known before anything is fetched): a bundle's sha256, an image's manifest digest. */
@@ -98,10 +101,31 @@ async function waitFor<T>(read: () => Promise<T>, done: (value: T) => boolean, t
   }
 }
 
-/** The plan's release, verified, with the path its nodes take: nothing on a node has changed when this refuses. */
-function verifyArtifact(plan: UpgradePlan, options: RunUpgradeOptions): Promise<VerifiedArtifact> {
+/** An approved release (the plan's, or one a node adopts), verified, with the path its nodes take: nothing on a node has changed when this refuses. */
+function verifyRelease(release: AnyRelease, options: RunUpgradeOptions): Promise<VerifiedArtifact> {
   const env = options.commandEnv;
-  return isImagePlan(plan) ? verifyImageRelease(plan.release, { env, runtime: options.containerRuntime }) : verifyBundleRelease(plan.release, { env, download: options.download });
+  return release.artifact.kind === "image" ? verifyImageRelease(release as ImagePlan["release"], { env, runtime: options.containerRuntime }) : verifyBundleRelease(release as BundlePlan["release"], { env, download: options.download });
+}
+
+/**
+ * The releases the plan's nodes adopt (upgrade/adopt.ts), by host, each verified once however many nodes name it.
+ * Every one verified is pushed to `verified` as it is, so the caller disposes of them whatever refuses.
+ */
+async function verifyAdoptedReleases(nodes: readonly AnyPlanNode[], options: RunUpgradeOptions, verified: VerifiedArtifact[]): Promise<Map<string, VerifiedArtifact>> {
+  const byRelease = new Map<string, VerifiedArtifact>();
+  const byHost = new Map<string, VerifiedArtifact>();
+  for (const node of nodes) {
+    if (node.adopt === undefined) continue;
+    const key = JSON.stringify(node.adopt.release);
+    let release = byRelease.get(key);
+    if (release === undefined) {
+      release = await verifyRelease(node.adopt.release, options);
+      verified.push(release);
+      byRelease.set(key, release);
+    }
+    byHost.set(node.host, release);
+  }
+  return byHost;
 }
 
 export async function runUpgrade(options: RunUpgradeOptions): Promise<Receipt> {
@@ -125,10 +149,13 @@ export async function runUpgrade(options: RunUpgradeOptions): Promise<Receipt> {
   };
   const ordered: AnyPlanNode[] = plan.rolloutOrder.map((host) => (plan.nodes as AnyPlanNode[]).find((node) => node.host === host)!);
   const states: NodeState[] = [];
-  let artifact: VerifiedArtifact | undefined;
+  const verified: VerifiedArtifact[] = [];
   try {
-    artifact = await verifyArtifact(plan, options);
+    const artifact = await verifyRelease(plan.release, options);
+    verified.push(artifact);
     log(artifact.description);
+    const adopted = await verifyAdoptedReleases(ordered, options, verified);
+    for (const [host, release] of adopted) log(`${host} adopts ${release.description}`);
     const manifest = parseManifest(JSON.parse(readFileSync(plan.network.manifest, "utf8")));
     const oracle = manifest.contracts.TimeOracle as Address | undefined;
     if (oracle === undefined) throw new UpgradeRefusal("plan-invalid", "the manifest names no TimeOracle: on-chain registration cannot be checked");
@@ -140,7 +167,7 @@ export async function runUpgrade(options: RunUpgradeOptions): Promise<Receipt> {
 
     // Preflight: every node, before any changes.
     const finalizedBefore = await trustedView.finalizedNumber();
-    for (const node of ordered) states.push(await preflight(node, artifact, artifactSha256, manifest.chain.genesisHash, oracle, confirm));
+    for (const node of ordered) states.push(await preflight(node, artifact, adopted.get(node.host), artifactSha256, manifest.chain.genesisHash, oracle, confirm));
     for (const state of states) receipt.nodes.push(state.receipt);
     for (const state of states) {
       if (state.resumed || state.reading === null || healthy(state.reading)) continue;
@@ -157,6 +184,13 @@ export async function runUpgrade(options: RunUpgradeOptions): Promise<Receipt> {
     const finalizedAfter = await waitFor(trustedView.finalizedNumber, (number) => number !== null && finalizedBefore !== null && number > finalizedBefore, plan.acceptance.timeoutMs, pollMs);
     if (finalizedAfter === null || finalizedBefore === null || finalizedAfter <= finalizedBefore) {
       throw new UpgradeRefusal("network-degraded", `finality is not advancing (finalized ${String(finalizedAfter)} after ${plan.acceptance.timeoutMs} ms)`);
+    }
+    // Adopted nodes are recorded only now, every node having passed preflight: a refusal above changed nothing.
+    for (const state of states) {
+      if (state.adoption === null) continue;
+      state.target.point(state.adoption);
+      state.receipt.adopted = summaryOf(state.adoption);
+      log(`${state.node.host}: adopted as ${state.adoption.releaseId}; ${state.target.recordName} written`);
     }
 
     // Rollout, batch by batch (upgrade/batches.ts): the nodes a killed run left on the target first, in batches of
@@ -176,7 +210,7 @@ export async function runUpgrade(options: RunUpgradeOptions): Promise<Receipt> {
     receipt.refusal = { code: error.code, message: valueFreeText(error.message) };
     for (const node of ordered) if (!receipt.nodes.some((entry) => entry.host === node.host)) receipt.nodes.push(emptyNodeReceipt(node, "-", artifactSha256));
   } finally {
-    artifact?.dispose();
+    for (const release of verified) release.dispose();
   }
   receipt.finished_at = nowIso();
   assertValueFree(receipt);
@@ -202,23 +236,43 @@ function preflightSummary(reading: NodeReading): NonNullable<NodeReceipt["prefli
   };
 }
 
-async function preflight(node: AnyPlanNode, artifact: VerifiedArtifact, artifactSha256: string, genesisHash: string, oracle: Address, confirm: (question: string) => Promise<boolean>): Promise<NodeState> {
+async function preflight(
+  node: AnyPlanNode,
+  artifact: VerifiedArtifact,
+  adoptRelease: VerifiedArtifact | undefined,
+  artifactSha256: string,
+  genesisHash: string,
+  oracle: Address,
+  confirm: (question: string) => Promise<boolean>,
+): Promise<NodeState> {
   const target = artifact.targetFor(node);
   const { unit } = target;
-  const recorded = target.recorded();
+  const probe = createProbe({ rest: node.rest, rpc: node.rpc }, oracle);
+  let recorded = target.recorded();
+  let adoption: Deployment | null = null;
   if (recorded === null) {
-    // A node whose install or image this agent did not record: outside the plan, so an operator decides.
-    if (!(await confirm(`${node.host}: ${unit.name} has no ${target.recordName}; adopt it?`))) throw new UpgradeRefusal("not-confirmed", `${node.host}: ${unit.name} has no record (${target.recordName}), and adopting it was not confirmed`, { host: node.host });
-    throw new UpgradeRefusal("preflight-failed", `${node.host}: adopting a node without a record (${target.recordName}) is not implemented`, { host: node.host });
+    // A node whose install or image this agent did not record: outside the plan unless the plan adopts it.
+    if (adoptRelease === undefined) {
+      if (!(await confirm(`${node.host}: ${unit.name} has no ${target.recordName}; adopt it?`))) throw new UpgradeRefusal("not-confirmed", `${node.host}: ${unit.name} has no record (${target.recordName}), and adopting it was not confirmed`, { host: node.host });
+      // A yes cannot say which approved release runs there, and nothing is adopted on a guess.
+      throw new UpgradeRefusal("preflight-failed", `${node.host}: to adopt a node without a record (${target.recordName}), name the approved release it runs in the plan (nodes[].adopt)`, { host: node.host });
+    }
+    const reported = await probe.read().catch((error: unknown) => {
+      throw new UpgradeRefusal("network-degraded", `${node.host}: cannot read the node (${(error as Error).message})`, { host: node.host });
+    });
+    adoption = checkAdoption(node, adoptRelease, await unit.status(), reported);
+    recorded = adoption;
   }
-  const tampered = target.tampered(recorded);
+  // A node with a record is not adopted, whatever the plan says: the same plan runs again after a run that adopted
+  // it was killed, and the record it wrote (checked below like any other) is then what the node runs.
+  // An adopted install's tree was recomputed by checkAdoption a moment ago.
+  const tampered = adoption === null ? target.tampered(recorded) : null;
   if (tampered !== null) throw new UpgradeRefusal("preflight-failed", `${node.host}: ${tampered}`, { host: node.host });
   const resumed = recorded.releaseId === artifact.releaseId;
   if (resumed && !artifact.approves(recorded)) {
     throw new UpgradeRefusal("preflight-failed", `${node.host}: ${target.recordName} names ${recorded.releaseId} with ${recorded.digest}, not the approved artifact`, { host: node.host, recorded: recorded.digest });
   }
   const status = await unit.status();
-  const probe = createProbe({ rest: node.rest, rpc: node.rpc }, oracle);
   const receipt = emptyNodeReceipt(node, unit.name, artifactSha256);
   const previous = resumed ? target.previous() : null;
   receipt.old = summaryOf(previous ?? recorded);
@@ -233,7 +287,7 @@ async function preflight(node: AnyPlanNode, artifact: VerifiedArtifact, artifact
     // stopped node is not ours to start.
     if (!resumed) throw new UpgradeRefusal("network-degraded", `${node.host}: ${unit.name} is not running`, { host: node.host });
     receipt.note = "stopped by an interrupted rollout; resumed first";
-    return { node, target, probe, recorded, reading: null, receipt, resumed };
+    return { node, target, probe, recorded, adoption, reading: null, receipt, resumed };
   }
   let reading: NodeReading;
   try {
@@ -242,7 +296,7 @@ async function preflight(node: AnyPlanNode, artifact: VerifiedArtifact, artifact
     if (resumed) {
       // Started by the killed run a moment before it died: still opening. Its acceptance waits for its first answer.
       receipt.note = "not answering yet after an interrupted rollout started it; resumed first";
-      return { node, target, probe, recorded, reading: null, receipt, resumed };
+      return { node, target, probe, recorded, adoption, reading: null, receipt, resumed };
     }
     throw new UpgradeRefusal("network-degraded", `${node.host}: cannot read the node (${(error as Error).message})`, { host: node.host });
   }
@@ -256,7 +310,7 @@ async function preflight(node: AnyPlanNode, artifact: VerifiedArtifact, artifact
     });
   }
   receipt.preflight = preflightSummary(reading);
-  return { node, target, probe, recorded, reading, receipt, resumed };
+  return { node, target, probe, recorded, adoption, reading, receipt, resumed };
 }
 
 type Limits = { warmupMs: number; timeoutMs: number; pollMs: number };

@@ -13,7 +13,7 @@ import { createInterface } from "node:readline/promises";
 import { parseArgs } from "node:util";
 import { runUpgrade } from "./agent";
 import { UpgradeRefusal } from "./errors";
-import { parsePlan, type UpgradePlan } from "./plan";
+import { parsePlan, type AnyPlanNode, type UpgradePlan } from "./plan";
 
 const USAGE = `usage:
   ats-upgrade check --plan <file>
@@ -59,7 +59,7 @@ export async function main(argv: string[], io: UpgradeCliIo = DEFAULT_IO): Promi
     const { values } = parseArgs({ args: rest, options: { plan: { type: "string" }, receipt: { type: "string" } } });
     if (command === "check" && values.plan !== undefined) {
       const { plan } = loadPlan(values.plan);
-      io.stdout(JSON.stringify({ ok: true, release: plan.release.release_id, artifact: plan.release.artifact.kind === "bundle" ? plan.release.artifact.sha256 : plan.release.artifact.digest, order: plan.rolloutOrder, maxParallel: plan.maxParallel ?? 1 }, null, 2));
+      io.stdout(JSON.stringify({ ok: true, release: plan.release.release_id, artifact: plan.release.artifact.kind === "bundle" ? plan.release.artifact.sha256 : plan.release.artifact.digest, order: plan.rolloutOrder, maxParallel: plan.maxParallel ?? 1, adopt: (plan.nodes as AnyPlanNode[]).filter((node) => node.adopt !== undefined).map((node) => node.host) }, null, 2));
       return 0;
     }
     if (command === "run" && values.plan !== undefined && values.receipt !== undefined) {

@@ -68,6 +68,8 @@ export async function verifyImageRelease(release: ImagePlan["release"], options:
     releaseId: release.release_id,
     nodeVersion: version,
     versionSource: `its ${VERSION_LABEL} label`,
+    sourceRevision: release.source_revision,
+    digest: resolved.digest,
     description: `image ${release.release_id} verified (${resolved.digest.slice(0, 19)}…, version ${version})`,
     approves: (deployment) => deployment.kind === "image" && deployment.releaseId === release.release_id && deployment.digest === resolved.digest,
     targetFor(planNode): NodeTarget {
@@ -94,6 +96,12 @@ export async function verifyImageRelease(release: ImagePlan["release"], options:
         start: () => unit.restart(),
         expected: (deployment, before) => (artifact.approves(deployment) ? { nodeVersion: version, sourceRevision: release.source_revision } : expectedFromReleaseId(deployment, before)),
       };
+    },
+    found(_node, status) {
+      // Only the runtime knows which bytes a container runs; the verified manifest digest is compared with that.
+      if (status.runs === null || !/^sha256:[0-9a-f]{64}$/.test(status.runs)) return "the runtime reports no image digest for its container";
+      const reference = `${resolved.reference.slice(0, resolved.reference.lastIndexOf("@") + 1)}${status.runs}`;
+      return { kind: "image", releaseId: release.release_id, reference, runs: status.runs, digest: status.runs, sourceRevision: status.runs === resolved.digest ? release.source_revision : null };
     },
     dispose: () => undefined,
   };

@@ -10,7 +10,8 @@
  *   bytes is cut off as one that never answers;
  * - at most `maxBytes` held: a declared Content-Length above it is refused before the body is read, and the body
  *   is counted as it arrives (a missing or lying Content-Length);
- * - no credentials are sent.
+ * - no credentials are sent unless the caller passes them in `headers` (a registry token, upgrade/registryAuth.ts),
+ *   and then never across a redirect: a request with headers follows none.
  *
  * Every failure is an UpgradeRefusal with the caller's code and the request's path and status as evidence.
  */
@@ -25,6 +26,13 @@ export interface BoundedGetOptions {
   /** For headers, redirects and body together, ms. */
   timeoutMs: number;
   accept?: string | undefined;
+  /** Sent with the request (an Authorization header); a request with headers follows no redirect. */
+  headers?: Readonly<Record<string, string>> | undefined;
+  /**
+   * Statuses answered as responses (headers only, the body is not read) instead of refused: a registry's 401,
+   * whose WWW-Authenticate challenge says where to get a token. Not read, so its size is no concern of the bounds.
+   */
+  passStatuses?: readonly number[] | undefined;
   /** The refusal code of every failure. */
   code: RefusalCode;
   /** Who is asked, for messages: "registry http://…", "release server http://…". */
@@ -36,6 +44,8 @@ export interface BoundedResponse {
   headers: Headers;
   /** Where the bytes came from, after same-origin redirects. */
   url: URL;
+  /** 200, or one of the caller's passStatuses. */
+  status: number;
 }
 
 export async function boundedGet(start: URL, options: BoundedGetOptions): Promise<BoundedResponse> {
@@ -48,7 +58,7 @@ export async function boundedGet(start: URL, options: BoundedGetOptions): Promis
     if (url.origin !== origin) throw refuse(`request ${url.href} leaves ${origin}`, { url: url.href });
     let response: Response;
     try {
-      response = await fetch(url, { headers: options.accept === undefined ? {} : { Accept: options.accept }, redirect: "manual", signal });
+      response = await fetch(url, { headers: { ...(options.accept === undefined ? {} : { Accept: options.accept }), ...options.headers }, redirect: "manual", signal });
     } catch (error) {
       throw refuse(`GET ${url.pathname} failed (${(error as Error).name}: ${(error as Error).message})`, { url: url.pathname });
     }
@@ -56,12 +66,18 @@ export async function boundedGet(start: URL, options: BoundedGetOptions): Promis
       await response.body?.cancel();
       const location = response.headers.get("location");
       const next = location === null ? null : URL.canParse(location, url) ? new URL(location, url) : null;
-      if (next === null || next.origin !== origin || redirects >= options.maxRedirects) {
-        const where = next === null ? "nowhere usable" : next.origin === origin ? `${next.pathname}, past ${options.maxRedirects} redirects` : `another origin, ${next.origin}`;
+      // Credentials are for the URL they were issued for: a redirect could carry them to another path's owner.
+      const maxRedirects = options.headers === undefined ? options.maxRedirects : 0;
+      if (next === null || next.origin !== origin || redirects >= maxRedirects) {
+        const where = next === null ? "nowhere usable" : next.origin === origin ? `${next.pathname}, past ${maxRedirects} redirects` : `another origin, ${next.origin}`;
         throw refuse(`GET ${url.pathname} redirects (${response.status}) to ${where}; only ${origin} is contacted`, { url: url.pathname, status: response.status });
       }
       url = next;
       continue;
+    }
+    if (response.status !== 200 && (options.passStatuses ?? []).includes(response.status)) {
+      await response.body?.cancel();
+      return { bytes: Buffer.alloc(0), headers: response.headers, url, status: response.status };
     }
     if (response.status !== 200) {
       await response.body?.cancel();
@@ -85,6 +101,6 @@ export async function boundedGet(start: URL, options: BoundedGetOptions): Promis
       if (error instanceof UpgradeRefusal) throw error;
       throw refuse(`reading ${url.pathname} failed (${(error as Error).name})`, { url: url.pathname, bytes: length });
     }
-    return { bytes: Buffer.concat(chunks), headers: response.headers, url };
+    return { bytes: Buffer.concat(chunks), headers: response.headers, url, status: response.status };
   }
 }

@@ -33,6 +33,8 @@ export async function verifyBundleRelease(release: BundlePlan["release"], option
     releaseId: metadata.release_id,
     nodeVersion: metadata.node_version,
     versionSource: "its BUILD-METADATA.json",
+    sourceRevision: metadata.source_revision,
+    digest: metadata.bundle.tree_sha256,
     description: `release ${metadata.release_id} verified (bundle ${metadata.bundle.sha256.slice(0, 12)}…)`,
     approves: (deployment) => deployment.kind === "install" && deployment.releaseId === metadata.release_id && deployment.digest === metadata.bundle.tree_sha256,
     targetFor(planNode): NodeTarget {
@@ -64,6 +66,17 @@ export async function verifyBundleRelease(release: BundlePlan["release"], option
           return { nodeVersion: installedMetadata(deployment.runs)?.node_version ?? before.version, sourceRevision: installedRevision(deployment.runs) };
         },
       };
+    },
+    found(planNode) {
+      const installDir = (planNode as PlanNode).adopt?.installDir;
+      if (installDir === undefined) return "the plan names no adopt.installDir";
+      let tree: string;
+      try {
+        tree = treeDigestOfDirectory(installDir);
+      } catch (error) {
+        return `cannot read install ${installDir} (${(error as Error).message})`;
+      }
+      return { kind: "install", releaseId: metadata.release_id, reference: installDir, runs: installDir, digest: tree, sourceRevision: metadata.source_revision };
     },
     dispose: () => verified.dispose(),
   };

@@ -9,7 +9,8 @@
  *     - an image (registry URL, repository, tag, approved manifest digest), run by container units (the container
  *       path, upgrade/containerSwitch.ts): the tag is only where the digest is looked up;
  * - network: the network manifest (chain identity and the oracle) and an independent trusted node's temporal RPC;
- * - nodes: each target host with its role, endpoints, installs folder and unit;
+ * - nodes: each target host with its role, endpoints, installs folder and unit; a node started by hand (no
+ *   record file the agent wrote) also names, in `adopt`, the approved release it runs (upgrade/adopt.ts);
  * - rolloutOrder: every host, once, in the order they are upgraded;
  * - maxParallel (optional, default 1): how many non-primary nodes may be switched at once (upgrade/batches.ts);
  * - acceptance: warm-up and time limits of the gates.
@@ -53,6 +54,17 @@ const ImageArtifact = Type.Object(
     repository: Type.String({ pattern: "^[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*(?:/[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*){0,7}$" }),
     tag: Type.String({ pattern: "^[A-Za-z0-9_][A-Za-z0-9._-]{0,127}$" }),
     digest: Type.String({ pattern: "^sha256:[0-9a-f]{64}$" }),
+    /**
+     * Where the registry's credentials are found when its token server asks for them (upgrade/registryAuth.ts):
+     * a file, or an environment variable of the agent, holding `<user>:<password>`. Never the credentials: a plan
+     * is approved, copied and hashed into receipts. Absent: tokens are asked for anonymously.
+     */
+    credentials: Type.Optional(
+      Type.Union([
+        Type.Object({ file: AbsolutePath }, { additionalProperties: false }),
+        Type.Object({ env: Type.String({ pattern: "^[A-Z_][A-Z0-9_]{0,127}$" }) }, { additionalProperties: false }),
+      ]),
+    ),
   },
   { additionalProperties: false },
 );
@@ -149,14 +161,23 @@ const BundleRelease = Type.Object(
 );
 const ImageRelease = Type.Object({ ...APPROVED_RELEASE, artifact: ImageArtifact }, { additionalProperties: false });
 
+/**
+ * `adopt`: the only way a node without a record file is taken into a rollout (upgrade/adopt.ts). It names the
+ * release the node was started with by hand, approved like `release` and verified the same way; for a bundle also
+ * the folder it runs from, whose tree digest must be the release's. Absent, such a node is refused.
+ */
+const BundleAdoption = Type.Object({ release: BundleRelease, installDir: AbsolutePath }, { additionalProperties: false });
+const ImageAdoption = Type.Object({ release: ImageRelease }, { additionalProperties: false });
+
 /** The native path: a bundle, installed by local or systemd units. */
 export const BundlePlanSchema = planSchema(BundleRelease, {
   /** Versioned installs live here, one folder per release id. */
   installRoot: AbsolutePath,
   unit: Type.Union([LocalUnit, SystemdUnit]),
+  adopt: Type.Optional(BundleAdoption),
 });
 /** The container path: an image digest, run by container units (the runtime keeps images: no installs folder). */
-export const ImagePlanSchema = planSchema(ImageRelease, { unit: ContainerUnit });
+export const ImagePlanSchema = planSchema(ImageRelease, { unit: ContainerUnit, adopt: Type.Optional(ImageAdoption) });
 export type BundlePlan = Static<typeof BundlePlanSchema>;
 export type ImagePlan = Static<typeof ImagePlanSchema>;
 export type UpgradePlan = BundlePlan | ImagePlan;
@@ -165,6 +186,8 @@ export type ContainerPlanNode = ImagePlan["nodes"][number];
 /** A node of either path. */
 export type AnyPlanNode = PlanNode | ContainerPlanNode;
 export type ImageArtifact = Static<typeof ImageArtifact>;
+/** An approved release of either path: the plan's target, or one a node adopts. */
+export type AnyRelease = UpgradePlan["release"];
 
 export function isImagePlan(plan: UpgradePlan): plan is ImagePlan {
   return plan.release.artifact.kind === "image";
@@ -202,6 +225,13 @@ export function parsePlan(json: unknown): UpgradePlan {
   const order = [...plan.rolloutOrder].sort();
   if (order.length !== hosts.length || new Set(order).size !== order.length || order.some((host, index) => host !== [...hosts].sort()[index])) {
     throw new UpgradeRefusal("plan-invalid", `plan/rolloutOrder must list every host of plan/nodes exactly once (nodes: ${hosts.join(", ")}; order: ${plan.rolloutOrder.join(", ")})`);
+  }
+  if (isImagePlan(plan)) {
+    // The registry is the one origin an image plan's requests go to: an adopted image is looked up there too.
+    const elsewhere = plan.nodes.find((node) => node.adopt !== undefined && new URL(node.adopt.release.artifact.registry).origin !== new URL(plan.release.artifact.registry).origin);
+    if (elsewhere !== undefined) {
+      throw new UpgradeRefusal("plan-invalid", `plan/nodes: ${elsewhere.host} adopts an image from ${elsewhere.adopt!.release.artifact.registry}, not the plan's registry ${plan.release.artifact.registry}`, { field: "/nodes", host: elsewhere.host });
+    }
   }
   if ((plan.maxParallel ?? 1) > 1) {
     // A parallel rollout upgrades the nodes that do not sign first: the order the plan states is the order that

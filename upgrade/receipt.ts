@@ -75,6 +75,8 @@ export const NodeReceiptSchema = Type.Object(
       Type.Null(),
     ]),
     note: Type.Union([Text, Type.Null()]),
+    /** A node that had no record and was adopted as this release (upgrade/adopt.ts): verified, then recorded. */
+    adopted: Type.Union([Install, Type.Null()]),
   },
   { additionalProperties: false },
 );

@@ -12,12 +12,15 @@
  *
  * Every request goes to the plan's registry origin only: redirects are refused rather than followed (a registry
  * that redirects blobs to a CDN is not supported yet), responses are read up to a size limit, each request has a
- * time limit. No credentials are sent (token auth is not supported yet).
+ * time limit. A registry that answers 401 with a Bearer challenge is asked again, once, with a token from the
+ * realm it names (upgrade/registryAuth.ts: https or loopback http only; credentials from the file or variable the
+ * plan names, or none); the token is kept for the next request of the same resolve and never leaves this module.
  */
 import { createHash } from "node:crypto";
 import { UpgradeRefusal } from "./errors";
 import { boundedGet, type BoundedResponse } from "./httpGet";
 import type { ImageArtifact } from "./plan";
+import { fetchToken, parseBearerChallenge, readCredentials } from "./registryAuth";
 
 export const REVISION_LABEL = "org.opencontainers.image.revision";
 export const VERSION_LABEL = "org.opencontainers.image.version";
@@ -36,6 +39,8 @@ const DEFAULT_REQUEST_TIMEOUT_MS = 15_000;
 export interface ResolveOptions {
   /** Each request (headers and body) fails after this long, ms. */
   requestTimeoutMs?: number | undefined;
+  /** Where `artifact.credentials.env` is looked up; default process.env (the agent's, not the unit commands'). */
+  credentialsEnv?: NodeJS.ProcessEnv | undefined;
 }
 
 export interface ResolvedImage {
@@ -49,9 +54,37 @@ export interface ResolvedImage {
 
 const sha256Digest = (bytes: Buffer) => `sha256:${createHash("sha256").update(bytes).digest("hex")}`;
 
-/** GETs `path` from the registry's origin: no redirect followed, at most `maxBytes` read, `timeoutMs` in all (upgrade/httpGet.ts). */
-function registryGet(registry: URL, path: string, accept: readonly string[], maxBytes: number, timeoutMs: number): Promise<BoundedResponse> {
-  return boundedGet(new URL(path, registry), { origin: registry.origin, maxRedirects: 0, maxBytes, timeoutMs, accept: accept.join(", "), code: "bad-checksum", what: `registry ${registry.origin}` });
+/** GETs from one registry: no redirect followed, bounded (upgrade/httpGet.ts), authenticated when it asks. */
+type RegistryGet = (path: string, accept: readonly string[], maxBytes: number) => Promise<BoundedResponse>;
+
+function registryClient(image: ImageArtifact, timeoutMs: number, credentialsEnv: NodeJS.ProcessEnv): RegistryGet {
+  const registry = new URL(image.registry);
+  const what = `registry ${registry.origin}`;
+  let token: string | null = null;
+  const get = (path: string, accept: readonly string[], maxBytes: number, passStatuses: readonly number[]) =>
+    boundedGet(new URL(path, registry), {
+      origin: registry.origin,
+      maxRedirects: 0,
+      maxBytes,
+      timeoutMs,
+      accept: accept.join(", "),
+      headers: token === null ? undefined : { Authorization: `Bearer ${token}` },
+      passStatuses,
+      code: "bad-checksum",
+      what,
+    });
+  return async (path, accept, maxBytes) => {
+    const first = await get(path, accept, maxBytes, [401]);
+    if (first.status !== 401) return first;
+    const challenge = parseBearerChallenge(first.headers.get("www-authenticate"));
+    if (challenge === null) throw new UpgradeRefusal("fetch-failed", `${what}: GET ${path} answered 401 without a Bearer challenge: only token authentication is supported`, { url: path, status: 401 });
+    const credentials = image.credentials === undefined ? null : readCredentials(image.credentials, credentialsEnv);
+    token = await fetchToken({ challenge, registryOrigin: registry.origin, credentials, timeoutMs });
+    // Once: a registry that refuses its own realm's token is refused, not asked in a loop.
+    const second = await get(path, accept, maxBytes, [401]);
+    if (second.status === 401) throw new UpgradeRefusal("fetch-failed", `${what}: GET ${path} answered 401 again with the token from its realm`, { url: path, status: 401 });
+    return second;
+  };
 }
 
 function parseJson(bytes: Buffer, what: string): Record<string, unknown> {
@@ -67,10 +100,10 @@ function parseJson(bytes: Buffer, what: string): Record<string, unknown> {
 /** Resolves `image` to its manifest digest and checks it against the approved digest and source revision. */
 export async function resolveImage(image: ImageArtifact, approvedRevision: string, options: ResolveOptions = {}): Promise<ResolvedImage> {
   const registry = new URL(image.registry);
-  const timeoutMs = options.requestTimeoutMs ?? DEFAULT_REQUEST_TIMEOUT_MS;
+  const registryGet = registryClient(image, options.requestTimeoutMs ?? DEFAULT_REQUEST_TIMEOUT_MS, options.credentialsEnv ?? process.env);
   const name = `${image.repository}:${image.tag}`;
 
-  const manifest = await registryGet(registry, `/v2/${image.repository}/manifests/${image.tag}`, [...MANIFEST_TYPES, ...INDEX_TYPES], MAX_MANIFEST_BYTES, timeoutMs);
+  const manifest = await registryGet(`/v2/${image.repository}/manifests/${image.tag}`, [...MANIFEST_TYPES, ...INDEX_TYPES], MAX_MANIFEST_BYTES);
   const computed = sha256Digest(manifest.bytes);
   const announced = manifest.headers.get("docker-content-digest");
   if (announced !== null && announced !== computed) {
@@ -98,7 +131,7 @@ export async function resolveImage(image: ImageArtifact, approvedRevision: strin
   const size = config.size as number;
   if (size > MAX_CONFIG_BYTES) throw new UpgradeRefusal("unapproved-release", `${name}: config is ${size} bytes, more than the ${MAX_CONFIG_BYTES} allowed`);
 
-  const blob = await registryGet(registry, `/v2/${image.repository}/blobs/${config.digest}`, [String(config.mediaType), "application/octet-stream"], size, timeoutMs);
+  const blob = await registryGet(`/v2/${image.repository}/blobs/${config.digest}`, [String(config.mediaType), "application/octet-stream"], size);
   const blobDigest = sha256Digest(blob.bytes);
   if (blobDigest !== config.digest || blob.bytes.length !== size) {
     throw new UpgradeRefusal("bad-checksum", `${name}: config blob is ${blob.bytes.length} bytes hashing to ${blobDigest}; the manifest says ${size} bytes, ${config.digest}`, {

@@ -11,7 +11,7 @@
 import type { NodeReading } from "./probe";
 import type { NodeReceipt } from "./receipt";
 import type { AnyPlanNode } from "./plan";
-import type { NodeUnit } from "./unit";
+import type { NodeUnit, UnitStatus } from "./unit";
 
 /** One release as a unit runs it: an install folder, or an image digest. */
 export interface Deployment {
@@ -71,12 +71,22 @@ export interface VerifiedArtifact {
   nodeVersion: string;
   /** Where nodeVersion was read, for the downgrade refusal's message. */
   versionSource: string;
+  /** The approved source revision, which its node reports (GET /node/info `revision`). */
+  sourceRevision: string;
+  /** The digest a deployment of it has (Deployment.digest): the bundle's tree digest, or the image manifest's. */
+  digest: string;
   /** For the log: what was verified. */
   description: string;
   /** Whether `deployment` is this release's approved artifact (a record naming the release id with other bytes is not). */
   approves(deployment: Deployment): boolean;
   /** The node's unit and record file, for one of the plan's nodes (of this release's path). */
   targetFor(node: AnyPlanNode): NodeTarget;
+  /**
+   * What `node` runs without a record, as a deployment of this release, read from the host and nothing else (for
+   * adoption, upgrade/adopt.ts): the plan's `adopt.installDir` with its tree digest recomputed, or the digest the
+   * runtime says the container runs. A string says why it cannot be read.
+   */
+  found(node: AnyPlanNode, status: UnitStatus): Deployment | string;
   /** Removes what verifying left behind (the bundle's private fetch folder). */
   dispose(): void;
 }

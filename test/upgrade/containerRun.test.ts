@@ -227,6 +227,65 @@ describe("upgrade: ats-upgrade run on image plans (a fake container host)", func
       expect(host.running(nodeA)).to.equal(imageB.digest);
     });
   });
+  describe("a node without an image file (started by hand)", () => {
+    /** node-a runs A but has no image file; `adopt` (when given) names the approved release A for it. */
+    function handStarted(adopt: boolean): { plan: ImagePlan; envFile: string } {
+      const envFile = host.nodes[0]!.envFile;
+      rmSync(envFile);
+      const plan = planB();
+      const approvedA = { tag: "v0.1.0", release_id: RELEASE_A, source_revision: REVISION_A, artifact: { kind: "image", registry: registry.url, repository: REPOSITORY, tag: "0.1.0", digest: imageA.digest } };
+      const nodes = plan.nodes.map((node, index) => (index === 0 && adopt ? { ...node, adopt: { release: approvedA } } : node));
+      return { plan: parsePlan({ ...plan, nodes }) as ImagePlan, envFile };
+    }
+
+    /** Runs `plan`, expecting a refusal before anything changed: no image file written, no service restarted. */
+    async function refusedUnchanged(plan: ImagePlan, envFile: string, code: string, message: RegExp): Promise<void> {
+      const receipt = await run(plan);
+      expect(receipt.outcome).to.equal("refused");
+      expect(receipt.refusal?.code).to.equal(code);
+      expect(receipt.refusal?.message).to.match(message);
+      expect(receipt.nodes.map((node) => node.adopted)).to.deep.equal([null, null]);
+      expect(existsSync(envFile)).to.equal(false);
+      expect(host.calls()).to.deep.equal([]);
+    }
+
+    it("adopts it when the plan names the release it runs: verified, recorded without .previous, noted in the receipt, then rolled out", async () => {
+      const { plan, envFile } = handStarted(true);
+      const receipt = await run(plan);
+      expect(receipt.outcome, JSON.stringify(receipt.refusal)).to.equal("completed");
+      const [first] = receipt.nodes as [Receipt["nodes"][number]];
+      const adoptedA = { release_id: RELEASE_A, source_revision: REVISION_A, image_digest: imageA.digest };
+      expect(first.adopted).to.deep.equal(adoptedA);
+      expect(first.old).to.deep.equal(adoptedA);
+      expect(first.outcome).to.equal("upgraded");
+      expect(receipt.nodes[1]!.adopted).to.equal(null);
+      // The record the adoption wrote became .previous at the switch: the rollback target is the adopted release.
+      expect(readImageEnv(envFile)).to.deep.equal(recordOf(onB));
+      expect(readImageEnv(`${envFile}.previous`)).to.deep.equal(recordOf(onA));
+      expect(host.calls()).to.deep.equal(["systemctl restart node-a.service", "systemctl restart node-b.service"]);
+    });
+
+    it("refuses it without the plan's adopt, as before: not confirmed without a terminal", async () => {
+      const { plan, envFile } = handStarted(false);
+      await refusedUnchanged(plan, envFile, "not-confirmed", /^node-a: node-a\.service has no record \(the image file\), and adopting it was not confirmed$/);
+    });
+
+    it("refuses it when its container runs another digest than the adopted release's, naming both", async () => {
+      const { plan, envFile } = handStarted(true);
+      host.run(host.nodes[0]!, imageC.digest);
+      const short = (digest: string) => `${digest.slice(0, "sha256:".length + 12)}…`;
+      await refusedUnchanged(plan, envFile, "preflight-failed", new RegExp(`^node-a: not adopted as ${RELEASE_A}: the image digest the container runs: expected ${short(imageA.digest)}, found ${short(imageC.digest)}$`));
+    });
+
+    it("refuses it when the node reports another version or another revision than the adopted release", async () => {
+      const { plan, envFile } = handStarted(true);
+      host.images.set(imageA.digest, { ...onA, version: "0.0.9" });
+      await refusedUnchanged(plan, envFile, "preflight-failed", /the version the node reports: expected 0\.1\.0, found 0\.0\.9$/);
+      host.images.set(imageA.digest, { ...onA, revision: "d".repeat(40) });
+      await refusedUnchanged(plan, envFile, "preflight-failed", /the source revision the node reports: expected a{12}…, found d{12}…$/);
+    });
+  });
+
   describe("a parallel rollout (maxParallel 2): non-primaries in batches, the primary alone and last", () => {
     /** Three nodes that do not sign, then the primary: the order a parallel plan must have. */
     const PARALLEL_HOSTS = ["node-b", "node-c", "node-d", "node-a"] as const;

@@ -107,6 +107,26 @@ describe("upgrade: the plan", () => {
     containerInBundlePlan.nodes[0]!.unit = containerNode("node-a").unit;
     expect(() => parsePlan(containerInBundlePlan)).to.throw(UpgradeRefusal, /plan\/nodes\/0\/unit.*\(in a bundle plan/);
   });
+
+  it("takes a node's adopt (upgrade/adopt.ts) only as an approved release of the plan's kind, closed, from the plan's registry", () => {
+    const withAdopt = (adopt: unknown, plan: Record<string, unknown> = structuredClone(PLAN)) => ({ ...plan, nodes: (plan.nodes as object[]).map((node, index) => (index === 0 ? { ...node, adopt } : node)) });
+    const { release } = structuredClone(PLAN);
+    const bundleAdopt = { release: { ...release, release_id: "ats-node-0.1.0-0123456789ab" }, installDir: "/opt/ats-node-by-hand" };
+    expect((parsePlan(withAdopt(bundleAdopt)).nodes[0] as { adopt?: unknown }).adopt).to.deep.equal(bundleAdopt);
+    expect(() => parsePlan(withAdopt({ release: bundleAdopt.release }))).to.throw(UpgradeRefusal, /plan\/nodes\/0\/adopt\/installDir/);
+    expect(() => parsePlan(withAdopt({ ...bundleAdopt, trust: true }))).to.throw(UpgradeRefusal, /plan\/nodes\/0\/adopt\/trust: Unexpected property/);
+    expect(() => parsePlan(withAdopt({ ...bundleAdopt, release: { ...bundleAdopt.release, artifact: { kind: "bundle", sha256: "latest" } } }))).to.throw(UpgradeRefusal, /plan\/nodes\/0\/adopt\/release\/artifact/);
+
+    const imageRelease = { tag: "v0.1.0", release_id: "ats-node-0.1.0-0123456789ab", source_revision: release.source_revision, artifact: { kind: "image", registry: "http://127.0.0.1:5000", repository: "ats/node", tag: "0.1.0", digest: `sha256:${"c".repeat(64)}` } };
+    const containerNode = (host: string) => ({ host, role: "primary", rest: "http://127.0.0.1:8080", rpc: "http://127.0.0.1:8547", unit: { kind: "container", name: "ats-node.service", envFile: "/etc/ats/image.env", container: "ats-node" } });
+    const { source: _source, ...imagePlanRelease } = release;
+    const imagePlan = { ...structuredClone(PLAN), release: { ...imagePlanRelease, artifact: { ...imageRelease.artifact, tag: "0.1.1", digest: `sha256:${"b".repeat(64)}` } }, nodes: [containerNode("node-a"), containerNode("node-b")] };
+    expect(parsePlan(withAdopt({ release: imageRelease }, imagePlan)).nodes[0]).to.have.property("adopt");
+    expect(() => parsePlan(withAdopt({ release: imageRelease, installDir: "/opt/x" }, imagePlan))).to.throw(UpgradeRefusal, /plan\/nodes\/0\/adopt\/installDir: Unexpected property/);
+    expect(() => parsePlan(withAdopt(bundleAdopt, imagePlan))).to.throw(UpgradeRefusal, /plan\/nodes\/0\/adopt/);
+    const elsewhere = { release: { ...imageRelease, artifact: { ...imageRelease.artifact, registry: "https://registry.example" } } };
+    expect(() => parsePlan(withAdopt(elsewhere, imagePlan))).to.throw(UpgradeRefusal, /node-a adopts an image from https:\/\/registry\.example, not the plan's registry http:\/\/127\.0\.0\.1:5000/);
+  });
 });
 
 describe("upgrade: parallel rollout (maxParallel, upgrade/batches.ts)", () => {

@@ -1,9 +1,11 @@
 /**
  * A small OCI registry for the container path's tests: node:http on 127.0.0.1, a free port (listen(0)), serving
- * image manifests by tag and config blobs by digest, recording every request. Whoever starts one closes it in
- * after(), also when a test fails.
+ * image manifests by tag and config blobs by digest, recording every request. With `auth` set it answers /v2/
+ * requests without its token by 401 and a Bearer challenge, and issues tokens at /token (the Docker token flow):
+ * to anyone, or only to the basic-auth credentials it is given. Whoever starts one closes it in after(), also when
+ * a test fails.
  */
-import { createHash } from "node:crypto";
+import { createHash, randomBytes } from "node:crypto";
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
 import { REVISION_LABEL, VERSION_LABEL } from "../../upgrade/registry";
@@ -44,11 +46,28 @@ export interface ServedManifest {
   redirectTo?: string;
 }
 
+export const TOKEN_SERVICE = "loopback-registry";
+
+/** Token authentication of a LoopbackRegistry. */
+export interface RegistryAuth {
+  /** `<user>:<password>` the token endpoint requires (basic auth); null: tokens for anyone (anonymous pulls). */
+  credentials: string | null;
+  /** The challenge's realm; default this server's /token. */
+  realm?: string;
+  /** Answer the token request with this body instead of a token. */
+  tokenReply?: Buffer;
+}
+
 /** The registry's routes: manifests by "<repository>:<tag>", blobs by digest. Every request is recorded. */
 export class LoopbackRegistry {
   readonly manifests = new Map<string, ServedManifest>();
   readonly blobs = new Map<string, Buffer>();
-  readonly requests: { method: string; path: string; accept: string }[] = [];
+  /** `authorization` is the scheme sent ("Bearer", "Basic") or "": never the value. */
+  readonly requests: { method: string; path: string; accept: string; authorization: string }[] = [];
+  /** Token authentication; undefined: every request is served. */
+  auth: RegistryAuth | undefined;
+  /** The tokens issued so far. */
+  readonly tokens: string[] = [];
   private server: Server | undefined;
   url = "";
 
@@ -73,9 +92,31 @@ export class LoopbackRegistry {
     this.blobs.set(image.configDigest, image.config);
   }
 
+  /** The token endpoint: a token for the pull scope of REPOSITORY, to anyone or to the configured credentials. */
+  private issueToken(request: IncomingMessage, response: ServerResponse, auth: RegistryAuth): void {
+    const query = new URL(request.url ?? "", this.url).searchParams;
+    const basic = auth.credentials === null ? null : `Basic ${Buffer.from(auth.credentials).toString("base64")}`;
+    if (basic !== null && request.headers.authorization !== basic) {
+      response.writeHead(401, { "WWW-Authenticate": 'Basic realm="loopback"' }).end();
+    } else if (query.get("service") !== TOKEN_SERVICE || query.get("scope") !== `repository:${REPOSITORY}:pull`) {
+      response.writeHead(400).end();
+    } else {
+      const token = randomBytes(24).toString("base64url");
+      this.tokens.push(token);
+      response.writeHead(200, { "Content-Type": "application/json" }).end(auth.tokenReply ?? JSON.stringify({ token, expires_in: 300 }));
+    }
+  }
+
   private handle(request: IncomingMessage, response: ServerResponse): void {
     const path = request.url ?? "";
-    this.requests.push({ method: request.method ?? "", path, accept: request.headers.accept ?? "" });
+    this.requests.push({ method: request.method ?? "", path, accept: request.headers.accept ?? "", authorization: (request.headers.authorization ?? "").split(" ")[0]! });
+    const auth = this.auth;
+    if (auth !== undefined && path.startsWith("/token")) return this.issueToken(request, response, auth);
+    if (auth !== undefined && !this.tokens.some((token) => request.headers.authorization === `Bearer ${token}`)) {
+      const realm = auth.realm ?? `${this.url}/token`;
+      response.writeHead(401, { "WWW-Authenticate": `Bearer realm="${realm}",service="${TOKEN_SERVICE}",scope="repository:${REPOSITORY}:pull"`, "Content-Type": "application/json" }).end(JSON.stringify({ errors: [{ code: "UNAUTHORIZED" }] }));
+      return;
+    }
     const manifest = /^\/v2\/(.+)\/manifests\/([^/]+)$/.exec(path);
     const blob = /^\/v2\/(.+)\/blobs\/(sha256:[0-9a-f]{64})$/.exec(path);
     const served = manifest === null ? undefined : this.manifests.get(`${manifest[1]}:${manifest[2]}`);
