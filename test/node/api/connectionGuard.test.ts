@@ -4,8 +4,9 @@
  * client" connects from 127.0.0.2 (Linux routes all of 127.0.0.0/8 to lo).
  */
 import { expect } from "chai";
-import { connect, type Socket } from "node:net";
-import { DEFAULT_CONNECTION_LIMITS, type ConnectionLimits } from "../../../node/api/connectionGuard";
+import { createServer } from "node:http";
+import { connect, type AddressInfo, type Socket } from "node:net";
+import { createConnectionGuard, DEFAULT_CONNECTION_LIMITS, type ConnectionLimits } from "../../../node/api/connectionGuard";
 import { startTestNode, waitFor, type TestNode } from "./helpers";
 
 const GET_CURRENT = "GET /time/current HTTP/1.1\r\nHost: node\r\n\r\n";
@@ -95,6 +96,30 @@ describe("node/api connection guard", function () {
     expect(other.statuses()).to.deep.equal([200]);
     expect(await metric("pipelining")).to.equal(1);
     expect(await metric("penalised")).to.equal(1);
+  });
+
+  it("stops parsing a closing connection's read: the pipelined requests after the violation are never dispatched", async () => {
+    // The guard alone on a plain node:http server, to count every request Node's parser dispatches.
+    const guard = createConnectionGuard({ limits: { ...DEFAULT_CONNECTION_LIMITS, maxPipelinedRequests: 4, penaltyMs: 1 }, onDrop: () => undefined });
+    let dispatched = 0;
+    const server = createServer((request, response) => {
+      dispatched += 1;
+      if (guard.admit(request, response)) response.end("ok");
+    });
+    guard.watch(server);
+    await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+    try {
+      const flooder = await rawConnection(`http://127.0.0.1:${(server.address() as AddressInfo).port}`);
+      sockets.push(flooder.socket);
+      flooder.socket.write(GET_CURRENT.repeat(1_800)); // one write: ~1,800 requests in the node's first reads
+      await flooder.closed;
+      expect(flooder.statuses()).to.deep.equal([200, 200, 200, 200]);
+      // The four answered and the one that closed the connection; not the rest of the read (~1,800 without the hook).
+      expect(dispatched).to.equal(5);
+    } finally {
+      server.closeAllConnections();
+      await new Promise((resolve) => server.close(resolve));
+    }
   });
 
   it("closes a connection that never reads its answers before the server buffers more than the pipelining bound", async () => {
