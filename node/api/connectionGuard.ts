@@ -14,7 +14,8 @@
  * - Refusals: after a 429 (client over its rate) the connection is not read for `refusalPauseMs` (100 ms by
  *   default: ten tokens at the default 100 requests/s), so an over-rate client is slowed by backpressure instead of being
  *   answered as fast as it can send; a connection whose last `maxRefusalsPerConnection` answers were all 429 (a
- *   pipelined batch) is closed instead of being answered again.
+ *   pipelined batch) is closed instead of being answered again. gRPC calls (HTTP/2 streams) are counted the same
+ *   way by the gRPC server (noteCall), and a channel refused that many times in a row is closed too.
  * - Penalty: an address whose connection was closed (pipelining or refusals) has new connections closed on accept for
  *   `penaltyMs`, doubled on each repeat (at most `maxPenaltyMs`), so its sockets are not read at all meanwhile.
  *   Penalties are kept for at most `maxPenalisedAddresses` addresses (the oldest is dropped).
@@ -112,7 +113,14 @@ export interface ConnectionGuard {
    * socket of http, https and http2 servers alike). One guard may watch several servers of one node (REST and
    * gRPC): they share the counts, so the caps hold for the node's process.
    */
-  watch(server: NetServer): void;
+  watch(server: NetServer, options?: WatchOptions): void;
+  /**
+   * Counts the outcome of a call on a connection of a server watched with `byPeer` (gRPC: its calls are HTTP/2
+   * streams admit() never sees), the connection named by its peer as the remote end reports it (`host:port`,
+   * grpc-js getPeer()). After maxRefusalsPerConnection refusals in a row (the client over its rate), the next
+   * refused call closes the connection and penalises its address, as for a REST connection answered 429 that often.
+   */
+  noteCall(peer: string, refused: boolean): void;
   /**
    * Call first for every request. False when the request must not be answered: its connection was (or is now)
    * closed for exceeding a bound.
@@ -120,6 +128,11 @@ export interface ConnectionGuard {
   admit(request: IncomingMessage, response: ServerResponse): boolean;
   /** Open connections, all addresses. */
   readonly connectionCount: number;
+}
+
+export interface WatchOptions {
+  /** Track this server's connections by peer (`host:port`) for noteCall(). */
+  byPeer?: boolean;
 }
 
 export interface ConnectionGuardOptions {
@@ -138,9 +151,10 @@ export function createConnectionGuard(options: ConnectionGuardOptions): Connecti
   const states = new WeakMap<Socket, SocketState>();
   let open = 0;
 
-  const drop = (socket: Socket, reason: DropReason, address: string): void => {
+  const drop = (socket: Socket, reason: DropReason, address: string): false => {
     onDrop(reason, address);
     socket.destroy();
+    return false;
   };
 
   function closeGracefully(socket: Socket, state: SocketState, reason: DropReason): void {
@@ -181,7 +195,8 @@ export function createConnectionGuard(options: ConnectionGuardOptions): Connecti
   }
 
   // 'connection' is the raw TCP socket for http, https and http2 alike: counted before any TLS handshake or parsing.
-  const onConnection = (socket: Socket): void => {
+  // True when the connection is admitted.
+  const onConnection = (socket: Socket): boolean => {
     const address = socket.remoteAddress ?? "unknown";
     if (penalised(address)) return drop(socket, "penalised", address);
     if (open >= limits.maxConnections) return drop(socket, "server_full", address);
@@ -195,11 +210,38 @@ export function createConnectionGuard(options: ConnectionGuardOptions): Connecti
       if (left <= 0) perAddress.delete(address);
       else perAddress.set(address, left);
     });
+    return true;
+  };
+
+  /** Connections of the servers watched `byPeer`, by `host:port` of their remote end. */
+  const byPeer = new Map<string, { socket: Socket; address: string; consecutiveRefusals: number }>();
+  const onPeerConnection = (socket: Socket): void => {
+    if (!onConnection(socket)) return;
+    const address = socket.remoteAddress ?? "unknown";
+    const peer = `${address}:${socket.remotePort ?? ""}`;
+    byPeer.set(peer, { socket, address, consecutiveRefusals: 0 });
+    socket.once("close", () => byPeer.delete(peer));
   };
 
   return {
-    watch(server) {
-      server.on("connection", onConnection);
+    watch(server, options = {}) {
+      server.on("connection", options.byPeer === true ? onPeerConnection : onConnection);
+    },
+    noteCall(peer, refused) {
+      const tracked = byPeer.get(peer);
+      if (tracked === undefined) return;
+      if (!refused) {
+        tracked.consecutiveRefusals = 0;
+        return;
+      }
+      // As for REST: maxRefusalsPerConnection refusals are answered; the next one closes the connection instead.
+      if (tracked.consecutiveRefusals < limits.maxRefusalsPerConnection) {
+        tracked.consecutiveRefusals += 1;
+        return;
+      }
+      byPeer.delete(peer);
+      penalise(tracked.address);
+      drop(tracked.socket, "refusals", tracked.address);
     },
     get connectionCount() {
       return open;

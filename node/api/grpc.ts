@@ -249,10 +249,14 @@ export function createGrpcServer(context: TransportContext): grpc.Server {
         })
         .then(
           (response) => {
+            context.connections.noteCall(call.getPeer(), false);
             metrics.countRequest(TRANSPORT, route, "OK");
             callback(null, response);
           },
           (error: unknown) => {
+            // A channel refused maxRefusalsPerConnection times in a row is closed (connectionGuard.ts), as a REST
+            // connection answered 429 that often: its refusals would otherwise cost the node's event loop for ever.
+            context.connections.noteCall(call.getPeer(), error instanceof RateLimitError);
             const answer = fail(route, error);
             // A refusal (client over its rate) is answered after the same pause as a REST 429 (connectionGuard):
             // a flooding client waits for its refusals instead of getting them as fast as it can ask.
@@ -478,7 +482,7 @@ function watchGrpcConnections(server: grpc.Server, context: TransportContext): v
     server.forceShutdown();
     throw new Error("grpc-js internals changed: no http2Servers map to apply the connection caps to");
   }
-  for (const http2Server of listening.keys() as IterableIterator<NetServer>) context.connections.watch(http2Server);
+  for (const http2Server of listening.keys() as IterableIterator<NetServer>) context.connections.watch(http2Server, { byPeer: true });
 }
 
 /** Binds `host:port` (0 = a free port) and starts serving, over TLS when `tls` is given. */
