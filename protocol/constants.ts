@@ -80,6 +80,19 @@ export const NS_PER_MILLISECOND = 1_000_000n;
 export const MAX_SIGNING_DELAY_NS = 60n * NS_PER_SECOND;
 
 /**
+ * Contradiction evidence (docs/protocol.md §7.8, protocol/evidence.ts). The `kind` of an evidence document: says
+ * what the file is before anything else is read.
+ */
+export const CONTRADICTION_EVIDENCE_KIND = "ats-contradiction";
+/** The evidence format's version (of protocol version 1). */
+export const CONTRADICTION_EVIDENCE_VERSION = 1;
+/**
+ * Most bytes of evidence text a checker reads. Two §9.1 proofs of MAX_NODE_ENTRIES entries are about 11.5 KB of
+ * JSON; 16 KiB leaves room for indentation, and bounds what a checker parses from an untrusted file.
+ */
+export const MAX_CONTRADICTION_EVIDENCE_BYTES = 16 * 1024;
+
+/**
  * On-chain defaults (docs/protocol.md §6.3). The chain clock is `block.timestamp * 1e9`, so with 12-second
  * blocks a fresh proof can look up to one block "in the future" or several blocks old.
  */

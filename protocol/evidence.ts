@@ -22,16 +22,11 @@ import { AtsError, ProtocolError, ValidationError } from "./errors";
 import { asRecord, parseJsonLossless, proofFromJson, proofToJson, rejectUnknownKeys } from "./json";
 import { recoverNodeAddress, type RecoveryMemo } from "./sign";
 import type { Address, Hex, ProofJson, TimeProof } from "./types";
+import { CONTRADICTION_EVIDENCE_KIND, CONTRADICTION_EVIDENCE_VERSION, MAX_CONTRADICTION_EVIDENCE_BYTES } from "./constants";
 
-/** The `kind` of an evidence document: says what the file is before anything else is read. */
-export const CONTRADICTION_EVIDENCE_KIND = "ats-contradiction";
-/** The evidence format's version (of protocol version 1). */
-export const CONTRADICTION_EVIDENCE_VERSION = 1;
-/**
- * Most bytes of evidence text a checker reads. Two §9.1 proofs of MAX_NODE_ENTRIES entries are about 11.5 KB of
- * JSON; 16 KiB leaves room for indentation, and bounds what a checker parses from an untrusted file.
- */
-export const MAX_CONTRADICTION_EVIDENCE_BYTES = 16 * 1024;
+// Declared in constants.ts, which the browser client may load (wire/rest.ts schemas use them); this module may not.
+export { CONTRADICTION_EVIDENCE_KIND, CONTRADICTION_EVIDENCE_VERSION, MAX_CONTRADICTION_EVIDENCE_BYTES };
+
 
 /** What one entry asserts: the node's clock when it signed, and the interval the proof claims for true time. */
 export interface SignedClaim {

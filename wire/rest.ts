@@ -4,8 +4,7 @@
  * TypeScript type the server builds and the client library returns. Nanosecond values are decimal strings.
  */
 import { Type, type Static } from "@sinclair/typebox";
-import { MAX_NODE_ENTRIES } from "../protocol/constants";
-import { CONTRADICTION_EVIDENCE_KIND, CONTRADICTION_EVIDENCE_VERSION } from "../protocol/evidence";
+import { CONTRADICTION_EVIDENCE_KIND, CONTRADICTION_EVIDENCE_VERSION, MAX_NODE_ENTRIES } from "../protocol/constants";
 
 /** A canonical unsigned decimal (the rule of protocol/json.ts parseNsString), at most 39 digits (uint128). */
 export const DECIMAL_NS_PATTERN = "^(0|[1-9][0-9]{0,38})$";

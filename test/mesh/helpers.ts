@@ -7,6 +7,7 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import pino from "pino";
+import { ConsensusError } from "../../protocol/errors";
 import { createDevIdentity, createDevManufacturerCa, type DevIdentity } from "../../protocol/devca";
 import { DevTimeCard } from "../../node/card/dev";
 import { createAnchoredClock } from "../../node/card/hostClock";
@@ -14,6 +15,7 @@ import { freeUdpPorts } from "../../node/cluster";
 import { loadConfig, type NodeConfig, type SettingName } from "../../node/config";
 import { createTimeService, type CoreTimeService } from "../../node/core";
 import { createMesh, type Mesh, type MeshTransport } from "../../node/mesh";
+import type { SignedTime } from "../../node/core";
 
 export interface MeshMember {
   readonly identity: DevIdentity;
@@ -142,5 +144,21 @@ export async function waitUntil(predicate: () => boolean, what: string, timeoutM
   while (!predicate()) {
     if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
     await new Promise((resolve) => setTimeout(resolve, 5));
+  }
+}
+
+/**
+ * A round of `member` that succeeds. The test meshes share one event loop with a 1 ms window, so on a loaded machine
+ * one round can fail ("Time divergence too high", or a reply past the timeout) where the property under test is
+ * about the rounds that succeed: retried a bounded number of times, so a real failure still fails the test.
+ */
+export async function successfulRound(member: MeshMember, attempts = 20): Promise<SignedTime> {
+  for (let attempt = 1; ; attempt += 1) {
+    try {
+      return await member.mesh.roundNow();
+    } catch (error) {
+      if (attempt >= attempts || !(error instanceof ConsensusError)) throw error;
+      await new Promise((resolve) => setTimeout(resolve, 20));
+    }
   }
 }

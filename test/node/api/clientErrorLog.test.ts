@@ -176,10 +176,11 @@ describe("node/api client errors in the log", function () {
   });
 
   it("gRPC: a flood of RESOURCE_EXHAUSTED leaves 2 lines without stacks", async function () {
-    // No refusal pause (grpcRefusal.test.ts covers it): 60 sequential refusals would take 6 s.
+    // No refusal pause and no closing after 8 refusals in a row (grpcRefusal.test.ts covers both): 60 sequential
+    // refusals on one channel would take 6 s, or end at the eighth.
     const { context, raw, lines } = captured({
       maxRequestsPerSecond: 1,
-      limits: { connections: { ...DEFAULT_CONNECTION_LIMITS, refusalPauseMs: 0 } },
+      limits: { connections: { ...DEFAULT_CONNECTION_LIMITS, refusalPauseMs: 0, maxRefusalsPerConnection: 1_000 } },
     });
     const server = await startGrpcServer(context, "127.0.0.1", 0);
     const { timeClient } = loadProtos();
