@@ -291,10 +291,11 @@ const MAX_SUSPECTS = 10_000;
 const CANDIDATES_PER_SLOT = 8;
 /**
  * Clients visited per dispatch, in rotation, for their earliest due row: rows in due order alone can all belong to
- * a few clients with many overdue rows, hiding every other client's row from the picker. A bounded number of
- * indexed lookups; the rotation reaches every client with pending rows over successive dispatches.
+ * a few clients with many overdue rows, hiding every other client's row from the picker. One indexed lookup each,
+ * CANDIDATES_PER_SLOT per free slot plus as many again (a dispatch runs after every delivery, mostly with one slot
+ * free), at most this many; the rotation reaches every client with pending rows over successive dispatches.
  */
-const CLIENTS_VISITED_PER_DISPATCH = 64;
+const MAX_CLIENTS_VISITED_PER_DISPATCH = 64;
 const NS_PER_MS = 1_000_000n;
 const MAX_ERROR_CHARS = 500;
 /** New schedules committed in one transaction at most (lib/groupCommit.ts). */
@@ -377,16 +378,27 @@ class PendingCounts {
   }
 
   /**
-   * Up to `count` clients with pending rows, taking turns: each call starts where the previous one stopped, so
-   * over successive calls every client is visited whatever the count of clients.
+   * Up to `count` clients with pending rows, taking turns: each call goes on where the previous one stopped (a live
+   * iterator over the map, so no copy of every key per call), so over successive calls every client is visited
+   * whatever the count of clients.
    */
-  #rotation = 0;
+  #rotation: IterableIterator<string> | null = null;
   nextClients(count: number): string[] {
-    const keys = [...this.#byClient.keys()];
-    if (keys.length <= count) return keys;
-    const start = this.#rotation % keys.length;
-    this.#rotation = start + count;
-    return [...keys.slice(start, start + count), ...keys.slice(0, Math.max(0, start + count - keys.length))];
+    const wanted = Math.min(count, this.#byClient.size);
+    const clients: string[] = [];
+    let wrapped = false;
+    while (clients.length < wanted) {
+      this.#rotation ??= this.#byClient.keys();
+      const next = this.#rotation.next();
+      if (next.done === true) {
+        this.#rotation = null;
+        if (wrapped) break; // every key seen in this call (the map shrank meanwhile)
+        wrapped = true;
+        continue;
+      }
+      clients.push(next.value);
+    }
+    return clients;
   }
 }
 
@@ -581,7 +593,7 @@ export class ScheduleService {
     const pending = [...this.#inFlight.values()];
     for (const { controller } of pending) controller.abort(new Error("node shutting down"));
     await Promise.allSettled(pending.map(({ done }) => done));
-    // Schedules accepted in this turn are committed (their callers told so) before the store closes.
+    // Schedules accepted in this turn are committed before the store closes; their callers then get their records.
     if (this.#db.open) this.#inserts.flush();
     if (this.#db.open) this.#db.close();
   }
@@ -638,7 +650,19 @@ export class ScheduleService {
     // Debug, not info: a client may create schedules at its full request rate, and each is its own record.
     this.#logger.debug({ id, executeAtNs: executeAt.toString(), callbackHost: new URL(url).host }, "schedule accepted");
     if (this.#changesNextWake(executeAt, clientKey)) this.#arm();
-    return this.get(id);
+    // The committed row as inserted, not read back: stop() may have committed it and closed the store since.
+    return {
+      id,
+      executeAtNs: executeAt,
+      callbackUrl: url,
+      status: "scheduled",
+      attempts: 0,
+      lastError: null,
+      createdAtNs: nowNs,
+      deliveredAtNs: null,
+      proof: null,
+      nextAttemptAtNs: executeAt,
+    };
   }
 
   /** Throws NotFoundError. */
@@ -723,7 +747,8 @@ export class ScheduleService {
       // Beside the earliest due rows, the earliest of clients taking turns: the picker then sees clients whose
       // rows the ones above would hide (all of them could belong to the clients that just freed their slots).
       const seen = new Set(rows.map((row) => row.id));
-      for (const clientKey of this.#pending.nextClients(CLIENTS_VISITED_PER_DISPATCH)) {
+      const visits = Math.min(MAX_CLIENTS_VISITED_PER_DISPATCH, CANDIDATES_PER_SLOT * (room + 1));
+      for (const clientKey of this.#pending.nextClients(visits)) {
         if (excluded.has(clientKey)) continue;
         const row = this.#statements.dueOfClient.get(clientKey, nowBlob) as DueRow | undefined;
         if (row !== undefined && !seen.has(row.id)) rows.push(row);
