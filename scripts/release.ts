@@ -1,10 +1,16 @@
 /**
- * `npm run release [-- --out <dir>] [--allow-dirty]`: an immutable node release from dist/ (upgrade/release.ts):
- * the architecture-tagged bundle, BUILD-METADATA.json and SHA256SUMS in `<out>/<release_id>/` (default
- * .ats/releases/). The source revision is the checked-out commit; a working tree with changes under dist/'s
- * sources is refused unless --allow-dirty (the release id then ends in -dirty, and the metadata says so), since
- * the revision would not describe the code. dist/ must be at least as new as its sources (the npm script builds it
- * first). Prints the release folder and its metadata as JSON. Reads git; never changes it.
+ * `npm run release [-- --out <dir>] [--allow-dirty] [--without-modules]`: an immutable node release from dist/
+ * (upgrade/release.ts): the architecture-tagged bundle, BUILD-METADATA.json and SHA256SUMS in
+ * `<out>/<release_id>/` (default .ats/releases/). The source revision is the checked-out commit; a working tree
+ * with changes under dist/'s sources is refused unless --allow-dirty (the release id then ends in -dirty, and the
+ * metadata says so), since the revision would not describe the code. dist/ must be at least as new as its sources
+ * (the npm script builds it first).
+ *
+ * By default the bundle carries the production node_modules/ as installed here from package-lock.json (refused
+ * with the differences when the installed tree is not the lockfile's): the approved digest then covers the
+ * dependencies too. --without-modules leaves it out (a bundle under 1 MiB instead of some 19) for hosts that
+ * provide the dependencies through NODE_PATH. Prints the release folder and its metadata as JSON. Reads git;
+ * never changes it.
  */
 import { execFileSync } from "node:child_process";
 import { join, resolve } from "node:path";
@@ -14,6 +20,9 @@ import { buildRelease } from "../upgrade/release";
 const ROOT = join(__dirname, "..");
 // eslint-disable-next-line @typescript-eslint/no-require-imports
 const buildDist = require("../bin/build-dist.js") as { DIST: string; SOURCES: string[]; staleness(): string | null };
+// The optional peers the node needs at run time: bundled with the dependencies (upgrade/productionTree.ts).
+// eslint-disable-next-line @typescript-eslint/no-require-imports
+const { OPERATOR_PACKAGES } = require("../bin/operatorPackages.js") as { OPERATOR_PACKAGES: readonly string[] };
 
 function git(args: string[]): string {
   // GIT_OPTIONAL_LOCKS=0: `git status` must not refresh the index of a checkout others are working in.
@@ -21,7 +30,9 @@ function git(args: string[]): string {
 }
 
 function main(): number {
-  const { values } = parseArgs({ options: { out: { type: "string" }, "allow-dirty": { type: "boolean", default: false } } });
+  const { values } = parseArgs({
+    options: { out: { type: "string" }, "allow-dirty": { type: "boolean", default: false }, "without-modules": { type: "boolean", default: false } },
+  });
   const stale = buildDist.staleness();
   if (stale !== null) {
     process.stderr.write(`release: dist/ is ${stale} (older than its sources): run npm run build:dist first\n`);
@@ -40,8 +51,9 @@ function main(): number {
     sourceTreeDirty: changes !== "",
     sourceDateEpochS: Number(git(["show", "-s", "--format=%ct", sourceRevision])),
     buildTime: new Date(),
+    modules: values["without-modules"] === true ? undefined : { projectDir: ROOT, runtimePeers: OPERATOR_PACKAGES },
   });
-  process.stdout.write(`${JSON.stringify({ dir: release.dir, metadata: release.metadata }, null, 2)}\n`);
+  process.stdout.write(`${JSON.stringify({ dir: release.dir, bundled_packages: release.bundledPackages, metadata: release.metadata }, null, 2)}\n`);
   return 0;
 }
 

@@ -25,7 +25,7 @@ import { UpgradeRefusal } from "./errors";
 import { boundedGet } from "./httpGet";
 import { hostRuntime, METADATA_FILE, parseBuildMetadata, type BuildMetadata } from "./metadata";
 import type { BundlePlan } from "./plan";
-import { REVISION_FILE, revisionFileContent } from "./release";
+import { MAX_BUNDLE_BYTES, REVISION_FILE, revisionFileContent } from "./release";
 import { parseSums, SUMS_FILE } from "./sums";
 import { readTarGz, type TarEntry } from "./tar";
 
@@ -46,8 +46,8 @@ function checksum(name: string, bytes: Buffer, sums: Map<string, string>): strin
 
 /** SHA256SUMS and BUILD-METADATA.json are a few hundred bytes; this is far above either and far below harm. */
 const MAX_SMALL_FILE_BYTES = 64 * 1024;
-/** The bundle is dist/ without node_modules (a few MiB); a server answering more is not serving a release. */
-export const DEFAULT_MAX_BUNDLE_BYTES = 256 * 1024 * 1024;
+/** The largest bundle a release writes (upgrade/release.ts): a server answering more is not serving a release. */
+export const DEFAULT_MAX_BUNDLE_BYTES = MAX_BUNDLE_BYTES;
 /** Per file, headers and body: a bundle over a slow link fits, a server that stalls does not hold the rollout. */
 export const DEFAULT_DOWNLOAD_TIMEOUT_MS = 120_000;
 /** Same-origin redirects a release server may use (e.g. /latest/ to a versioned folder). */

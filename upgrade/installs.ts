@@ -12,6 +12,7 @@ import { UpgradeRefusal } from "./errors";
 import type { VerifiedRelease } from "./fetchRelease";
 import type { InstallRecord } from "./installEnv";
 import { parseBuildMetadata, SOURCE_REVISION_PATTERN, type BuildMetadata } from "./metadata";
+import { MODULES_DIR } from "./moduleFiles";
 import { REVISION_FILE } from "./release";
 import { extractEntries } from "./tar";
 
@@ -39,6 +40,14 @@ export function installedRevision(installDir: string): string | null {
   const revision = (JSON.parse(readFileSync(file, "utf8")) as { source_revision?: unknown }).source_revision;
   if (typeof revision !== "string" || !new RegExp(SOURCE_REVISION_PATTERN).test(revision)) throw new UpgradeRefusal("preflight-failed", `${file}: source_revision is not a revision`, { file });
   return revision;
+}
+
+/**
+ * Whether an install carries its npm dependencies (a release built with node_modules/, the default): it then runs
+ * without NODE_PATH, and its launcher ignores one. An install without them needs the host's (NODE_PATH).
+ */
+export function bundlesModules(installDir: string): boolean {
+  return existsSync(join(installDir, MODULES_DIR));
 }
 
 /** Stages the release beside the other installs (or finds it already staged, identical); returns its record. */

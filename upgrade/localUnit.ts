@@ -1,17 +1,17 @@
 /**
  * The local supervisor: a unit on this machine without systemd (tests, the local network). Its folder holds
  *
- *   unit.json     { "configFile": "node.json", "modulesDir": "/…/node_modules" }: written by whoever sets the
- *                 node up, read here, never written by the agent
+ *   unit.json     { "configFile": "node.json", "modulesDir": "/…/node_modules" } (modulesDir optional): written by
+ *                 whoever sets the node up, read here, never written by the agent
  *   install.env   which install to run (upgrade/installEnv.ts)
  *   node.pid      {"pid", "installDir", "startedAtMs"} of the process it started
  *   node.log      the node's stdout and stderr, appended
  *
  * The node runs as `node <install>/ats-node.js start --config <configFile>` in its own process group (detached),
- * so it outlives the agent that started it, as a service manager's would. `modulesDir` is where the install finds
- * its npm dependencies (NODE_PATH): the bundle carries the compiled node, not node_modules (docs/upgrade.md).
- * The environment is not inherited: the node gets PATH and NODE_PATH only, so an agent's environment cannot
- * leak into a node or change its settings.
+ * so it outlives the agent that started it, as a service manager's would. An install that bundles its npm
+ * dependencies (node_modules/, the default release) runs with PATH only. One built --without-modules finds them
+ * through NODE_PATH, set to `modulesDir`; without a modulesDir such an install is not started. The environment is
+ * not inherited otherwise, so an agent's environment cannot leak into a node or change its settings.
  */
 import { spawn } from "node:child_process";
 import { closeSync, existsSync, openSync, readFileSync, statSync, writeFileSync } from "node:fs";
@@ -20,6 +20,8 @@ import { Type } from "@sinclair/typebox";
 import { Value } from "@sinclair/typebox/value";
 import { UpgradeRefusal } from "./errors";
 import { readInstallEnv } from "./installEnv";
+import { bundlesModules } from "./installs";
+import { MODULES_DIR } from "./moduleFiles";
 import { LAUNCHER_FILE } from "./release";
 import type { NodeUnit, UnitStatus } from "./unit";
 
@@ -30,7 +32,8 @@ const POLL_MS = 50;
 const LocalUnitSchema = Type.Object(
   {
     configFile: Type.String({ minLength: 1 }),
-    modulesDir: Type.String({ minLength: 1 }),
+    /** The host's node_modules for installs built --without-modules (NODE_PATH); unused by installs that bundle theirs. */
+    modulesDir: Type.Optional(Type.String({ minLength: 1 })),
     stopTimeoutMs: Type.Optional(Type.Integer({ minimum: 100, maximum: 300_000 })),
   },
   { additionalProperties: false },
@@ -67,7 +70,7 @@ export function createLocalUnit(dir: string): NodeUnit {
   const raw = JSON.parse(readFileSync(definitionFile, "utf8")) as unknown;
   const problem = Value.Errors(LocalUnitSchema, raw).First();
   if (problem !== undefined) throw new UpgradeRefusal("plan-invalid", `${definitionFile}${problem.path}: ${problem.message}`);
-  const definition = raw as { configFile: string; modulesDir: string; stopTimeoutMs?: number };
+  const definition = raw as { configFile: string; modulesDir?: string; stopTimeoutMs?: number };
   const configFile = isAbsolute(definition.configFile) ? definition.configFile : resolve(dir, definition.configFile);
   const pidFile = join(dir, "node.pid");
   const logFile = join(dir, "node.log");
@@ -87,6 +90,16 @@ export function createLocalUnit(dir: string): NodeUnit {
     return record;
   }
 
+  /** The node's whole environment: PATH, and NODE_PATH for an install that does not bundle its dependencies. */
+  function nodeEnv(installDir: string): NodeJS.ProcessEnv {
+    const env = { PATH: process.env.PATH ?? "/usr/bin:/bin" };
+    if (bundlesModules(installDir)) return env;
+    if (definition.modulesDir === undefined) {
+      throw new UpgradeRefusal("unit-failed", `${unit.name}: ${installDir} has no ${MODULES_DIR}/ (a release built --without-modules) and ${definitionFile} names no modulesDir to provide its npm dependencies`, { installDir });
+    }
+    return { ...env, NODE_PATH: definition.modulesDir };
+  }
+
   const unit: NodeUnit = {
     name: `local:${basename(dir)}`,
     installEnvFile,
@@ -96,11 +109,12 @@ export function createLocalUnit(dir: string): NodeUnit {
       if (current !== null) throw new UpgradeRefusal("unit-failed", `${unit.name} is already running (pid ${current.pid})`, { pid: current.pid });
       const install = readInstallEnv(installEnvFile);
       if (install === null) throw new UpgradeRefusal("unit-failed", `${unit.name} has no ${basename(installEnvFile)}: no install to run`);
+      const env = nodeEnv(install.installDir);
       const log = openSync(logFile, "a");
       try {
         const child = spawn(process.execPath, [join(install.installDir, LAUNCHER_FILE), "start", "--config", configFile], {
           cwd: dir,
-          env: { PATH: process.env.PATH ?? "/usr/bin:/bin", NODE_PATH: definition.modulesDir },
+          env,
           stdio: ["ignore", log, log],
           detached: true,
         });

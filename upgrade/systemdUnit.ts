@@ -7,7 +7,11 @@
  *   ExecStart=/usr/bin/node ${ATS_INSTALL_DIR}/ats-node.js start --config /etc/ats-node/node.json
  *
  * so a swap rewrites that one file and restarts the unit; the service file itself (user, sandboxing, bind
- * addresses via the node config) is never touched. Tested against a fake `systemctl` that records its calls.
+ * addresses via the node config) is never touched. An install that bundles node_modules/ (the default release)
+ * needs nothing more; for installs built --without-modules the service sets
+ * `Environment=NODE_PATH=/opt/ats-node/node_modules` (the host's tree), which a bundling install's launcher
+ * ignores, so one service file serves both kinds across a rollout. Tested against a fake `systemctl` that records
+ * its calls.
  */
 import { execFile } from "node:child_process";
 import { readFileSync } from "node:fs";

@@ -1,6 +1,6 @@
 /**
  * Units (upgrade/unit.ts): the local supervisor starts the install its install.env names, in its own process
- * group, with no inherited environment, and stops it (SIGKILL after the stop timeout); the systemd unit drives a
+ * group, with no inherited environment (NODE_PATH only for an install without node_modules/), and stops it (SIGKILL after the stop timeout); the systemd unit drives a
  * fake `systemctl` placed first on PATH, which records every call. Every process started here is stopped in
  * afterEach, also when a test fails.
  */
@@ -11,6 +11,7 @@ import { join } from "node:path";
 import { UpgradeRefusal } from "../../upgrade/errors";
 import { readInstallEnv, writeInstallEnv } from "../../upgrade/installEnv";
 import { createLocalUnit, processAlive } from "../../upgrade/localUnit";
+import { MODULES_DIR } from "../../upgrade/moduleFiles";
 import { LAUNCHER_FILE } from "../../upgrade/release";
 import { createSystemdUnit } from "../../upgrade/systemdUnit";
 import type { NodeUnit } from "../../upgrade/unit";
@@ -18,10 +19,14 @@ import { rejection } from "./helpers";
 
 const SHA = "a".repeat(64);
 
-/** An "install" whose launcher logs its environment and argv, then idles; `ignoreTerm` makes it ignore SIGTERM. */
-function fakeInstall(root: string, name: string, ignoreTerm = false): string {
+/**
+ * An "install" whose launcher logs its environment and argv, then idles; `ignoreTerm` makes it ignore SIGTERM;
+ * `withModules` gives it a node_modules/ folder, as a release that bundles its dependencies has.
+ */
+function fakeInstall(root: string, name: string, ignoreTerm = false, withModules = false): string {
   const dir = join(root, name);
   mkdirSync(dir);
+  if (withModules) mkdirSync(join(dir, MODULES_DIR));
   writeFileSync(
     join(dir, LAUNCHER_FILE),
     `console.log(JSON.stringify({ env: Object.keys(process.env).sort(), argv: process.argv.slice(2) }));
@@ -51,10 +56,11 @@ describe("upgrade: units", function () {
     rmSync(root, { recursive: true, force: true });
   });
 
-  function localUnit(stopTimeoutMs?: number): NodeUnit {
-    const dir = join(root, "unit");
+  /** A local unit in `<root>/<name>`; `modulesDir: null` leaves it out of unit.json. */
+  function localUnit({ stopTimeoutMs, modulesDir = join(root, "modules"), name = "unit" }: { stopTimeoutMs?: number; modulesDir?: string | null; name?: string } = {}): NodeUnit {
+    const dir = join(root, name);
     mkdirSync(dir);
-    writeFileSync(join(dir, "unit.json"), JSON.stringify({ configFile: "node.json", modulesDir: join(root, "modules"), ...(stopTimeoutMs === undefined ? {} : { stopTimeoutMs }) }));
+    writeFileSync(join(dir, "unit.json"), JSON.stringify({ configFile: "node.json", ...(modulesDir === null ? {} : { modulesDir }), ...(stopTimeoutMs === undefined ? {} : { stopTimeoutMs }) }));
     const unit = createLocalUnit(dir);
     started.push(unit);
     return unit;
@@ -85,8 +91,30 @@ describe("upgrade: units", function () {
     expect((await unit.logSince(cursor)).join("\n")).to.include("stopping");
   });
 
+  it("local: starts an install that bundles node_modules/ with PATH only, with or without a modulesDir", async () => {
+    for (const [name, modulesDir] of [["with-modules-dir", join(root, "modules")], ["without-modules-dir", null]] as const) {
+      const unit = localUnit({ modulesDir, name });
+      writeInstallEnv(unit.installEnvFile, { installDir: fakeInstall(root, `install-${name}`, false, true), releaseId: "ats-node-1.0.0-0123456789ab", installSha256: SHA });
+      const cursor = await unit.logCursor();
+      await unit.start();
+      await until(async () => (await unit.logSince(cursor)).length > 0, 5_000, "the node's first log line");
+      expect((JSON.parse((await unit.logSince(cursor))[0]!) as { env: string[] }).env, name).to.deep.equal(["PATH"]);
+      await unit.stop();
+    }
+  });
+
+  it("local: refuses to start an install without node_modules/ when unit.json names no modulesDir, naming the install", async () => {
+    const unit = localUnit({ modulesDir: null });
+    const install = fakeInstall(root, "without-modules");
+    writeInstallEnv(unit.installEnvFile, { installDir: install, releaseId: "ats-node-1.0.0-0123456789ab", installSha256: SHA });
+    const refusal = await rejection(unit.start(), UpgradeRefusal, /has no node_modules\/ \(a release built --without-modules\) and .*unit\.json names no modulesDir/);
+    expect(refusal.code).to.equal("unit-failed");
+    expect(refusal.message).to.include(install);
+    expect((await unit.status()).active).to.equal(false);
+  });
+
   it("local: kills a node that ignores SIGTERM once the stop timeout passes", async () => {
-    const unit = localUnit(300);
+    const unit = localUnit({ stopTimeoutMs: 300 });
     writeInstallEnv(unit.installEnvFile, { installDir: fakeInstall(root, "stubborn", true), releaseId: "ats-node-1.0.0-0123456789ab", installSha256: SHA });
     const cursor = await unit.logCursor();
     await unit.start();
