@@ -360,8 +360,10 @@ async function runBatch(batch: readonly NodeState[], genesisHash: string, truste
   const failed = batch.filter((_, index) => settled[index]!.status === "rejected" || !(settled[index] as PromiseFulfilledResult<NodeRun>).value.accepted);
   if (failed.length === 0) return true;
   const why = `rolled back with its batch: ${failed.map((state) => state.node.host).join(", ")} failed`;
-  await Promise.all(settled.map((result) => (result.status === "fulfilled" && result.value.accepted ? result.value.undo(why) : undefined)));
-  const thrown = settled.find((result): result is PromiseRejectedResult => result.status === "rejected");
+  // allSettled again: one rollback that throws must not end the run while its batch-mates are still rolling back.
+  // (A rollback that throws records itself as rollback-failed: upgradeNode's rollBack.)
+  const undone = await Promise.allSettled(settled.map((result) => (result.status === "fulfilled" && result.value.accepted ? result.value.undo(why) : undefined)));
+  const thrown = [...settled, ...undone].find((result): result is PromiseRejectedResult => result.status === "rejected");
   if (thrown !== undefined) throw thrown.reason;
   return false;
 }
@@ -422,9 +424,17 @@ async function upgradeNode(
   receipt.gates = gates;
   const rollBack = async (note: string): Promise<void> => {
     receipt.note = valueFreeText(note);
-    const rolledBack = await rollback(state, previous, baseline, contextFor, trusted, limits, log);
-    receipt.outcome = rolledBack ? "rolled-back" : "rollback-failed";
-    receipt.finished_at = nowIso();
+    try {
+      const rolledBack = await rollback(state, previous, baseline, contextFor, trusted, limits, log);
+      receipt.outcome = rolledBack ? "rolled-back" : "rollback-failed";
+    } catch (error) {
+      // A unit command that throws mid-rollback: the receipt says so before the refusal ends the run.
+      receipt.outcome = "rollback-failed";
+      receipt.note = valueFreeText(`${note}; its rollback failed: ${error instanceof Error ? error.message : String(error)}`);
+      throw error;
+    } finally {
+      receipt.finished_at = nowIso();
+    }
   };
   const failed = firstFailure(gates);
   if (failed === undefined) {

@@ -156,6 +156,11 @@ export class ContainerHost {
   }
 
   /** From now on the node's service runs `digest` whatever its image file names (e.g. a tag pinned in ExecStart). */
+  /** The node's service fails every restart from its `count`-th on (a rollback that cannot start the old image). */
+  failRestartsFrom(node: FakeNode, count: number): void {
+    writeFileSync(join(node.dir, "fail-from"), `${count}\n`);
+  }
+
   pin(node: FakeNode, digest: string): void {
     writeFileSync(join(node.dir, "pinned"), `@${digest}\n`);
   }
@@ -183,6 +188,9 @@ dir="${root}/\${2%.service}"
 case "$1" in
   restart|start)
     if [ "$1" = start ] && [ -f "$dir/running" ]; then exit 0; fi
+    if [ -f "$dir/fail-from" ] && [ $(( $(cat "$dir/starts" 2>/dev/null || echo 0) + 1 )) -ge $(cat "$dir/fail-from") ]; then
+      echo "Job for $2 failed" >&2; exit 1
+    fi
     image=$(sed -n 's/^ATS_IMAGE=//p' "$dir/image.env")
     if [ -f "$dir/pinned" ]; then image=$(cat "$dir/pinned"); fi
     echo $(( $(cat "$dir/starts" 2>/dev/null || echo 0) + 1 )) > "$dir/starts"

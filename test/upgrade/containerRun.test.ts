@@ -340,6 +340,25 @@ describe("upgrade: ats-upgrade run on image plans (a fake container host)", func
       expect([restartsOf("node-b"), restartsOf("node-c"), restartsOf("node-d"), restartsOf("node-a")]).to.deep.equal([2, 2, 0, 0]);
     });
 
+    it("finishes every rollback of a batch when one of them fails, and records that one as rollback-failed", async () => {
+      const nodeB = host.nodes.find((node) => node.host === "node-b")!;
+      const nodeC = host.nodes.find((node) => node.host === "node-c")!;
+      const nodeD = host.nodes.find((node) => node.host === "node-d")!;
+      host.pin(nodeC, imageA.digest); // node-c fails a gate, so node-b and node-d (accepted) go back with it
+      host.failRestartsFrom(nodeB, 3); // its first start (A) and the switch to B work; its rollback's restart fails
+      const receipt = await run(planB({ maxParallel: 3 }));
+      expect(receipt.outcome).to.equal("refused");
+      const nodes = byHost(receipt);
+      expect(nodes["node-b"].outcome).to.equal("rollback-failed");
+      expect(nodes["node-b"].note).to.match(/^rolled back with its batch: node-c failed; its rollback failed: /);
+      // node-d's rollback ran to its end before the run ended: back on A, every gate passed again.
+      expect(nodes["node-d"].outcome).to.equal("rolled-back");
+      expect(nodes["node-d"].rollback).to.deep.include({ restored_image_digest: imageA.digest, passed: true });
+      expect(host.running(nodeD)).to.equal(imageA.digest);
+      expect(nodes["node-c"].outcome).to.equal("rolled-back");
+      expect(restartsOf("node-a")).to.equal(0);
+    });
+
     it("after a run killed with a whole batch switched, accepts that batch again first (restarting the one not yet restarted), then the rest", async () => {
       const [nodeB, nodeC] = host.nodes as [(typeof host.nodes)[number], (typeof host.nodes)[number]];
       for (const node of [nodeB, nodeC]) {
