@@ -50,13 +50,17 @@ export function parseBearerChallenge(header: string | null): BearerChallenge | n
   return realm === undefined ? null : { realm, service: params.get("service") ?? null, scope: params.get("scope") ?? null };
 }
 
+/** https, or http on a loopback address: where a secret may travel. */
+function isSecureOrLoopback(url: URL): boolean {
+  return url.protocol === "https:" || (url.protocol === "http:" && LOOPBACK_HOSTS.has(url.hostname));
+}
+
 /** The realm as a URL the agent may send credentials to: https, or http on a loopback address. */
 export function realmUrl(realm: string, registryOrigin: string): URL {
   const url = URL.canParse(realm) ? new URL(realm) : null;
   if (url === null) throw refuse(`registry ${registryOrigin}: its token realm is not a URL`);
   if (url.username !== "" || url.password !== "") throw refuse(`registry ${registryOrigin}: its token realm ${url.origin} carries credentials in its URL`, { realm: url.origin });
-  const allowed = url.protocol === "https:" || (url.protocol === "http:" && LOOPBACK_HOSTS.has(url.hostname));
-  if (!allowed) throw refuse(`registry ${registryOrigin}: token realm ${url.protocol}//${url.host} is neither https nor loopback http: credentials and tokens are not sent there`, { realm: `${url.protocol}//${url.host}` });
+  if (!isSecureOrLoopback(url)) throw refuse(`registry ${registryOrigin}: token realm ${url.protocol}//${url.host} is neither https nor loopback http: credentials and tokens are not sent there`, { realm: `${url.protocol}//${url.host}` });
   return url;
 }
 
@@ -96,6 +100,11 @@ export interface TokenRequest {
 /** Fetches a token from the challenge's realm (docs.docker.com "Token Authentication Specification"). */
 export async function fetchToken(request: TokenRequest): Promise<string> {
   const { challenge, credentials, registryOrigin } = request;
+  // The realm comes from the registry's answer: over plain http from a host off this machine, anyone on the path
+  // could have named their own realm, and the credentials would go to it. Anonymous tokens carry no secret.
+  if (credentials !== null && !isSecureOrLoopback(new URL(registryOrigin))) {
+    throw refuse(`registry ${registryOrigin}: its token challenge came over plain http, so its realm is not trusted with the ${credentials.from}`, { registry: registryOrigin });
+  }
   const url = realmUrl(challenge.realm, registryOrigin);
   if (challenge.service !== null) url.searchParams.set("service", challenge.service);
   if (challenge.scope !== null) url.searchParams.set("scope", challenge.scope);

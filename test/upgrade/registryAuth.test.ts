@@ -17,7 +17,7 @@ import { join } from "node:path";
 import { UpgradeRefusal } from "../../upgrade/errors";
 import type { ImageArtifact } from "../../upgrade/plan";
 import { resolveImage } from "../../upgrade/registry";
-import { MAX_TOKEN_REPLY_BYTES, parseBearerChallenge } from "../../upgrade/registryAuth";
+import { fetchToken, MAX_TOKEN_REPLY_BYTES, parseBearerChallenge } from "../../upgrade/registryAuth";
 import { rejection } from "./helpers";
 import { LoopbackRegistry, REPOSITORY, REVISION_B, testImage, TOKEN_SERVICE } from "./registryServer";
 
@@ -113,6 +113,21 @@ describe("upgrade: registry token authentication", function () {
     }
     registry.auth = { credentials: null, realm: `http://agent:${PASSWORD}@127.0.0.1:1/token` };
     await refused(resolveImage(artifact(), REVISION_B), /carries credentials in its URL$/);
+  });
+
+  it("sends no credentials to a realm named by a registry reached over plain http off this machine", async () => {
+    // An answer over plain http can be forged on the path, realm included: the secret would go to whoever forged it.
+    const error = await rejection(
+      fetchToken({
+        challenge: { realm: "https://realm.invalid/token", service: null, scope: null },
+        registryOrigin: "http://registry.invalid",
+        credentials: { basic: "c2VjcmV0", from: "credentials file /etc/ats/registry" },
+        timeoutMs: 1_000,
+      }),
+      UpgradeRefusal,
+      /its token challenge came over plain http, so its realm is not trusted with the credentials file \/etc\/ats\/registry$/,
+    );
+    expect(error.message).to.not.contain("c2VjcmV0");
   });
 
   it("refuses a token reply larger than its bound, or one without a usable token", async () => {
