@@ -74,7 +74,8 @@ export const NS_PER_MILLISECOND = 1_000_000n;
  * card accuracy. Two such entries of one honest node, with a monotonic clock, never differ by more than
  * 3 × 10 s + 2 × accuracyNs (≤ 2 × (2^32 − 1) ns ≈ 8.6 s) ≈ 38.6 s; 60 s leaves the rest for a stalled event
  * loop between the clock reads. A proposer's own entry (its reading, then at most one timeout of exchanges) and a
- * lone node's (the card read, then the signature) stay far inside. It must also dwarf any backward step of a
+ * lone node's (the card read, then the signature) stay far inside, a lone node's only while its host clock (its
+ * nodeTimestamp) and card clock (its moments) agree within this. It must also dwarf any backward step of a
  * node's clock across restarts (§7.8): such a step is what would make an honest node look like a liar.
  */
 export const MAX_SIGNING_DELAY_NS = 60n * NS_PER_SECOND;

@@ -220,7 +220,10 @@ export function createConnectionGuard(options: ConnectionGuardOptions): Connecti
     const address = socket.remoteAddress ?? "unknown";
     const peer = `${address}:${socket.remotePort ?? ""}`;
     byPeer.set(peer, { socket, address, consecutiveRefusals: 0 });
-    socket.once("close", () => byPeer.delete(peer));
+    // Only its own entry: a late close must not remove a newer connection's from the same address and port.
+    socket.once("close", () => {
+      if (byPeer.get(peer)?.socket === socket) byPeer.delete(peer);
+    });
   };
 
   return {

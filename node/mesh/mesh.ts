@@ -250,8 +250,8 @@ export class Mesh {
    * A fresh round's proof. Starts a round while fewer than maxRoundsInFlight run; at that bound, joins the newest
    * round in flight. With `notBeforeNs` (a moment the card clock has reached, e.g. a schedule that is due) the
    * proof's moment is at or after it: a round that read its moment earlier is never joined, and at the bound the
-   * call waits for the oldest round to settle and asks again, once (every round started after this call
-   * qualifies). Rejects with ConsensusError / UnavailableError.
+   * call waits for the oldest round to settle and asks again (bounded in practice: every round started after this
+   * call qualifies, so it joins or starts one). Rejects with ConsensusError / UnavailableError.
    */
   roundNow(notBeforeNs?: bigint): Promise<SignedTime> {
     if (!this.#running) return Promise.reject(new UnavailableError("the mesh is not running", {}));
