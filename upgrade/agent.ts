@@ -36,7 +36,7 @@ import { verifyImageRelease } from "./containerSwitch";
 import type { FetchOptions } from "./fetchRelease";
 import { checkAdoption } from "./adopt";
 import { UpgradeRefusal } from "./errors";
-import { rolloutBatches } from "./batches";
+import { meshSafeParallel, rolloutBatches } from "./batches";
 import { firstFailure, runAcceptance, type AcceptanceContext, type GateResult } from "./gates";
 import { verifyBundleRelease } from "./installSwitch";
 import { isImagePlan, type AnyPlanNode, type AnyRelease, type BundlePlan, type ImagePlan, type UpgradePlan } from "./plan";
@@ -195,7 +195,12 @@ export async function runUpgrade(options: RunUpgradeOptions): Promise<Receipt> {
 
     // Rollout, batch by batch (upgrade/batches.ts): the nodes a killed run left on the target first, in batches of
     // their own, so they are all back before any other node moves; the first failure stops it.
-    const maxParallel = plan.maxParallel ?? 1;
+    // The plan's bound, and never more members down at once than the mesh can lose and still co-sign.
+    const meshMembers = Math.max(0, ...states.map((state) => state.reading?.members ?? 0));
+    const maxParallel = meshSafeParallel(plan.maxParallel ?? 1, meshMembers);
+    if (maxParallel < (plan.maxParallel ?? 1)) {
+      log(`batches of at most ${maxParallel}: a ${meshMembers}-member mesh keeps its co-signing quorum with no more than that down`);
+    }
     const batches = [...rolloutBatches(states.filter((state) => state.resumed), maxParallel), ...rolloutBatches(states.filter((state) => !state.resumed), maxParallel)];
     for (const batch of batches) {
       if (!(await runBatch(batch, manifest.chain.genesisHash, trustedView, plan, pollMs, log))) {

@@ -51,7 +51,8 @@ const ORACLE_ABI = parseAbi([
 /** Something a real `podman inspect` carries (the container's environment): a receipt must never hold it. */
 export const INSPECT_SECRET = "inspect-env-value-7f3a9c";
 const GENESIS = `0x${createHash("sha256").update("genesis").digest("hex")}`;
-const MEMBERS = 4;
+/** The mesh the fake nodes report being part of, by default (a 4-member cluster). */
+const DEFAULT_MEMBERS = 4;
 
 async function listen(handler: (request: IncomingMessage, response: ServerResponse) => void): Promise<{ server: Server; url: string }> {
   const server = createServer(handler);
@@ -82,7 +83,11 @@ export class ContainerHost {
   private readonly startedAtMs = Date.now();
   private readonly hashes = new Map<string, bigint>();
 
-  constructor(readonly root: string) {
+  /** `meshMembers`: the membership every fake node reports (temporal_getMeshState, system_health's peers). */
+  constructor(
+    readonly root: string,
+    readonly meshMembers = DEFAULT_MEMBERS,
+  ) {
     this.bin = join(root, "bin");
     this.callsFile = join(root, "calls.log");
   }
@@ -254,8 +259,8 @@ printf '[{"Id":"%s","State":{"Running":true,"Pid":%s},"ImageDigest":"%s","Config
         const number = this.hashes.get(String(call.params[0]));
         return number === undefined ? null : { number: `0x${number.toString(16)}` };
       },
-      system_health: () => ({ peers: MEMBERS - 1, isSyncing: false }),
-      temporal_getMeshState: () => ({ convergenceState: image?.isolated === true ? "Isolated" : "Converged", members: MEMBERS }),
+      system_health: () => ({ peers: this.meshMembers - 1, isSyncing: false }),
+      temporal_getMeshState: () => ({ convergenceState: image?.isolated === true ? "Isolated" : "Converged", members: this.meshMembers }),
       temporal_getValidatorTimeQuality: () => ({ timeQuality: 90 }),
       eth_call: () => {
         const { functionName } = decodeFunctionData({ abi: ORACLE_ABI, data: (call.params[0] as { data: Hex }).data });

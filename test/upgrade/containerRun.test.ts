@@ -63,9 +63,13 @@ describe("upgrade: ats-upgrade run on image plans (a fake container host)", func
   }
   const planB = (extra: { maxParallel?: number } = {}) => planFor("0.1.1", { id: RELEASE_B, revision: REVISION_B, digest: imageB.digest }, extra);
 
-  async function run(plan: ImagePlan): Promise<Receipt> {
+  async function run(plan: ImagePlan, onLine?: (line: string) => void): Promise<Receipt> {
     const text = JSON.stringify(plan);
-    const receipt = await runUpgrade({ plan, planText: text, pollMs: 50, commandEnv: host.env, log: (line) => process.env.ATS_TEST_VERBOSE === "1" && console.log(`    agent: ${line}`) });
+    const log = (line: string): void => {
+      onLine?.(line);
+      if (process.env.ATS_TEST_VERBOSE === "1") console.log(`    agent: ${line}`);
+    };
+    const receipt = await runUpgrade({ plan, planText: text, pollMs: 50, commandEnv: host.env, log });
     // Value-free whatever happened: no node or card id, nothing of the runtime's inspect output.
     assertValueFree(receipt, [...host.nodes.flatMap((node) => [node.nodeId, node.cardId]), INSPECT_SECRET]);
     return receipt;
@@ -84,10 +88,10 @@ describe("upgrade: ats-upgrade run on image plans (a fake container host)", func
     await registry.close();
   });
   /** A new host whose nodes all run A; the one before (if any) is closed and removed first. */
-  async function startHost(hosts: readonly string[], roles: Readonly<Record<string, NodeRole>> = {}): Promise<void> {
+  async function startHost(hosts: readonly string[], roles: Readonly<Record<string, NodeRole>> = {}, meshMembers?: number): Promise<void> {
     await stopHost();
     root = mkdtempSync(join(tmpdir(), "ats-container-run-"));
-    host = new ContainerHost(root);
+    host = new ContainerHost(root, meshMembers);
     for (const image of [onA, onB, onC]) host.images.set(image.digest, image);
     await host.start(hosts, onA, recordOf, roles);
   }
@@ -290,7 +294,8 @@ describe("upgrade: ats-upgrade run on image plans (a fake container host)", func
     /** Three nodes that do not sign, then the primary: the order a parallel plan must have. */
     const PARALLEL_HOSTS = ["node-b", "node-c", "node-d", "node-a"] as const;
     const ROLES: Record<string, NodeRole> = { "node-a": "primary", "node-b": "secondary", "node-c": "archive", "node-d": "bridge" };
-    beforeEach(() => startHost(PARALLEL_HOSTS, ROLES));
+    // These four nodes report a 7-member mesh (quorum 5): two may be down at once. A 4-member one is below.
+    beforeEach(() => startHost(PARALLEL_HOSTS, ROLES, 7));
 
     type NodeEntry = Receipt["nodes"][number];
     const byHost = (receipt: Receipt) => Object.fromEntries(receipt.nodes.map((node) => [node.host, node])) as Record<(typeof PARALLEL_HOSTS)[number], NodeEntry>;
@@ -340,7 +345,20 @@ describe("upgrade: ats-upgrade run on image plans (a fake container host)", func
       expect([restartsOf("node-b"), restartsOf("node-c"), restartsOf("node-d"), restartsOf("node-a")]).to.deep.equal([2, 2, 0, 0]);
     });
 
+    it("never switches more members together than the mesh can lose: a 4-member mesh (quorum 3) goes one at a time", async () => {
+      await startHost(PARALLEL_HOSTS, ROLES, 4);
+      const lines: string[] = [];
+      const receipt = await run(planB({ maxParallel: 3 }), (line) => lines.push(line));
+      expect(receipt.outcome).to.equal("completed");
+      const nodes = byHost(receipt);
+      for (const [later, earlier] of [["node-c", "node-b"], ["node-d", "node-c"], ["node-a", "node-d"]] as const) {
+        expect(after(nodes[later], nodes[earlier]), `${later} after ${earlier}`).to.equal(true);
+      }
+      expect(lines).to.include("batches of at most 1: a 4-member mesh keeps its co-signing quorum with no more than that down");
+    });
+
     it("finishes every rollback of a batch when one of them fails, and records that one as rollback-failed", async () => {
+      await startHost(PARALLEL_HOSTS, ROLES, 10); // a 10-member mesh (quorum 7) may lose three: b, c and d together
       const nodeB = host.nodes.find((node) => node.host === "node-b")!;
       const nodeC = host.nodes.find((node) => node.host === "node-c")!;
       const nodeD = host.nodes.find((node) => node.host === "node-d")!;

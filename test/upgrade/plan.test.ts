@@ -8,7 +8,7 @@ import { expect } from "chai";
 import { ESLint } from "eslint";
 import { readdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
-import { rolloutBatches } from "../../upgrade/batches";
+import { meshSafeParallel, rolloutBatches } from "../../upgrade/batches";
 import { UpgradeRefusal } from "../../upgrade/errors";
 import { parsePlan, PLAN_VERSION } from "../../upgrade/plan";
 
@@ -155,6 +155,16 @@ describe("upgrade: parallel rollout (maxParallel, upgrade/batches.ts)", () => {
     // A primary between two non-primaries (a resumed one, or maxParallel 1 orders) closes the batch.
     const mixed = [items[0]!, items[3]!, items[1]!, items[2]!];
     expect(hosts(rolloutBatches(mixed, 4))).to.deep.equal([["node-b"], ["node-a"], ["node-c", "node-d"]]);
+  });
+
+  it("caps a batch at what the mesh can lose and keep ⌈2n/3⌉ co-signers", () => {
+    // n − ⌈2n/3⌉ members may be down: 4 → 1, 5 → 1, 6 → 2, 7 → 2, 10 → 3; never below one at a time.
+    expect([4, 5, 6, 7, 10, 31].map((members) => meshSafeParallel(16, members))).to.deep.equal([1, 1, 2, 2, 3, 10]);
+    expect(meshSafeParallel(2, 10)).to.equal(2); // the plan's bound when lower
+    expect(meshSafeParallel(1, 31)).to.equal(1);
+    expect([0, 1].map((members) => meshSafeParallel(5, members))).to.deep.equal([5, 5]); // no mesh: the plan's bound
+    expect(meshSafeParallel(16, 3)).to.equal(1); // 3 − 2
+    expect(meshSafeParallel(16, 2)).to.equal(1); // 2 − 2 = 0: one at a time all the same
   });
 });
 
