@@ -28,6 +28,7 @@
  */
 import type { IncomingMessage, ServerResponse } from "node:http";
 import type { Server as NetServer, Socket } from "node:net";
+import type { Duplex } from "node:stream";
 
 export interface ConnectionLimits {
   /** Open connections of the server, all addresses together. */
@@ -126,6 +127,12 @@ export interface ConnectionGuard {
    * closed for exceeding a bound.
    */
   admit(request: IncomingMessage, response: ServerResponse): boolean;
+  /**
+   * Whether the guard is closing this connection. Node hands an upgrade request to the server's 'upgrade'
+   * listeners, not to admit(); a closing connection's parser stops on one as on any request, and Node then takes
+   * it for an upgrade all the same: the WebSocket handshake asks here first (ws.ts).
+   */
+  isClosing(socket: Socket | Duplex): boolean;
   /** Open connections, all addresses. */
   readonly connectionCount: number;
 }
@@ -248,6 +255,9 @@ export function createConnectionGuard(options: ConnectionGuardOptions): Connecti
     },
     get connectionCount() {
       return open;
+    },
+    isClosing(socket) {
+      return states.get(socket as Socket)?.closing === true;
     },
     admit(request, response) {
       const socket = request.socket;

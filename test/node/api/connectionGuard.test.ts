@@ -122,6 +122,18 @@ describe("node/api connection guard", function () {
     }
   });
 
+  it("gives no WebSocket handshake to an upgrade request on a connection it is closing", async () => {
+    await start({ maxPipelinedRequests: 4, penaltyMs: 1 });
+    const flooder = await open();
+    const upgrade =
+      "GET /v1/stream HTTP/1.1\r\nHost: node\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n" +
+      "Sec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n";
+    flooder.socket.write(GET_CURRENT.repeat(5) + upgrade); // the fifth GET closes it; the upgrade comes next
+    await flooder.closed;
+    expect(flooder.statuses()).to.deep.equal([200, 200, 200, 200]);
+    expect(flooder.received()).to.not.contain("101 Switching Protocols");
+  });
+
   it("closes a connection that never reads its answers before the server buffers more than the pipelining bound", async () => {
     await start({ maxPipelinedRequests: 16 });
     const silent = await open();
