@@ -91,6 +91,18 @@ describe("schedule delivery slots", function () {
     return { started, callbackTransport };
   }
 
+  /** Callbacks to `/healthy` are answered 200 (and listed in `delivered`); every other one hangs as above. */
+  function hangingExceptHealthy() {
+    const { started, callbackTransport: hanging } = hangingTransport();
+    const delivered: string[] = [];
+    const callbackTransport = (request: CallbackRequest) => {
+      if (request.url.pathname !== "/healthy") return hanging(request);
+      delivered.push(request.url.pathname);
+      return Promise.resolve(200);
+    };
+    return { started, delivered, callbackTransport };
+  }
+
   it("ends a hanging POST after deliveryTimeoutMs even when garbage collection runs meanwhile", async () => {
     // On Node 20 a timeout signal held only by AbortSignal.any() can be collected before it fires.
     const gc = collectGarbage();
@@ -132,13 +144,7 @@ describe("schedule delivery slots", function () {
   });
 
   it("delivers a newcomer's schedule while many clients' overdue callbacks hang in every slot they may take", async () => {
-    const { started, callbackTransport: hanging } = hangingTransport();
-    const delivered: string[] = [];
-    const callbackTransport = (request: CallbackRequest) => {
-      if (request.url.pathname !== "/healthy") return hanging(request);
-      delivered.push(request.url.pathname);
-      return Promise.resolve(200);
-    };
+    const { started, delivered, callbackTransport } = hangingExceptHealthy();
     const schedules = service({ deliveryTimeoutMs: 60_000, callbackTransport, maxConcurrentDeliveries: 16, maxConcurrentDeliveriesPerClient: 4 });
     // Thirteen attacker addresses, each with overdue rows: more clients than the dispatcher reads candidates for.
     for (let index = 0; index < 13 * 20; index += 1) await schedules.schedule(nowNs() - 50_000n * MS, "http://127.0.0.1:9/hang", `attacker-${index % 13}`);
@@ -150,13 +156,7 @@ describe("schedule delivery slots", function () {
   });
 
   it("gives a newcomer the next freed slot though the due rows ahead of its own all belong to the clients that held the slots", async () => {
-    const { started, callbackTransport: hanging } = hangingTransport();
-    const delivered: string[] = [];
-    const callbackTransport = (request: CallbackRequest) => {
-      if (request.url.pathname !== "/healthy") return hanging(request);
-      delivered.push(request.url.pathname);
-      return Promise.resolve(200);
-    };
+    const { started, delivered, callbackTransport } = hangingExceptHealthy();
     const schedules = service({ deliveryTimeoutMs: 400, maxAttempts: 5, callbackTransport, maxConcurrentDeliveries: 16, maxConcurrentDeliveriesPerClient: 1 });
     // Sixteen attacker addresses arrive 10 ms apart, each with 40 overdue rows: one slot each, all 16 taken, and
     // their POSTs time out one after another. Each freed slot's client then holds none and has the earliest due
@@ -255,15 +255,7 @@ describe("schedule delivery slots", function () {
   });
 
   it("delivers another client's schedule while one client's many overdue callbacks hang", async () => {
-    const { started, callbackTransport: hanging } = hangingTransport();
-    const delivered: string[] = [];
-    const callbackTransport = (request: CallbackRequest) => {
-      if (request.url.pathname === "/healthy") {
-        delivered.push(request.url.pathname);
-        return Promise.resolve(200);
-      }
-      return hanging(request);
-    };
+    const { started, delivered, callbackTransport } = hangingExceptHealthy();
     const schedules = service({ deliveryTimeoutMs: 60_000, callbackTransport, maxConcurrentDeliveries: 16, maxConcurrentDeliveriesPerClient: 4 });
     // The attacker's callbacks were due a minute ago: they sort before everything else.
     for (let index = 0; index < 100; index += 1) await schedules.schedule(nowNs() - 50_000n * MS, "http://127.0.0.1:9/hang", "attacker");
