@@ -387,7 +387,7 @@ export function createGrpcServer(context: TransportContext): grpc.Server {
       stopPushes = context.pushes.add(Number(intervalNs / 1_000_000n), send);
       call.on("cancelled", () => finish());
       call.on("close", () => finish());
-      send();
+      if (context.pushes.tryTake()) send(); // the first update at once, budget permitting (else at its tick)
     } catch (error) {
       finish(error);
     }

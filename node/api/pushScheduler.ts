@@ -78,16 +78,32 @@ export class PushScheduler {
     };
   }
 
+  /**
+   * Takes one push from the node-wide budget for a push outside the ticks (a new subscription's first update);
+   * false when none is left, and the subscription then gets its first update from its interval's tick. Without
+   * this, thousands of subscriptions opened at once each pushed at once, outside the budget.
+   */
+  tryTake(): boolean {
+    this.#refill();
+    if (this.#tokens < 1) return false;
+    this.#tokens -= 1;
+    return true;
+  }
+
   /** Stops every timer (members are dropped). */
   close(): void {
     for (const group of this.#groups.values()) clearInterval(group.timer);
     this.#groups.clear();
   }
 
-  #tick(group: Group): void {
+  #refill(): void {
     const nowMs = this.#nowMs();
     this.#tokens = Math.min(this.#burst, this.#tokens + (nowMs - this.#updatedAtMs) * this.#ratePerMs);
     this.#updatedAtMs = nowMs;
+  }
+
+  #tick(group: Group): void {
+    this.#refill();
     const count = group.members.length;
     const allowed = Math.min(count, Math.floor(this.#tokens));
     this.#tokens -= allowed;

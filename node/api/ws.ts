@@ -212,7 +212,7 @@ export function attachStreamServer(server: Server, context: TransportContext): S
         subscription.cancel = pushes.add(Number(message.intervalNs / NS_PER_MS), () => push(ws, subscription));
         state.subscriptions.set(id, subscription);
         send(ws, { type: "subscribed", id, interval: Number(message.intervalNs) });
-        push(ws, subscription); // the first update at once
+        if (pushes.tryTake()) push(ws, subscription); // the first update at once, budget permitting (else at its tick)
       } else {
         const subscription = state.subscriptions.get(message.id);
         if (subscription === undefined) throw new ValidationError("id", `no subscription "${message.id}"`);

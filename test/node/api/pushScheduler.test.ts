@@ -58,6 +58,15 @@ describe("node/api/pushScheduler", function () {
     expect(others).to.be.greaterThan(1);
   });
 
+  it("takes a subscription's first push from the same budget, so opening many at once is bounded too", () => {
+    let nowMs = 0;
+    scheduler = new PushScheduler({ maxPushesPerSecond: 100, nowMs: () => nowMs }); // burst: a tenth of a second, 10
+    const taken = Array.from({ length: 50 }, () => scheduler!.tryTake()).filter(Boolean).length;
+    expect(taken).to.equal(10);
+    nowMs += 50; // five more pushes' worth
+    expect(Array.from({ length: 50 }, () => scheduler!.tryTake()).filter(Boolean).length).to.equal(5);
+  });
+
   it("refuses a budget below one push per second", () => {
     expect(() => new PushScheduler({ maxPushesPerSecond: 0 })).to.throw(RangeError, "maxPushesPerSecond must be at least 1");
   });
