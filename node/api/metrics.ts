@@ -169,31 +169,30 @@ export function createNodeMetrics(options: { defaultMetrics?: boolean } = {}): N
   peerGauge(METRIC_NAMES.meshPeerOffsetNs, "Each mesh peer's clock offset from the best filter sample (peer − this node), nanoseconds", "offsetNs");
   peerGauge(METRIC_NAMES.meshPeerDelayNs, "Each mesh peer's round-trip delay from the best filter sample, nanoseconds", "delayNs");
   peerGauge(METRIC_NAMES.meshPeerReach, "Each mesh peer's 8-bit reachability register", "reach");
-  new Gauge({
-    name: METRIC_NAMES.meshRoundsTotal,
-    help: "Consensus rounds proposed by this node, by outcome (ok, or the error that ended them)",
-    labelNames: ["outcome"] as const,
-    registers: [registry],
-    collect() {
-      this.reset();
-      const state = meshSource?.();
-      if (state === undefined || state.members === 1) return;
-      this.set({ outcome: "ok" }, state.roundsSucceeded);
-      for (const [outcome, count] of Object.entries(state.roundsFailed)) this.set({ outcome }, count);
-    },
-  });
-  new Gauge({
-    name: METRIC_NAMES.meshPacketsDroppedTotal,
-    help: "Mesh packets this node dropped since it started, by reason (wrong source, replay, over a peer's budget, ...)",
-    labelNames: ["reason"] as const,
-    registers: [registry],
-    collect() {
-      this.reset();
-      const state = meshSource?.();
-      if (state === undefined || state.members === 1) return;
-      for (const [reason, count] of Object.entries(state.refused.packets)) this.set({ reason }, count);
-    },
-  });
+  // Counts the mesh keeps by one label, read when scraped; nothing on a node without a mesh.
+  const meshCountGauge = (name: string, help: string, label: string, counts: (state: ReturnType<TimeService["meshState"]>) => Record<string, number>) =>
+    new Gauge({
+      name,
+      help,
+      labelNames: [label],
+      registers: [registry],
+      collect() {
+        this.reset();
+        const state = meshSource?.();
+        if (state === undefined || state.members === 1) return;
+        for (const [value, count] of Object.entries(counts(state))) this.set({ [label]: value }, count);
+      },
+    });
+  meshCountGauge(METRIC_NAMES.meshRoundsTotal, "Consensus rounds proposed by this node, by outcome (ok, or the error that ended them)", "outcome", (state) => ({
+    ok: state.roundsSucceeded,
+    ...state.roundsFailed,
+  }));
+  meshCountGauge(
+    METRIC_NAMES.meshPacketsDroppedTotal,
+    "Mesh packets this node dropped since it started, by reason (wrong source, replay, over a peer's budget, ...)",
+    "reason",
+    (state) => state.refused.packets,
+  );
 
   // Until a service is bound there is no node clock: served proofs are counted, their age is not observed.
   let clockNs: (() => bigint) | null = null;
