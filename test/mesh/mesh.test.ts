@@ -282,6 +282,7 @@ describe("mesh: consensus rounds on loopback (4 in-process members)", function (
       expect(refused.coSignRequests).to.be.a("number");
       const metrics = await (await fetch(`${node.endpoints.rest}/metrics`)).text();
       expect(metrics).to.match(/^timerpc_mesh_packets_dropped_total\{reason="replay"\} \d+$/m);
+      expect(metrics).to.match(/^timerpc_mesh_rounds_total\{outcome="ok"\} [1-9]\d*$/m);
     } finally {
       client.close();
       await node.close();
