@@ -8,8 +8,9 @@
  * - "noble": @noble/hashes (audited pure JS), ~13–24 µs per hash, the fallback when the addon does not load.
  *
  * The addon is loaded through `node-gyp-build` (resolved from the `keccak` package), which throws when no
- * binary fits, instead of the package main, which silently falls back to its own pure-JS code. It is loaded in
- * the main thread only (see protocol/nativeAddon.ts) and must reproduce known answers before it is used.
+ * binary fits, instead of the package main, which silently falls back to its own pure-JS code. A worker thread
+ * loads it only behind a native-call gate (protocol/nativeAddon.ts says why), and it must reproduce known answers
+ * before it is used.
  */
 import { dirname } from "node:path";
 import { keccak_256 } from "@noble/hashes/sha3.js";
@@ -114,10 +115,9 @@ const NATIVE_LOAD = loadNativeAddon<KeccakImplementation>({
     return { implementation: nativeImplementation(loaded), modulePath };
   },
   assertKnownAnswer: assertKeccakKnownAnswer,
-  mainThreadOnly: true,
 });
 
-/** The XKCP addon when it loaded (main thread only) and passed the known-answer test; otherwise null. */
+/** The XKCP addon when it loaded (in a worker: only behind a native-call gate) and passed the known-answer test; otherwise null. */
 export const NATIVE_KECCAK: KeccakImplementation | null = NATIVE_LOAD.implementation;
 
 /** Absolute path of the loaded addon binary when NATIVE_KECCAK is active. */

@@ -4,6 +4,7 @@
  * Never throws: a failure is reported as text and the caller keeps its pure-JS backend.
  */
 import { isMainThread } from "node:worker_threads";
+import { gatedImplementation, runGated, workerNativeCallGate } from "./nativeCallGate";
 
 export interface NativeAddonLoad<T> {
   /** The wrapped addon, when it loaded and passed its known-answer test; otherwise null. */
@@ -19,19 +20,24 @@ export interface LoadNativeAddonParameters<T> {
   load(): { implementation: T; modulePath: string };
   /** Throws unless `implementation` computes the expected bytes. */
   assertKnownAnswer(implementation: T): void;
-  /**
-   * Refuse to load outside the main thread. A worker that loaded an N-API addon can abort the whole process when
-   * it is terminated (seen with libsecp256k1: "terminate called after throwing an instance of 'Napi::Error'").
-   */
-  mainThreadOnly: boolean;
 }
 
-export function loadNativeAddon<T>(parameters: LoadNativeAddonParameters<T>): NativeAddonLoad<T> {
-  if (parameters.mainThreadOnly && !isMainThread) {
-    return { implementation: null, modulePath: null, failure: "not loaded in a worker thread" };
+/**
+ * In the main thread: loads the addon. In a worker thread: only when the worker was given a native-call gate
+ * (protocol/nativeCallGate.ts), and every function of the implementation then runs inside it; a worker that
+ * used an addon without one could abort the whole process when it is terminated mid-call. `T` is an object of
+ * functions (and plain values) that do not use `this`.
+ */
+export function loadNativeAddon<T extends object>(parameters: LoadNativeAddonParameters<T>): NativeAddonLoad<T> {
+  const gate = isMainThread ? null : workerNativeCallGate();
+  if (!isMainThread && gate === null) {
+    return { implementation: null, modulePath: null, failure: "not loaded in a worker thread without a native-call gate" };
   }
   try {
-    const { implementation, modulePath } = parameters.load();
+    // Loading runs addon code too (its initialisation, libsecp256k1's context randomisation): inside the gate.
+    const loaded = gate === null ? parameters.load() : runGated(gate, () => parameters.load());
+    const implementation = gate === null ? loaded.implementation : gatedImplementation(loaded.implementation, gate);
+    const modulePath = loaded.modulePath;
     parameters.assertKnownAnswer(implementation);
     return { implementation, modulePath, failure: null };
   } catch (error) {

@@ -4,8 +4,8 @@
  *
  * - "libsecp256k1": Bitcoin Core's C library through the `secp256k1` npm package (v5, N-API prebuilds, no
  *   compiler needed), ~15× faster to sign and ~25× faster to recover than pure JS on this machine;
- * - "noble": @noble/curves (audited pure JS), the fallback when the native addon does not load, and always in
- *   a worker thread (the addon is loaded in the main thread only: protocol/nativeAddon.ts).
+ * - "noble": @noble/curves (audited pure JS), the fallback when the native addon does not load, and in a worker
+ *   thread that was given no native-call gate (protocol/nativeAddon.ts says why).
  *
  * Both are deterministic (RFC 6979, no extra entropy) and normalise s to the low half, so they produce the same
  * bytes for the same inputs; the golden vectors (test/vectors/protocol-v1.json) and a differential test pin it.
@@ -229,9 +229,6 @@ const NATIVE_LOAD = loadNativeAddon<Secp256k1Implementation>({
     return { implementation: nativeImplementation(loaded), modulePath };
   },
   assertKnownAnswer: assertSecp256k1KnownAnswer,
-  // Main thread only (protocol/nativeAddon.ts says why): the node's signer thread (node/core/signerThread.ts)
-  // imports this module and must sign with noble, never with the addon.
-  mainThreadOnly: true,
 });
 
 /** libsecp256k1 when its addon loaded and passed the known-answer test; otherwise null. */

@@ -18,13 +18,16 @@
  * Micro-benchmarks (verify, card sign) and the client-side probe run last, in a fresh child process on the load
  * core (no heap or timers left over from the load runs).
  *
- * The node runs twice: with the defaults, and with `refreshAfterNs` = 1 ms (proof age bounded under any load, at a
- * CPU price). Each load row also gives the CPU "steal" meanwhile: on a virtual machine, time the hypervisor gave to
+ * The node runs three times: with the defaults, with signerThread "on" (below), and with `refreshAfterNs` = 1 ms
+ * (proof age bounded under any load, at a CPU price). Each load row also gives the CPU "steal" meanwhile: on a virtual machine, time the hypervisor gave to
  * other guests, which lowers throughput and lengthens tails; compare runs with similar steal.
  *
- * The first row is the serving ratio: the node's GET /time/current as a ratio to the bare node:http server on the
- * same pinned core, BENCH_RATIO_RUNS (default 3) alternating pairs of 5 s runs, as a range (benchUtil.ts
- * alternatingRatio): absolute req/s move with the machine's neighbours, the ratio much less.
+ * The first rows are the serving ratio: the node's GET /time/current as a ratio to the bare node:http server on
+ * the same pinned core, BENCH_RATIO_RUNS (default 3) alternating pairs of 5 s runs, as a range (benchUtil.ts
+ * alternatingRatio): absolute req/s move with the machine's neighbours, the ratio much less. The node's ticks
+ * sign in the serving thread by default; the second ratio row and the second set of load rows run the node with
+ * signerThread "on" and its signer thread (node/core/signerWorker.ts) moved to the load core, beside the serving
+ * thread as on a machine with a core to spare.
  *
  * Environment: BENCH_DURATION_S (default 10) bounds each load run; BENCH_TICK_NS sets the node's attestation tick
  * (default: the config default, 1 ms); BENCH_PIN=0 turns CPU pinning off; BENCH_LOAD=autocannon ignores wrk.
@@ -43,15 +46,18 @@ import { createVerifyContext, verifyTimeProof } from "../protocol/verify";
 import { DevTimeCard } from "../node/card/dev";
 import { loadConfig } from "../node/config";
 import { createTimeService, type CoreTimeService } from "../node/core";
+import { SIGNER_THREAD_NAME } from "../node/core/signerWorker";
 import { loadProtos, type TimeResponseMessage } from "../wire/grpc";
 import { startNode, type RunningNode } from "../node/server";
-import { alternatingRatio, fmt, fmtRange, maxLoad, percentile, pin, PINNING, reportFailures, runAutocannon, WRK, type ServerForRun } from "./benchUtil";
+import { alternatingRatio, fmt, fmtRange, maxLoad, percentile, pin, pinThreadsNamed, PINNING, reportFailures, runAutocannon, WRK, type ServerForRun } from "./benchUtil";
 
 const DURATION_S = Number(process.env.BENCH_DURATION_S ?? 10);
 /** Attestation tick of the benchmarked node, ns (decimal string); empty = the configured default (1 ms). */
 const TICK_NS = process.env.BENCH_TICK_NS ?? "";
 /** The --server child's refreshAfterNs (decimal string), set by the parent per configuration; empty = default. */
 const REFRESH_NS = process.env.BENCH_NODE_REFRESH_NS ?? "";
+/** The --server child's signerThread setting ("on" | "off" | "auto"), set by the parent per configuration; empty = default. */
+const SIGNER_THREAD = process.env.BENCH_NODE_SIGNER_THREAD ?? "";
 /** Alternating node / bare node:http pairs of the serving-ratio row (issue goal ≥ 0.9). */
 const RATIO_RUNS = Number(process.env.BENCH_RATIO_RUNS ?? 3);
 /**
@@ -99,6 +105,7 @@ async function startBenchNode(): Promise<Started> {
       logLevel: "warn",
       ...(TICK_NS === "" ? {} : { tickIntervalNs: TICK_NS }),
       ...(REFRESH_NS === "" ? {} : { refreshAfterNs: REFRESH_NS }),
+      ...(SIGNER_THREAD === "" ? {} : { signerThread: SIGNER_THREAD }),
     },
   });
   const card = new DevTimeCard({ cardKey: identity.cardKey, certificateChainPem: identity.certificateChainPem });
@@ -157,10 +164,20 @@ async function serveHttpBaseline(): Promise<void> {
   process.on("disconnect", stop);
 }
 
-/** Child mode: serve until SIGTERM, report endpoints on IPC. */
+/** How long the --server child waits for its signer thread to load (compiled: ~150 ms). */
+const SIGNER_READY_WAIT_MS = 10_000;
+
+/**
+ * Child mode: serve until SIGTERM, report endpoints on IPC. With the signer thread on (the default for the
+ * compiled node without refreshAfterNs), the report waits until ticks sign there, so the parent can place it.
+ */
 async function serve(): Promise<void> {
   const started = await startBenchNode();
-  process.send?.({ endpoints: started.node.endpoints });
+  if (SIGNER_THREAD === "on") {
+    const deadlineMs = Date.now() + SIGNER_READY_WAIT_MS;
+    while (started.service.stats().attestationSigner !== "worker" && Date.now() < deadlineMs) await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+  process.send?.({ endpoints: started.node.endpoints, signer: started.service.stats().attestationSigner });
   const stop = (): void => {
     void started.close().finally(() => process.exit(0));
   };
@@ -217,25 +234,43 @@ type ChildMode = "--server" | "--baseline" | "--baseline-http" | "--micro";
 type Row = [string, string, string];
 
 
-async function startChild(mode: ChildMode, env: Record<string, string> = {}): Promise<{ child: ChildProcess; endpoints: { rest: string; grpc: string } }> {
+interface ChildStarted {
+  child: ChildProcess;
+  endpoints: { rest: string; grpc: string };
+  /** Where the child's attestation ticks sign ("" for the bare servers). */
+  signer: string;
+  /** Whether a signer thread was moved to the load core (beside the serving thread, not on top of it). */
+  signerOnLoadCore: boolean;
+}
+
+/**
+ * Starts a child pinned to the node core; a --server child's signer thread (signerThread "on") goes to the load
+ * core. With signerThread "on", a thread that did not start or could not be placed fails the benchmark.
+ */
+async function startChild(mode: ChildMode, env: Record<string, string> = {}): Promise<ChildStarted> {
   const child: ChildProcess = fork(CHILD_SCRIPT, [mode], {
     execArgv: [],
     env: { ...process.env, ...env },
     stdio: ["ignore", "inherit", "inherit", "ipc"],
   });
   if (child.pid !== undefined) pin(child.pid, NODE_CORE);
-  const endpoints = await new Promise<{ rest: string; grpc: string }>((resolve, reject) => {
-    child.once("message", (message) => resolve((message as { endpoints: { rest: string; grpc: string } }).endpoints));
+  const ready = await new Promise<{ endpoints: { rest: string; grpc: string }; signer?: string }>((resolve, reject) => {
+    child.once("message", (message) => resolve(message as { endpoints: { rest: string; grpc: string }; signer?: string }));
     child.once("exit", (code) => reject(new Error(`bench child ${mode} exited early (${code})`)));
   });
-  // Threads started after the first pin (gRPC, SQLite, libuv pool) inherit it; pin again to be sure.
+  // Threads started after the first pin (gRPC, SQLite, libuv pool, the signer) inherit it; pin again to be sure.
   if (child.pid !== undefined) pin(child.pid, NODE_CORE);
-  return { child, endpoints };
+  const signerOnLoadCore = ready.signer === "worker" && pinThreadsNamed(child.pid, SIGNER_THREAD_NAME, LOAD_CORE) > 0;
+  if (env.BENCH_NODE_SIGNER_THREAD === "on" && !(ready.signer === "worker" && (signerOnLoadCore || !PINNING))) {
+    await stopChild(child);
+    throw new Error(`the signer thread did not start or could not be placed (ticks sign in: ${ready.signer}; on the load core: ${signerOnLoadCore})`);
+  }
+  return { child, endpoints: ready.endpoints, signer: ready.signer ?? "", signerOnLoadCore };
 }
 
 /** A child server pinned to the node core, as one load run of alternatingRatio needs it. */
-async function childForRun(mode: "--server" | "--baseline-http"): Promise<ServerForRun> {
-  const { child, endpoints } = await startChild(mode);
+async function childForRun(mode: "--server" | "--baseline-http", env: Record<string, string> = {}): Promise<ServerForRun> {
+  const { child, endpoints } = await startChild(mode, env);
   return { url: `${endpoints.rest}/time/current`, stop: () => stopChild(child) };
 }
 
@@ -359,14 +394,22 @@ async function microChild(): Promise<Row[]> {
   return rows;
 }
 
-/** The refreshAfterNs of the second node configuration: the setting that bounds proof age under saturation. */
-const REFRESH_COMPARISON_NS = 1_000_000;
+/** One configuration of the benchmarked node: its label in the table and the --server child's environment. */
+interface NodeConfiguration {
+  label: string;
+  env: Record<string, string>;
+}
 
-/** The load rows of one node configuration (refreshAfterNs as a decimal string; "0" = the default, off). */
-async function nodeRuns(refreshNs: string): Promise<Row[]> {
+const NODE_DEFAULTS: NodeConfiguration = { label: "node (defaults: signatures in the serving thread)", env: {} };
+const NODE_SIGNER_THREAD: NodeConfiguration = { label: `node, signerThread on (signer thread on core ${LOAD_CORE})`, env: { BENCH_NODE_SIGNER_THREAD: "on" } };
+/** refreshAfterNs 1 ms: the setting that bounds proof age under saturation. */
+const NODE_REFRESH: NodeConfiguration = { label: "node, refreshAfterNs 1 ms", env: { BENCH_NODE_REFRESH_NS: "1000000" } };
+
+/** The load rows of one node configuration; the gRPC row with `withGrpc`. */
+async function nodeRuns(nodeConfig: NodeConfiguration, withGrpc: boolean): Promise<Row[]> {
   const rows: Row[] = [];
-  const config = refreshNs === "0" ? "node (defaults)" : `node, refreshAfterNs ${Number(refreshNs) / 1e6} ms`;
-  const { child, endpoints } = await startChild("--server", { BENCH_NODE_REFRESH_NS: refreshNs });
+  const config = nodeConfig.label;
+  const { child, endpoints } = await startChild("--server", nodeConfig.env);
   try {
     const url = `${endpoints.rest}/time/current`;
     const beforeMax = await proofAgeBuckets(endpoints.rest);
@@ -396,7 +439,7 @@ async function nodeRuns(refreshNs: string): Promise<Row[]> {
       "≤ 1 ms",
     ]);
 
-    if (refreshNs === "0") {
+    if (withGrpc) {
       const rpc = await grpcLoop(endpoints.grpc, DURATION_S, 64);
       rows.push([`${config}: gRPC GetCurrentTime (JS client, 64 in flight)`, `${fmt(rpc.perSecond)} req/s (p50 ${fmt(rpc.p50Ms, 2)} / p99 ${fmt(rpc.p99Ms, 2)} ms)`, ""]);
     }
@@ -468,27 +511,35 @@ async function main(): Promise<void> {
   }
 
   // ------------------------------------------------------------- the serving ratio: node vs bare node:http, alternating
-  const serving = await alternatingRatio({
-    runs: RATIO_RUNS,
-    durationS: Math.min(DURATION_S, 5),
-    startSubject: () => childForRun("--server"),
-    startBaseline: () => childForRun("--baseline-http"),
-  });
-  rows.unshift([
-    `node (defaults) ÷ bare node:http: GET /time/current on the same pinned core (${loadTool}, 100 connections, ${RATIO_RUNS} alternating runs)`,
-    `${fmtRange(serving.subject)} vs ${fmtRange(serving.baseline)} req/s: ratio **${fmtRange(serving.ratios, 2)}**`,
-    "≥ 0.9",
-  ]);
+  // The defaults (signatures in the serving thread), and signerThread "on" with the thread moved to the load core
+  // (beside the serving thread, as on a machine with a core to spare).
+  const ratioRows: Row[] = [];
+  for (const nodeConfig of [NODE_DEFAULTS, NODE_SIGNER_THREAD]) {
+    const serving = await alternatingRatio({
+      runs: RATIO_RUNS,
+      durationS: Math.min(DURATION_S, 5),
+      startSubject: () => childForRun("--server", nodeConfig.env),
+      startBaseline: () => childForRun("--baseline-http"),
+    });
+    ratioRows.push([
+      `${nodeConfig.label} ÷ bare node:http: GET /time/current, serving thread and bare server on the same pinned core (${loadTool}, 100 connections, ${RATIO_RUNS} alternating runs)`,
+      `${fmtRange(serving.subject)} vs ${fmtRange(serving.baseline)} req/s: ratio **${fmtRange(serving.ratios, 2)}**`,
+      "≥ 0.9",
+    ]);
+  }
+  rows.unshift(...ratioRows);
 
   // ------------------------------------------------------------- load runs against a node in a child process
-  for (const refreshNs of ["0", String(REFRESH_COMPARISON_NS)]) rows.push(...(await nodeRuns(refreshNs)));
+  rows.push(...(await nodeRuns(NODE_DEFAULTS, true)));
+  rows.push(...(await nodeRuns(NODE_SIGNER_THREAD, false)));
+  rows.push(...(await nodeRuns(NODE_REFRESH, false)));
 
   // ------------------------------------------------------------- micro-benchmarks in a fresh process
   rows.push(...(await microChild()));
 
   const cpu = cpus()[0]?.model ?? "unknown CPU";
   const layout = PINNING
-    ? `node pinned to core ${NODE_CORE}, load generators and micro-benchmarks to core ${LOAD_CORE} (taskset)`
+    ? `node pinned to core ${NODE_CORE} (its signer thread to core ${LOAD_CORE} where a row says so), load generators and micro-benchmarks to core ${LOAD_CORE} (taskset)`
     : "node and load generators share all cores (no pinning)";
   console.log(`\n### Attesting node benchmark — ${new Date().toISOString().slice(0, 16).replace("T", " ")} UTC\n`);
   console.log(

@@ -3,6 +3,7 @@
  * generators (wrk when installed, else autocannon), and how numbers are summarised and printed.
  */
 import { execFileSync, spawnSync } from "node:child_process";
+import { readdirSync, readFileSync } from "node:fs";
 import { cpus } from "node:os";
 
 /** Whether `command` can be run (its version flag answers at all). */
@@ -21,6 +22,31 @@ export function pin(pid: number | undefined, core: number): void {
   } catch {
     // the process may have exited meanwhile
   }
+}
+
+/**
+ * Pins the threads of `pid` named `threadName` (Linux /proc/<pid>/task/<tid>/comm) to one core, leaving its other
+ * threads where they are. Returns how many were pinned (0 without pinning, or when none has that name).
+ */
+export function pinThreadsNamed(pid: number | undefined, threadName: string, core: number): number {
+  if (!PINNING || pid === undefined) return 0;
+  let pinned = 0;
+  try {
+    for (const tid of readdirSync(`/proc/${pid}/task`)) {
+      let name: string;
+      try {
+        name = readFileSync(`/proc/${pid}/task/${tid}/comm`, "utf8").trim();
+      } catch {
+        continue; // the thread exited meanwhile
+      }
+      if (name !== threadName) continue;
+      execFileSync("taskset", ["-p", "-c", String(core), tid], { stdio: "ignore" });
+      pinned += 1;
+    }
+  } catch {
+    // the process may have exited meanwhile
+  }
+  return pinned;
 }
 
 /** The p-th percentile (0..100) of ascending `sorted` values (nearest rank); NaN when empty. */

@@ -6,15 +6,15 @@
  * transport reads (background loop writes, handlers read).
  *
  * Cost: one P-256 signature (OpenSSL) plus one EIP-712 digest and one secp256k1 signature (libsecp256k1, or
- * @noble/curves when the addon is missing: protocol/secp256k1.ts) per attestation. With pure-JS noble the digest
- * and the secp256k1 signature (≈ 80 % of the cost) run in a worker thread (signerWorker.ts, `signInWorker`,
- * default on only for noble; with libsecp256k1 a tick costs ~0.2 ms and signs in the main thread): per tick the
- * main thread only checks tamper and accuracy, reads the card clock, has the card sign (the card driver's call),
- * posts the request, and swaps its cached proof when the entry comes back. Until the worker has loaded and
- * passed its known-answer test, and if it ever fails, ticks sign in the main thread as before. `attest()` (on demand: attestNow, schedule delivery) always signs
- * synchronously in the calling thread. Ticks never overlap: the next tick is armed only after the previous one
- * finished (worker reply included), so the effective period is max(tickInterval, signing round trip + the 1 ms
- * timer granularity). `tickIntervalNs` trades CPU for proof freshness.
+ * @noble/curves when the addon is missing: protocol/secp256k1.ts) per attestation. The digest and the secp256k1
+ * signature (≈ 80 % of the cost) run in a worker thread (signerWorker.ts) when `signInWorker` is on (default:
+ * defaultSignInWorker below; the node's `signerThread` setting): per tick the main thread only checks tamper and
+ * accuracy, reads the card clock, has the card sign (the card driver's call), posts the request, and swaps its
+ * cached proof when the entry comes back. Until the worker has loaded and passed its known-answer test, and if it
+ * ever fails, ticks sign in the main thread as before. `attest()` (on demand: attestNow, schedule delivery)
+ * always signs synchronously in the calling thread. Ticks never overlap: the next tick is armed only after the
+ * previous one finished (worker reply included), so the effective period is max(tickInterval, signing round trip
+ * + the 1 ms timer granularity). `tickIntervalNs` trades CPU for proof freshness.
  *
  * Freshness under load: a loaded event loop runs timers late (a loop turn answering 100 requests takes
  * milliseconds), so ticks alone let a served proof age by the loop's delay. With `refreshAfterNs` set (the
@@ -71,9 +71,9 @@ export interface AttestorOptions {
   nodeClockNs: () => bigint;
   logger: Logger;
   /**
-   * Sign ticks' node entries in a worker thread so transports never wait behind slow secp256k1 math. Default: on
-   * when signing is pure-JS noble (~0.35–1.5 ms), off when libsecp256k1 is active (~0.1 ms: a round trip to a
-   * thread would cost more freshness than it saves; and the addon is not loaded in workers, see signerThread.ts).
+   * Sign ticks' node entries in a worker thread (signerWorker.ts), so the serving event loop spends no time on the
+   * digest and the secp256k1 signature. Default (defaultSignInWorker): on only when signing is pure-JS noble
+   * (~0.35–1.5 ms a tick). refreshAfterNs signs on demand in the calling thread, so a worker turns it off.
    */
   signInWorker?: boolean;
   /**
@@ -132,6 +132,16 @@ class Listeners<T> {
 
 const NS_PER_MS = 1_000_000n;
 
+/**
+ * Where ticks sign when AttestorOptions.signInWorker is not given: in the signer thread when signing is slow pure
+ * JS (~0.35–1.5 ms a tick; refreshAfterNs then has no effect). With libsecp256k1 (~0.1 ms) in the serving thread: a proof signed in the thread reaches requests one event-loop turn later, and
+ * under saturation that made served proofs 4–5× older (p50 3.9 ms against 0.7 ms, `npm run bench:node`) for 5–10 %
+ * more requests per serving core; `signerThread: "on"` makes that trade where a core is spare.
+ */
+export function defaultSignInWorker(): boolean {
+  return SECP256K1_BACKEND === "noble";
+}
+
 export class Attestor {
   readonly #options: AttestorOptions;
   readonly #logger: Logger;
@@ -185,7 +195,7 @@ export class Attestor {
       return;
     }
     if (this.#options.ticks === false) return;
-    if (this.#options.signInWorker ?? SECP256K1_BACKEND === "noble") this.#startSigner();
+    if (this.#options.signInWorker ?? defaultSignInWorker()) this.#startSigner();
     this.#nextTickAtNs = this.#options.nodeClockNs();
     this.#tick();
   }

@@ -116,6 +116,7 @@ export function createTimeService(parameters: CreateTimeServiceParameters): Core
     tickIntervalNs: config.tickIntervalNs,
     maxServeAgeNs: config.maxAttestationAgeNs,
     refreshAfterNs: config.refreshAfterNs,
+    ...(config.signerThread === "auto" ? {} : { signInWorker: config.signerThread === "on" }),
     nodeClockNs,
     // Components bind their own `component` to the caller's logger (a child of ours would print the key twice).
     logger: parameters.logger,
@@ -314,6 +315,7 @@ export function createTimeService(parameters: CreateTimeServiceParameters): Core
         tamperEventsTotal: attestorStats.tamperEventsTotal,
         measuredErrorNs: card.measuredErrorNs(),
         lastSignDurationNs: attestorStats.lastSignDurationNs,
+        attestationSigner: attestorStats.signer,
         archivedProofs: archive?.size() ?? 0,
         schedulesDeliveredTotal: scheduleStats.deliveredTotal,
         schedulesFailedTotal: scheduleStats.failedTotal,

@@ -3,16 +3,19 @@
  * signs TimeAttestations with protocol/sign.ts itself (EIP-712 digest from protocol/codec.ts, RFC 6979 low-S
  * secp256k1, EIP-2098 packing), so the worker computes exactly what the main thread would, from the same source.
  *
- * In a worker thread protocol/secp256k1.ts signs with pure-JS @noble/curves and protocol/keccak.ts hashes with
- * @noble/hashes: their native addons are loaded in the main thread only (protocol/nativeAddon.ts), because a
- * worker that loaded libsecp256k1's addon can abort the whole process when it is terminated ("terminate called
- * after throwing an instance of 'Napi::Error'", seen in the test suite). With libsecp256k1 the main thread signs
- * ticks itself (~0.1 ms), and this thread is only used when signing is slow pure JS (attestor.ts).
+ * protocol/secp256k1.ts and protocol/keccak.ts load their native addons here as in the main thread, behind the
+ * native-call gate the parent passes in workerData (protocol/nativeCallGate.ts: a thread terminated inside an
+ * addon call would abort the whole process); without a gate they fall back to pure JS.
  *
- * Protocol (structured clone): workerData `{ nodePrivateKey: Uint8Array }` (32 bytes); each message
+ * The thread takes the name it is given (SIGNER_THREAD_NAME) where the OS allows it (Linux: /proc/thread-self/comm),
+ * so `top -H` and `ps -L` show it and a benchmark can give it a core of its own (scripts/bench-node.ts).
+ *
+ * Protocol (structured clone): workerData `{ nodePrivateKey: Uint8Array, nativeCallGate: SharedArrayBuffer,
+ * threadName: string }` (32 bytes; 4 bytes); each message
  * `{ id, nanoMoment, hardwareSignature, accuracy, nodeTimestampNs }` is answered `{ id, entry, digest }` or
  * `{ id, error }` (the error's text only: never the key). Once loaded it posts `{ ready: true, backend }`.
  */
+import { writeFileSync } from "node:fs";
 import { parentPort, workerData } from "node:worker_threads";
 import { bytesToHexString } from "../../protocol/bytes";
 import { timeAttestationForProof } from "../../protocol/codec";
@@ -33,15 +36,26 @@ function errorText(error: unknown): string {
   return error instanceof Error ? error.message : String(error);
 }
 
+/** Names this thread for `top -H` / `ps -L` (Linux); elsewhere, or when refused, it keeps the process's name. */
+function nameThisThread(name: unknown): void {
+  if (typeof name !== "string" || name === "") return;
+  try {
+    writeFileSync("/proc/thread-self/comm", name);
+  } catch {
+    // Not Linux, or /proc not mounted: only the name is lost.
+  }
+}
+
 function run(): void {
   const port = parentPort;
   if (port === null) throw new Error("node/core/signerThread is the body of a worker thread: start it with node/core/signerWorker.ts");
-  const data = workerData as { nodePrivateKey?: unknown } | null;
+  const data = workerData as { nodePrivateKey?: unknown; threadName?: unknown } | null;
   if (!(data?.nodePrivateKey instanceof Uint8Array) || data.nodePrivateKey.length !== 32) {
     throw new Error("signer thread: workerData.nodePrivateKey must be 32 bytes");
   }
   const nodePrivateKey = bytesToHexString(data.nodePrivateKey);
   data.nodePrivateKey.fill(0); // the hex copy is what signs from now on
+  nameThisThread(data.threadName);
   port.on("message", (request: SignMessage) => {
     try {
       const att = timeAttestationForProof(request, request.nodeTimestampNs);

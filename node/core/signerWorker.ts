@@ -1,10 +1,10 @@
 /**
- * The node-key signer thread: computes the EIP-712 TimeAttestation digest and the secp256k1 node signature
- * with pure-JS noble (~0.35–1.5 ms) in a worker_thread, so the event loop that serves REST/gRPC/WS never waits
- * behind slow curve math; where libsecp256k1 is available (~0.1 ms) the attestor signs in the main thread instead.
- * The main thread keeps everything that decides WHETHER to sign (tamper, accuracy bound, card clock, card
- * signature through the card driver) and only swaps its cached proof when a result comes back
- * (node/core/attestor.ts).
+ * The node-key signer thread: computes the EIP-712 TimeAttestation digest and the secp256k1 node signature in a
+ * worker_thread, so the event loop that serves REST/gRPC/WS spends none of its time on them (~0.1 ms a tick with
+ * libsecp256k1, ~0.35–1.5 ms with pure-JS noble). On a machine with a core to spare the signatures run beside the
+ * serving thread instead of inside it. The main thread keeps everything that decides WHETHER to sign (tamper,
+ * accuracy bound, card clock, card signature through the card driver) and only swaps its cached proof when a
+ * result comes back (node/core/attestor.ts).
  *
  * The worker runs node/core/signerThread.ts, an ordinary module that signs with protocol/sign.ts. Which file the
  * worker loads depends on how this module was loaded (a worker does not inherit its parent's require hooks):
@@ -15,9 +15,12 @@
  *   with bin/register-ts.js preloaded in the worker (`-r`), which loads the TypeScript compiler and transpiles the
  *   worker's modules on load (measured: ~0.55 s to ready, ~0.8 s of CPU, ~120 MB more RSS, per worker start; the
  *   built node never runs this way).
- * Either way the worker never loads the libsecp256k1 addon (see signerThread.ts for why). What it computes is
- * pinned by a known-answer test against protocol/sign.ts (`signNodeEntry`) before the attestor routes any tick
- * to it, and by the attestor tests.
+ *
+ * Native addons: the worker signs with libsecp256k1 and hashes with XKCP like the main thread, through a
+ * native-call gate (protocol/nativeCallGate.ts) that this class closes before it terminates the thread, and that
+ * one process 'exit' listener closes for every live thread: terminating a thread inside an addon call would abort
+ * the whole process. What the worker computes is pinned by a known-answer test against protocol/sign.ts
+ * (`signNodeEntry`) before the attestor routes any tick to it, and by the attestor tests.
  *
  * The private key travels once, as raw bytes in workerData (structured clone inside this process); the parent
  * zeroes its copy right after the worker is created. Neither side ever logs it: worker errors are reported as
@@ -28,6 +31,7 @@ import { join } from "node:path";
 import { Worker } from "node:worker_threads";
 import { hexToByteArray } from "../../protocol/bytes";
 import type { NodeKey } from "../../protocol/keys";
+import { closeNativeCallGate, createNativeCallGate, NATIVE_CALL_GATE_KEY } from "../../protocol/nativeCallGate";
 import type { Secp256k1Backend } from "../../protocol/secp256k1";
 import type { Hex } from "../../protocol/types";
 
@@ -72,6 +76,9 @@ interface WorkerReply {
   error?: string;
 }
 
+/** The OS-level name the signer thread takes (Linux: at most 15 bytes), for `top -H` and benchmarks. */
+export const SIGNER_THREAD_NAME = "ats-node-signer";
+
 /** How long one signature may take in the worker by default (normally well under a millisecond). */
 export const SIGN_TIMEOUT_MS = 1_000;
 
@@ -88,6 +95,23 @@ interface Pending {
 }
 
 /**
+ * The gates of the signer threads alive in this process. Exiting the process terminates worker threads; one
+ * 'exit' listener (registered with the first thread) closes every gate first, so that termination never lands
+ * inside an addon call.
+ */
+const liveGates = new Set<SharedArrayBuffer>();
+let exitListenerInstalled = false;
+
+function trackGate(gate: SharedArrayBuffer): void {
+  liveGates.add(gate);
+  if (exitListenerInstalled) return;
+  exitListenerInstalled = true;
+  process.on("exit", () => {
+    for (const live of liveGates) closeNativeCallGate(live);
+  });
+}
+
+/**
  * One signer thread for one node key. `ready` settles when the worker has loaded; `sign` resolves with the
  * entry (or rejects with the worker's error text); `close` terminates the thread and rejects what is pending.
  * The worker is unref'd: it never keeps the process alive on its own.
@@ -95,6 +119,7 @@ interface Pending {
 export class NodeSignerThread {
   readonly ready: Promise<void>;
   readonly #worker: Worker;
+  readonly #gate = createNativeCallGate();
   readonly #pending = new Map<number, Pending>();
   #nextId = 1;
   #backend: Secp256k1Backend | null = null;
@@ -109,10 +134,12 @@ export class NodeSignerThread {
     const nodePrivateKey = hexToByteArray(nodeKey.exportPrivateKey());
     try {
       const entry = signerThreadEntry();
-      this.#worker = new Worker(entry.filename, { name: "ats-node-signer", execArgv: entry.execArgv, workerData: { nodePrivateKey } });
+      const workerData = { nodePrivateKey, threadName: SIGNER_THREAD_NAME, [NATIVE_CALL_GATE_KEY]: this.#gate };
+      this.#worker = new Worker(entry.filename, { name: SIGNER_THREAD_NAME, execArgv: entry.execArgv, workerData });
     } finally {
       nodePrivateKey.fill(0); // the worker got its own copy (workerData is cloned at construction)
     }
+    trackGate(this.#gate);
     this.#worker.unref();
     let markReady: () => void = () => undefined;
     this.ready = new Promise<void>((resolve, reject) => {
@@ -136,7 +163,10 @@ export class NodeSignerThread {
       }
     });
     this.#worker.on("error", (error: Error) => this.#fail(new Error(`signer thread failed: ${error.message}`)));
-    this.#worker.on("exit", (code: number) => this.#fail(new Error(`signer thread exited (code ${code})`)));
+    this.#worker.on("exit", (code: number) => {
+      liveGates.delete(this.#gate);
+      this.#fail(new Error(`signer thread exited (code ${code})`));
+    });
   }
 
   /** Signs one attestation in the worker. Rejects once the thread has failed or was closed. */
@@ -182,10 +212,15 @@ export class NodeSignerThread {
     return this.#pending.size;
   }
 
-  /** Terminates the thread (asynchronously; the returned promise resolves when it has exited). Idempotent. */
+  /**
+   * Terminates the thread (asynchronously; the returned promise resolves when it has exited). Idempotent. The
+   * native-call gate is closed first, synchronously (waiting out a signature in flight, ~0.1 ms).
+   */
   close(): Promise<void> {
     this.#onFailure = null;
     this.#fail(new Error("signer thread closed"));
+    closeNativeCallGate(this.#gate);
+    liveGates.delete(this.#gate);
     return this.#worker.terminate().then(
       () => undefined,
       () => undefined,

@@ -201,6 +201,8 @@ export interface ServiceStats {
   measuredErrorNs: number;
   /** Duration of the last card+node signing, ns; null before the first attestation. */
   lastSignDurationNs: bigint | null;
+  /** Where attestation ticks compute the node signature right now (the `signerThread` setting; attestor.ts). */
+  attestationSigner: "worker" | "main-thread";
   archivedProofs: number;
   schedulesDeliveredTotal: number;
   schedulesFailedTotal: number;

@@ -12,6 +12,7 @@ import {
   keccak256Bytes,
   type KeccakImplementation,
 } from "../../protocol/keccak";
+import { createNativeCallGate, NATIVE_CALL_GATE_KEY } from "../../protocol/nativeCallGate";
 
 const IMPLEMENTATIONS: readonly KeccakImplementation[] = NATIVE_KECCAK === null ? [NOBLE_KECCAK] : [NOBLE_KECCAK, NATIVE_KECCAK];
 
@@ -79,22 +80,33 @@ describe("keccak256 backends (protocol/keccak.ts)", () => {
     }
   });
 
-  it("does not load the native addon in a worker thread (noble there, with the reason)", async function () {
-    this.timeout(60_000); // the worker compiles the module with ts-node first
+  /** What protocol/keccak.ts chose in a fresh worker thread given `workerData`. */
+  async function backendInWorker(workerData: unknown): Promise<unknown> {
     const worker = new Worker(
       `const { parentPort } = require("node:worker_threads");
        const k = require(${JSON.stringify(resolve(__dirname, "../../protocol/keccak.ts"))});
        parentPort.postMessage({ backend: k.KECCAK_BACKEND, failure: k.KECCAK_NATIVE_FAILURE, empty: k.keccak256Bytes(new Uint8Array(0)).toString("hex") });`,
-      { eval: true, execArgv: ["-r", "ts-node/register/transpile-only"] },
+      { eval: true, execArgv: ["-r", "ts-node/register/transpile-only"], workerData },
     );
     try {
-      const reply = await new Promise<unknown>((resolveReply, reject) => {
+      return await new Promise<unknown>((resolveReply, reject) => {
         worker.once("message", resolveReply);
         worker.once("error", reject);
       });
-      expect(reply).to.deep.equal({ backend: "noble", failure: "not loaded in a worker thread", empty: EMPTY_DIGEST });
     } finally {
       await worker.terminate();
     }
+  }
+
+  it("does not load the native addon in a worker thread without a native-call gate (noble there, with the reason)", async function () {
+    this.timeout(60_000); // the worker compiles the module with ts-node first
+    expect(await backendInWorker({})).to.deep.equal({ backend: "noble", failure: "not loaded in a worker thread without a native-call gate", empty: EMPTY_DIGEST });
+  });
+
+  it("loads it in a worker thread given a native-call gate (protocol/nativeCallGate.ts)", async function () {
+    this.timeout(60_000);
+    if (NATIVE_KECCAK === null) this.skip(); // no addon on this machine: nothing to load in the worker either
+    const reply = await backendInWorker({ [NATIVE_CALL_GATE_KEY]: createNativeCallGate() });
+    expect(reply).to.deep.equal({ backend: "xkcp", failure: null, empty: EMPTY_DIGEST });
   });
 });

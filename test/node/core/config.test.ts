@@ -129,6 +129,15 @@ describe("node config", () => {
       () => loadConfig({ env: { ATS_WS_MIN_INTERVAL_NS: "2000000000", ATS_WS_MAX_INTERVAL_NS: "1000000000" } }),
       "config.wsMinIntervalNs",
     );
+    // A request refreshes the proof by signing in the serving thread: a signer thread 'on' would silently drop it.
+    expectConfigError(
+      () => loadConfig({ env: { ATS_SIGNER_THREAD: "on", ATS_REFRESH_AFTER_NS: "1000000" } }),
+      "config.signerThread",
+      "cannot be combined with refreshAfterNs",
+    );
+    expect(loadConfig({ env: { ATS_SIGNER_THREAD: "off", ATS_REFRESH_AFTER_NS: "1000000" } }).signerThread).to.equal("off");
+    expect(loadConfig({ env: {} }).signerThread).to.equal("auto");
+    expectConfigError(() => loadConfig({ env: { ATS_SIGNER_THREAD: "yes" } }), "config.signerThread");
   });
 
   it("keeps only SHA-256 hashes of API keys, compares them in constant time, and redacts them in logs", () => {

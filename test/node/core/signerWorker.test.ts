@@ -1,4 +1,6 @@
 import { expect } from "chai";
+import { spawnSync } from "node:child_process";
+import { readdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { UnavailableError } from "../../../protocol/errors";
 import { timeAttestationDigest, timeAttestationForProof } from "../../../protocol/codec";
@@ -7,8 +9,8 @@ import { createRecoveryMemo, signNodeEntry } from "../../../protocol/sign";
 import { recoverNodeAddresses } from "../../../protocol/verify";
 import type { Hex } from "../../../protocol/types";
 import type { TimeCard } from "../../../node/card/types";
-import { Attestor } from "../../../node/core/attestor";
-import { NodeSignerThread, signerThreadEntry, type NodeSignRequest } from "../../../node/core/signerWorker";
+import { Attestor, defaultSignInWorker } from "../../../node/core/attestor";
+import { NodeSignerThread, SIGNER_THREAD_NAME, signerThreadEntry, type NodeSignRequest } from "../../../node/core/signerWorker";
 import type { SignedTime } from "../../../node/core/types";
 import { attestorSetup, expectRejects, waitFor } from "./helpers";
 
@@ -52,7 +54,7 @@ describe("Signer thread (node/core/signerWorker.ts)", () => {
     threads.push(thread);
     expect(thread.backend).to.equal(null);
     await thread.ready;
-    expect(thread.backend).to.equal("noble"); // never the libsecp256k1 addon inside a worker
+    expect(thread.backend).to.equal(SECP256K1_BACKEND); // the addon loads in the worker too, behind its native-call gate
     for (const offset of [0n, 1n, 999_999_999n]) {
       const nanoMoment = card.readTimeNs() + offset;
       const request: NodeSignRequest = {
@@ -80,7 +82,7 @@ describe("Signer thread (node/core/signerWorker.ts)", () => {
     const thread = new compiled.NodeSignerThread(identity.nodeKey);
     try {
       await thread.ready;
-      expect(thread.backend).to.equal("noble");
+      expect(thread.backend).to.equal(SECP256K1_BACKEND);
       const nanoMoment = card.readTimeNs();
       const request: NodeSignRequest = { nanoMoment, hardwareSignature: card.signHardware(nanoMoment), accuracy: 50, nodeTimestampNs: nanoMoment + 7n };
       const att = timeAttestationForProof(request, request.nodeTimestampNs);
@@ -238,6 +240,56 @@ describe("Signer thread (node/core/signerWorker.ts)", () => {
     } finally {
       spy.restore();
     }
+  });
+
+  it("names its thread for top -H (Linux /proc)", async function () {
+    if (process.platform !== "linux") this.skip(); // the name is written through /proc/thread-self/comm, Linux only
+    const { identity } = await setup();
+    const thread = new NodeSignerThread(identity.nodeKey);
+    threads.push(thread);
+    await thread.ready;
+    const names = readdirSync(`/proc/${process.pid}/task`).map((tid) => readFileSync(`/proc/${process.pid}/task/${tid}/comm`, "utf8").trim());
+    expect(names).to.include(SIGNER_THREAD_NAME);
+  });
+
+  it("closing threads in the middle of their signatures, and exiting the process meanwhile, never aborts it", function () {
+    this.timeout(120_000);
+    // A thread terminated inside a libsecp256k1 or XKCP call aborts the whole process ("terminate called after
+    // throwing an instance of 'Napi::Error'"): the native-call gate must prevent it. A child process keeps three
+    // threads signing back to back, closes two of them at random moments, and exits (process.exit) while the
+    // third still signs; without the gate nearly every such termination aborted.
+    const script = `
+      const { NodeSignerThread } = require(${JSON.stringify(join(ROOT, "node", "core", "signerWorker.ts"))});
+      const { generateNodeKey } = require(${JSON.stringify(join(ROOT, "protocol", "devca.ts"))});
+      const request = { nanoMoment: 1700000000000000000n, hardwareSignature: "0x" + "11".repeat(96), accuracy: 50, nodeTimestampNs: 1700000000000000001n };
+      // 16 chains of sign requests, each asking again as soon as its answer is in: the thread never idles.
+      const keepSigning = (thread) => thread.sign(request).then(() => keepSigning(thread), () => undefined);
+      (async () => {
+        const nodeKey = generateNodeKey();
+        let closed = 0;
+        for (let round = 0; round < 3; round += 1) {
+          const thread = new NodeSignerThread(nodeKey, { signTimeoutMs: 60000 });
+          await thread.ready;
+          console.log("backend " + thread.backend);
+          for (let chain = 0; chain < 16; chain += 1) keepSigning(thread);
+          await new Promise((resolve) => setTimeout(resolve, 20 + Math.random() * 30));
+          if (round < 2) {
+            await thread.close();
+            closed += 1;
+          } else {
+            setTimeout(() => { console.log("exiting after " + closed + " closes"); process.exit(0); }, Math.random() * 10);
+          }
+        }
+      })();`;
+    const child = spawnSync(process.execPath, ["-r", join(ROOT, "bin", "register-ts.js"), "-e", script], { encoding: "utf8", timeout: 100_000 });
+    expect(child.stderr).to.not.contain("terminate called");
+    expect({ status: child.status, signal: child.signal }).to.deep.equal({ status: 0, signal: null });
+    expect(child.stdout).to.contain("exiting after 2 closes");
+    expect(child.stdout).to.contain(`backend ${SECP256K1_BACKEND}`);
+  });
+
+  it("default: the thread only when signing is pure-JS noble", () => {
+    expect(defaultSignInWorker()).to.equal(SECP256K1_BACKEND === "noble");
   });
 
   it("attestor: by default ticks use the thread only when signing is pure-JS noble", async () => {
