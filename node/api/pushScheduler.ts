@@ -8,20 +8,39 @@
  * the subscriptions ask for: beyond it pushes are skipped (a subscriber gets fewer, never queued, updates; each
  * push carries the latest proof, so a skipped one loses nothing but freshness). Within a tick the group starts
  * where the previous tick's budget ran out, so skipping is spread over all subscribers.
+ *
+ * Per event-loop turn at most `maxPushesPerTurn` pushes run (turnBudget.ts); the rest of what the budget allowed
+ * waits for the next turns, after the I/O of every other client. Without that bound, the budget's burst (a tenth
+ * of a second's worth, 2,000 pushes at the default) ran in one timer callback when many subscriptions opened
+ * together: ~60 ms during which no request was answered (`npm run bench:attack`, attack 5). What waits is bounded
+ * by the burst too: a tick whose pushes would not fit skips them (counted as skipped), so pushes never queue up.
  */
+
+import { TurnBudget } from "./turnBudget";
 
 export interface PushSchedulerOptions {
   /** Pushes per second, node-wide (token bucket; bursts up to a tenth of a second's worth). */
   maxPushesPerSecond: number;
   /** Called with the number of pushes skipped for want of budget in one tick (metrics). */
   onSkipped?: (count: number) => void;
+  /** Pushes run in one event-loop turn at most (default DEFAULT_MAX_PUSHES_PER_TURN). */
+  maxPushesPerTurn?: number;
   /** Monotonic milliseconds (tests). */
   nowMs?: () => number;
 }
 
+/** ~30 µs a push (a WebSocket frame or gRPC message written): about 2 ms of pushes per event-loop turn. */
+export const DEFAULT_MAX_PUSHES_PER_TURN = 64;
+
+/** One subscriber; `active` turns false when it is removed, so a push waiting for a later turn is dropped. */
+interface Member {
+  push: () => void;
+  active: boolean;
+}
+
 interface Group {
   intervalMs: number;
-  members: (() => void)[];
+  members: Member[];
   /** Where the next tick starts (rotates so that skips are spread over the members). */
   cursor: number;
   timer: NodeJS.Timeout;
@@ -35,6 +54,12 @@ export class PushScheduler {
   readonly #onSkipped: (count: number) => void;
   #tokens: number;
   #updatedAtMs: number;
+  /** Pushes the budget allowed that have not run yet (FIFO from #backlogHead), at most #burst. */
+  #backlog: Member[] = [];
+  #backlogHead = 0;
+  /** Pushes per event-loop turn (maxPushesPerTurn), and whether a drain waits for the next turn. */
+  readonly #turn: TurnBudget;
+  #drainScheduled = false;
 
   constructor(options: PushSchedulerOptions) {
     if (!Number.isFinite(options.maxPushesPerSecond) || options.maxPushesPerSecond < 1) {
@@ -46,6 +71,9 @@ export class PushScheduler {
     this.#onSkipped = options.onSkipped ?? (() => undefined);
     this.#tokens = this.#burst;
     this.#updatedAtMs = this.#nowMs();
+    const maxPerTurn = options.maxPushesPerTurn ?? DEFAULT_MAX_PUSHES_PER_TURN;
+    if (!Number.isInteger(maxPerTurn) || maxPerTurn < 1) throw new RangeError(`maxPushesPerTurn must be an integer ≥ 1, got ${maxPerTurn}`);
+    this.#turn = new TurnBudget(maxPerTurn);
   }
 
   /** Distinct intervals with a running timer. */
@@ -63,13 +91,13 @@ export class PushScheduler {
       this.#groups.set(key, created);
       group = created;
     }
-    group.members.push(push);
+    const member: Member = { push, active: true };
+    group.members.push(member);
     const owner = group;
-    let removed = false;
     return () => {
-      if (removed) return;
-      removed = true;
-      const index = owner.members.indexOf(push);
+      if (!member.active) return;
+      member.active = false;
+      const index = owner.members.indexOf(member);
       if (index >= 0) owner.members.splice(index, 1);
       if (owner.members.length === 0) {
         clearInterval(owner.timer);
@@ -90,10 +118,20 @@ export class PushScheduler {
     return true;
   }
 
-  /** Stops every timer (members are dropped). */
+  /** Pushes allowed by the budget and waiting for a later event-loop turn (tests, metrics). */
+  get backlog(): number {
+    return this.#backlog.length - this.#backlogHead;
+  }
+
+  /** Stops every timer (members are dropped, waiting pushes too). */
   close(): void {
-    for (const group of this.#groups.values()) clearInterval(group.timer);
+    for (const group of this.#groups.values()) {
+      clearInterval(group.timer);
+      for (const member of group.members) member.active = false;
+    }
     this.#groups.clear();
+    this.#backlog = [];
+    this.#backlogHead = 0;
   }
 
   #refill(): void {
@@ -105,15 +143,34 @@ export class PushScheduler {
   #tick(group: Group): void {
     this.#refill();
     const count = group.members.length;
-    const allowed = Math.min(count, Math.floor(this.#tokens));
+    // What waits from earlier ticks counts against the burst: pushes are skipped, never queued without bound.
+    const room = Math.max(0, this.#burst - this.backlog);
+    const allowed = Math.min(count, Math.floor(this.#tokens), room);
     this.#tokens -= allowed;
     const start = count === 0 ? 0 : group.cursor % count;
-    // Only the members served this tick are copied (a push may remove members, e.g. a closed connection): the
+    // Only the members served this tick are queued (a push may remove members, e.g. a closed connection): the
     // cost of a tick is what the budget allows, not the number of subscribers.
-    const due: (() => void)[] = [];
-    for (let offset = 0; offset < allowed; offset += 1) due.push(group.members[(start + offset) % count]!);
+    for (let offset = 0; offset < allowed; offset += 1) this.#backlog.push(group.members[(start + offset) % count]!);
     group.cursor = count === 0 ? 0 : (start + allowed) % count;
-    for (const push of due) push();
     if (allowed < count) this.#onSkipped(count - allowed);
+    if (!this.#drainScheduled) this.#drain();
   }
+
+  /** Runs waiting pushes up to this turn's allowance; what is left runs in the next turns. */
+  #drain = (): void => {
+    this.#drainScheduled = false;
+    while (this.#backlogHead < this.#backlog.length) {
+      const member = this.#backlog[this.#backlogHead]!;
+      if (member.active && !this.#turn.take()) break;
+      this.#backlogHead += 1;
+      if (member.active) member.push(); // one removed while waiting is dropped, and uses no allowance
+    }
+    if (this.#backlogHead >= this.#backlog.length) {
+      this.#backlog = [];
+      this.#backlogHead = 0;
+    } else if (!this.#drainScheduled) {
+      this.#drainScheduled = true;
+      this.#turn.whenRenewed(this.#drain);
+    }
+  };
 }

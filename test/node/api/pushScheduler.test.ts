@@ -67,7 +67,69 @@ describe("node/api/pushScheduler", function () {
     expect(Array.from({ length: 50 }, () => scheduler!.tryTake()).filter(Boolean).length).to.equal(5);
   });
 
-  it("refuses a budget below one push per second", () => {
+  it("refuses a budget below one push per second, and a per-turn bound below one", () => {
     expect(() => new PushScheduler({ maxPushesPerSecond: 0 })).to.throw(RangeError, "maxPushesPerSecond must be at least 1");
+    expect(() => new PushScheduler({ maxPushesPerSecond: 10, maxPushesPerTurn: 0 })).to.throw(RangeError, "maxPushesPerTurn");
+  });
+
+  /** Pushes counted per event-loop turn (one sample per check phase) while 200 subscribers at 50 ms get one tick. */
+  async function pushesPerTurn(maxPushesPerTurn: number): Promise<{ perTurn: number[]; total: number }> {
+    scheduler = new PushScheduler({ maxPushesPerSecond: 1_000_000, maxPushesPerTurn });
+    let thisTurn = 0;
+    let total = 0;
+    for (let index = 0; index < 200; index += 1) {
+      scheduler.add(50, () => {
+        thisTurn += 1;
+        total += 1;
+      });
+    }
+    const perTurn: number[] = [];
+    await new Promise<void>((resolve) => {
+      const sample = (): void => {
+        if (thisTurn > 0) perTurn.push(thisTurn);
+        thisTurn = 0;
+        if (total >= 200) resolve();
+        else setImmediate(sample);
+      };
+      setImmediate(sample);
+    });
+    return { perTurn, total };
+  }
+
+  it("runs at most maxPushesPerTurn pushes in one event-loop turn, the rest in the next turns", async () => {
+    const unbounded = await pushesPerTurn(1_000);
+    expect(Math.max(...unbounded.perTurn)).to.equal(200); // the control: one tick's pushes in one turn
+    scheduler?.close();
+    const bounded = await pushesPerTurn(10);
+    expect(bounded.total).to.equal(200);
+    // A turn's allowance can be spent on both sides of one sample (the tick, then the check phase's drain).
+    expect(Math.max(...bounded.perTurn)).to.be.at.most(20);
+    expect(bounded.perTurn.length).to.be.at.least(10);
+  });
+
+  it("drops a waiting push whose subscriber was removed, and runs nothing after close()", async () => {
+    scheduler = new PushScheduler({ maxPushesPerSecond: 1_000_000, maxPushesPerTurn: 5 });
+    let pushed = 0;
+    const stops: (() => void)[] = [];
+    for (let index = 0; index < 50; index += 1) stops.push(scheduler.add(200, () => (pushed += 1)));
+    await new Promise<void>((resolve) => {
+      const wait = (): void => {
+        if (pushed > 0) resolve();
+        else setImmediate(wait);
+      };
+      wait();
+    });
+    expect(pushed).to.equal(5); // the tick ran its turn's allowance; 45 wait
+    expect(scheduler.backlog).to.equal(45);
+    for (const stop of stops.slice(0, 40)) stop(); // 40 subscribers leave (35 of them waiting)
+    await new Promise((resolve) => setImmediate(resolve));
+    await new Promise((resolve) => setImmediate(resolve));
+    await new Promise((resolve) => setImmediate(resolve));
+    expect(pushed).to.equal(15); // the 10 still subscribed ran; the removed ones were dropped
+    expect(scheduler.backlog).to.equal(0);
+    scheduler.close();
+    const frozen = pushed;
+    await sleep(250); // past the next tick, were a timer left
+    expect(pushed).to.equal(frozen);
   });
 });
