@@ -141,7 +141,7 @@ export const SETTINGS = {
     kind: "choice",
     env: "ATS_SIGNER_THREAD",
     description:
-      "Where attestation ticks compute the node signature (EIP-712 digest + secp256k1). 'on': in a worker thread (`ats-node-signer`), so the serving event loop spends no time on it; where a core is spare that serves 5-10 % more requests per serving core, but a proof reaches requests one event-loop turn after it was stamped, so under saturation served proofs are older (measured: p50 3.9 ms against 0.7 ms). 'off': in the serving thread. 'auto' (default): 'off' with libsecp256k1 (~0.1 ms a tick), 'on' when signing is pure JS (~0.35-1.5 ms). refreshAfterNs needs the serving thread: 'on' with it is refused, and 'auto' with pure-JS signing ignores it.",
+      "Where attestation ticks compute the node signature (EIP-712 digest + secp256k1). 'on': in a worker thread (`ats-node-signer`), so the serving event loop spends no time on it; where a core is spare that serves 5-10 % more requests per serving core, but a proof reaches requests one event-loop turn after it was stamped, so under saturation served proofs are older (measured in npm run bench:node with the thread on a core shared with the load generator: p50 4-5 ms against 0.7 ms). 'off': in the serving thread. 'auto' (default): 'off' with libsecp256k1 (~0.1 ms a tick), 'on' when signing is pure JS (~0.35-1.5 ms). refreshAfterNs needs the serving thread: 'on' with it is refused, and 'auto' with pure-JS signing ignores it.",
     default: "auto",
     choices: ["auto", "on", "off"],
     secret: false,

@@ -9,12 +9,15 @@
  * signing in a loop aborted). Terminating a thread that runs JavaScript or waits for a message is safe.
  *
  * So the thread's owner and the thread share one Int32 in a SharedArrayBuffer, passed in the worker's
- * `workerData[NATIVE_CALL_GATE_KEY]`: OPEN, IN_CALL or CLOSED. The thread enters every addon call with
- * compareExchange(OPEN → IN_CALL) and leaves with a store back to OPEN and a notify (runGated); the owner, before
- * it terminates the thread (and when the process exits), swaps OPEN → CLOSED, waiting with Atomics.wait while a
- * call is in flight (closeNativeCallGate). Once CLOSED the thread never enters an addon again (the call throws),
- * so the termination that follows cannot land inside one. A call is ~0.1 ms, so the owner's wait is that long at
- * most; it is bounded anyway, for an addon that never returns.
+ * `workerData[NATIVE_CALL_GATE_KEY]`: OPEN, IN_CALL, CLOSING or CLOSED. The thread enters every addon call with
+ * compareExchange(OPEN → IN_CALL) and leaves with compareExchange(IN_CALL → OPEN), or, when the owner marked the
+ * call CLOSING meanwhile, with a store of CLOSED; then it notifies (runGated). The owner, before it terminates the
+ * thread (and when the process exits), swaps OPEN → CLOSED, or marks a call in flight CLOSING and waits with
+ * Atomics.wait until the thread leaves it (closeNativeCallGate). Once CLOSING or CLOSED the thread never enters
+ * an addon again (the call throws), so the termination that follows cannot land inside one, and a wait that
+ * timed out does not let the thread start another call. A call is ~0.1 ms, so the owner's wait is that long at
+ * most; it is bounded anyway, for an addon that never returns. Gated calls do not nest (an implementation's
+ * function must not call another gated one: the inner call would find the gate IN_CALL and throw).
  *
  * protocol/nativeAddon.ts loads an addon in a worker only when the worker was given a gate, and wraps every
  * function of the addon's implementation in it.
@@ -27,6 +30,8 @@ export const NATIVE_CALL_GATE_KEY = "nativeCallGate";
 const OPEN = 0;
 const IN_CALL = 1;
 const CLOSED = 2;
+/** A call is in flight and the owner is closing: the thread stores CLOSED when it leaves. */
+const CLOSING = 3;
 
 /** How long closeNativeCallGate waits for a call in flight by default, ms (a call takes ~0.1 ms). */
 export const NATIVE_CALL_GATE_CLOSE_WAIT_MS = 1_000;
@@ -44,13 +49,19 @@ export function createNativeCallGate(): SharedArrayBuffer {
  */
 export function closeNativeCallGate(gate: SharedArrayBuffer, maxWaitMs = NATIVE_CALL_GATE_CLOSE_WAIT_MS): boolean {
   const state = new Int32Array(gate);
-  const deadlineMs = Date.now() + maxWaitMs;
+  const deadlineMs = performance.now() + maxWaitMs;
   for (;;) {
     const before = Atomics.compareExchange(state, 0, OPEN, CLOSED);
-    if (before !== IN_CALL) return true; // was OPEN (now CLOSED) or already CLOSED
-    const leftMs = deadlineMs - Date.now();
+    if (before === OPEN || before === CLOSED) return true;
+    // A call is in flight: mark it so that the thread closes the gate when it leaves (never reopens it). The
+    // exchange fails when the call left meanwhile, and the next round closes the open gate.
+    if (before === IN_CALL) {
+      Atomics.compareExchange(state, 0, IN_CALL, CLOSING);
+      continue;
+    }
+    const leftMs = deadlineMs - performance.now();
     if (leftMs <= 0) return false;
-    Atomics.wait(state, 0, IN_CALL, leftMs);
+    Atomics.wait(state, 0, CLOSING, leftMs);
   }
 }
 
@@ -68,7 +79,8 @@ export function runGated<T>(state: Int32Array, call: () => T): T {
   try {
     return call();
   } finally {
-    Atomics.store(state, 0, OPEN);
+    // The owner marked the call CLOSING while it ran: the gate stays shut.
+    if (Atomics.compareExchange(state, 0, IN_CALL, OPEN) !== IN_CALL) Atomics.store(state, 0, CLOSED);
     Atomics.notify(state, 0);
   }
 }

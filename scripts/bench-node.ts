@@ -49,7 +49,7 @@ import { createTimeService, type CoreTimeService } from "../node/core";
 import { SIGNER_THREAD_NAME } from "../node/core/signerWorker";
 import { loadProtos, type TimeResponseMessage } from "../wire/grpc";
 import { startNode, type RunningNode } from "../node/server";
-import { alternatingRatio, fmt, fmtRange, maxLoad, percentile, pin, pinThreadsNamed, PINNING, reportFailures, runAutocannon, WRK, type ServerForRun } from "./benchUtil";
+import { alternatingRatio, fmt, fmtRange, maxLoad, percentile, pin, pinThreadsNamed, PINNING, reportFailures, runAutocannon, threadsNamed, WRK, type ServerForRun } from "./benchUtil";
 
 const DURATION_S = Number(process.env.BENCH_DURATION_S ?? 10);
 /** Attestation tick of the benchmarked node, ns (decimal string); empty = the configured default (1 ms). */
@@ -168,8 +168,8 @@ async function serveHttpBaseline(): Promise<void> {
 const SIGNER_READY_WAIT_MS = 10_000;
 
 /**
- * Child mode: serve until SIGTERM, report endpoints on IPC. With the signer thread on (the default for the
- * compiled node without refreshAfterNs), the report waits until ticks sign there, so the parent can place it.
+ * Child mode: serve until SIGTERM, report endpoints on IPC. With signerThread "on" the report waits until ticks
+ * sign in the signer thread, so the parent can place it.
  */
 async function serve(): Promise<void> {
   const started = await startBenchNode();
@@ -400,16 +400,19 @@ interface NodeConfiguration {
   env: Record<string, string>;
 }
 
-const NODE_DEFAULTS: NodeConfiguration = { label: "node (defaults: signatures in the serving thread)", env: {} };
-const NODE_SIGNER_THREAD: NodeConfiguration = { label: `node, signerThread on (signer thread on core ${LOAD_CORE})`, env: { BENCH_NODE_SIGNER_THREAD: "on" } };
+const NODE_DEFAULTS: NodeConfiguration = { label: "node (defaults)", env: {} };
+const NODE_SIGNER_THREAD: NodeConfiguration = {
+  label: `node, signerThread on (the signer thread on core ${LOAD_CORE}, beside the load generator)`,
+  env: { BENCH_NODE_SIGNER_THREAD: "on" },
+};
 /** refreshAfterNs 1 ms: the setting that bounds proof age under saturation. */
 const NODE_REFRESH: NodeConfiguration = { label: "node, refreshAfterNs 1 ms", env: { BENCH_NODE_REFRESH_NS: "1000000" } };
 
 /** The load rows of one node configuration; the gRPC row with `withGrpc`. */
 async function nodeRuns(nodeConfig: NodeConfiguration, withGrpc: boolean): Promise<Row[]> {
   const rows: Row[] = [];
-  const config = nodeConfig.label;
-  const { child, endpoints } = await startChild("--server", nodeConfig.env);
+  const { child, endpoints, signer } = await startChild("--server", nodeConfig.env);
+  const config = `${nodeConfig.label} (ticks signed in the ${signer})`;
   try {
     const url = `${endpoints.rest}/time/current`;
     const beforeMax = await proofAgeBuckets(endpoints.rest);
@@ -439,6 +442,9 @@ async function nodeRuns(nodeConfig: NodeConfiguration, withGrpc: boolean): Promi
       "≤ 1 ms",
     ]);
 
+    if (nodeConfig === NODE_SIGNER_THREAD && threadsNamed(child.pid, SIGNER_THREAD_NAME).length === 0) {
+      throw new Error("the signer thread is gone after the load runs (the node fell back to signing in the serving thread): these rows are not valid");
+    }
     if (withGrpc) {
       const rpc = await grpcLoop(endpoints.grpc, DURATION_S, 64);
       rows.push([`${config}: gRPC GetCurrentTime (JS client, 64 in flight)`, `${fmt(rpc.perSecond)} req/s (p50 ${fmt(rpc.p50Ms, 2)} / p99 ${fmt(rpc.p99Ms, 2)} ms)`, ""]);

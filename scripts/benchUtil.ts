@@ -24,27 +24,38 @@ export function pin(pid: number | undefined, core: number): void {
   }
 }
 
+/** Thread ids of `pid` named `threadName` (Linux /proc/<pid>/task/<tid>/comm); none elsewhere or once it exited. */
+export function threadsNamed(pid: number | undefined, threadName: string): string[] {
+  if (pid === undefined) return [];
+  let tids: string[];
+  try {
+    tids = readdirSync(`/proc/${pid}/task`);
+  } catch {
+    return []; // not Linux, or the process exited
+  }
+  return tids.filter((tid) => {
+    try {
+      return readFileSync(`/proc/${pid}/task/${tid}/comm`, "utf8").trim() === threadName;
+    } catch {
+      return false; // the thread exited meanwhile
+    }
+  });
+}
+
 /**
- * Pins the threads of `pid` named `threadName` (Linux /proc/<pid>/task/<tid>/comm) to one core, leaving its other
- * threads where they are. Returns how many were pinned (0 without pinning, or when none has that name).
+ * Pins the threads of `pid` named `threadName` to one core, leaving its other threads where they are. Returns how
+ * many were pinned (0 without pinning, or when none has that name).
  */
 export function pinThreadsNamed(pid: number | undefined, threadName: string, core: number): number {
-  if (!PINNING || pid === undefined) return 0;
+  if (!PINNING) return 0;
   let pinned = 0;
-  try {
-    for (const tid of readdirSync(`/proc/${pid}/task`)) {
-      let name: string;
-      try {
-        name = readFileSync(`/proc/${pid}/task/${tid}/comm`, "utf8").trim();
-      } catch {
-        continue; // the thread exited meanwhile
-      }
-      if (name !== threadName) continue;
+  for (const tid of threadsNamed(pid, threadName)) {
+    try {
       execFileSync("taskset", ["-p", "-c", String(core), tid], { stdio: "ignore" });
       pinned += 1;
+    } catch {
+      // the thread exited meanwhile
     }
-  } catch {
-    // the process may have exited meanwhile
   }
   return pinned;
 }

@@ -32,11 +32,18 @@ export interface PushSchedulerOptions {
 /** ~30 µs a push (a WebSocket frame or gRPC message written): about 2 ms of pushes per event-loop turn. */
 export const DEFAULT_MAX_PUSHES_PER_TURN = 64;
 
-/** One subscriber; `active` turns false when it is removed, so a push waiting for a later turn is dropped. */
+/**
+ * One subscriber. `active` turns false when it is removed, so a push waiting for a later turn is dropped; `queued`
+ * is true while its push waits, so a tick meanwhile skips it instead of queueing a second one.
+ */
 interface Member {
   push: () => void;
   active: boolean;
+  queued: boolean;
 }
+
+/** A drained prefix of the backlog longer than this (and than the rest) is cut off, so the array stays bounded. */
+const BACKLOG_COMPACT_AFTER = 1_024;
 
 interface Group {
   intervalMs: number;
@@ -91,7 +98,7 @@ export class PushScheduler {
       this.#groups.set(key, created);
       group = created;
     }
-    const member: Member = { push, active: true };
+    const member: Member = { push, active: true, queued: false };
     group.members.push(member);
     const owner = group;
     return () => {
@@ -113,7 +120,8 @@ export class PushScheduler {
    */
   tryTake(): boolean {
     this.#refill();
-    if (this.#tokens < 1) return false;
+    // The push runs at once, in this turn: it takes from the turn's allowance as well as from the budget.
+    if (this.#tokens < 1 || !this.#turn.take()) return false;
     this.#tokens -= 1;
     return true;
   }
@@ -146,13 +154,22 @@ export class PushScheduler {
     // What waits from earlier ticks counts against the burst: pushes are skipped, never queued without bound.
     const room = Math.max(0, this.#burst - this.backlog);
     const allowed = Math.min(count, Math.floor(this.#tokens), room);
-    this.#tokens -= allowed;
     const start = count === 0 ? 0 : group.cursor % count;
     // Only the members served this tick are queued (a push may remove members, e.g. a closed connection): the
-    // cost of a tick is what the budget allows, not the number of subscribers.
-    for (let offset = 0; offset < allowed; offset += 1) this.#backlog.push(group.members[(start + offset) % count]!);
-    group.cursor = count === 0 ? 0 : (start + allowed) % count;
-    if (allowed < count) this.#onSkipped(count - allowed);
+    // cost of a tick is what the budget allows, not the number of subscribers. A member whose previous push still
+    // waits is passed over (skipped): a subscriber gets fewer updates, never a queue of stale ones.
+    let queued = 0;
+    let offset = 0;
+    for (; offset < count && queued < allowed; offset += 1) {
+      const member = group.members[(start + offset) % count]!;
+      if (member.queued) continue;
+      member.queued = true;
+      this.#backlog.push(member);
+      queued += 1;
+    }
+    this.#tokens -= queued;
+    group.cursor = count === 0 ? 0 : (start + offset) % count;
+    if (queued < count) this.#onSkipped(count - queued);
     if (!this.#drainScheduled) this.#drain();
   }
 
@@ -163,12 +180,19 @@ export class PushScheduler {
       const member = this.#backlog[this.#backlogHead]!;
       if (member.active && !this.#turn.take()) break;
       this.#backlogHead += 1;
+      member.queued = false;
       if (member.active) member.push(); // one removed while waiting is dropped, and uses no allowance
     }
     if (this.#backlogHead >= this.#backlog.length) {
       this.#backlog = [];
       this.#backlogHead = 0;
-    } else if (!this.#drainScheduled) {
+      return;
+    }
+    if (this.#backlogHead > BACKLOG_COMPACT_AFTER && this.#backlogHead * 2 > this.#backlog.length) {
+      this.#backlog = this.#backlog.slice(this.#backlogHead);
+      this.#backlogHead = 0;
+    }
+    if (!this.#drainScheduled) {
       this.#drainScheduled = true;
       this.#turn.whenRenewed(this.#drain);
     }

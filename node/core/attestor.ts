@@ -135,7 +135,7 @@ const NS_PER_MS = 1_000_000n;
 /**
  * Where ticks sign when AttestorOptions.signInWorker is not given: in the signer thread when signing is slow pure
  * JS (~0.35–1.5 ms a tick; refreshAfterNs then has no effect). With libsecp256k1 (~0.1 ms) in the serving thread: a proof signed in the thread reaches requests one event-loop turn later, and
- * under saturation that made served proofs 4–5× older (p50 3.9 ms against 0.7 ms, `npm run bench:node`) for 5–10 %
+ * under saturation that made served proofs 5–7× older (p50 4–5 ms against 0.7 ms, `npm run bench:node`) for 5–10 %
  * more requests per serving core; `signerThread: "on"` makes that trade where a core is spare.
  */
 export function defaultSignInWorker(): boolean {
@@ -195,7 +195,12 @@ export class Attestor {
       return;
     }
     if (this.#options.ticks === false) return;
-    if (this.#options.signInWorker ?? defaultSignInWorker()) this.#startSigner();
+    if (this.#options.signInWorker ?? defaultSignInWorker()) {
+      const refreshAfterNs = this.#options.refreshAfterNs ?? 0n;
+      // Only 'auto' with pure-JS signing gets here with it set ('on' with it is refused by the configuration).
+      if (refreshAfterNs > 0n) this.#logger.warn({ refreshAfterNs: refreshAfterNs.toString() }, "refreshAfterNs has no effect: ticks sign in the signer thread (pure-JS secp256k1)");
+      this.#startSigner();
+    }
     this.#nextTickAtNs = this.#options.nodeClockNs();
     this.#tick();
   }

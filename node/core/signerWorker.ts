@@ -120,6 +120,8 @@ export class NodeSignerThread {
   readonly ready: Promise<void>;
   readonly #worker: Worker;
   readonly #gate = createNativeCallGate();
+  /** Set once the thread has exited: closing its gate then waits for nothing (a dead thread cannot leave a call). */
+  #exited = false;
   readonly #pending = new Map<number, Pending>();
   #nextId = 1;
   #backend: Secp256k1Backend | null = null;
@@ -164,6 +166,7 @@ export class NodeSignerThread {
     });
     this.#worker.on("error", (error: Error) => this.#fail(new Error(`signer thread failed: ${error.message}`)));
     this.#worker.on("exit", (code: number) => {
+      this.#exited = true;
       liveGates.delete(this.#gate);
       this.#fail(new Error(`signer thread exited (code ${code})`));
     });
@@ -219,7 +222,7 @@ export class NodeSignerThread {
   close(): Promise<void> {
     this.#onFailure = null;
     this.#fail(new Error("signer thread closed"));
-    closeNativeCallGate(this.#gate);
+    closeNativeCallGate(this.#gate, this.#exited ? 0 : undefined);
     liveGates.delete(this.#gate);
     return this.#worker.terminate().then(
       () => undefined,

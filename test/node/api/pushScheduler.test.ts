@@ -67,6 +67,27 @@ describe("node/api/pushScheduler", function () {
     expect(Array.from({ length: 50 }, () => scheduler!.tryTake()).filter(Boolean).length).to.equal(5);
   });
 
+  it("skips a subscriber whose push still waits (never two queued), and counts what waits against the burst", async () => {
+    let skipped = 0;
+    // 1 ms ticks, one push per turn: the backlog cannot drain between ticks.
+    scheduler = new PushScheduler({ maxPushesPerSecond: 1_000_000, maxPushesPerTurn: 1, onSkipped: (count) => (skipped += count) });
+    const counts = new Array<number>(40).fill(0);
+    counts.forEach((_, index) => scheduler!.add(1, () => (counts[index]! += 1)));
+    let maxBacklog = 0;
+    const startedMs = performance.now();
+    while (performance.now() - startedMs < 100) {
+      maxBacklog = Math.max(maxBacklog, scheduler.backlog);
+      await new Promise((resolve) => setImmediate(resolve));
+    }
+    expect(maxBacklog).to.be.at.most(40); // one waiting push per subscriber at most
+    expect(skipped).to.be.greaterThan(0);
+  });
+
+  it("takes a first update from the turn's allowance too", () => {
+    scheduler = new PushScheduler({ maxPushesPerSecond: 1_000_000, maxPushesPerTurn: 3 });
+    expect(Array.from({ length: 5 }, () => scheduler!.tryTake())).to.deep.equal([true, true, true, false, false]);
+  });
+
   it("refuses a budget below one push per second, and a per-turn bound below one", () => {
     expect(() => new PushScheduler({ maxPushesPerSecond: 0 })).to.throw(RangeError, "maxPushesPerSecond must be at least 1");
     expect(() => new PushScheduler({ maxPushesPerSecond: 10, maxPushesPerTurn: 0 })).to.throw(RangeError, "maxPushesPerTurn");
@@ -107,11 +128,12 @@ describe("node/api/pushScheduler", function () {
     expect(bounded.perTurn.length).to.be.at.least(10);
   });
 
-  it("drops a waiting push whose subscriber was removed, and runs nothing after close()", async () => {
+  it("drops a waiting push whose subscriber was removed, and runs nothing after close()", async function () {
+    this.timeout(10_000);
     scheduler = new PushScheduler({ maxPushesPerSecond: 1_000_000, maxPushesPerTurn: 5 });
     let pushed = 0;
     const stops: (() => void)[] = [];
-    for (let index = 0; index < 50; index += 1) stops.push(scheduler.add(200, () => (pushed += 1)));
+    for (let index = 0; index < 50; index += 1) stops.push(scheduler.add(500, () => (pushed += 1)));
     await new Promise<void>((resolve) => {
       const wait = (): void => {
         if (pushed > 0) resolve();
@@ -129,7 +151,7 @@ describe("node/api/pushScheduler", function () {
     expect(scheduler.backlog).to.equal(0);
     scheduler.close();
     const frozen = pushed;
-    await sleep(250); // past the next tick, were a timer left
+    await sleep(600); // past the next tick, were a timer left
     expect(pushed).to.equal(frozen);
   });
 });

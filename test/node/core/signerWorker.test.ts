@@ -12,7 +12,7 @@ import type { TimeCard } from "../../../node/card/types";
 import { Attestor, defaultSignInWorker } from "../../../node/core/attestor";
 import { NodeSignerThread, SIGNER_THREAD_NAME, signerThreadEntry, type NodeSignRequest } from "../../../node/core/signerWorker";
 import type { SignedTime } from "../../../node/core/types";
-import { attestorSetup, expectRejects, waitFor } from "./helpers";
+import { attestorSetup, buildService, expectRejects, tempDir, testConfig, waitFor } from "./helpers";
 
 // Ticks use the thread by default only with pure-JS noble; these tests ask for it explicitly.
 const setup = attestorSetup;
@@ -26,6 +26,19 @@ function compiledSignerWorker(): typeof import("../../../node/core/signerWorker"
   (require(join(ROOT, "bin", "build-dist.js")) as { ensureBuilt(options: { log(line: string): void }): boolean }).ensureBuilt({ log: () => undefined });
   // eslint-disable-next-line @typescript-eslint/no-require-imports
   return require(join(ROOT, "dist", "node", "core", "signerWorker.js")) as typeof import("../../../node/core/signerWorker");
+}
+
+/** Threads of this process named SIGNER_THREAD_NAME (Linux /proc; a thread that exits meanwhile is not counted). */
+function signerThreadsNamed(): number {
+  let count = 0;
+  for (const tid of readdirSync(`/proc/${process.pid}/task`)) {
+    try {
+      if (readFileSync(`/proc/${process.pid}/task/${tid}/comm`, "utf8").trim() === SIGNER_THREAD_NAME) count += 1;
+    } catch {
+      // exited while listed
+    }
+  }
+  return count;
 }
 
 /** Records every signer thread the attestor closes (and the promise of its termination). */
@@ -246,14 +259,20 @@ describe("Signer thread (node/core/signerWorker.ts)", () => {
     if (process.platform !== "linux") this.skip(); // the name is written through /proc/thread-self/comm, Linux only
     const { identity } = await setup();
     const thread = new NodeSignerThread(identity.nodeKey);
-    threads.push(thread);
     await thread.ready;
-    const names = readdirSync(`/proc/${process.pid}/task`).map((tid) => readFileSync(`/proc/${process.pid}/task/${tid}/comm`, "utf8").trim());
-    expect(names).to.include(SIGNER_THREAD_NAME);
+    expect(signerThreadsNamed()).to.be.at.least(1);
+    await thread.close();
+    // Counted again once it has exited: the name belonged to that thread (not one left by an earlier test).
+    const afterClose = signerThreadsNamed();
+    const another = new NodeSignerThread(identity.nodeKey);
+    threads.push(another);
+    await another.ready;
+    expect(signerThreadsNamed()).to.equal(afterClose + 1);
   });
 
   it("closing threads in the middle of their signatures, and exiting the process meanwhile, never aborts it", function () {
     this.timeout(120_000);
+    if (SECP256K1_BACKEND === "noble") this.skip(); // no libsecp256k1 addon here: the thread signs in pure JS, nothing to gate
     // A thread terminated inside a libsecp256k1 or XKCP call aborts the whole process ("terminate called after
     // throwing an instance of 'Napi::Error'"): the native-call gate must prevent it. A child process keeps three
     // threads signing back to back, closes two of them at random moments, and exits (process.exit) while the
@@ -288,8 +307,23 @@ describe("Signer thread (node/core/signerWorker.ts)", () => {
     expect(child.stdout).to.contain(`backend ${SECP256K1_BACKEND}`);
   });
 
-  it("default: the thread only when signing is pure-JS noble", () => {
+  it("the node's signerThread setting: 'on' signs ticks in the thread, 'off' in the serving thread, 'auto' in the thread only with pure-JS noble", async function () {
+    this.timeout(60_000);
+    const expected = { on: "worker", off: "main-thread", auto: defaultSignInWorker() ? "worker" : "main-thread" } as const;
     expect(defaultSignInWorker()).to.equal(SECP256K1_BACKEND === "noble");
+    for (const setting of ["on", "off", "auto"] as const) {
+      const dir = tempDir("ats-signer-setting-");
+      const { service } = await buildService(testConfig(join(dir.path, "data"), { signerThread: setting }));
+      try {
+        await service.start();
+        await waitFor(() => service.stats().attestationSigner === expected[setting] && service.stats().attestationsTotal >= 3, 30_000, `ticks signing in the ${expected[setting]} (${setting})`);
+        await new Promise((resolve) => setTimeout(resolve, 100)); // time for a thread to take over, were one started
+        expect(service.stats().attestationSigner, setting).to.equal(expected[setting]);
+      } finally {
+        await service.stop();
+        dir.remove();
+      }
+    }
   });
 
   it("attestor: by default ticks use the thread only when signing is pure-JS noble", async () => {
