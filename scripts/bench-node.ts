@@ -412,7 +412,7 @@ const NODE_REFRESH: NodeConfiguration = { label: "node, refreshAfterNs 1 ms", en
 async function nodeRuns(nodeConfig: NodeConfiguration, withGrpc: boolean): Promise<Row[]> {
   const rows: Row[] = [];
   const { child, endpoints, signer } = await startChild("--server", nodeConfig.env);
-  const config = `${nodeConfig.label} (ticks signed in the ${signer})`;
+  const config = `${nodeConfig.label} (ticks signed in the ${signer === "worker" ? "signer thread" : "serving thread"})`;
   try {
     const url = `${endpoints.rest}/time/current`;
     const beforeMax = await proofAgeBuckets(endpoints.rest);
