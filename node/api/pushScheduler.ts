@@ -40,6 +40,8 @@ interface Member {
   push: () => void;
   active: boolean;
   queued: boolean;
+  /** Where it sits in its group's `members` (removal swaps the last member in: O(1), not a search). */
+  index: number;
 }
 
 /** A drained prefix of the backlog longer than this (and than the rest) is cut off, so the array stays bounded. */
@@ -98,14 +100,18 @@ export class PushScheduler {
       this.#groups.set(key, created);
       group = created;
     }
-    const member: Member = { push, active: true, queued: false };
+    const member: Member = { push, active: true, queued: false, index: group.members.length };
     group.members.push(member);
     const owner = group;
     return () => {
       if (!member.active) return;
       member.active = false;
-      const index = owner.members.indexOf(member);
-      if (index >= 0) owner.members.splice(index, 1);
+      // Thousands of subscriptions end together when their connections close: each removal is O(1).
+      const last = owner.members.pop()!;
+      if (last !== member) {
+        owner.members[member.index] = last;
+        last.index = member.index;
+      }
       if (owner.members.length === 0) {
         clearInterval(owner.timer);
         this.#groups.delete(owner.intervalMs);

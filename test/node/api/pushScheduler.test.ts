@@ -44,6 +44,20 @@ describe("node/api/pushScheduler", function () {
     expect(Math.min(...counts)).to.be.greaterThan(0);
   });
 
+  it("serves exactly the subscribers left after removals in any order", async () => {
+    scheduler = new PushScheduler({ maxPushesPerSecond: 1_000_000 });
+    const counts = new Array<number>(100).fill(0);
+    const stops = counts.map((_, index) => scheduler!.add(2, () => (counts[index]! += 1)));
+    // Remove every odd subscriber, from the middle outwards, and one twice.
+    for (const index of [51, 49, 99, 1, ...Array.from({ length: 50 }, (_, k) => 2 * k + 1)]) stops[index]!();
+    const before = [...counts];
+    await sleep(40);
+    counts.forEach((count, index) => {
+      if (index % 2 === 1) expect(count, `removed ${index}`).to.equal(before[index]);
+      else expect(count, `kept ${index}`).to.be.greaterThan(before[index]!);
+    });
+  });
+
   it("lets a subscriber remove itself during a push", async () => {
     scheduler = new PushScheduler({ maxPushesPerSecond: 1_000_000 });
     let calls = 0;
