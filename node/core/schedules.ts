@@ -302,6 +302,17 @@ const MAX_ERROR_CHARS = 500;
 const MAX_INSERTS_PER_COMMIT = 256;
 
 /**
+ * A change of a row's delivery state, committed with the others of its event-loop turn (#outcomes). `changes` is
+ * set by the write: rows it changed (0 when the row was no longer in the state the change expects).
+ */
+type DeliveryUpdate = { id: string; changes: number } & (
+  | { kind: "delivering"; proofJson: string | null; untilBlob: Buffer }
+  | { kind: "delivered"; atBlob: Buffer }
+  | { kind: "retry"; error: string; nextBlob: Buffer }
+  | { kind: "failed"; error: string }
+);
+
+/**
  * Opens schedules.sqlite for this process alone. One node per dataDir: two would both resume 'delivering' rows
  * and deliver them twice. In exclusive locking mode SQLite keeps the lock taken by the first write until close,
  * so a second node fails here (after the busy timeout) instead of sharing the rows.
@@ -347,6 +358,8 @@ function errorText(error: unknown): string {
 
 /** How far one attempt got: whether its POST started (else it failed taking the proof), and the POST's timer. */
 interface AttemptProgress {
+  /** The row was marked `delivering` (the attempt counted), committed or in the batch being committed. */
+  marked: boolean;
   posted: boolean;
   /** Decimal ns of the proof being delivered, once posted. */
   nanoMoment: string | null;
@@ -470,6 +483,12 @@ export class ScheduleService {
   readonly #claimAll: (ids: readonly string[], untilBlob: Buffer) => void;
   /** New rows, committed together once per event-loop turn (schedule() answers after its row's commit). */
   readonly #inserts: GroupCommit<NewRow>;
+  /**
+   * Delivery state changes, committed together once per event-loop turn: each was its own durable commit (~0.5 ms
+   * of event loop, two per delivery), which bounded deliveries to about a thousand a second and held every other
+   * request meanwhile. An attempt still waits for its `delivering` commit before it POSTs.
+   */
+  readonly #updates: GroupCommit<DeliveryUpdate>;
   /** New schedules per second, node-wide (maxCreatesPerSecond). */
   readonly #creates: RateLimiter;
   /** Clients whose callbacks failed lately: they share half the delivery slots (pickFairly). */
@@ -571,6 +590,10 @@ export class ScheduleService {
       for (const id of ids) this.#statements.claim.run(untilBlob, id);
     });
     this.#inserts = new GroupCommit({ write: (rows) => insertAll(rows), maxBatch: MAX_INSERTS_PER_COMMIT });
+    const updateAll = this.#db.transaction((updates: readonly DeliveryUpdate[]) => {
+      for (const update of updates) update.changes = this.#runUpdate(update);
+    });
+    this.#updates = new GroupCommit({ write: (updates) => updateAll(updates), maxBatch: MAX_INSERTS_PER_COMMIT });
     for (const { client_key, n } of this.#statements.pendingByClient.all() as { client_key: string; n: number }[]) {
       this.#pending.add(client_key, n);
     }
@@ -595,6 +618,7 @@ export class ScheduleService {
     await Promise.allSettled(pending.map(({ done }) => done));
     // Schedules accepted in this turn are committed before the store closes; their callers then get their records.
     if (this.#db.open) this.#inserts.flush();
+    if (this.#db.open) this.#updates.flush();
     if (this.#db.open) this.#db.close();
   }
 
@@ -787,7 +811,7 @@ export class ScheduleService {
     shutdown.addEventListener("abort", onShutdown, { once: true });
     const watchdogMs = this.#attemptLimitMs;
     const watchdog = setTimeout(() => controller.abort(timeoutReason(`attempt did not finish within ${watchdogMs} ms`)), watchdogMs);
-    const progress: AttemptProgress = { posted: false, nanoMoment: null, postTimer: undefined };
+    const progress: AttemptProgress = { marked: false, posted: false, nanoMoment: null, postTimer: undefined };
     let failure: string | null;
     try {
       failure = await untilAborted(this.#attempt(row, controller, progress), controller.signal);
@@ -801,16 +825,21 @@ export class ScheduleService {
     // Stopping is not the schedule's fault: the row stays as it is (`delivering` rows resume at the next start).
     if (!this.#db.open || (shutdown.aborted && failure !== null)) return;
     if (failure === null) {
-      this.#pending.add(clientKey, -this.#statements.markDelivered.run(nsToBlob(this.#options.nowNs()), id).changes);
+      const delivered: DeliveryUpdate = { kind: "delivered", id, atBlob: nsToBlob(this.#options.nowNs()), changes: 0 };
+      await this.#updates.add(delivered);
+      this.#pending.add(clientKey, -delivered.changes);
       this.#suspects.clear(clientKey);
       this.#stats.deliveredTotal += 1;
       // Debug like "schedule accepted": a delivery is recorded in its row; failures stay at warn.
       log.debug({ nanoMoment: progress.nanoMoment }, "schedule delivered");
       return;
     }
-    // No proof means no POST: still an attempt, so a tampered node gives up after maxAttempts.
-    if (!progress.posted) this.#statements.markDelivering.run(null, nsToBlob(this.#options.nowNs()), id);
-    this.#failAttempt(id, clientKey, attempt, failure, log);
+    // No proof means no POST: still an attempt, so a tampered node gives up after maxAttempts. (In the same
+    // batch as the outcome below: queued in this order, written in this order.)
+    const counted = progress.marked
+      ? Promise.resolve()
+      : this.#updates.add({ kind: "delivering", id, proofJson: null, untilBlob: nsToBlob(this.#options.nowNs()), changes: 0 });
+    await Promise.all([counted, this.#failAttempt(id, clientKey, attempt, failure, log)]);
   }
 
   /** Takes the proof, marks the row `delivering` and POSTs; null on a 2xx, else why the attempt failed. */
@@ -829,7 +858,10 @@ export class ScheduleService {
     const { deliveryTimeoutMs } = this.#options;
     // In flight until the POST times out (+1 s): a crash leaves the row due again soon after restart.
     const inFlightUntilNs = this.#options.nowNs() + BigInt(deliveryTimeoutMs + 1_000) * NS_PER_MS;
-    this.#statements.markDelivering.run(signed.body, nsToBlob(inFlightUntilNs), row.id);
+    progress.marked = true; // from here the attempt is counted by this update, whatever happens next
+    await this.#updates.add({ kind: "delivering", id: row.id, proofJson: signed.body, untilBlob: nsToBlob(inFlightUntilNs), changes: 0 });
+    // The row is durably `delivering` before anything is sent; an attempt ended meanwhile sends nothing.
+    if (signal.aborted || !this.#db.open) throw signal.reason ?? new Error("schedule store closed");
     this.#stats.attemptsTotal += 1;
     progress.posted = true;
     progress.nanoMoment = body.nanoMoment;
@@ -846,17 +878,33 @@ export class ScheduleService {
     return attemptFailure === null ? null : truncated(attemptFailure);
   }
 
-  #failAttempt(id: string, clientKey: string, attempt: number, failure: string, log: Logger): void {
+  async #failAttempt(id: string, clientKey: string, attempt: number, failure: string, log: Logger): Promise<void> {
     this.#suspects.note(clientKey);
     if (attempt >= this.#options.maxAttempts) {
-      this.#pending.add(clientKey, -this.#statements.markFailed.run(failure, id).changes);
+      const failed: DeliveryUpdate = { kind: "failed", id, error: failure, changes: 0 };
+      await this.#updates.add(failed);
+      this.#pending.add(clientKey, -failed.changes);
       this.#stats.failedTotal += 1;
       log.warn({ error: failure }, "schedule failed: no attempts left");
       return;
     }
     const delayMs = retryDelayMs(attempt, this.#options.baseBackoffMs, this.#options.maxBackoffMs, this.#random);
     const nextNs = this.#options.nowNs() + BigInt(delayMs) * NS_PER_MS;
-    this.#statements.markRetry.run(failure, nsToBlob(nextNs), id);
+    await this.#updates.add({ kind: "retry", id, error: failure, nextBlob: nsToBlob(nextNs), changes: 0 });
     log.warn({ error: failure, retryInMs: delayMs }, "schedule delivery failed; will retry");
+  }
+
+  /** Writes one delivery state change (inside #updates' transaction); returns the rows it changed. */
+  #runUpdate(update: DeliveryUpdate): number {
+    switch (update.kind) {
+      case "delivering":
+        return this.#statements.markDelivering.run(update.proofJson, update.untilBlob, update.id).changes;
+      case "delivered":
+        return this.#statements.markDelivered.run(update.atBlob, update.id).changes;
+      case "retry":
+        return this.#statements.markRetry.run(update.error, update.nextBlob, update.id).changes;
+      case "failed":
+        return this.#statements.markFailed.run(update.error, update.id).changes;
+    }
   }
 }

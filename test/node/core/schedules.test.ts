@@ -185,6 +185,40 @@ describe("scheduled deliveries", function () {
     expect(server.received).to.have.length(1);
   });
 
+  it("commits a row 'delivering' with its proof before the POST, and 30 deliveries due together each end delivered after one attempt", async () => {
+    const dataDir = data();
+    const { service } = await node(dataDir, { scheduleMaxConcurrentDeliveriesPerClient: 16 });
+    // The receiver reads the row when the POST arrives. The store's writes are synchronous transactions, so what
+    // getSchedule() reads from outside a write is committed (the file is opened exclusively: no second reader).
+    const seenAtPost: { status: string; attempts: number; hasProof: boolean }[] = [];
+    const receiver = createServer((request, response) => {
+      const chunks: Buffer[] = [];
+      request.on("data", (chunk: Buffer) => chunks.push(chunk));
+      request.on("end", () => {
+        const { id } = JSON.parse(Buffer.concat(chunks).toString("utf8")) as ScheduleDeliveryBody;
+        const row = service.getSchedule(id);
+        seenAtPost.push({ status: row.status, attempts: row.attempts, hasProof: row.proof !== null && row.proof !== undefined });
+        response.end("ok");
+      });
+    });
+    await new Promise<void>((resolve) => receiver.listen(0, "127.0.0.1", resolve));
+    stops.push(
+      () =>
+        new Promise<void>((resolve) => {
+          receiver.closeAllConnections();
+          receiver.close(() => resolve());
+        }),
+    );
+    const url = `http://127.0.0.1:${(receiver.address() as AddressInfo).port}/callback`;
+    const executeAtNs = nowNs() + 200n * MS;
+    const records = await Promise.all(Array.from({ length: 30 }, () => service.schedule(executeAtNs, url)));
+    await waitFor(() => records.every((record) => service.getSchedule(record.id).status === "delivered"), 30_000, "30 deliveries");
+    expect(seenAtPost).to.have.length(30);
+    for (const seen of seenAtPost) expect(seen).to.deep.equal({ status: "delivering", attempts: 1, hasProof: true });
+    for (const record of records) expect(service.getSchedule(record.id).attempts).to.equal(1);
+    expect(service.stats()).to.include({ schedulesDeliveredTotal: 30, scheduleDeliveryAttemptsTotal: 30 });
+  });
+
   it("retries a failing callback with backoff, then succeeds", async () => {
     const server = await callbackServer([500, 503]);
     const { service } = await node(data());
