@@ -8,7 +8,8 @@
  * every row still `scheduled` or `delivering` and resumes.
  *
  * Delivery semantics: at most one delivery per successful POST, at least once overall. A row is marked
- * `delivering` (attempts + 1, the proof it carries) BEFORE the POST and `delivered` after a 2xx answer. If the
+ * `delivering` (attempts + 1, the proof it carries) BEFORE the POST (committed: the POST waits for it) and
+ * `delivered` after a 2xx answer; the state changes of one event-loop turn share one commit (#updates). If the
  * node crashes between the receiver's 2xx and that mark, the schedule is delivered again after restart:
  * receivers must dedupe by `id` (also sent as the `Idempotency-Key` header). Each attempt carries a fresh proof
  * (still taken at or after executeAt), so a late retry still carries a proof young enough for on-chain use.
