@@ -303,7 +303,7 @@ const MAX_ERROR_CHARS = 500;
 const MAX_INSERTS_PER_COMMIT = 256;
 
 /**
- * A change of a row's delivery state, committed with the others of its event-loop turn (#outcomes). `changes` is
+ * A change of a row's delivery state, committed with the others of its event-loop turn (#updates). `changes` is
  * set by the write: rows it changed (0 when the row was no longer in the state the change expects).
  */
 type DeliveryUpdate = { id: string; changes: number } & (
@@ -357,10 +357,26 @@ function errorText(error: unknown): string {
   return truncated(error instanceof Error ? `${error.name}: ${error.message}` : String(error));
 }
 
+/**
+ * A write of the schedule store failed (disk full, I/O error): the node's fault, not the schedule's. The attempt
+ * writes nothing more and is not counted against the schedule or its client; the row keeps its stored state and is
+ * due again when its claim expires.
+ */
+class StoreWriteError extends Error {
+  constructor(cause: unknown) {
+    super(`schedule store write failed: ${errorText(cause)}`, { cause });
+    this.name = "StoreWriteError";
+  }
+}
+
 /** How far one attempt got: whether its POST started (else it failed taking the proof), and the POST's timer. */
 interface AttemptProgress {
-  /** The row was marked `delivering` (the attempt counted), committed or in the batch being committed. */
-  marked: boolean;
+  /**
+   * The commit of the row's `delivering` update (which counts the attempt), once queued: the attempt can end (watchdog,
+   * shutdown) while that commit still waits for the end of the turn, and it must then be neither queued twice nor
+   * taken for written before it is.
+   */
+  delivering: Promise<void> | null;
   posted: boolean;
   /** Decimal ns of the proof being delivered, once posted. */
   nanoMoment: string | null;
@@ -461,6 +477,8 @@ export interface ScheduleStats {
   attemptsTotal: number;
   /** Passes of the dispatcher: each follows a due row, a finished delivery or a new schedule, never a spin. */
   dispatchesTotal: number;
+  /** Attempts ended by a failed store write (StoreWriteError), each logged at error level. */
+  storeWriteErrorsTotal: number;
 }
 
 export class ScheduleService {
@@ -495,7 +513,7 @@ export class ScheduleService {
   /** Clients whose callbacks failed lately: they share half the delivery slots (pickFairly). */
   readonly #suspects = new FailingClients();
   readonly #inFlight = new Map<string, { controller: AbortController; done: Promise<void>; clientKey: string }>();
-  readonly #stats: ScheduleStats = { deliveredTotal: 0, failedTotal: 0, attemptsTotal: 0, dispatchesTotal: 0 };
+  readonly #stats: ScheduleStats = { deliveredTotal: 0, failedTotal: 0, attemptsTotal: 0, dispatchesTotal: 0, storeWriteErrorsTotal: 0 };
   #timer: NodeJS.Timeout | null = null;
   /** When #timer fires, node clock ns (null while no timer is armed). */
   #wakeAtNs: bigint | null = null;
@@ -788,10 +806,16 @@ export class ScheduleService {
       this.#claimAll(picked.map(({ id }) => id), nsToBlob(claimUntilNs));
       for (const { row, clientKey } of picked) {
         const controller = new AbortController();
-        const done = this.#deliver(row, clientKey, controller.signal).finally(() => {
-          this.#inFlight.delete(row.id);
-          this.#arm();
-        });
+        const done = this.#deliver(row, clientKey, controller.signal)
+          .catch((error: unknown) => {
+            // Only a failed store write gets here (StoreWriteError): logged, and the slot is freed below.
+            this.#stats.storeWriteErrorsTotal += 1;
+            this.#logger.error({ err: error, scheduleId: row.id }, "schedule store write failed; the row keeps its stored state and is due again when its claim expires");
+          })
+          .finally(() => {
+            this.#inFlight.delete(row.id);
+            this.#arm();
+          });
         this.#inFlight.set(row.id, { controller, done, clientKey });
       }
     }
@@ -800,7 +824,8 @@ export class ScheduleService {
 
   /**
    * One attempt, bounded in time whatever the proof source, resolver, transport or receiver do (see the header):
-   * the attempt's own controller is aborted by the POST timer, by the watchdog, or by shutdown.
+   * the attempt's own controller is aborted by the POST timer, by the watchdog, or by shutdown. Rejects only with
+   * StoreWriteError (a commit failed: nothing more is written for this attempt).
    */
   async #deliver(row: ScheduleRow, clientKey: string, shutdown: AbortSignal): Promise<void> {
     const id = row.id;
@@ -812,22 +837,24 @@ export class ScheduleService {
     shutdown.addEventListener("abort", onShutdown, { once: true });
     const watchdogMs = this.#attemptLimitMs;
     const watchdog = setTimeout(() => controller.abort(timeoutReason(`attempt did not finish within ${watchdogMs} ms`)), watchdogMs);
-    const progress: AttemptProgress = { marked: false, posted: false, nanoMoment: null, postTimer: undefined };
+    const progress: AttemptProgress = { delivering: null, posted: false, nanoMoment: null, postTimer: undefined };
     let failure: string | null;
     try {
       failure = await untilAborted(this.#attempt(row, controller, progress), controller.signal);
     } catch (error) {
+      if (error instanceof StoreWriteError) throw error;
       failure = progress.posted ? errorText(error) : `no proof: ${errorText(error)}`;
     } finally {
       clearTimeout(watchdog);
       clearTimeout(progress.postTimer);
       shutdown.removeEventListener("abort", onShutdown);
     }
-    // Stopping is not the schedule's fault: the row stays as it is (`delivering` rows resume at the next start).
+    // Stopping is not the schedule's fault: the row stays as it is (`delivering` rows resume at the next start;
+    // an attempt stopped while its `delivering` commit waited is written by stop()'s flush: counted, never sent).
     if (!this.#db.open || (shutdown.aborted && failure !== null)) return;
     if (failure === null) {
       const delivered: DeliveryUpdate = { kind: "delivered", id, atBlob: nsToBlob(this.#options.nowNs()), changes: 0 };
-      await this.#updates.add(delivered);
+      await this.#commit(delivered);
       this.#pending.add(clientKey, -delivered.changes);
       this.#suspects.clear(clientKey);
       this.#stats.deliveredTotal += 1;
@@ -835,12 +862,18 @@ export class ScheduleService {
       log.debug({ nanoMoment: progress.nanoMoment }, "schedule delivered");
       return;
     }
-    // No proof means no POST: still an attempt, so a tampered node gives up after maxAttempts. (In the same
-    // batch as the outcome below: queued in this order, written in this order.)
-    const counted = progress.marked
-      ? Promise.resolve()
-      : this.#updates.add({ kind: "delivering", id, proofJson: null, untilBlob: nsToBlob(this.#options.nowNs()), changes: 0 });
-    await Promise.all([counted, this.#failAttempt(id, clientKey, attempt, failure, log)]);
+    // The attempt is counted by its `delivering` update before its outcome is written: the one #attempt queued
+    // (it may still wait for its commit when the watchdog ended the attempt), or, when no proof was taken, one
+    // queued now (no POST, still an attempt: a tampered node gives up after maxAttempts).
+    await (progress.delivering ?? this.#commit({ kind: "delivering", id, proofJson: null, untilBlob: nsToBlob(this.#options.nowNs()), changes: 0 }));
+    await this.#failAttempt(id, clientKey, attempt, failure, log);
+  }
+
+  /** Queues a delivery state change for this turn's commit; rejects with StoreWriteError when that commit fails. */
+  #commit(update: DeliveryUpdate): Promise<void> {
+    return this.#updates.add(update).catch((error: unknown) => {
+      throw new StoreWriteError(error);
+    });
   }
 
   /** Takes the proof, marks the row `delivering` and POSTs; null on a 2xx, else why the attempt failed. */
@@ -859,8 +892,8 @@ export class ScheduleService {
     const { deliveryTimeoutMs } = this.#options;
     // In flight until the POST times out (+1 s): a crash leaves the row due again soon after restart.
     const inFlightUntilNs = this.#options.nowNs() + BigInt(deliveryTimeoutMs + 1_000) * NS_PER_MS;
-    progress.marked = true; // from here the attempt is counted by this update, whatever happens next
-    await this.#updates.add({ kind: "delivering", id: row.id, proofJson: signed.body, untilBlob: nsToBlob(inFlightUntilNs), changes: 0 });
+    progress.delivering = this.#commit({ kind: "delivering", id: row.id, proofJson: signed.body, untilBlob: nsToBlob(inFlightUntilNs), changes: 0 });
+    await progress.delivering;
     // The row is durably `delivering` before anything is sent; an attempt ended meanwhile sends nothing.
     if (signal.aborted || !this.#db.open) throw signal.reason ?? new Error("schedule store closed");
     this.#stats.attemptsTotal += 1;
@@ -883,7 +916,7 @@ export class ScheduleService {
     this.#suspects.note(clientKey);
     if (attempt >= this.#options.maxAttempts) {
       const failed: DeliveryUpdate = { kind: "failed", id, error: failure, changes: 0 };
-      await this.#updates.add(failed);
+      await this.#commit(failed);
       this.#pending.add(clientKey, -failed.changes);
       this.#stats.failedTotal += 1;
       log.warn({ error: failure }, "schedule failed: no attempts left");
@@ -891,7 +924,7 @@ export class ScheduleService {
     }
     const delayMs = retryDelayMs(attempt, this.#options.baseBackoffMs, this.#options.maxBackoffMs, this.#random);
     const nextNs = this.#options.nowNs() + BigInt(delayMs) * NS_PER_MS;
-    await this.#updates.add({ kind: "retry", id, error: failure, nextBlob: nsToBlob(nextNs), changes: 0 });
+    await this.#commit({ kind: "retry", id, error: failure, nextBlob: nsToBlob(nextNs), changes: 0 });
     log.warn({ error: failure, retryInMs: delayMs }, "schedule delivery failed; will retry");
   }
 

@@ -308,7 +308,7 @@ export function createTimeService(parameters: CreateTimeServiceParameters): Core
 
     stats: (): ServiceStats => {
       const attestorStats = attestor.stats();
-      const scheduleStats = schedules?.stats() ?? { deliveredTotal: 0, failedTotal: 0, attemptsTotal: 0, dispatchesTotal: 0 };
+      const scheduleStats = schedules?.stats() ?? { deliveredTotal: 0, failedTotal: 0, attemptsTotal: 0, dispatchesTotal: 0, storeWriteErrorsTotal: 0 };
       return {
         attestationsTotal: attestorStats.attestationsTotal,
         accuracyRefusalsTotal: attestorStats.accuracyRefusalsTotal,

@@ -92,20 +92,39 @@ function useScheduleFixtures(prefix: string) {
     for (const server of servers.splice(0)) await server.close();
     for (const dir of dirs.splice(0)) dir.remove();
   });
+  const data = (): string => {
+    const dir = tempDir(prefix);
+    dirs.push(dir);
+    return dir.path;
+  };
   return {
     /** Cleanups run after the test (push a stop function; a test that stopped a service itself may pop it). */
     stops,
-    data(): string {
-      const dir = tempDir(prefix);
-      dirs.push(dir);
-      return dir.path;
-    },
+    data,
     async callbackServer(statuses: number[] = []): Promise<CallbackServer> {
       const server = await startCallbackServer(statuses);
       servers.push(server);
       return server;
     },
+    /** A schedule service on its own, with a well-formed (unsigned) proof, stopped after the test. */
+    service(overrides: Partial<ScheduleServiceOptions>, { dataDir = data(), start = true } = {}): ScheduleService {
+      const schedules = new ScheduleService(scheduleServiceOptions(dataDir, overrides));
+      if (start) schedules.start();
+      stops.push(() => schedules.stop());
+      return schedules;
+    },
   };
+}
+
+/** A transport that connects nowhere: records each request and answers the statuses in turn (then 200). */
+function recordingTransport(statuses: number[] = [], onSend: (request: CallbackRequest) => void = () => undefined) {
+  const sent: CallbackRequest[] = [];
+  const callbackTransport = async (request: CallbackRequest) => {
+    sent.push(request);
+    onSend(request);
+    return statuses.shift() ?? 200;
+  };
+  return { sent, callbackTransport };
 }
 
 describe("scheduled deliveries", function () {
@@ -183,40 +202,6 @@ describe("scheduled deliveries", function () {
     await waitFor(() => second.service.getSchedule(record.id).status === "delivered", 20_000, "redelivery");
     expect(second.service.getSchedule(record.id).attempts).to.equal(2);
     expect(server.received).to.have.length(1);
-  });
-
-  it("commits a row 'delivering' with its proof before the POST, and 30 deliveries due together each end delivered after one attempt", async () => {
-    const dataDir = data();
-    const { service } = await node(dataDir, { scheduleMaxConcurrentDeliveriesPerClient: 16 });
-    // The receiver reads the row when the POST arrives. The store's writes are synchronous transactions, so what
-    // getSchedule() reads from outside a write is committed (the file is opened exclusively: no second reader).
-    const seenAtPost: { status: string; attempts: number; hasProof: boolean }[] = [];
-    const receiver = createServer((request, response) => {
-      const chunks: Buffer[] = [];
-      request.on("data", (chunk: Buffer) => chunks.push(chunk));
-      request.on("end", () => {
-        const { id } = JSON.parse(Buffer.concat(chunks).toString("utf8")) as ScheduleDeliveryBody;
-        const row = service.getSchedule(id);
-        seenAtPost.push({ status: row.status, attempts: row.attempts, hasProof: row.proof !== null && row.proof !== undefined });
-        response.end("ok");
-      });
-    });
-    await new Promise<void>((resolve) => receiver.listen(0, "127.0.0.1", resolve));
-    stops.push(
-      () =>
-        new Promise<void>((resolve) => {
-          receiver.closeAllConnections();
-          receiver.close(() => resolve());
-        }),
-    );
-    const url = `http://127.0.0.1:${(receiver.address() as AddressInfo).port}/callback`;
-    const executeAtNs = nowNs() + 200n * MS;
-    const records = await Promise.all(Array.from({ length: 30 }, () => service.schedule(executeAtNs, url)));
-    await waitFor(() => records.every((record) => service.getSchedule(record.id).status === "delivered"), 30_000, "30 deliveries");
-    expect(seenAtPost).to.have.length(30);
-    for (const seen of seenAtPost) expect(seen).to.deep.equal({ status: "delivering", attempts: 1, hasProof: true });
-    for (const record of records) expect(service.getSchedule(record.id).attempts).to.equal(1);
-    expect(service.stats()).to.include({ schedulesDeliveredTotal: 30, scheduleDeliveryAttemptsTotal: 30 });
   });
 
   it("retries a failing callback with backoff, then succeeds", async () => {
@@ -334,18 +319,55 @@ describe("scheduled deliveries", function () {
   });
 });
 
+describe("scheduled deliveries: state commits", function () {
+  this.timeout(30_000);
+  const fixtures = useScheduleFixtures("schedules-commits");
+
+  it("commits a row 'delivering' with its proof before the POST starts, and 30 deliveries due together each end delivered after one attempt", async () => {
+    // The transport is where the POST would start: what get() reads there, synchronously, is already committed
+    // (the store's writes are transactions on this thread). A POST sent before its commit would see 'scheduled'.
+    const seenAtPost: { status: string; attempts: number; hasProof: boolean }[] = [];
+    const transport = recordingTransport([], (request) => {
+      const row = started.get((JSON.parse(request.body) as ScheduleDeliveryBody).id);
+      seenAtPost.push({ status: row.status, attempts: row.attempts, hasProof: row.proof !== null && row.proof !== undefined });
+    });
+    const started = fixtures.service({ maxConcurrentDeliveries: 16, maxConcurrentDeliveriesPerClient: 16, ...transport });
+    const executeAtNs = nowNs() + 100n * MS;
+    const records = await Promise.all(Array.from({ length: 30 }, () => started.schedule(executeAtNs, "http://127.0.0.1:1/cb")));
+    await waitFor(() => records.every((record) => started.get(record.id).status === "delivered"), 20_000, "30 deliveries");
+    expect(seenAtPost).to.have.length(30);
+    for (const seen of seenAtPost) expect(seen).to.deep.equal({ status: "delivering", attempts: 1, hasProof: true });
+    for (const record of records) expect(started.get(record.id).attempts).to.equal(1);
+    expect(started.stats()).to.include({ deliveredTotal: 30, attemptsTotal: 30, storeWriteErrorsTotal: 0 });
+  });
+
+  it("survives a failed store write: the attempt sends nothing, counts nothing, frees its slot, and the row keeps its state", async () => {
+    const dataDir = fixtures.data();
+    await fixtures.service({}, { dataDir, start: false }).stop(); // creates the file
+    fixtures.stops.pop();
+    // A disk fault for one callback only: every 'delivering' write of its row fails (and rolls back its batch).
+    const db = new Database(join(dataDir, "schedules.sqlite"));
+    db.exec(`CREATE TRIGGER injected_write_fault BEFORE UPDATE OF status ON schedules
+      WHEN NEW.status = 'delivering' AND NEW.callback_url LIKE '%/broken'
+      BEGIN SELECT RAISE(ABORT, 'injected write fault'); END`);
+    db.close();
+    const transport = recordingTransport();
+    const schedules = fixtures.service({ maxConcurrentDeliveries: 1, maxConcurrentDeliveriesPerClient: 1, ...transport }, { dataDir });
+    const broken = await schedules.schedule(nowNs() - 10n * MS, "http://127.0.0.1:1/broken");
+    await waitFor(() => schedules.stats().storeWriteErrorsTotal === 1, 20_000, "the failed write");
+    // The one slot is free again: a healthy schedule is delivered; the broken row is claimed, not due again yet.
+    const healthy = await schedules.schedule(nowNs(), "http://127.0.0.1:1/healthy");
+    await waitFor(() => schedules.get(healthy.id).status === "delivered", 20_000, "the healthy delivery");
+    expect(transport.sent.map((request) => request.url.pathname)).to.deep.equal(["/healthy"]);
+    expect(schedules.get(broken.id)).to.include({ status: "scheduled", attempts: 0 });
+    expect(schedules.get(broken.id).lastError ?? null).to.equal(null);
+    expect(schedules.stats()).to.include({ storeWriteErrorsTotal: 1, attemptsTotal: 1, deliveredTotal: 1, failedTotal: 0 });
+  });
+});
+
 describe("scheduled deliveries: SSRF guard at delivery time", function () {
   this.timeout(30_000);
-  const { stops, data, callbackServer } = useScheduleFixtures("schedules-ssrf");
-
-  /** A schedule service on its own, with a well-formed (unsigned) proof: these tests are about where the POST goes. */
-
-  function service(overrides: Partial<ScheduleServiceOptions>, { dataDir = data(), start = true } = {}): ScheduleService {
-    const schedules = new ScheduleService(scheduleServiceOptions(dataDir, overrides));
-    if (start) schedules.start();
-    stops.push(() => schedules.stop());
-    return schedules;
-  }
+  const { stops, data, callbackServer, service } = useScheduleFixtures("schedules-ssrf");
 
   /** A fake resolver: each name answers its addresses in turn (the last one repeats); records every lookup. */
   function resolver(answers: Record<string, string[][]>) {
@@ -357,16 +379,6 @@ describe("scheduled deliveries: SSRF guard at delivery time", function () {
       return next.map((address) => ({ address, family: address.includes(":") ? 6 : 4 }));
     };
     return { lookups, resolveCallbackHost };
-  }
-
-  /** A transport that connects nowhere: records each request and answers the statuses in turn (then 200). */
-  function recordingTransport(statuses: number[] = []) {
-    const sent: CallbackRequest[] = [];
-    const callbackTransport = async (request: CallbackRequest) => {
-      sent.push(request);
-      return statuses.shift() ?? 200;
-    };
-    return { sent, callbackTransport };
   }
 
   const refusal = (host: string, address: string) =>
