@@ -92,7 +92,12 @@ function stopParsingWhenClosing(socket: Socket, state: SocketState): void {
   };
 }
 
+/** The guard's state of the connection a response answers, set by admit() for onResponseClose. */
+const RESPONSE_STATE = Symbol("connectionGuard.socketState");
+type GuardedResponse = ServerResponse & { [RESPONSE_STATE]?: SocketState };
+
 interface SocketState {
+  readonly socket: Socket;
   address: string;
   /** Admitted requests whose answers are not yet flushed. */
   pending: number;
@@ -185,6 +190,18 @@ export function createConnectionGuard(options: ConnectionGuardOptions): Connecti
   }
 
   /** Stops reading a socket for refusalPauseMs (requests already read are still answered). */
+  /**
+   * Every admitted response's 'close' listener, one function for all (this is the hot path: no closure and no
+   * once-wrapper per request). A response emits 'close' once, after 'finish' for every answered one.
+   */
+  function onResponseClose(this: GuardedResponse): void {
+    const state = this[RESPONSE_STATE];
+    if (state === undefined) return;
+    state.pending -= 1;
+    if (state.closing && state.pending === 0) state.socket.destroy();
+    else if (this.statusCode === 429 && this.writableFinished) pauseReading(state.socket, state);
+  }
+
   function pauseReading(socket: Socket, state: SocketState): void {
     if (limits.refusalPauseMs <= 0 || socket.destroyed || state.closing || socket.isPaused()) return;
     socket.pause();
@@ -264,7 +281,7 @@ export function createConnectionGuard(options: ConnectionGuardOptions): Connecti
       if (socket.destroyed) return false;
       let state = states.get(socket);
       if (state === undefined) {
-        state = { address: socket.remoteAddress ?? "unknown", pending: 0, closing: false, last: null, consecutiveRefusals: 0 };
+        state = { socket, address: socket.remoteAddress ?? "unknown", pending: 0, closing: false, last: null, consecutiveRefusals: 0 };
         states.set(socket, state);
         stopParsingWhenClosing(socket, state);
       }
@@ -283,13 +300,8 @@ export function createConnectionGuard(options: ConnectionGuardOptions): Connecti
       }
       state.pending += 1;
       state.last = response;
-      const owner = state;
-      // One listener per request (this is the hot path): 'close' follows 'finish' for every answered response.
-      response.once("close", () => {
-        owner.pending -= 1;
-        if (owner.closing && owner.pending === 0) socket.destroy();
-        else if (response.statusCode === 429 && response.writableFinished) pauseReading(socket, owner);
-      });
+      (response as GuardedResponse)[RESPONSE_STATE] = state;
+      response.on("close", onResponseClose);
       return true;
     },
   };

@@ -28,7 +28,7 @@
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from "prom-client";
 import type { SignedTime, TimeService } from "../core/types";
 import type { DropReason } from "./connectionGuard";
-import { CounterTally, flushAll } from "../../lib/metrics";
+import { CounterTally, flushAll, HotHistogram, type HotHistogramChild } from "../../lib/metrics";
 
 export const METRIC_NAMES = {
   requestsTotal: "timerpc_requests_total",
@@ -59,6 +59,8 @@ export interface NodeMetrics {
   readonly registry: Registry;
   /** Counts one answered request. Cached label children keep this cheap on the hot path. */
   countRequest(transport: Transport, route: string, status: string): void;
+  /** The tally countRequest() adds to, for a caller that counts the same labels on every request (look it up once). */
+  requestTally(transport: Transport, route: string, status: string): CounterTally;
   /**
    * Counts a proof handed out. Pass `current` when it answers "what time is it" (REST current, streams, gRPC
    * CURRENT_TIME): its age against the bound service's clock is observed. Archived and scheduled proofs are old
@@ -81,7 +83,7 @@ export function createNodeMetrics(options: { defaultMetrics?: boolean } = {}): N
   if (options.defaultMetrics ?? true) collectDefaultMetrics({ register: registry });
 
   const requestTallies = new Map<string, CounterTally>();
-  const servedTallies = new Map<Transport, { served: CounterTally; age: Histogram.Internal<"transport"> }>();
+  const servedTallies = new Map<Transport, { served: CounterTally; age: HotHistogramChild }>();
 
   const requestsTotal = new Counter({
     name: METRIC_NAMES.requestsTotal,
@@ -129,12 +131,13 @@ export function createNodeMetrics(options: { defaultMetrics?: boolean } = {}): N
     },
   });
 
-  const proofAgeNs = new Histogram({
+  // Observed once per proof served (every request of the hottest route): lib/metrics.ts HotHistogram.
+  const proofAgeNs = new HotHistogram({
     name: METRIC_NAMES.proofAgeNs,
     help: "Age of each proof handed out (node clock minus nanoMoment), nanoseconds, by transport",
-    labelNames: ["transport"] as const,
-    buckets: [...PROOF_AGE_BUCKETS_NS],
-    registers: [registry],
+    labelName: "transport",
+    buckets: PROOF_AGE_BUCKETS_NS,
+    registry,
   });
 
   const connectionsDroppedTotal = new Counter({
@@ -207,13 +210,16 @@ export function createNodeMetrics(options: { defaultMetrics?: boolean } = {}): N
     registry,
     contentType: registry.contentType,
     countRequest(transport, route, status) {
+      this.requestTally(transport, route, status).add();
+    },
+    requestTally(transport, route, status) {
       const key = `${transport}\u0000${route}\u0000${status}`;
       let tally = requestTallies.get(key);
       if (tally === undefined) {
         tally = new CounterTally(requestsTotal.labels(transport, route, status));
         requestTallies.set(key, tally);
       }
-      tally.add();
+      return tally;
     },
     countServedProof(transport, current) {
       let tallies = servedTallies.get(transport);

@@ -10,8 +10,11 @@
  * signature (≈ 80 % of the cost) run in a worker thread (signerWorker.ts) when `signInWorker` is on (default:
  * defaultSignInWorker below; the node's `signerThread` setting): per tick the main thread only checks tamper and
  * accuracy, reads the card clock, has the card sign (the card driver's call), posts the request, and swaps its
- * cached proof when the entry comes back. Until the worker has loaded and passed its known-answer test, and if it
- * ever fails, ticks sign in the main thread as before. `attest()` (on demand: attestNow, schedule delivery)
+ * cached proof when the entry comes back. Proof requests drive those ticks under load (#driveSignerTicks): each
+ * takes an entry the thread has finished from its shared result slot (signerResultSlot.ts) instead of waiting
+ * for the event loop to reach the reply, and starts the next tick when none is in flight and the cached proof is
+ * a tick interval old, instead of waiting for a timer the busy loop runs late. Until the worker has loaded and
+ * passed its known-answer test, and if it ever fails, ticks sign in the main thread as before. `attest()` (on demand: attestNow, schedule delivery)
  * always signs synchronously in the calling thread. Ticks never overlap: the next tick is armed only after the
  * previous one finished (worker reply included), so the effective period is max(tickInterval, signing round trip
  * + the 1 ms timer granularity). `tickIntervalNs` trades CPU for proof freshness.
@@ -255,6 +258,7 @@ export class Attestor {
       throw new UnavailableError(this.#refusalReason ?? "no attestation yet: the node is starting", {});
     }
     let ageNs = this.#options.nodeClockNs() - latest.proof.nanoMoment;
+    if (this.#signerReady) this.#driveSignerTicks(ageNs);
     if (this.#shouldRefresh(ageNs)) {
       const refreshed = this.#refreshOnDemand();
       if (refreshed !== null) return refreshed;
@@ -270,6 +274,25 @@ export class Attestor {
       });
     }
     return latest;
+  }
+
+  /**
+   * What a proof request does for ticks signed in the signer thread (no signing here): it takes a signature the
+   * thread has finished (NodeSignerThread.collect: its tick publishes before the next request is answered, not
+   * when the event loop reaches the thread's reply), and when no tick is in flight and the cached proof is already
+   * a tick interval old, it starts the next tick now instead of waiting for the timer, which a loaded event loop
+   * runs late. The serving thread's share of a tick stays the card's part (clock and P-256 signature) and the
+   * publication; under saturation ticks then follow requests at about the tick interval.
+   */
+  #driveSignerTicks(ageNs: bigint): void {
+    this.#signer?.collect();
+    const timer = this.#timer;
+    // An armed timer means no tick is in flight (the next one is armed only when the previous one finished).
+    // Not while the card is out of its accuracy bound: the timer keeps checking it (each check is a counted refusal).
+    if (timer !== null && ageNs >= this.#options.tickIntervalNs && this.#refusalReason === null) {
+      clearTimeout(timer);
+      this.#tick();
+    }
   }
 
   /** Whether current() should sign before answering: see AttestorOptions.refreshAfterNs. */

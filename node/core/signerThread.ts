@@ -11,9 +11,11 @@
  * so `top -H` and `ps -L` show it and a benchmark can give it a core of its own (scripts/bench-node.ts).
  *
  * Protocol (structured clone): workerData `{ nodePrivateKey: Uint8Array, nativeCallGate: SharedArrayBuffer,
- * threadName: string }` (32 bytes; 4 bytes); each message
+ * resultSlot: SharedArrayBuffer, threadName: string }` (32 bytes; 4 bytes; RESULT_SLOT_BYTES); each message
  * `{ id, nanoMoment, hardwareSignature, accuracy, nodeTimestampNs }` is answered `{ id, entry, digest }` or
  * `{ id, error }` (the error's text only: never the key). Once loaded it posts `{ ready: true, backend }`.
+ * A signature is also written to the result slot (signerResultSlot.ts) before its reply is posted:
+ * the parent can take it from there as soon as it is made, without waiting for its event loop to reach the reply.
  */
 import { writeFileSync } from "node:fs";
 import { parentPort, workerData } from "node:worker_threads";
@@ -22,6 +24,7 @@ import { timeAttestationForProof } from "../../protocol/codec";
 import { SECP256K1_BACKEND } from "../../protocol/secp256k1";
 import { signNodeEntryWithDigest } from "../../protocol/sign";
 import type { Hex } from "../../protocol/types";
+import { ResultSlot } from "./signerResultSlot";
 
 /** What the parent posts (node/core/signerWorker.ts NodeSignRequest, plus the request id). */
 interface SignMessage {
@@ -49,10 +52,11 @@ function nameThisThread(name: unknown): void {
 function run(): void {
   const port = parentPort;
   if (port === null) throw new Error("node/core/signerThread is the body of a worker thread: start it with node/core/signerWorker.ts");
-  const data = workerData as { nodePrivateKey?: unknown; threadName?: unknown } | null;
+  const data = workerData as { nodePrivateKey?: unknown; threadName?: unknown; resultSlot?: unknown } | null;
   if (!(data?.nodePrivateKey instanceof Uint8Array) || data.nodePrivateKey.length !== 32) {
     throw new Error("signer thread: workerData.nodePrivateKey must be 32 bytes");
   }
+  const resultSlot = new ResultSlot(data.resultSlot as SharedArrayBuffer); // checks the type and size
   const nodePrivateKey = bytesToHexString(data.nodePrivateKey);
   data.nodePrivateKey.fill(0); // the hex copy is what signs from now on
   nameThisThread(data.threadName);
@@ -60,6 +64,7 @@ function run(): void {
     try {
       const att = timeAttestationForProof(request, request.nodeTimestampNs);
       const { entry, digest } = signNodeEntryWithDigest(nodePrivateKey, att);
+      resultSlot.write(request.id, entry, digest);
       port.postMessage({ id: request.id, entry, digest });
     } catch (error) {
       port.postMessage({ id: request.id, error: errorText(error) });

@@ -16,6 +16,9 @@
  *   worker's modules on load (measured: ~0.55 s to ready, ~0.8 s of CPU, ~120 MB more RSS, per worker start; the
  *   built node never runs this way).
  *
+ * A signature reaches the attestor by whichever comes first: the worker's reply message, or collect() finding it
+ * in the shared result slot (signerResultSlot.ts) while serving a proof request.
+ *
  * Native addons: the worker signs with libsecp256k1 and hashes with XKCP like the main thread, through a
  * native-call gate (protocol/nativeCallGate.ts) that this class closes before it terminates the thread, and that
  * one process 'exit' listener closes for every live thread: terminating a thread inside an addon call would abort
@@ -34,6 +37,7 @@ import type { NodeKey } from "../../protocol/keys";
 import { closeNativeCallGate, createNativeCallGate, NATIVE_CALL_GATE_KEY } from "../../protocol/nativeCallGate";
 import type { Secp256k1Backend } from "../../protocol/secp256k1";
 import type { Hex } from "../../protocol/types";
+import { ResultSlot } from "./signerResultSlot";
 
 /** bin/register-ts.js: the transpile-on-require hook a worker needs to run the TypeScript sources. */
 const REGISTER_TS = join(__dirname, "..", "..", "bin", "register-ts.js");
@@ -79,6 +83,9 @@ interface WorkerReply {
 /** The OS-level name the signer thread takes (Linux: at most 15 bytes), for `top -H` and benchmarks. */
 export const SIGNER_THREAD_NAME = "ats-node-signer";
 
+/** The largest request id (a positive int32, as the result slot stores it); the next one is 1 again. */
+const MAX_REQUEST_ID = 0x7fffffff;
+
 /** How long one signature may take in the worker by default (normally well under a millisecond). */
 export const SIGN_TIMEOUT_MS = 1_000;
 
@@ -120,6 +127,10 @@ export class NodeSignerThread {
   readonly ready: Promise<void>;
   readonly #worker: Worker;
   readonly #gate = createNativeCallGate();
+  /** Where the worker also writes each signature (signerResultSlot.ts): collect() takes it from there early. */
+  readonly #slot = new ResultSlot();
+  /** The slot's id last looked at by collect(): nothing new while the slot still shows it. */
+  #collectedId = 0;
   /** Set once the thread has exited: closing its gate then waits for nothing (a dead thread cannot leave a call). */
   #exited = false;
   readonly #pending = new Map<number, Pending>();
@@ -136,7 +147,7 @@ export class NodeSignerThread {
     const nodePrivateKey = hexToByteArray(nodeKey.exportPrivateKey());
     try {
       const entry = signerThreadEntry();
-      const workerData = { nodePrivateKey, threadName: SIGNER_THREAD_NAME, [NATIVE_CALL_GATE_KEY]: this.#gate };
+      const workerData = { nodePrivateKey, threadName: SIGNER_THREAD_NAME, resultSlot: this.#slot.buffer, [NATIVE_CALL_GATE_KEY]: this.#gate };
       this.#worker = new Worker(entry.filename, { name: SIGNER_THREAD_NAME, execArgv: entry.execArgv, workerData });
     } finally {
       nodePrivateKey.fill(0); // the worker got its own copy (workerData is cloned at construction)
@@ -176,7 +187,8 @@ export class NodeSignerThread {
   sign(request: NodeSignRequest): Promise<NodeSignResult> {
     if (this.#failure !== null) return Promise.reject(this.#failure);
     const id = this.#nextId;
-    this.#nextId += 1;
+    // Ids are int32 in the result slot: wrap (after 2^31 − 1 requests, ~25 days of 1 ms ticks) instead of overflowing.
+    this.#nextId = id >= MAX_REQUEST_ID ? 1 : id + 1;
     return new Promise<NodeSignResult>((resolve, reject) => {
       // A reply that never comes (a wedged thread) must not stall the attestor's ticks for good: the request
       // fails after the sign timeout, and the attestor then closes this thread and signs in the main thread. A
@@ -203,6 +215,28 @@ export class NodeSignerThread {
         nodeTimestampNs: request.nodeTimestampNs,
       });
     });
+  }
+
+  /**
+   * Takes a signature the worker has finished, from the result slot, when its reply has not been handled yet: its
+   * sign() promise resolves now (the handlers run as microtasks, before this thread's next I/O callback) instead of
+   * when this thread's event loop reaches the reply, a loop turn or more later under load. Returns whether it took
+   * one. Meant to be called on every proof request: one atomic load when there is nothing new.
+   */
+  collect(): boolean {
+    const id = this.#slot.idNow();
+    if (id === this.#collectedId) return false;
+    const pending = this.#pending.get(id);
+    const result = pending === undefined ? null : this.#slot.read(id);
+    if (pending === undefined || result === null) {
+      // Already answered by its reply, or being overwritten right now (then the next call sees the new id).
+      if (pending === undefined) this.#collectedId = id;
+      return false;
+    }
+    this.#collectedId = id;
+    this.#pending.delete(id);
+    pending.resolve(result);
+    return true;
   }
 
   /** The secp256k1 backend the worker signs with; null until `ready`. */

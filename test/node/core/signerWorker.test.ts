@@ -83,6 +83,30 @@ describe("Signer thread (node/core/signerWorker.ts)", () => {
     }
   });
 
+  it("collect() takes a finished signature from the result slot before the event loop has handled its reply", async () => {
+    const { identity, card } = await setup();
+    const thread = new NodeSignerThread(identity.nodeKey);
+    threads.push(thread);
+    await thread.ready;
+    expect(thread.collect(), "nothing signed yet").to.equal(false);
+    const nanoMoment = card.readTimeNs();
+    const request: NodeSignRequest = { nanoMoment, hardwareSignature: card.signHardware(nanoMoment), accuracy: 50, nodeTimestampNs: nanoMoment + 7n };
+    const signed = thread.sign(request);
+    // This thread never yields while it waits: the worker's reply cannot have been handled, only the slot read.
+    const deadlineMs = Date.now() + 10_000;
+    let collected = false;
+    while (!collected && Date.now() < deadlineMs) collected = thread.collect();
+    expect(collected, "the worker wrote the signature within 10 s").to.equal(true);
+    expect(thread.pendingCount).to.equal(0);
+    expect(thread.collect(), "taken once").to.equal(false);
+    const att = timeAttestationForProof(request, request.nodeTimestampNs);
+    expect(await signed).to.deep.equal({ entry: signNodeEntry(identity.nodeKey.exportPrivateKey(), att), digest: timeAttestationDigest(att) });
+    // The reply that arrives afterwards answers nothing; the thread goes on signing.
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    const next = await thread.sign({ ...request, nodeTimestampNs: request.nodeTimestampNs + 1n });
+    expect(next.entry).to.equal(signNodeEntry(identity.nodeKey.exportPrivateKey(), timeAttestationForProof(request, request.nodeTimestampNs + 1n)));
+  });
+
   it("runs node/core/signerThread.ts from the sources (bin/register-ts.js in the worker), the sibling .js from dist/", async function () {
     this.timeout(60_000);
     expect(signerThreadEntry()).to.deep.equal({
@@ -109,6 +133,7 @@ describe("Signer thread (node/core/signerWorker.ts)", () => {
     const { identity, card } = await setup();
     const thread = new NodeSignerThread(identity.nodeKey);
     threads.push(thread);
+    await thread.ready; // the sign timeout (1 s) runs from sign(): loading the worker from TypeScript can take about as long
     const nanoMoment = card.readTimeNs();
     const good: NodeSignRequest = { nanoMoment, hardwareSignature: card.signHardware(nanoMoment), accuracy: 50, nodeTimestampNs: nanoMoment };
     await expectRejects(thread.sign({ ...good, hardwareSignature: "0x1234" as Hex }), Error, "96 bytes");
@@ -172,6 +197,23 @@ describe("Signer thread (node/core/signerWorker.ts)", () => {
     const now = attestor.attest();
     expect(verifyAt(now.proof).valid).to.equal(true);
     expect(attestor.current().proof.nanoMoment >= now.proof.nanoMoment).to.equal(true);
+  });
+
+  it("attestor: a proof request starts the next worker tick once the cached proof is a tick interval old, without waiting for the timer", async () => {
+    // The node clock is the test's: it jumps, so the cached proof is old at once, while the 60 s tick timer stays far off.
+    let offsetNs = 0n;
+    const { options, card } = await setup({ signInWorker: true, tickIntervalNs: 60_000_000_000n, maxServeAgeNs: 600_000_000_000n });
+    const attestor = new Attestor({ ...options, nodeClockNs: () => card.readTimeNs() + offsetNs });
+    attestors.push(attestor);
+    attestor.start();
+    await waitFor(() => attestor.stats().signer === "worker", 20_000, "the signer thread");
+    const first = attestor.current();
+    const attestations = attestor.stats().attestationsTotal;
+    expect(attestor.current(), "younger than a tick interval: nothing started").to.equal(first);
+    offsetNs = 61_000_000_000n;
+    await waitFor(() => attestor.current() !== first, 10_000, "a tick started by current()");
+    expect(attestor.stats()).to.include({ attestationsTotal: attestations + 1, workerAttestationsTotal: 1 });
+    expect(attestor.current().proof.nanoMoment > first.proof.nanoMoment).to.equal(true);
   });
 
   it("attestor: tamper stops serving at once, and a reply still in the worker is discarded", async () => {

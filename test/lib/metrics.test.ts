@@ -1,0 +1,52 @@
+import { expect } from "chai";
+import { Histogram, Registry } from "prom-client";
+import { HotHistogram } from "../../lib/metrics";
+
+describe("HotHistogram (lib/metrics.ts)", () => {
+  const buckets = [10, 100, 1_000, 60_000_000_000];
+  const values: [string, number][] = [
+    ["rest", 5],
+    ["rest", 10],
+    ["rest", 11],
+    ["ws", 999],
+    ["rest", 70_000_000_000],
+    ["ws", 0],
+    ["rest", 1_000],
+  ];
+
+  it("renders exactly what prom-client's Histogram renders for the same observations", async () => {
+    const hot = new Registry();
+    const reference = new Registry();
+    const hotHistogram = new HotHistogram({ name: "x_age_ns", help: "Age, ns", labelName: "transport", buckets, registry: hot });
+    const referenceHistogram = new Histogram({ name: "x_age_ns", help: "Age, ns", labelNames: ["transport"] as const, buckets, registers: [reference] });
+    for (const [transport, value] of values) {
+      hotHistogram.labels(transport).observe(value);
+      referenceHistogram.labels(transport).observe(value);
+    }
+    const text = await hot.metrics();
+    expect(text).to.equal(await reference.metrics());
+    expect(text).to.contain('x_age_ns_bucket{le="10",transport="rest"} 2');
+    expect(text).to.contain('x_age_ns_bucket{le="+Inf",transport="rest"} 5');
+    // As JSON, without prom-client's exemplar slots (null or undefined: exemplars are off).
+    const asJson = async (registry: Registry): Promise<unknown> =>
+      JSON.parse(JSON.stringify(await registry.getMetricsAsJSON(), (key, value: unknown) => (key === "exemplar" ? undefined : value))) as unknown;
+    expect(await asJson(hot)).to.deep.equal(await asJson(reference));
+  });
+
+  it("keeps counting on a child looked up before a reset, from zero", async () => {
+    const registry = new Registry();
+    const histogram = new HotHistogram({ name: "y_ns", help: "y", labelName: "transport", buckets, registry });
+    const child = histogram.labels("grpc");
+    child.observe(50);
+    registry.resetMetrics();
+    child.observe(500);
+    expect(await registry.metrics()).to.contain('y_ns_count{transport="grpc"} 1').and.contain('y_ns_sum{transport="grpc"} 500');
+  });
+
+  it("refuses buckets that are not strictly ascending and finite", () => {
+    const registry = new Registry();
+    for (const bad of [[], [10, 10], [100, 10], [1, Number.POSITIVE_INFINITY]]) {
+      expect(() => new HotHistogram({ name: "z_ns", help: "z", labelName: "l", buckets: bad, registry })).to.throw(RangeError, "strictly ascending");
+    }
+  });
+});
