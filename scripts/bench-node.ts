@@ -18,16 +18,16 @@
  * Micro-benchmarks (verify, card sign) and the client-side probe run last, in a fresh child process on the load
  * core (no heap or timers left over from the load runs).
  *
- * The node runs three times: with the defaults, with signerThread "on" (below), and with `refreshAfterNs` = 1 ms
+ * The node runs three times: with the defaults, with signerThread "off" (below), and with `refreshAfterNs` = 1 ms
  * (proof age bounded under any load, at a CPU price). Each load row also gives the CPU "steal" meanwhile: on a virtual machine, time the hypervisor gave to
  * other guests, which lowers throughput and lengthens tails; compare runs with similar steal.
  *
  * The first rows are the serving ratio: the node's GET /time/current as a ratio to the bare node:http server on
  * the same pinned core, BENCH_RATIO_RUNS (default 3) alternating pairs of 5 s runs, as a range (benchUtil.ts
- * alternatingRatio): absolute req/s move with the machine's neighbours, the ratio much less. The node's ticks
- * sign in the serving thread by default; the second ratio row and the second set of load rows run the node with
- * signerThread "on" and its signer thread (node/core/signerWorker.ts) moved to the load core, beside the serving
- * thread as on a machine with a core to spare.
+ * alternatingRatio): absolute req/s move with the machine's neighbours, the ratio much less. By default (two
+ * cores, the compiled node) the node's ticks sign in its signer thread (node/core/signerWorker.ts), which is moved
+ * to the load core, beside the serving thread as on a machine with a core to spare; the second ratio row and the
+ * second set of load rows run the node with signerThread "off" (ticks signed in the serving thread).
  *
  * Environment: BENCH_DURATION_S (default 10) bounds each load run; BENCH_TICK_NS sets the node's attestation tick
  * (default: the config default, 1 ms); BENCH_PIN=0 turns CPU pinning off; BENCH_LOAD=autocannon ignores wrk.
@@ -46,6 +46,7 @@ import { createVerifyContext, verifyTimeProof } from "../protocol/verify";
 import { DevTimeCard } from "../node/card/dev";
 import { loadConfig } from "../node/config";
 import { createTimeService, type CoreTimeService } from "../node/core";
+import { currentSignerEnvironment, defaultSignInWorker } from "../node/core/attestor";
 import { SIGNER_THREAD_NAME } from "../node/core/signerWorker";
 import { loadProtos, type TimeResponseMessage } from "../wire/grpc";
 import { startNode, type RunningNode } from "../node/server";
@@ -167,17 +168,23 @@ async function serveHttpBaseline(): Promise<void> {
 /** How long the --server child waits for its signer thread to load (compiled: ~150 ms). */
 const SIGNER_READY_WAIT_MS = 10_000;
 
+/** Whether the --server child's ticks should sign in the signer thread (its setting, or what "auto" decides here). */
+function expectsSignerThread(): boolean {
+  if (SIGNER_THREAD === "on" || SIGNER_THREAD === "off") return SIGNER_THREAD === "on";
+  return defaultSignInWorker(currentSignerEnvironment(REFRESH_NS === "" ? 0n : BigInt(REFRESH_NS)));
+}
+
 /**
- * Child mode: serve until SIGTERM, report endpoints on IPC. With signerThread "on" the report waits until ticks
- * sign in the signer thread, so the parent can place it.
+ * Child mode: serve until SIGTERM, report endpoints on IPC. When its ticks should sign in the signer thread, the
+ * report waits until they do, so the parent can place the thread.
  */
 async function serve(): Promise<void> {
   const started = await startBenchNode();
-  if (SIGNER_THREAD === "on") {
+  if (expectsSignerThread()) {
     const deadlineMs = Date.now() + SIGNER_READY_WAIT_MS;
     while (started.service.stats().attestationSigner !== "worker" && Date.now() < deadlineMs) await new Promise((resolve) => setTimeout(resolve, 20));
   }
-  process.send?.({ endpoints: started.node.endpoints, signer: started.service.stats().attestationSigner });
+  process.send?.({ endpoints: started.node.endpoints, signer: started.service.stats().attestationSigner, expectsThread: expectsSignerThread() });
   const stop = (): void => {
     void started.close().finally(() => process.exit(0));
   };
@@ -244,8 +251,8 @@ interface ChildStarted {
 }
 
 /**
- * Starts a child pinned to the node core; a --server child's signer thread (signerThread "on") goes to the load
- * core. With signerThread "on", a thread that did not start or could not be placed fails the benchmark.
+ * Starts a child pinned to the node core; a --server child's signer thread goes to the load core. A child whose
+ * ticks should sign in the thread but do not, or whose thread could not be placed, fails the benchmark.
  */
 async function startChild(mode: ChildMode, env: Record<string, string> = {}): Promise<ChildStarted> {
   const child: ChildProcess = fork(CHILD_SCRIPT, [mode], {
@@ -254,14 +261,15 @@ async function startChild(mode: ChildMode, env: Record<string, string> = {}): Pr
     stdio: ["ignore", "inherit", "inherit", "ipc"],
   });
   if (child.pid !== undefined) pin(child.pid, NODE_CORE);
-  const ready = await new Promise<{ endpoints: { rest: string; grpc: string }; signer?: string }>((resolve, reject) => {
-    child.once("message", (message) => resolve(message as { endpoints: { rest: string; grpc: string }; signer?: string }));
+  type Ready = { endpoints: { rest: string; grpc: string }; signer?: string; expectsThread?: boolean };
+  const ready = await new Promise<Ready>((resolve, reject) => {
+    child.once("message", (message) => resolve(message as Ready));
     child.once("exit", (code) => reject(new Error(`bench child ${mode} exited early (${code})`)));
   });
   // Threads started after the first pin (gRPC, SQLite, libuv pool, the signer) inherit it; pin again to be sure.
   if (child.pid !== undefined) pin(child.pid, NODE_CORE);
   const signerOnLoadCore = ready.signer === "worker" && pinThreadsNamed(child.pid, SIGNER_THREAD_NAME, LOAD_CORE) > 0;
-  if (env.BENCH_NODE_SIGNER_THREAD === "on" && !(ready.signer === "worker" && (signerOnLoadCore || !PINNING))) {
+  if (mode === "--server" && ready.expectsThread === true && !(ready.signer === "worker" && (signerOnLoadCore || !PINNING))) {
     await stopChild(child);
     throw new Error(`the signer thread did not start or could not be placed (ticks sign in: ${ready.signer}; on the load core: ${signerOnLoadCore})`);
   }
@@ -401,18 +409,20 @@ interface NodeConfiguration {
 }
 
 const NODE_DEFAULTS: NodeConfiguration = { label: "node (defaults)", env: {} };
-const NODE_SIGNER_THREAD: NodeConfiguration = {
-  label: `node, signerThread on (the signer thread on core ${LOAD_CORE}, beside the load generator)`,
-  env: { BENCH_NODE_SIGNER_THREAD: "on" },
-};
+const NODE_SERVING_THREAD: NodeConfiguration = { label: "node, signerThread off", env: { BENCH_NODE_SIGNER_THREAD: "off" } };
 /** refreshAfterNs 1 ms: the setting that bounds proof age under saturation. */
 const NODE_REFRESH: NodeConfiguration = { label: "node, refreshAfterNs 1 ms", env: { BENCH_NODE_REFRESH_NS: "1000000" } };
+
+/** Where a node's ticks sign, for a row label. */
+function signerLabel(signer: string): string {
+  return signer === "worker" ? `signer thread, on core ${LOAD_CORE}` : "serving thread";
+}
 
 /** The load rows of one node configuration; the gRPC row with `withGrpc`. */
 async function nodeRuns(nodeConfig: NodeConfiguration, withGrpc: boolean): Promise<Row[]> {
   const rows: Row[] = [];
   const { child, endpoints, signer } = await startChild("--server", nodeConfig.env);
-  const config = `${nodeConfig.label} (ticks signed in the ${signer === "worker" ? "signer thread" : "serving thread"})`;
+  const config = `${nodeConfig.label} (ticks signed in the ${signerLabel(signer)})`;
   try {
     const url = `${endpoints.rest}/time/current`;
     const beforeMax = await proofAgeBuckets(endpoints.rest);
@@ -442,7 +452,7 @@ async function nodeRuns(nodeConfig: NodeConfiguration, withGrpc: boolean): Promi
       "≤ 1 ms",
     ]);
 
-    if (nodeConfig === NODE_SIGNER_THREAD && threadsNamed(child.pid, SIGNER_THREAD_NAME).length === 0) {
+    if (signer === "worker" && threadsNamed(child.pid, SIGNER_THREAD_NAME).length === 0) {
       throw new Error("the signer thread is gone after the load runs (the node fell back to signing in the serving thread): these rows are not valid");
     }
     if (withGrpc) {
@@ -517,18 +527,23 @@ async function main(): Promise<void> {
   }
 
   // ------------------------------------------------------------- the serving ratio: node vs bare node:http, alternating
-  // The defaults (signatures in the serving thread), and signerThread "on" with the thread moved to the load core
-  // (beside the serving thread, as on a machine with a core to spare).
+  // The defaults (here: the signer thread, moved to the load core, beside the serving thread as on a machine with a
+  // core to spare), and signerThread "off" (every signature in the serving thread).
   const ratioRows: Row[] = [];
-  for (const nodeConfig of [NODE_DEFAULTS, NODE_SIGNER_THREAD]) {
+  for (const nodeConfig of [NODE_DEFAULTS, NODE_SERVING_THREAD]) {
+    const signedIn = new Set<string>();
     const serving = await alternatingRatio({
       runs: RATIO_RUNS,
       durationS: Math.min(DURATION_S, 5),
-      startSubject: () => childForRun("--server", nodeConfig.env),
+      startSubject: async () => {
+        const { child, endpoints, signer } = await startChild("--server", nodeConfig.env);
+        signedIn.add(signerLabel(signer));
+        return { url: `${endpoints.rest}/time/current`, stop: () => stopChild(child) };
+      },
       startBaseline: () => childForRun("--baseline-http"),
     });
     ratioRows.push([
-      `${nodeConfig.label} ÷ bare node:http: GET /time/current, serving thread and bare server on the same pinned core (${loadTool}, 100 connections, ${RATIO_RUNS} alternating runs)`,
+      `${nodeConfig.label} (ticks signed in the ${[...signedIn].join(" / ")}) ÷ bare node:http: GET /time/current, serving thread and bare server on the same pinned core (${loadTool}, 100 connections, ${RATIO_RUNS} alternating runs)`,
       `${fmtRange(serving.subject)} vs ${fmtRange(serving.baseline)} req/s: ratio **${fmtRange(serving.ratios, 2)}**`,
       "≥ 0.9",
     ]);
@@ -537,7 +552,7 @@ async function main(): Promise<void> {
 
   // ------------------------------------------------------------- load runs against a node in a child process
   rows.push(...(await nodeRuns(NODE_DEFAULTS, true)));
-  rows.push(...(await nodeRuns(NODE_SIGNER_THREAD, false)));
+  rows.push(...(await nodeRuns(NODE_SERVING_THREAD, false)));
   rows.push(...(await nodeRuns(NODE_REFRESH, false)));
 
   // ------------------------------------------------------------- micro-benchmarks in a fresh process

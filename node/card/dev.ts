@@ -8,7 +8,7 @@
  */
 import type { KeyObject } from "node:crypto";
 import { UnavailableError } from "../../protocol/errors";
-import { p256PublicKeyToUncompressed } from "../../protocol/keys";
+import { p256PrivateScalar, p256PublicKeyToUncompressed } from "../../protocol/keys";
 import { cardIdOf, signHardware } from "../../protocol/sign";
 import type { GpsReference, Hex } from "../../protocol/types";
 import { anchorToWallClock, clockFromAnchor, type WallClockAnchor } from "./hostClock";
@@ -80,6 +80,14 @@ export class DevTimeCard implements TimeCard {
       throw new UnavailableError(`time card tampered: ${this.#tamperReason}`, { cardId: this.cardId });
     }
     return signHardware(this.#cardKey, nanoMoment);
+  }
+
+  /** The key is process memory: the node's signer thread may sign with a copy (types.ts). */
+  exportKeyForSignerThread(): Hex {
+    if (this.#tamperReason !== null) {
+      throw new UnavailableError(`time card tampered: ${this.#tamperReason}`, { cardId: this.cardId });
+    }
+    return p256PrivateScalar(this.#cardKey);
   }
 
   tamperState(): TamperState {

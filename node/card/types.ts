@@ -38,6 +38,13 @@ export interface TimeCard {
    * each proof as unsigned metadata (docs/protocol.md §9.1).
    */
   gpsReference(): GpsReference | null;
+  /**
+   * Optional, for a card whose private key is process memory anyway (the development card): its P-256 private
+   * scalar (32 bytes, hex), so that the node's signer thread can sign hardware messages off the serving thread
+   * (node/core/signerWorker.ts). A hardware card never offers it (its key does not leave the card): its signatures
+   * stay signHardware() calls. Throws UnavailableError when tampered.
+   */
+  exportKeyForSignerThread?(): Hex;
   /** Releases driver resources. */
   close(): void;
 }

@@ -6,18 +6,20 @@
  * transport reads (background loop writes, handlers read).
  *
  * Cost: one P-256 signature (OpenSSL) plus one EIP-712 digest and one secp256k1 signature (libsecp256k1, or
- * @noble/curves when the addon is missing: protocol/secp256k1.ts) per attestation. The digest and the secp256k1
- * signature (≈ 80 % of the cost) run in a worker thread (signerWorker.ts) when `signInWorker` is on (default:
- * defaultSignInWorker below; the node's `signerThread` setting): per tick the main thread only checks tamper and
- * accuracy, reads the card clock, has the card sign (the card driver's call), posts the request, and swaps its
- * cached proof when the entry comes back. Proof requests drive those ticks under load (#driveSignerTicks): each
- * takes an entry the thread has finished from its shared result slot (signerResultSlot.ts) instead of waiting
- * for the event loop to reach the reply, and starts the next tick when none is in flight and the cached proof is
- * a tick interval old, instead of waiting for a timer the busy loop runs late. Until the worker has loaded and
- * passed its known-answer test, and if it ever fails, ticks sign in the main thread as before. `attest()` (on demand: attestNow, schedule delivery)
- * always signs synchronously in the calling thread. Ticks never overlap: the next tick is armed only after the
- * previous one finished (worker reply included), so the effective period is max(tickInterval, signing round trip
- * + the 1 ms timer granularity). `tickIntervalNs` trades CPU for proof freshness.
+ * @noble/curves when the addon is missing: protocol/secp256k1.ts) per attestation. The signatures run in a worker
+ * thread (signerWorker.ts) when `signInWorker` is on (default: defaultSignInWorker below; the node's
+ * `signerThread` setting): per tick the main thread only checks tamper and accuracy, reads the card clock, posts
+ * the request, and swaps its cached proof when the signatures come back. The thread signs the card's message too
+ * when the card allows it (TimeCard.exportKeyForSignerThread: the dev card; a hardware card signs through its
+ * driver, in the main thread). Proof requests drive those ticks under load (#driveSignerTicks): each takes a
+ * result the thread has finished from its shared result slot (signerResultSlot.ts) instead of waiting for the
+ * event loop to reach the reply, and starts the next tick when none is in flight and the cached proof is a tick
+ * interval old, instead of waiting for a timer the busy loop runs late. Until the worker has loaded and passed
+ * its known-answer test, and if it ever fails, ticks sign in the main thread as before. `attest()` (on demand:
+ * attestNow, schedule delivery) always signs synchronously in the calling thread. Ticks never overlap: the next
+ * tick is armed only after the previous one finished (worker reply included), so the effective period is
+ * max(tickInterval, signing round trip + the 1 ms timer granularity). `tickIntervalNs` trades CPU for proof
+ * freshness.
  *
  * Freshness under load: a loaded event loop runs timers late (a loop turn answering 100 requests takes
  * milliseconds), so ticks alone let a served proof age by the loop's delay. With `refreshAfterNs` set (the
@@ -36,8 +38,9 @@
  *   discarded and the worker is terminated. Tamper is latched: only a restart with a healthy card resumes
  *   attesting.
  */
+import { availableParallelism } from "node:os";
 import type { Logger } from "pino";
-import { timeAttestationDigest, timeAttestationForProof } from "../../protocol/codec";
+import { hwMessage, timeAttestationDigest, timeAttestationForProof } from "../../protocol/codec";
 import { UnavailableError } from "../../protocol/errors";
 import type { NodeKey } from "../../protocol/keys";
 import { signNodeEntry, type RecoveryMemo } from "../../protocol/sign";
@@ -45,7 +48,8 @@ import { SECP256K1_BACKEND } from "../../protocol/secp256k1";
 import type { Hex } from "../../protocol/types";
 import type { TimeCard } from "../card/types";
 import { soloCoSigning, type CoSigningStage, type LocalAttestation } from "./cosign";
-import { NodeSignerThread, type NodeSignRequest } from "./signerWorker";
+import { verifyP256Signature } from "../../protocol/verify";
+import { NodeSignerThread, SIGNER_THREAD_COMPILED, type NodeSignRequest, type ThreadSignRequest } from "./signerWorker";
 import type { NodeAlert, SignedTime } from "./types";
 
 export interface AttestorOptions {
@@ -74,9 +78,10 @@ export interface AttestorOptions {
   nodeClockNs: () => bigint;
   logger: Logger;
   /**
-   * Sign ticks' node entries in a worker thread (signerWorker.ts), so the serving event loop spends no time on the
-   * digest and the secp256k1 signature. Default (defaultSignInWorker): on only when signing is pure-JS noble
-   * (~0.35–1.5 ms a tick). refreshAfterNs signs on demand in the calling thread, so a worker turns it off.
+   * Sign ticks' node entries (and the card's signature, when the card allows it) in a worker thread
+   * (signerWorker.ts), so the serving event loop spends no time on them. Default: defaultSignInWorker (pure-JS
+   * noble, or a spare core for a compiled thread). refreshAfterNs signs on demand in the calling thread, so a
+   * worker turns it off.
    */
   signInWorker?: boolean;
   /**
@@ -135,14 +140,33 @@ class Listeners<T> {
 
 const NS_PER_MS = 1_000_000n;
 
+/** What defaultSignInWorker decides on. */
+export interface SignerEnvironment {
+  backend: typeof SECP256K1_BACKEND;
+  /** os.availableParallelism(): cores this process may run on. */
+  availableCores: number;
+  /** Whether the signer thread would run compiled JavaScript (dist/), not TypeScript sources (signerWorker.ts). */
+  compiledThread: boolean;
+  refreshAfterNs: bigint;
+}
+
+export function currentSignerEnvironment(refreshAfterNs = 0n): SignerEnvironment {
+  return { backend: SECP256K1_BACKEND, availableCores: availableParallelism(), compiledThread: SIGNER_THREAD_COMPILED, refreshAfterNs };
+}
+
 /**
- * Where ticks sign when AttestorOptions.signInWorker is not given: in the signer thread when signing is slow pure
- * JS (~0.35–1.5 ms a tick; refreshAfterNs then has no effect). With libsecp256k1 (~0.1 ms) in the serving thread: a proof signed in the thread reaches requests one event-loop turn later, and
- * under saturation that made served proofs 5–7× older (p50 4–5 ms against 0.7 ms, `npm run bench:node`) for 5–10 %
- * more requests per serving core; `signerThread: "on"` makes that trade where a core is spare.
+ * Where ticks sign when AttestorOptions.signInWorker is not given (the node's `signerThread: "auto"`):
+ * - pure-JS noble (~0.35–1.5 ms a tick): always in the signer thread (refreshAfterNs then has no effect);
+ * - libsecp256k1: in the signer thread when a core is spare for it and the thread runs compiled code (dist/, what
+ *   `ats-node` runs: it loads in ~150 ms), unless refreshAfterNs asks for on-demand signing in the serving thread.
+ *   The thread then also signs for the card when the card allows it, and proof requests drive its ticks, so served
+ *   proofs are as fresh as when the serving thread signs and that thread does about a third of the tick's work
+ *   (`npm run bench:node`). From TypeScript sources (the tests' ts-node) a thread costs ~0.55 s and ~120 MB at each
+ *   start: there, and on one core, ticks sign in the serving thread.
  */
-export function defaultSignInWorker(): boolean {
-  return SECP256K1_BACKEND === "noble";
+export function defaultSignInWorker(environment: SignerEnvironment = currentSignerEnvironment()): boolean {
+  if (environment.backend === "noble") return true;
+  return environment.refreshAfterNs === 0n && environment.compiledThread && environment.availableCores >= 2;
 }
 
 export class Attestor {
@@ -198,8 +222,8 @@ export class Attestor {
       return;
     }
     if (this.#options.ticks === false) return;
-    if (this.#options.signInWorker ?? defaultSignInWorker()) {
-      const refreshAfterNs = this.#options.refreshAfterNs ?? 0n;
+    const refreshAfterNs = this.#options.refreshAfterNs ?? 0n;
+    if (this.#options.signInWorker ?? defaultSignInWorker(currentSignerEnvironment(refreshAfterNs))) {
       // Only 'auto' with pure-JS signing gets here with it set ('on' with it is refused by the configuration).
       if (refreshAfterNs > 0n) this.#logger.warn({ refreshAfterNs: refreshAfterNs.toString() }, "refreshAfterNs has no effect: ticks sign in the signer thread (pure-JS secp256k1)");
       this.#startSigner();
@@ -347,12 +371,19 @@ export class Attestor {
    * clock and signature, the node timestamp. Throws UnavailableError like attest().
    */
   #prepare(): NodeSignRequest {
+    const { hardwareSignature, ...rest } = this.#prepareFor(true);
+    if (hardwareSignature === undefined) throw new Error("attestor: the card did not sign"); // #prepareFor(true) always signs
+    return { ...rest, hardwareSignature };
+  }
+
+  /** #prepare(), leaving the card's signature to the signer thread when `cardSigns` is false (it holds the key). */
+  #prepareFor(cardSigns: boolean): ThreadSignRequest {
     const { card, accuracyNs, nodeClockNs } = this.#options;
     this.assertCanSign();
     try {
       const nanoMoment = card.readTimeNs();
-      const hardwareSignature = card.signHardware(nanoMoment);
-      return { nanoMoment, hardwareSignature, accuracy: accuracyNs, nodeTimestampNs: nodeClockNs() };
+      const base = { nanoMoment, accuracy: accuracyNs };
+      return cardSigns ? { ...base, hardwareSignature: card.signHardware(nanoMoment), nodeTimestampNs: nodeClockNs() } : { ...base, nodeTimestampNs: nodeClockNs() };
     } catch (error) {
       this.#checkTamperAfterFailure();
       throw error;
@@ -465,13 +496,16 @@ export class Attestor {
     }
   }
 
-  /** One tick with the node signature from the worker; the next tick is armed when the reply is in. */
+  /**
+   * One tick with the node signature (and the card's, when the thread holds the card key) from the worker; the
+   * next tick is armed when the reply is in.
+   */
   #tickInWorker(signer: NodeSignerThread): void {
     const generation = this.#generation;
     const startedAt = process.hrtime.bigint();
-    let request: NodeSignRequest;
+    let request: ThreadSignRequest;
     try {
-      request = this.#prepare();
+      request = this.#prepareFor(!signer.signsHardware);
     } catch (error) {
       this.#tickFailed(error);
       this.#armNextTick();
@@ -482,7 +516,7 @@ export class Attestor {
       .then(
         (result) => {
           if (generation !== this.#generation) return;
-          this.#acceptFromWorker(request, result.entry, result.digest, startedAt);
+          this.#acceptFromWorker({ ...request, hardwareSignature: result.hardwareSignature }, result.entry, result.digest, startedAt);
         },
         (error: unknown) => {
           if (generation !== this.#generation || this.#tamperReason !== null) return;
@@ -519,7 +553,9 @@ export class Attestor {
     const generation = this.#generation;
     let signer: NodeSignerThread;
     try {
+      const cardPrivateKey = this.#options.card.exportKeyForSignerThread?.();
       signer = new NodeSignerThread(this.#options.nodeKey, {
+        ...(cardPrivateKey === undefined ? {} : { cardPrivateKey }),
         onFailure: (error) => {
           if (this.#signer !== signer) return;
           this.#logger.error({ err: error }, "signer thread failed; signing in the main thread from now on");
@@ -547,17 +583,31 @@ export class Attestor {
       );
   }
 
-  /** The worker must produce byte for byte what protocol/sign.ts produces (RFC 6979 is deterministic). */
+  /**
+   * The worker must produce byte for byte what protocol/sign.ts produces for the node entry (RFC 6979 is
+   * deterministic) and, when it holds the card key, a low-S card signature that verifies with the card's public key
+   * (P-256 signatures are randomised: checked, not compared).
+   */
   async #knownAnswerTest(signer: NodeSignerThread): Promise<void> {
-    const request: NodeSignRequest = {
+    const { card } = this.#options;
+    const request: ThreadSignRequest = {
       nanoMoment: 1_700_000_000_123_456_789n,
-      hardwareSignature: `0x${this.#options.card.cardId.slice(2)}${"11".repeat(32)}${"22".repeat(32)}`,
+      ...(signer.signsHardware ? {} : { hardwareSignature: `0x${card.cardId.slice(2)}${"11".repeat(32)}${"22".repeat(32)}` as Hex }),
       accuracy: this.#options.accuracyNs,
       nodeTimestampNs: 1_700_000_000_123_457_000n,
     };
-    const base = { nanoMoment: request.nanoMoment, hardwareSignature: request.hardwareSignature, accuracy: request.accuracy };
-    const att = timeAttestationForProof(base, request.nodeTimestampNs);
     const result = await signer.sign(request);
+    const { hardwareSignature } = result;
+    if (request.hardwareSignature === undefined) {
+      const cardSigned =
+        hardwareSignature.length === 2 + 2 * 96 &&
+        hardwareSignature.slice(0, 66) === card.cardId &&
+        verifyP256Signature({ message: hwMessage(card.cardId, request.nanoMoment) }, `0x${hardwareSignature.slice(66, 130)}`, `0x${hardwareSignature.slice(130, 194)}`, card.publicKey);
+      if (!cardSigned) throw new Error("signer thread failed its known-answer test (its card signature does not verify with the card's public key)");
+    } else if (hardwareSignature !== request.hardwareSignature) {
+      throw new Error("signer thread failed its known-answer test (it did not keep the hardware signature it was given)");
+    }
+    const att = timeAttestationForProof({ nanoMoment: request.nanoMoment, hardwareSignature, accuracy: request.accuracy }, request.nodeTimestampNs);
     if (result.digest !== timeAttestationDigest(att) || result.entry !== signNodeEntry(this.#options.nodeKey, att)) {
       throw new Error("signer thread failed its known-answer test (digest or entry differs from protocol/sign.ts)");
     }

@@ -6,7 +6,8 @@
  * (`npm run bench:node`, 2026-11-25). Reading the slot costs one atomic load per check.
  *
  * Layout (RESULT_SLOT_BYTES): int32 at 0 = the request id of the result in the slot (0 while none or while it is
- * being written), 4 bytes spare, the 80-byte node entry at 8, its 32-byte EIP-712 digest at 88. One writer (the
+ * being written), 4 bytes spare, the 80-byte node entry at 8, its 32-byte EIP-712 digest at 88, the 96-byte
+ * hardware signature it covers (cardId ‖ r ‖ s: the card's, made by the thread or given to it) at 120. One writer (the
  * worker): it clears the id, writes the bytes, then publishes the id (Atomics: the bytes written before the
  * store are visible to a reader that loads that id). A reader checks the id before and after copying, so a result
  * being overwritten meanwhile is never returned half old, half new.
@@ -17,7 +18,16 @@ const ENTRY_OFFSET = 8;
 const ENTRY_BYTES = 80;
 const DIGEST_OFFSET = ENTRY_OFFSET + ENTRY_BYTES;
 const DIGEST_BYTES = 32;
-export const RESULT_SLOT_BYTES = DIGEST_OFFSET + DIGEST_BYTES;
+const HARDWARE_OFFSET = DIGEST_OFFSET + DIGEST_BYTES;
+const HARDWARE_BYTES = 96;
+export const RESULT_SLOT_BYTES = HARDWARE_OFFSET + HARDWARE_BYTES;
+
+/** One signature of the thread: the node entry, its digest, and the hardware signature the entry covers. */
+export interface SlotResult {
+  entry: Hex;
+  digest: Hex;
+  hardwareSignature: Hex;
+}
 
 function hexBytes(hex: Hex, bytes: number, what: string): Buffer {
   const raw = Buffer.from(hex.slice(2), "hex");
@@ -41,14 +51,16 @@ export class ResultSlot {
     this.#bytes = Buffer.from(buffer);
   }
 
-  /** The worker's side: publishes `entry` and `digest` as the result of request `id` (a positive int32). */
-  write(id: number, entry: Hex, digest: Hex): void {
+  /** The worker's side: publishes `result` as the result of request `id` (a positive int32). */
+  write(id: number, result: SlotResult): void {
     if (!Number.isInteger(id) || id <= 0 || id > 0x7fffffff) throw new RangeError(`result slot: request id must be a positive int32, got ${id}`);
-    const entryBytes = hexBytes(entry, ENTRY_BYTES, "the entry");
-    const digestBytes = hexBytes(digest, DIGEST_BYTES, "the digest");
+    const entryBytes = hexBytes(result.entry, ENTRY_BYTES, "the entry");
+    const digestBytes = hexBytes(result.digest, DIGEST_BYTES, "the digest");
+    const hardwareBytes = hexBytes(result.hardwareSignature, HARDWARE_BYTES, "the hardware signature");
     Atomics.store(this.#header, 0, 0);
     this.#bytes.set(entryBytes, ENTRY_OFFSET);
     this.#bytes.set(digestBytes, DIGEST_OFFSET);
+    this.#bytes.set(hardwareBytes, HARDWARE_OFFSET);
     Atomics.store(this.#header, 0, id);
   }
 
@@ -58,10 +70,11 @@ export class ResultSlot {
   }
 
   /** The serving thread's side: the result of request `id` when the slot holds it, else null. */
-  read(id: number): { entry: Hex; digest: Hex } | null {
+  read(id: number): SlotResult | null {
     if (Atomics.load(this.#header, 0) !== id) return null;
     const entry: Hex = `0x${this.#bytes.toString("hex", ENTRY_OFFSET, ENTRY_OFFSET + ENTRY_BYTES)}`;
     const digest: Hex = `0x${this.#bytes.toString("hex", DIGEST_OFFSET, DIGEST_OFFSET + DIGEST_BYTES)}`;
-    return Atomics.load(this.#header, 0) === id ? { entry, digest } : null;
+    const hardwareSignature: Hex = `0x${this.#bytes.toString("hex", HARDWARE_OFFSET, HARDWARE_OFFSET + HARDWARE_BYTES)}`;
+    return Atomics.load(this.#header, 0) === id ? { entry, digest, hardwareSignature } : null;
   }
 }

@@ -10,10 +10,13 @@
  * The thread takes the name it is given (SIGNER_THREAD_NAME) where the OS allows it (Linux: /proc/thread-self/comm),
  * so `top -H` and `ps -L` show it and a benchmark can give it a core of its own (scripts/bench-node.ts).
  *
- * Protocol (structured clone): workerData `{ nodePrivateKey: Uint8Array, nativeCallGate: SharedArrayBuffer,
- * resultSlot: SharedArrayBuffer, threadName: string }` (32 bytes; 4 bytes; RESULT_SLOT_BYTES); each message
- * `{ id, nanoMoment, hardwareSignature, accuracy, nodeTimestampNs }` is answered `{ id, entry, digest }` or
- * `{ id, error }` (the error's text only: never the key). Once loaded it posts `{ ready: true, backend }`.
+ * Protocol (structured clone): workerData `{ nodePrivateKey: Uint8Array, cardPrivateKey?: Uint8Array,
+ * nativeCallGate: SharedArrayBuffer, resultSlot: SharedArrayBuffer, threadName: string }` (32 bytes; 32 bytes, the
+ * card's P-256 scalar when the card lets the thread sign: node/card/types.ts exportKeyForSignerThread; 4 bytes;
+ * RESULT_SLOT_BYTES); each message `{ id, nanoMoment, hardwareSignature?, accuracy, nodeTimestampNs }` is answered
+ * `{ id, entry, digest, hardwareSignature }` or `{ id, error }` (the error's text only: never a key). Without
+ * `hardwareSignature` the thread signs the hardware message with the card key first (an error without one).
+ * Once loaded it posts `{ ready: true, backend, signsHardware }`.
  * A signature is also written to the result slot (signerResultSlot.ts) before its reply is posted:
  * the parent can take it from there as soon as it is made, without waiting for its event loop to reach the reply.
  */
@@ -22,7 +25,8 @@ import { parentPort, workerData } from "node:worker_threads";
 import { bytesToHexString } from "../../protocol/bytes";
 import { timeAttestationForProof } from "../../protocol/codec";
 import { SECP256K1_BACKEND } from "../../protocol/secp256k1";
-import { signNodeEntryWithDigest } from "../../protocol/sign";
+import { p256PrivateKeyObject } from "../../protocol/keys";
+import { signHardware, signNodeEntryWithDigest } from "../../protocol/sign";
 import type { Hex } from "../../protocol/types";
 import { ResultSlot } from "./signerResultSlot";
 
@@ -30,7 +34,8 @@ import { ResultSlot } from "./signerResultSlot";
 interface SignMessage {
   id: number;
   nanoMoment: bigint;
-  hardwareSignature: Hex;
+  /** Absent: the thread's card key signs (workerData.cardPrivateKey). */
+  hardwareSignature?: Hex;
   accuracy: number;
   nodeTimestampNs: bigint;
 }
@@ -52,25 +57,37 @@ function nameThisThread(name: unknown): void {
 function run(): void {
   const port = parentPort;
   if (port === null) throw new Error("node/core/signerThread is the body of a worker thread: start it with node/core/signerWorker.ts");
-  const data = workerData as { nodePrivateKey?: unknown; threadName?: unknown; resultSlot?: unknown } | null;
+  const data = workerData as { nodePrivateKey?: unknown; cardPrivateKey?: unknown; threadName?: unknown; resultSlot?: unknown } | null;
   if (!(data?.nodePrivateKey instanceof Uint8Array) || data.nodePrivateKey.length !== 32) {
     throw new Error("signer thread: workerData.nodePrivateKey must be 32 bytes");
   }
+  const cardKeyBytes = data.cardPrivateKey;
+  if (cardKeyBytes !== undefined && !(cardKeyBytes instanceof Uint8Array && cardKeyBytes.length === 32)) {
+    throw new Error("signer thread: workerData.cardPrivateKey must be 32 bytes when given");
+  }
+  const cardKey = cardKeyBytes === undefined ? null : p256PrivateKeyObject(bytesToHexString(cardKeyBytes));
+  cardKeyBytes?.fill(0); // the KeyObject is what signs from now on
   const resultSlot = new ResultSlot(data.resultSlot as SharedArrayBuffer); // checks the type and size
   const nodePrivateKey = bytesToHexString(data.nodePrivateKey);
   data.nodePrivateKey.fill(0); // the hex copy is what signs from now on
   nameThisThread(data.threadName);
   port.on("message", (request: SignMessage) => {
     try {
-      const att = timeAttestationForProof(request, request.nodeTimestampNs);
+      let hardwareSignature = request.hardwareSignature;
+      if (hardwareSignature === undefined) {
+        if (cardKey === null) throw new Error("no hardwareSignature given, and this thread holds no card key");
+        hardwareSignature = signHardware(cardKey, request.nanoMoment);
+      }
+      const att = timeAttestationForProof({ ...request, hardwareSignature }, request.nodeTimestampNs);
       const { entry, digest } = signNodeEntryWithDigest(nodePrivateKey, att);
-      resultSlot.write(request.id, entry, digest);
-      port.postMessage({ id: request.id, entry, digest });
+      const result = { entry, digest, hardwareSignature };
+      resultSlot.write(request.id, result);
+      port.postMessage({ id: request.id, ...result });
     } catch (error) {
       port.postMessage({ id: request.id, error: errorText(error) });
     }
   });
-  port.postMessage({ ready: true, backend: SECP256K1_BACKEND });
+  port.postMessage({ ready: true, backend: SECP256K1_BACKEND, signsHardware: cardKey !== null });
 }
 
 run();

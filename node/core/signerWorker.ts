@@ -3,8 +3,10 @@
  * worker_thread, so the event loop that serves REST/gRPC/WS spends none of its time on them (~0.1 ms a tick with
  * libsecp256k1, ~0.35–1.5 ms with pure-JS noble). On a machine with a core to spare the signatures run beside the
  * serving thread instead of inside it. The main thread keeps everything that decides WHETHER to sign (tamper,
- * accuracy bound, card clock, card signature through the card driver) and only swaps its cached proof when a
- * result comes back (node/core/attestor.ts).
+ * accuracy bound, card clock) and only swaps its cached proof when a result comes back (node/core/attestor.ts).
+ * Given the card's key (`cardPrivateKey`: a card whose key is process memory anyway, the dev card), the thread
+ * also makes the card's P-256 signature of the moment; otherwise the card driver signs in the main thread and the
+ * request carries its signature. The card key travels like the node key (below).
  *
  * The worker runs node/core/signerThread.ts, an ordinary module that signs with protocol/sign.ts. Which file the
  * worker loads depends on how this module was loaded (a worker does not inherit its parent's require hooks):
@@ -25,8 +27,8 @@
  * the whole process. What the worker computes is pinned by a known-answer test against protocol/sign.ts
  * (`signNodeEntry`) before the attestor routes any tick to it, and by the attestor tests.
  *
- * The private key travels once, as raw bytes in workerData (structured clone inside this process); the parent
- * zeroes its copy right after the worker is created. Neither side ever logs it: worker errors are reported as
+ * The private keys travel once, as raw bytes in workerData (structured clone inside this process); the parent
+ * zeroes its copies right after the worker is created. Neither side ever logs it: worker errors are reported as
  * messages that contain only the error text.
  */
 import { existsSync } from "node:fs";
@@ -37,7 +39,7 @@ import type { NodeKey } from "../../protocol/keys";
 import { closeNativeCallGate, createNativeCallGate, NATIVE_CALL_GATE_KEY } from "../../protocol/nativeCallGate";
 import type { Secp256k1Backend } from "../../protocol/secp256k1";
 import type { Hex } from "../../protocol/types";
-import { ResultSlot } from "./signerResultSlot";
+import { ResultSlot, type SlotResult } from "./signerResultSlot";
 
 /** bin/register-ts.js: the transpile-on-require hook a worker needs to run the TypeScript sources. */
 const REGISTER_TS = join(__dirname, "..", "..", "bin", "register-ts.js");
@@ -46,8 +48,11 @@ const REGISTER_TS = join(__dirname, "..", "..", "bin", "register-ts.js");
  * The worker's entry file and the options it needs to run: the compiled sibling when this module is compiled
  * JavaScript, else the TypeScript source behind bin/register-ts.js.
  */
+/** Whether the signer thread runs compiled JavaScript (this module is the dist/ build), not TypeScript sources. */
+export const SIGNER_THREAD_COMPILED = __filename.endsWith(".js");
+
 export function signerThreadEntry(): { filename: string; execArgv: string[] } {
-  if (__filename.endsWith(".js")) return { filename: join(__dirname, "signerThread.js"), execArgv: [] };
+  if (SIGNER_THREAD_COMPILED) return { filename: join(__dirname, "signerThread.js"), execArgv: [] };
   if (!existsSync(REGISTER_TS)) throw new Error(`signer thread: ${REGISTER_TS} is missing (needed to run the TypeScript sources)`);
   return { filename: join(__dirname, "signerThread.ts"), execArgv: ["-r", REGISTER_TS] };
 }
@@ -64,19 +69,26 @@ export interface NodeSignRequest {
   nodeTimestampNs: bigint;
 }
 
-export interface NodeSignResult {
-  /** The 80-byte node entry nodeTimestamp ‖ r ‖ yParityAndS (EIP-2098, low-S). */
-  entry: Hex;
-  /** The EIP-712 digest the entry signs (seeds the recovery memo). */
-  digest: Hex;
-}
+/**
+ * What the thread is asked to sign: a NodeSignRequest, where the hardware signature may be left to the thread when
+ * it holds the card key (NodeSignerThreadOptions.cardPrivateKey; `signsHardware`).
+ */
+export type ThreadSignRequest = Omit<NodeSignRequest, "hardwareSignature"> & { hardwareSignature?: Hex };
+
+/**
+ * The node entry (80 bytes: nodeTimestamp ‖ r ‖ yParityAndS, EIP-2098, low-S), the EIP-712 digest it signs (seeds
+ * the recovery memo), and the hardware signature it covers (the request's, or the one the thread made).
+ */
+export type NodeSignResult = SlotResult;
 
 interface WorkerReply {
   id?: number;
   ready?: true;
   backend?: Secp256k1Backend;
+  signsHardware?: boolean;
   entry?: Hex;
   digest?: Hex;
+  hardwareSignature?: Hex;
   error?: string;
 }
 
@@ -94,6 +106,11 @@ export interface NodeSignerThreadOptions {
   onFailure?: (error: Error) => void;
   /** A sign() without a reply after this many ms rejects (default SIGN_TIMEOUT_MS). */
   signTimeoutMs?: number;
+  /**
+   * The card's P-256 private scalar, when the card lets the thread sign hardware messages (the dev card:
+   * node/card/types.ts exportKeyForSignerThread). Like the node key it travels once, in workerData.
+   */
+  cardPrivateKey?: Hex;
 }
 
 interface Pending {
@@ -136,6 +153,7 @@ export class NodeSignerThread {
   readonly #pending = new Map<number, Pending>();
   #nextId = 1;
   #backend: Secp256k1Backend | null = null;
+  #signsHardware = false;
   #failure: Error | null = null;
   #onFailure: ((error: Error) => void) | null;
   #markFailed: (error: Error) => void = () => undefined;
@@ -145,12 +163,22 @@ export class NodeSignerThread {
     this.#onFailure = options.onFailure ?? null;
     this.#signTimeoutMs = options.signTimeoutMs ?? SIGN_TIMEOUT_MS;
     const nodePrivateKey = hexToByteArray(nodeKey.exportPrivateKey());
+    const cardPrivateKey = options.cardPrivateKey === undefined ? undefined : hexToByteArray(options.cardPrivateKey);
     try {
+      if (cardPrivateKey !== undefined && cardPrivateKey.length !== 32) throw new RangeError("signer thread: cardPrivateKey must be 32 bytes");
       const entry = signerThreadEntry();
-      const workerData = { nodePrivateKey, threadName: SIGNER_THREAD_NAME, resultSlot: this.#slot.buffer, [NATIVE_CALL_GATE_KEY]: this.#gate };
+      const workerData = {
+        nodePrivateKey,
+        ...(cardPrivateKey === undefined ? {} : { cardPrivateKey }),
+        threadName: SIGNER_THREAD_NAME,
+        resultSlot: this.#slot.buffer,
+        [NATIVE_CALL_GATE_KEY]: this.#gate,
+      };
       this.#worker = new Worker(entry.filename, { name: SIGNER_THREAD_NAME, execArgv: entry.execArgv, workerData });
     } finally {
-      nodePrivateKey.fill(0); // the worker got its own copy (workerData is cloned at construction)
+      // The worker got its own copies (workerData is cloned at construction).
+      nodePrivateKey.fill(0);
+      cardPrivateKey?.fill(0);
     }
     trackGate(this.#gate);
     this.#worker.unref();
@@ -163,16 +191,17 @@ export class NodeSignerThread {
     this.#worker.on("message", (reply: WorkerReply) => {
       if (reply.ready === true) {
         this.#backend = reply.backend ?? null;
+        this.#signsHardware = reply.signsHardware === true;
         markReady();
         return;
       }
       const pending = reply.id === undefined ? undefined : this.#pending.get(reply.id);
       if (pending === undefined || reply.id === undefined) return;
       this.#pending.delete(reply.id);
-      if (reply.error !== undefined || reply.entry === undefined || reply.digest === undefined) {
+      if (reply.error !== undefined || reply.entry === undefined || reply.digest === undefined || reply.hardwareSignature === undefined) {
         pending.reject(new Error(`signer thread: ${reply.error ?? "malformed reply"}`));
       } else {
-        pending.resolve({ entry: reply.entry, digest: reply.digest });
+        pending.resolve({ entry: reply.entry, digest: reply.digest, hardwareSignature: reply.hardwareSignature });
       }
     });
     this.#worker.on("error", (error: Error) => this.#fail(new Error(`signer thread failed: ${error.message}`)));
@@ -183,8 +212,11 @@ export class NodeSignerThread {
     });
   }
 
-  /** Signs one attestation in the worker. Rejects once the thread has failed or was closed. */
-  sign(request: NodeSignRequest): Promise<NodeSignResult> {
+  /**
+   * Signs one attestation in the worker (and its hardware message first when the request has no hardware
+   * signature: see `signsHardware`). Rejects once the thread has failed or was closed.
+   */
+  sign(request: ThreadSignRequest): Promise<NodeSignResult> {
     if (this.#failure !== null) return Promise.reject(this.#failure);
     const id = this.#nextId;
     // Ids are int32 in the result slot: wrap (after 2^31 − 1 requests, ~25 days of 1 ms ticks) instead of overflowing.
@@ -210,7 +242,7 @@ export class NodeSignerThread {
       this.#worker.postMessage({
         id,
         nanoMoment: request.nanoMoment,
-        hardwareSignature: request.hardwareSignature,
+        ...(request.hardwareSignature === undefined ? {} : { hardwareSignature: request.hardwareSignature }),
         accuracy: request.accuracy,
         nodeTimestampNs: request.nodeTimestampNs,
       });
@@ -237,6 +269,11 @@ export class NodeSignerThread {
     this.#pending.delete(id);
     pending.resolve(result);
     return true;
+  }
+
+  /** Whether the thread holds the card key (so a request may leave the hardware signature to it); false until `ready`. */
+  get signsHardware(): boolean {
+    return this.#signsHardware;
   }
 
   /** The secp256k1 backend the worker signs with; null until `ready`. */

@@ -3,6 +3,7 @@ import { expect } from "chai";
 import { decodeHardwareSignature, hwDigest } from "../../../protocol/codec";
 import { UnavailableError } from "../../../protocol/errors";
 import { verifyP256 } from "../../../protocol/verify";
+import { p256PrivateScalar } from "../../../protocol/keys";
 import { P256_HALF_N } from "../../../protocol/constants";
 import { verifyCardCertificateChain } from "../../../protocol/certs";
 import { DevTimeCard } from "../../../node/card/dev";
@@ -101,9 +102,10 @@ describe("DevTimeCard", () => {
     }
   });
 
-  it("latches tamper, notifies listeners once and refuses to sign", async () => {
+  it("latches tamper, notifies listeners once and refuses to sign or to hand its key to the signer thread", async () => {
     const identity = await devIdentity();
     const card = new DevTimeCard({ cardKey: identity.cardKey, certificateChainPem: identity.certificateChainPem });
+    expect(card.exportKeyForSignerThread()).to.equal(p256PrivateScalar(identity.cardKey));
     const reasons: string[] = [];
     card.onTamper((reason) => reasons.push(reason));
     expect(card.tamperState()).to.deep.equal({ tampered: false, reason: null });
@@ -112,6 +114,7 @@ describe("DevTimeCard", () => {
     expect(reasons).to.deep.equal(["enclosure opened"]);
     expect(card.tamperState()).to.deep.equal({ tampered: true, reason: "enclosure opened" });
     expect(() => card.signHardware(card.readTimeNs())).to.throw(UnavailableError, "enclosure opened");
+    expect(() => card.exportKeyForSignerThread()).to.throw(UnavailableError, "enclosure opened");
   });
 
   it("prints no key material", async () => {

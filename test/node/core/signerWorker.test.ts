@@ -3,10 +3,10 @@ import { spawnSync } from "node:child_process";
 import { readdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { UnavailableError } from "../../../protocol/errors";
-import { timeAttestationDigest, timeAttestationForProof } from "../../../protocol/codec";
+import { hwMessage, timeAttestationDigest, timeAttestationForProof } from "../../../protocol/codec";
 import { SECP256K1_BACKEND } from "../../../protocol/secp256k1";
 import { createRecoveryMemo, signNodeEntry } from "../../../protocol/sign";
-import { recoverNodeAddresses } from "../../../protocol/verify";
+import { recoverNodeAddresses, verifyP256Signature } from "../../../protocol/verify";
 import type { Hex } from "../../../protocol/types";
 import type { TimeCard } from "../../../node/card/types";
 import { Attestor, defaultSignInWorker } from "../../../node/core/attestor";
@@ -83,6 +83,54 @@ describe("Signer thread (node/core/signerWorker.ts)", () => {
     }
   });
 
+  it("signs the hardware message too when it holds the card key: low-S, verifying with the card's public key, and the entry covers it", async () => {
+    const { identity, card } = await setup();
+    const thread = new NodeSignerThread(identity.nodeKey, { cardPrivateKey: card.exportKeyForSignerThread() });
+    threads.push(thread);
+    await thread.ready;
+    expect(thread.signsHardware).to.equal(true);
+    for (let i = 0; i < 8; i += 1) {
+      const nanoMoment = card.readTimeNs();
+      const result = await thread.sign({ nanoMoment, accuracy: 50, nodeTimestampNs: nanoMoment + 9n });
+      const { hardwareSignature } = result;
+      expect(hardwareSignature.slice(0, 66)).to.equal(identity.cardId);
+      // verifyP256Signature refuses high-S: about half of OpenSSL's raw signatures would fail without normalising.
+      expect(verifyP256Signature({ message: hwMessage(identity.cardId, nanoMoment) }, `0x${hardwareSignature.slice(66, 130)}`, `0x${hardwareSignature.slice(130)}`, identity.cardPublicKey)).to.equal(true);
+      const att = timeAttestationForProof({ nanoMoment, hardwareSignature, accuracy: 50 }, nanoMoment + 9n);
+      expect(result.entry).to.equal(signNodeEntry(identity.nodeKey.exportPrivateKey(), att));
+    }
+    // Without the card key the thread refuses a request that leaves the card's signature to it.
+    const plain = new NodeSignerThread(identity.nodeKey);
+    threads.push(plain);
+    await plain.ready;
+    expect(plain.signsHardware).to.equal(false);
+    await expectRejects(plain.sign({ nanoMoment: card.readTimeNs(), accuracy: 50, nodeTimestampNs: card.readTimeNs() }), Error, "holds no card key");
+  });
+
+  it("attestor: with a card that lets the thread sign, worker ticks never call the card driver's signHardware; without, they do", async () => {
+    for (const offersKey of [true, false]) {
+      const { options, card, verifyAt } = await setup({ signInWorker: true });
+      if (!offersKey) Object.defineProperty(card, "exportKeyForSignerThread", { value: undefined });
+      const signHardware = card.signHardware.bind(card);
+      let cardSignatures = 0;
+      card.signHardware = (nanoMoment: bigint) => {
+        cardSignatures += 1;
+        return signHardware(nanoMoment);
+      };
+      const attestor = new Attestor(options);
+      attestors.push(attestor);
+      attestor.start();
+      await waitFor(() => attestor.stats().signer === "worker", 20_000, "the signer thread");
+      const before = cardSignatures;
+      const workerBefore = attestor.stats().workerAttestationsTotal;
+      await waitFor(() => attestor.stats().workerAttestationsTotal >= workerBefore + 5, 20_000, "five worker ticks");
+      if (offersKey) expect(cardSignatures, "card driver calls during worker ticks").to.equal(before);
+      else expect(cardSignatures - before).to.be.at.least(5);
+      expect(verifyAt(attestor.current().proof)).to.deep.include({ valid: true });
+      attestor.stop();
+    }
+  });
+
   it("collect() takes a finished signature from the result slot before the event loop has handled its reply", async () => {
     const { identity, card } = await setup();
     const thread = new NodeSignerThread(identity.nodeKey);
@@ -100,7 +148,7 @@ describe("Signer thread (node/core/signerWorker.ts)", () => {
     expect(thread.pendingCount).to.equal(0);
     expect(thread.collect(), "taken once").to.equal(false);
     const att = timeAttestationForProof(request, request.nodeTimestampNs);
-    expect(await signed).to.deep.equal({ entry: signNodeEntry(identity.nodeKey.exportPrivateKey(), att), digest: timeAttestationDigest(att) });
+    expect(await signed).to.deep.equal({ entry: signNodeEntry(identity.nodeKey.exportPrivateKey(), att), digest: timeAttestationDigest(att), hardwareSignature: request.hardwareSignature });
     // The reply that arrives afterwards answers nothing; the thread goes on signing.
     await new Promise((resolve) => setTimeout(resolve, 50));
     const next = await thread.sign({ ...request, nodeTimestampNs: request.nodeTimestampNs + 1n });
@@ -123,7 +171,7 @@ describe("Signer thread (node/core/signerWorker.ts)", () => {
       const nanoMoment = card.readTimeNs();
       const request: NodeSignRequest = { nanoMoment, hardwareSignature: card.signHardware(nanoMoment), accuracy: 50, nodeTimestampNs: nanoMoment + 7n };
       const att = timeAttestationForProof(request, request.nodeTimestampNs);
-      expect(await thread.sign(request)).to.deep.equal({ entry: signNodeEntry(identity.nodeKey.exportPrivateKey(), att), digest: timeAttestationDigest(att) });
+      expect(await thread.sign(request)).to.deep.equal({ entry: signNodeEntry(identity.nodeKey.exportPrivateKey(), att), digest: timeAttestationDigest(att), hardwareSignature: request.hardwareSignature });
     } finally {
       await thread.close();
     }
@@ -349,10 +397,20 @@ describe("Signer thread (node/core/signerWorker.ts)", () => {
     expect(child.stdout).to.contain(`backend ${SECP256K1_BACKEND}`);
   });
 
-  it("the node's signerThread setting: 'on' signs ticks in the thread, 'off' in the serving thread, 'auto' in the thread only with pure-JS noble", async function () {
+  it("defaultSignInWorker ('auto'): the thread with pure-JS noble; with libsecp256k1 when it runs compiled, on 2+ cores, without refreshAfterNs", () => {
+    const spare = { backend: "libsecp256k1", availableCores: 2, compiledThread: true, refreshAfterNs: 0n } as const;
+    expect(defaultSignInWorker(spare)).to.equal(true);
+    expect(defaultSignInWorker({ ...spare, availableCores: 1 }), "one core").to.equal(false);
+    expect(defaultSignInWorker({ ...spare, compiledThread: false }), "TypeScript sources").to.equal(false);
+    expect(defaultSignInWorker({ ...spare, refreshAfterNs: 1_000_000n }), "refreshAfterNs").to.equal(false);
+    expect(defaultSignInWorker({ backend: "noble", availableCores: 1, compiledThread: false, refreshAfterNs: 1_000_000n })).to.equal(true);
+    // Under these tests the thread would run TypeScript sources: 'auto' keeps libsecp256k1 ticks in the serving thread.
+    expect(defaultSignInWorker()).to.equal(SECP256K1_BACKEND === "noble");
+  });
+
+  it("the node's signerThread setting: 'on' signs ticks in the thread, 'off' in the serving thread, 'auto' as defaultSignInWorker decides", async function () {
     this.timeout(60_000);
     const expected = { on: "worker", off: "main-thread", auto: defaultSignInWorker() ? "worker" : "main-thread" } as const;
-    expect(defaultSignInWorker()).to.equal(SECP256K1_BACKEND === "noble");
     for (const setting of ["on", "off", "auto"] as const) {
       const dir = tempDir("ats-signer-setting-");
       const { service } = await buildService(testConfig(join(dir.path, "data"), { signerThread: setting }));
@@ -368,7 +426,7 @@ describe("Signer thread (node/core/signerWorker.ts)", () => {
     }
   });
 
-  it("attestor: by default ticks use the thread only when signing is pure-JS noble", async () => {
+  it("attestor: by default ticks use the thread as defaultSignInWorker decides (from these TypeScript sources: only with pure-JS noble)", async () => {
     const { options, verifyAt } = await setup();
     const attestor = new Attestor(options);
     attestor.start();
