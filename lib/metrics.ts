@@ -35,6 +35,7 @@ export class HotHistogramChild {
     this.counts = new Array<number>(bounds.length + 1).fill(0);
   }
   observe(value: number): void {
+    if (!Number.isFinite(value)) throw new TypeError(`histogram: a value must be finite, got ${value}`); // as prom-client
     const { bounds } = this;
     let bucket = 0;
     while (bucket < bounds.length && value > bounds[bucket]!) bucket += 1;
@@ -110,6 +111,7 @@ export class HotHistogram {
     const values: MetricLine[] = [];
     const bucketName = `${this.name}_bucket`;
     for (const [labelValue, child] of this.#children) {
+      if (child.count === 0) continue; // as prom-client: a label value appears with its first observation
       let cumulative = 0;
       this.#bounds.forEach((bound, index) => {
         cumulative += child.counts[index]!;

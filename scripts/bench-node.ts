@@ -25,9 +25,10 @@
  * The first rows are the serving ratio: the node's GET /time/current as a ratio to the bare node:http server on
  * the same pinned core, BENCH_RATIO_RUNS (default 3) alternating pairs of 5 s runs, as a range (benchUtil.ts
  * alternatingRatio): absolute req/s move with the machine's neighbours, the ratio much less. By default (two
- * cores, the compiled node) the node's ticks sign in its signer thread (node/core/signerWorker.ts), which is moved
- * to the load core, beside the serving thread as on a machine with a core to spare; the second ratio row and the
- * second set of load rows run the node with signerThread "off" (ticks signed in the serving thread).
+ * cores, the compiled node: nodeDefaults) the node's ticks sign in its signer thread (node/core/signerWorker.ts),
+ * which is moved to the load core, beside the serving thread as on a machine with a core to spare; the second
+ * ratio row and the second set of load rows run the node with signerThread "off" (ticks signed in the serving
+ * thread).
  *
  * Environment: BENCH_DURATION_S (default 10) bounds each load run; BENCH_TICK_NS sets the node's attestation tick
  * (default: the config default, 1 ms); BENCH_PIN=0 turns CPU pinning off; BENCH_LOAD=autocannon ignores wrk.
@@ -408,7 +409,16 @@ interface NodeConfiguration {
   env: Record<string, string>;
 }
 
-const NODE_DEFAULTS: NodeConfiguration = { label: "node (defaults)", env: {} };
+/**
+ * The defaults as `ats-node` would run them on this machine, unpinned. The child is pinned to one core, where
+ * signerThread "auto" would sign in the serving thread (defaultSignInWorker counts the cores the process may use);
+ * so what "auto" picks for the whole machine, decided in the parent before it pins itself, is passed explicitly.
+ */
+function nodeDefaults(autoPicksThread: boolean): NodeConfiguration {
+  return autoPicksThread
+    ? { label: `node (defaults: signerThread "auto" picks the signer thread on ${cpus().length} cores)`, env: { BENCH_NODE_SIGNER_THREAD: "on" } }
+    : { label: "node (defaults)", env: { BENCH_NODE_SIGNER_THREAD: "off" } };
+}
 const NODE_SERVING_THREAD: NodeConfiguration = { label: "node, signerThread off", env: { BENCH_NODE_SIGNER_THREAD: "off" } };
 /** refreshAfterNs 1 ms: the setting that bounds proof age under saturation. */
 const NODE_REFRESH: NodeConfiguration = { label: "node, refreshAfterNs 1 ms", env: { BENCH_NODE_REFRESH_NS: "1000000" } };
@@ -496,6 +506,8 @@ function ensureChildBuilt(): void {
 async function main(): Promise<void> {
   ensureChildBuilt();
   const loadAtStart = loadavg();
+  // Before this process pins itself: the children run compiled code, on this machine's cores.
+  const NODE_DEFAULTS = nodeDefaults(defaultSignInWorker({ ...currentSignerEnvironment(), compiledThread: true }));
   pin(process.pid, LOAD_CORE);
   const rows: Row[] = [];
   const loadTool = WRK ? "wrk" : "autocannon";

@@ -189,7 +189,6 @@ export function createConnectionGuard(options: ConnectionGuardOptions): Connecti
     penalties.set(address, { untilMs: nowMs() + durationMs, nextMs: durationMs * 2 });
   }
 
-  /** Stops reading a socket for refusalPauseMs (requests already read are still answered). */
   /**
    * Every admitted response's 'close' listener, one function for all (this is the hot path: no closure and no
    * once-wrapper per request). A response emits 'close' once, after 'finish' for every answered one.
@@ -202,6 +201,7 @@ export function createConnectionGuard(options: ConnectionGuardOptions): Connecti
     else if (this.statusCode === 429 && this.writableFinished) pauseReading(state.socket, state);
   }
 
+  /** Stops reading a socket for refusalPauseMs (requests already read are still answered). */
   function pauseReading(socket: Socket, state: SocketState): void {
     if (limits.refusalPauseMs <= 0 || socket.destroyed || state.closing || socket.isPaused()) return;
     socket.pause();

@@ -17,9 +17,10 @@
  * interval old, instead of waiting for a timer the busy loop runs late. Until the worker has loaded and passed
  * its known-answer test, and if it ever fails, ticks sign in the main thread as before. `attest()` (on demand:
  * attestNow, schedule delivery) always signs synchronously in the calling thread. Ticks never overlap: the next
- * tick is armed only after the previous one finished (worker reply included), so the effective period is
- * max(tickInterval, signing round trip + the 1 ms timer granularity). `tickIntervalNs` trades CPU for proof
- * freshness.
+ * tick is armed only after the previous one finished (worker reply included), so with the timer alone the
+ * effective period is max(tickInterval, signing round trip + the 1 ms timer granularity); a proof request may
+ * start a worker tick earlier, never before the cached proof is an interval old. `tickIntervalNs` trades CPU for
+ * proof freshness.
  *
  * Freshness under load: a loaded event loop runs timers late (a loop turn answering 100 requests takes
  * milliseconds), so ticks alone let a served proof age by the loop's delay. With `refreshAfterNs` set (the
@@ -184,6 +185,8 @@ export class Attestor {
   #refusalReason: string | null = null;
   /** Set when an on-demand refresh failed for a reason other than tamper or accuracy; cleared by the next proof. */
   #refreshSuspended = false;
+  /** Set when a tick failed; cleared by the next proof. Proof requests do not start ticks meanwhile (#driveSignerTicks). */
+  #tickFailing = false;
   #unsubscribeCard: (() => void) | null = null;
   /** The signer thread; ticks use it once #signerReady (loaded and known-answer-tested). */
   #signer: NodeSignerThread | null = null;
@@ -282,7 +285,13 @@ export class Attestor {
       throw new UnavailableError(this.#refusalReason ?? "no attestation yet: the node is starting", {});
     }
     let ageNs = this.#options.nodeClockNs() - latest.proof.nanoMoment;
-    if (this.#signerReady) this.#driveSignerTicks(ageNs);
+    if (this.#signerReady) {
+      this.#driveSignerTicks(ageNs);
+      // The tick it started may have found the card tampered: nothing is served from then on.
+      if (this.#tamperReason !== null) {
+        throw new UnavailableError(`time card tampered: ${this.#tamperReason}`, { reason: this.#tamperReason });
+      }
+    }
     if (this.#shouldRefresh(ageNs)) {
       const refreshed = this.#refreshOnDemand();
       if (refreshed !== null) return refreshed;
@@ -301,7 +310,7 @@ export class Attestor {
   }
 
   /**
-   * What a proof request does for ticks signed in the signer thread (no signing here): it takes a signature the
+   * What a proof request does for ticks signed in the signer thread (no card or node signature here): it takes a signature the
    * thread has finished (NodeSignerThread.collect: its tick publishes before the next request is answered, not
    * when the event loop reaches the thread's reply), and when no tick is in flight and the cached proof is already
    * a tick interval old, it starts the next tick now instead of waiting for the timer, which a loaded event loop
@@ -312,9 +321,11 @@ export class Attestor {
     this.#signer?.collect();
     const timer = this.#timer;
     // An armed timer means no tick is in flight (the next one is armed only when the previous one finished).
-    // Not while the card is out of its accuracy bound: the timer keeps checking it (each check is a counted refusal).
-    if (timer !== null && ageNs >= this.#options.tickIntervalNs && this.#refusalReason === null) {
+    // Not while the card is out of its accuracy bound or the last tick failed: the timer keeps trying at its pace
+    // (each try is a counted refusal or a logged error), not every request.
+    if (timer !== null && ageNs >= this.#options.tickIntervalNs && this.#refusalReason === null && !this.#tickFailing) {
       clearTimeout(timer);
+      this.#nextTickAtNs = this.#options.nodeClockNs(); // the schedule restarts from this tick
       this.#tick();
     }
   }
@@ -441,6 +452,7 @@ export class Attestor {
     const signed = this.#coSign(local);
     this.#latest = signed;
     this.#refreshSuspended = false;
+    this.#tickFailing = false;
     this.#stats.attestationsTotal += 1;
     this.#proofListeners.emit(signed);
     return signed;
@@ -490,6 +502,7 @@ export class Attestor {
 
   #tickFailed(error: unknown): void {
     if (this.#tamperReason !== null) return; // tamper handled: the loop ends here
+    this.#tickFailing = true;
     if (this.#refusalReason === null) {
       this.#stats.tickErrorsTotal += 1;
       this.#logger.error({ err: error }, "attestation tick failed");
@@ -623,8 +636,9 @@ export class Attestor {
   #armNextTick(): void {
     if (!this.#running || this.#tamperReason !== null) return;
     // Fixed-rate schedule without catch-up bursts: if a tick ran late, the next one is due one interval later.
-    // Worker ticks follow the same timer schedule: running them back to back (setImmediate) when the reply is
-    // late raised the proof rate ~1.5x but also the main thread's share per second, the thing this design saves.
+    // Worker ticks follow the same schedule, and a proof request may start one early when the cached proof is
+    // already an interval old (#driveSignerTicks): never back to back (setImmediate) when a reply is late, which
+    // raised the proof rate ~1.5x but also the main thread's share per second, the thing the thread saves.
     const nowNs = this.#options.nodeClockNs();
     this.#nextTickAtNs += this.#options.tickIntervalNs;
     if (this.#nextTickAtNs < nowNs) this.#nextTickAtNs = nowNs;

@@ -9,8 +9,11 @@
  * being written), 4 bytes spare, the 80-byte node entry at 8, its 32-byte EIP-712 digest at 88, the 96-byte
  * hardware signature it covers (cardId ‖ r ‖ s: the card's, made by the thread or given to it) at 120. One writer (the
  * worker): it clears the id, writes the bytes, then publishes the id (Atomics: the bytes written before the
- * store are visible to a reader that loads that id). A reader checks the id before and after copying, so a result
- * being overwritten meanwhile is never returned half old, half new.
+ * store are visible to a reader that loads that id). The attestor has at most one request in flight per thread
+ * (a tick is armed only when the previous one finished, and a thread whose reply is late is closed), so the worker
+ * never writes while the serving thread reads the pending id's result. The id is checked again after the copy
+ * all the same; it is a defence, not a seqlock: JavaScript has no fence to keep the worker's later byte writes
+ * behind its clearing store on weakly ordered CPUs.
  */
 import type { Hex } from "../../protocol/types";
 

@@ -44,13 +44,13 @@ import { ResultSlot, type SlotResult } from "./signerResultSlot";
 /** bin/register-ts.js: the transpile-on-require hook a worker needs to run the TypeScript sources. */
 const REGISTER_TS = join(__dirname, "..", "..", "bin", "register-ts.js");
 
+/** Whether the signer thread runs compiled JavaScript (this module is the dist/ build), not TypeScript sources. */
+export const SIGNER_THREAD_COMPILED = __filename.endsWith(".js");
+
 /**
  * The worker's entry file and the options it needs to run: the compiled sibling when this module is compiled
  * JavaScript, else the TypeScript source behind bin/register-ts.js.
  */
-/** Whether the signer thread runs compiled JavaScript (this module is the dist/ build), not TypeScript sources. */
-export const SIGNER_THREAD_COMPILED = __filename.endsWith(".js");
-
 export function signerThreadEntry(): { filename: string; execArgv: string[] } {
   if (SIGNER_THREAD_COMPILED) return { filename: join(__dirname, "signerThread.js"), execArgv: [] };
   if (!existsSync(REGISTER_TS)) throw new Error(`signer thread: ${REGISTER_TS} is missing (needed to run the TypeScript sources)`);

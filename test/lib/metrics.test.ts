@@ -43,6 +43,18 @@ describe("HotHistogram (lib/metrics.ts)", () => {
     expect(await registry.metrics()).to.contain('y_ns_count{transport="grpc"} 1').and.contain('y_ns_sum{transport="grpc"} 500');
   });
 
+  it("shows a label value from its first observation on, and refuses a value that is not finite, as prom-client does", async () => {
+    const registry = new Registry();
+    const histogram = new HotHistogram({ name: "w_ns", help: "w", labelName: "transport", buckets, registry });
+    const child = histogram.labels("ws");
+    expect(await registry.metrics()).to.not.contain('transport="ws"');
+    expect(() => child.observe(Number.NaN)).to.throw(TypeError, "finite");
+    child.observe(1);
+    expect(await registry.metrics()).to.contain('w_ns_count{transport="ws"} 1');
+    registry.resetMetrics();
+    expect(await registry.metrics()).to.not.contain('transport="ws"');
+  });
+
   it("refuses buckets that are not strictly ascending and finite", () => {
     const registry = new Registry();
     for (const bad of [[], [10, 10], [100, 10], [1, Number.POSITIVE_INFINITY]]) {

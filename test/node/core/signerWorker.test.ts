@@ -264,6 +264,35 @@ describe("Signer thread (node/core/signerWorker.ts)", () => {
     expect(attestor.current().proof.nanoMoment > first.proof.nanoMoment).to.equal(true);
   });
 
+  it("attestor: a request-started tick that finds the card tampered makes that very request fail; a failing tick is not retried by every request", async () => {
+    for (const fault of ["tamper", "driver error"] as const) {
+      let offsetNs = 0n;
+      const { options, card } = await setup({ signInWorker: true, tickIntervalNs: 60_000_000_000n, maxServeAgeNs: 600_000_000_000n });
+      const attestor = new Attestor({ ...options, nodeClockNs: () => card.readTimeNs() + offsetNs });
+      attestors.push(attestor);
+      attestor.start();
+      await waitFor(() => attestor.stats().signer === "worker", 20_000, "the signer thread");
+      const cached = attestor.current();
+      // The card changes without telling its listeners (a driver that only reports when asked).
+      let asked = 0;
+      card.tamperState = () => {
+        asked += 1;
+        if (fault === "driver error") throw new Error("card driver: I/O error");
+        return { tampered: true, reason: "enclosure opened" };
+      };
+      offsetNs = 61_000_000_000n; // the cached proof is now a tick interval old: the next request starts a tick
+      if (fault === "tamper") {
+        expect(() => attestor.current()).to.throw(UnavailableError, "enclosure opened");
+        expect(attestor.tamperReason).to.equal("enclosure opened");
+      } else {
+        for (let i = 0; i < 50; i += 1) expect(attestor.current()).to.equal(cached);
+        expect(asked, "one tick tried by the requests, not fifty").to.equal(1);
+        expect(attestor.stats().tickErrorsTotal).to.equal(1);
+      }
+      attestor.stop();
+    }
+  });
+
   it("attestor: tamper stops serving at once, and a reply still in the worker is discarded", async () => {
     const { options, card } = await setup({ signInWorker: true });
     let attestor: Attestor | null = null;
