@@ -141,7 +141,7 @@ export const SETTINGS = {
     kind: "choice",
     env: "ATS_SIGNER_THREAD",
     description:
-      "Where attestation ticks sign. 'on': in a worker thread (`ats-node-signer`): the node signature (EIP-712 digest + secp256k1) and, with the dev card, the card's P-256 signature; the serving event loop keeps the card clock, the tamper and accuracy checks and the publication, and proof requests pick up finished signatures and start the next tick when the cached proof is a tick interval old, so proofs stay as fresh as with 'off' (npm run bench:node). 'off': every signature in the serving thread. 'auto' (default): 'on' when signing is pure JS (~0.35-1.5 ms a tick), and with libsecp256k1 when the node runs compiled (ats-node) on 2 or more cores and refreshAfterNs is 0; else 'off'. refreshAfterNs needs the serving thread: 'on' with it is refused, and 'auto' with pure-JS signing ignores it.",
+      "Where attestation ticks sign. 'on': in a worker thread (`ats-node-signer`): the node signature (EIP-712 digest + secp256k1) and, with the dev card, the card's P-256 signature; the serving event loop keeps the card clock, the tamper and accuracy checks and the publication (about a third of a tick's work), and proof requests pick up finished signatures and start the next tick when the cached proof is a tick interval old, so proofs stay about as fresh as with 'off'. Worth it where a core is spare for the thread. 'off': every signature in the serving thread. 'auto' (default): 'off' with libsecp256k1 (~0.1 ms a tick), 'on' when signing is pure JS (~0.35-1.5 ms). refreshAfterNs needs the serving thread: 'on' with it is refused, and 'auto' with pure-JS signing ignores it.",
     default: "auto",
     choices: ["auto", "on", "off"],
     secret: false,

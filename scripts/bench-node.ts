@@ -18,17 +18,16 @@
  * Micro-benchmarks (verify, card sign) and the client-side probe run last, in a fresh child process on the load
  * core (no heap or timers left over from the load runs).
  *
- * The node runs three times: with the defaults, with signerThread "off" (below), and with `refreshAfterNs` = 1 ms
+ * The node runs three times: with the defaults, with signerThread "on" (below), and with `refreshAfterNs` = 1 ms
  * (proof age bounded under any load, at a CPU price). Each load row also gives the CPU "steal" meanwhile: on a virtual machine, time the hypervisor gave to
  * other guests, which lowers throughput and lengthens tails; compare runs with similar steal.
  *
  * The first rows are the serving ratio: the node's GET /time/current as a ratio to the bare node:http server on
  * the same pinned core, BENCH_RATIO_RUNS (default 3) alternating pairs of 5 s runs, as a range (benchUtil.ts
- * alternatingRatio): absolute req/s move with the machine's neighbours, the ratio much less. By default (two
- * cores, the compiled node: nodeDefaults) the node's ticks sign in its signer thread (node/core/signerWorker.ts),
- * which is moved to the load core, beside the serving thread as on a machine with a core to spare; the second
- * ratio row and the second set of load rows run the node with signerThread "off" (ticks signed in the serving
- * thread).
+ * alternatingRatio): absolute req/s move with the machine's neighbours, the ratio much less. The node's ticks
+ * sign in the serving thread by default; the second ratio row and the second set of load rows run the node with
+ * signerThread "on" and its signer thread (node/core/signerWorker.ts) moved to the load core, beside the serving
+ * thread as on a machine with a core to spare (here it shares that core with the load generator).
  *
  * Environment: BENCH_DURATION_S (default 10) bounds each load run; BENCH_TICK_NS sets the node's attestation tick
  * (default: the config default, 1 ms); BENCH_PIN=0 turns CPU pinning off; BENCH_LOAD=autocannon ignores wrk.
@@ -47,7 +46,7 @@ import { createVerifyContext, verifyTimeProof } from "../protocol/verify";
 import { DevTimeCard } from "../node/card/dev";
 import { loadConfig } from "../node/config";
 import { createTimeService, type CoreTimeService } from "../node/core";
-import { currentSignerEnvironment, defaultSignInWorker } from "../node/core/attestor";
+import { defaultSignInWorker } from "../node/core/attestor";
 import { SIGNER_THREAD_NAME } from "../node/core/signerWorker";
 import { loadProtos, type TimeResponseMessage } from "../wire/grpc";
 import { startNode, type RunningNode } from "../node/server";
@@ -172,7 +171,7 @@ const SIGNER_READY_WAIT_MS = 10_000;
 /** Whether the --server child's ticks should sign in the signer thread (its setting, or what "auto" decides here). */
 function expectsSignerThread(): boolean {
   if (SIGNER_THREAD === "on" || SIGNER_THREAD === "off") return SIGNER_THREAD === "on";
-  return defaultSignInWorker(currentSignerEnvironment(REFRESH_NS === "" ? 0n : BigInt(REFRESH_NS)));
+  return defaultSignInWorker();
 }
 
 /**
@@ -409,17 +408,8 @@ interface NodeConfiguration {
   env: Record<string, string>;
 }
 
-/**
- * The defaults as `ats-node` would run them on this machine, unpinned. The child is pinned to one core, where
- * signerThread "auto" would sign in the serving thread (defaultSignInWorker counts the cores the process may use);
- * so what "auto" picks for the whole machine, decided in the parent before it pins itself, is passed explicitly.
- */
-function nodeDefaults(autoPicksThread: boolean): NodeConfiguration {
-  return autoPicksThread
-    ? { label: `node (defaults: signerThread "auto" picks the signer thread on ${cpus().length} cores)`, env: { BENCH_NODE_SIGNER_THREAD: "on" } }
-    : { label: "node (defaults)", env: { BENCH_NODE_SIGNER_THREAD: "off" } };
-}
-const NODE_SERVING_THREAD: NodeConfiguration = { label: "node, signerThread off", env: { BENCH_NODE_SIGNER_THREAD: "off" } };
+const NODE_DEFAULTS: NodeConfiguration = { label: "node (defaults)", env: {} };
+const NODE_SIGNER_THREAD: NodeConfiguration = { label: "node, signerThread on", env: { BENCH_NODE_SIGNER_THREAD: "on" } };
 /** refreshAfterNs 1 ms: the setting that bounds proof age under saturation. */
 const NODE_REFRESH: NodeConfiguration = { label: "node, refreshAfterNs 1 ms", env: { BENCH_NODE_REFRESH_NS: "1000000" } };
 
@@ -506,8 +496,6 @@ function ensureChildBuilt(): void {
 async function main(): Promise<void> {
   ensureChildBuilt();
   const loadAtStart = loadavg();
-  // Before this process pins itself: the children run compiled code, on this machine's cores.
-  const NODE_DEFAULTS = nodeDefaults(defaultSignInWorker({ ...currentSignerEnvironment(), compiledThread: true }));
   pin(process.pid, LOAD_CORE);
   const rows: Row[] = [];
   const loadTool = WRK ? "wrk" : "autocannon";
@@ -539,10 +527,10 @@ async function main(): Promise<void> {
   }
 
   // ------------------------------------------------------------- the serving ratio: node vs bare node:http, alternating
-  // The defaults (here: the signer thread, moved to the load core, beside the serving thread as on a machine with a
-  // core to spare), and signerThread "off" (every signature in the serving thread).
+  // The defaults (signatures in the serving thread), and signerThread "on" with the thread moved to the load core
+  // (beside the serving thread, as on a machine with a core to spare).
   const ratioRows: Row[] = [];
-  for (const nodeConfig of [NODE_DEFAULTS, NODE_SERVING_THREAD]) {
+  for (const nodeConfig of [NODE_DEFAULTS, NODE_SIGNER_THREAD]) {
     const signedIn = new Set<string>();
     const serving = await alternatingRatio({
       runs: RATIO_RUNS,
@@ -564,7 +552,7 @@ async function main(): Promise<void> {
 
   // ------------------------------------------------------------- load runs against a node in a child process
   rows.push(...(await nodeRuns(NODE_DEFAULTS, true)));
-  rows.push(...(await nodeRuns(NODE_SERVING_THREAD, false)));
+  rows.push(...(await nodeRuns(NODE_SIGNER_THREAD, false)));
   rows.push(...(await nodeRuns(NODE_REFRESH, false)));
 
   // ------------------------------------------------------------- micro-benchmarks in a fresh process

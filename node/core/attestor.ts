@@ -39,7 +39,6 @@
  *   discarded and the worker is terminated. Tamper is latched: only a restart with a healthy card resumes
  *   attesting.
  */
-import { availableParallelism } from "node:os";
 import type { Logger } from "pino";
 import { hwMessage, timeAttestationDigest, timeAttestationForProof } from "../../protocol/codec";
 import { UnavailableError } from "../../protocol/errors";
@@ -50,7 +49,7 @@ import type { Hex } from "../../protocol/types";
 import type { TimeCard } from "../card/types";
 import { soloCoSigning, type CoSigningStage, type LocalAttestation } from "./cosign";
 import { verifyP256Signature } from "../../protocol/verify";
-import { NodeSignerThread, SIGNER_THREAD_COMPILED, type NodeSignRequest, type ThreadSignRequest } from "./signerWorker";
+import { NodeSignerThread, type NodeSignRequest, type ThreadSignRequest } from "./signerWorker";
 import type { NodeAlert, SignedTime } from "./types";
 
 export interface AttestorOptions {
@@ -80,9 +79,8 @@ export interface AttestorOptions {
   logger: Logger;
   /**
    * Sign ticks' node entries (and the card's signature, when the card allows it) in a worker thread
-   * (signerWorker.ts), so the serving event loop spends no time on them. Default: defaultSignInWorker (pure-JS
-   * noble, or a spare core for a compiled thread). refreshAfterNs signs on demand in the calling thread, so a
-   * worker turns it off.
+   * (signerWorker.ts), so the serving event loop spends no time on them. Default: defaultSignInWorker (on only
+   * with pure-JS noble). refreshAfterNs signs on demand in the calling thread, so a worker turns it off.
    */
   signInWorker?: boolean;
   /**
@@ -141,33 +139,16 @@ class Listeners<T> {
 
 const NS_PER_MS = 1_000_000n;
 
-/** What defaultSignInWorker decides on. */
-export interface SignerEnvironment {
-  backend: typeof SECP256K1_BACKEND;
-  /** os.availableParallelism(): cores this process may run on. */
-  availableCores: number;
-  /** Whether the signer thread would run compiled JavaScript (dist/), not TypeScript sources (signerWorker.ts). */
-  compiledThread: boolean;
-  refreshAfterNs: bigint;
-}
-
-export function currentSignerEnvironment(refreshAfterNs = 0n): SignerEnvironment {
-  return { backend: SECP256K1_BACKEND, availableCores: availableParallelism(), compiledThread: SIGNER_THREAD_COMPILED, refreshAfterNs };
-}
-
 /**
- * Where ticks sign when AttestorOptions.signInWorker is not given (the node's `signerThread: "auto"`):
- * - pure-JS noble (~0.35–1.5 ms a tick): always in the signer thread (refreshAfterNs then has no effect);
- * - libsecp256k1: in the signer thread when a core is spare for it and the thread runs compiled code (dist/, what
- *   `ats-node` runs: it loads in ~150 ms), unless refreshAfterNs asks for on-demand signing in the serving thread.
- *   The thread then also signs for the card when the card allows it, and proof requests drive its ticks, so served
- *   proofs are as fresh as when the serving thread signs and that thread does about a third of the tick's work
- *   (`npm run bench:node`). From TypeScript sources (the tests' ts-node) a thread costs ~0.55 s and ~120 MB at each
- *   start: there, and on one core, ticks sign in the serving thread.
+ * Where ticks sign when AttestorOptions.signInWorker is not given (the node's `signerThread: "auto"`): in the
+ * signer thread when signing is slow pure JS (~0.35–1.5 ms a tick; refreshAfterNs then has no effect), else in the
+ * serving thread. The thread takes about two thirds of a tick's work off the serving thread (CPU profiles at
+ * saturation: ~10 % of the busy serving core with `"off"`, ~4–6 % with `"on"`) and keeps proofs as fresh, but it
+ * needs a core of its own: on the 2-core benchmark machine it shares one with the load generator, and neither the
+ * serving ratio nor the tails showed a gain there (`npm run bench:node`), so it is not the default.
  */
-export function defaultSignInWorker(environment: SignerEnvironment = currentSignerEnvironment()): boolean {
-  if (environment.backend === "noble") return true;
-  return environment.refreshAfterNs === 0n && environment.compiledThread && environment.availableCores >= 2;
+export function defaultSignInWorker(): boolean {
+  return SECP256K1_BACKEND === "noble";
 }
 
 export class Attestor {
@@ -226,7 +207,7 @@ export class Attestor {
     }
     if (this.#options.ticks === false) return;
     const refreshAfterNs = this.#options.refreshAfterNs ?? 0n;
-    if (this.#options.signInWorker ?? defaultSignInWorker(currentSignerEnvironment(refreshAfterNs))) {
+    if (this.#options.signInWorker ?? defaultSignInWorker()) {
       // Only 'auto' with pure-JS signing gets here with it set ('on' with it is refused by the configuration).
       if (refreshAfterNs > 0n) this.#logger.warn({ refreshAfterNs: refreshAfterNs.toString() }, "refreshAfterNs has no effect: ticks sign in the signer thread (pure-JS secp256k1)");
       this.#startSigner();

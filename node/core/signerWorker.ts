@@ -45,7 +45,7 @@ import { ResultSlot, type SlotResult } from "./signerResultSlot";
 const REGISTER_TS = join(__dirname, "..", "..", "bin", "register-ts.js");
 
 /** Whether the signer thread runs compiled JavaScript (this module is the dist/ build), not TypeScript sources. */
-export const SIGNER_THREAD_COMPILED = __filename.endsWith(".js");
+const SIGNER_THREAD_COMPILED = __filename.endsWith(".js");
 
 /**
  * The worker's entry file and the options it needs to run: the compiled sibling when this module is compiled

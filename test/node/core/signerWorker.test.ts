@@ -426,20 +426,10 @@ describe("Signer thread (node/core/signerWorker.ts)", () => {
     expect(child.stdout).to.contain(`backend ${SECP256K1_BACKEND}`);
   });
 
-  it("defaultSignInWorker ('auto'): the thread with pure-JS noble; with libsecp256k1 when it runs compiled, on 2+ cores, without refreshAfterNs", () => {
-    const spare = { backend: "libsecp256k1", availableCores: 2, compiledThread: true, refreshAfterNs: 0n } as const;
-    expect(defaultSignInWorker(spare)).to.equal(true);
-    expect(defaultSignInWorker({ ...spare, availableCores: 1 }), "one core").to.equal(false);
-    expect(defaultSignInWorker({ ...spare, compiledThread: false }), "TypeScript sources").to.equal(false);
-    expect(defaultSignInWorker({ ...spare, refreshAfterNs: 1_000_000n }), "refreshAfterNs").to.equal(false);
-    expect(defaultSignInWorker({ backend: "noble", availableCores: 1, compiledThread: false, refreshAfterNs: 1_000_000n })).to.equal(true);
-    // Under these tests the thread would run TypeScript sources: 'auto' keeps libsecp256k1 ticks in the serving thread.
-    expect(defaultSignInWorker()).to.equal(SECP256K1_BACKEND === "noble");
-  });
-
-  it("the node's signerThread setting: 'on' signs ticks in the thread, 'off' in the serving thread, 'auto' as defaultSignInWorker decides", async function () {
+  it("the node's signerThread setting: 'on' signs ticks in the thread, 'off' in the serving thread, 'auto' in the thread only with pure-JS noble", async function () {
     this.timeout(60_000);
     const expected = { on: "worker", off: "main-thread", auto: defaultSignInWorker() ? "worker" : "main-thread" } as const;
+    expect(defaultSignInWorker()).to.equal(SECP256K1_BACKEND === "noble");
     for (const setting of ["on", "off", "auto"] as const) {
       const dir = tempDir("ats-signer-setting-");
       const { service } = await buildService(testConfig(join(dir.path, "data"), { signerThread: setting }));
@@ -455,7 +445,7 @@ describe("Signer thread (node/core/signerWorker.ts)", () => {
     }
   });
 
-  it("attestor: by default ticks use the thread as defaultSignInWorker decides (from these TypeScript sources: only with pure-JS noble)", async () => {
+  it("attestor: by default ticks use the thread only when signing is pure-JS noble", async () => {
     const { options, verifyAt } = await setup();
     const attestor = new Attestor(options);
     attestor.start();
