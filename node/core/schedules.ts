@@ -299,6 +299,8 @@ const CANDIDATES_PER_SLOT = 8;
 const MAX_CLIENTS_VISITED_PER_DISPATCH = 64;
 const NS_PER_MS = 1_000_000n;
 const MAX_ERROR_CHARS = 500;
+/** How long the dispatcher waits after a failed claim (a store write) before it tries again, ms. */
+const STORE_RETRY_MS = 1_000;
 /** New schedules committed in one transaction at most (lib/groupCommit.ts). */
 const MAX_INSERTS_PER_COMMIT = 256;
 
@@ -477,7 +479,10 @@ export interface ScheduleStats {
   attemptsTotal: number;
   /** Passes of the dispatcher: each follows a due row, a finished delivery or a new schedule, never a spin. */
   dispatchesTotal: number;
-  /** Attempts ended by a failed store write (StoreWriteError), each logged at error level. */
+  /**
+   * Failed store writes (disk full, I/O error), each logged at error level: an attempt ended by one (StoreWriteError),
+   * or a dispatcher pass whose claim failed (retried STORE_RETRY_MS later).
+   */
   storeWriteErrorsTotal: number;
 }
 
@@ -513,6 +518,8 @@ export class ScheduleService {
   /** Clients whose callbacks failed lately: they share half the delivery slots (pickFairly). */
   readonly #suspects = new FailingClients();
   readonly #inFlight = new Map<string, { controller: AbortController; done: Promise<void>; clientKey: string }>();
+  /** Set by a failed claim: the dispatcher does not run again before this moment (node clock, ns). */
+  #storeRetryAtNs: bigint | null = null;
   readonly #stats: ScheduleStats = { deliveredTotal: 0, failedTotal: 0, attemptsTotal: 0, dispatchesTotal: 0, storeWriteErrorsTotal: 0 };
   #timer: NodeJS.Timeout | null = null;
   /** When #timer fires, node clock ns (null while no timer is armed). */
@@ -723,6 +730,15 @@ export class ScheduleService {
     this.#wakeAtNs = null;
     const room = this.#maxConcurrent - this.#inFlight.size;
     if (room <= 0) return; // a finishing delivery re-arms
+    // After a failed claim, not before STORE_RETRY_MS: the rows are still due, and retrying at once would spin.
+    const retryAtNs = this.#storeRetryAtNs;
+    if (retryAtNs !== null && retryAtNs > this.#options.nowNs()) {
+      const delayMs = Math.max(1, Number((retryAtNs - this.#options.nowNs()) / NS_PER_MS));
+      this.#timer = setTimeout(() => this.#dispatchDue(), delayMs);
+      this.#timer.unref();
+      this.#wakeAtNs = retryAtNs;
+      return;
+    }
     const next = this.#statements.nextDue.get(this.#eligibility(room).excludedJson) as { next_attempt_at_ns: Buffer } | undefined;
     // Nothing a client may take now: a finishing delivery or a new schedule re-arms (60 s at most, for suspects
     // whose window ends).
@@ -803,7 +819,17 @@ export class ScheduleService {
       const claimUntilNs = nowNs + BigInt(this.#attemptLimitMs) * NS_PER_MS;
       const picked = pickFairly(candidates, inFlightByClient, room, this.#maxConcurrentPerClient, suspects);
       // One commit for the pass's claims, not one per row (each durable commit holds the event loop).
-      this.#claimAll(picked.map(({ id }) => id), nsToBlob(claimUntilNs));
+      try {
+        this.#claimAll(picked.map(({ id }) => id), nsToBlob(claimUntilNs));
+      } catch (error) {
+        // Nothing was claimed (the transaction rolled back) and nothing is sent: the pass is tried again later.
+        this.#stats.storeWriteErrorsTotal += 1;
+        this.#storeRetryAtNs = nowNs + BigInt(STORE_RETRY_MS) * NS_PER_MS;
+        this.#logger.error({ err: error, retryInMs: STORE_RETRY_MS }, "schedule store write failed (claiming due rows); dispatch retried later");
+        this.#arm();
+        return;
+      }
+      this.#storeRetryAtNs = null;
       for (const { row, clientKey } of picked) {
         const controller = new AbortController();
         const done = this.#deliver(row, clientKey, controller.signal)

@@ -363,6 +363,26 @@ describe("scheduled deliveries: state commits", function () {
     expect(schedules.get(broken.id).lastError ?? null).to.equal(null);
     expect(schedules.stats()).to.include({ storeWriteErrorsTotal: 1, attemptsTotal: 1, deliveredTotal: 1, failedTotal: 0 });
   });
+
+  it("survives a failed claim (a store write of the dispatcher): nothing is sent, and the pass is retried a second later, not at once", async () => {
+    const dataDir = fixtures.data();
+    await fixtures.service({}, { dataDir, start: false }).stop(); // creates the file
+    fixtures.stops.pop();
+    const db = new Database(join(dataDir, "schedules.sqlite"));
+    db.exec(`CREATE TRIGGER injected_claim_fault BEFORE UPDATE OF next_attempt_at_ns ON schedules
+      WHEN NEW.status = 'scheduled' AND NEW.callback_url LIKE '%/unclaimable'
+      BEGIN SELECT RAISE(ABORT, 'injected write fault'); END`);
+    db.close();
+    const transport = recordingTransport();
+    const schedules = fixtures.service({ maxConcurrentDeliveries: 1, maxConcurrentDeliveriesPerClient: 1, ...transport }, { dataDir });
+    const stuck = await schedules.schedule(nowNs(), "http://127.0.0.1:1/unclaimable");
+    await waitFor(() => schedules.stats().storeWriteErrorsTotal >= 1, 20_000, "the failed claim");
+    await new Promise((resolve) => setTimeout(resolve, 500));
+    expect(schedules.stats().storeWriteErrorsTotal, "no retry within the second").to.equal(1);
+    await waitFor(() => schedules.stats().storeWriteErrorsTotal >= 2, 5_000, "the retry a second later");
+    expect(transport.sent).to.have.length(0);
+    expect(schedules.get(stuck.id)).to.include({ status: "scheduled", attempts: 0 });
+  });
 });
 
 describe("scheduled deliveries: SSRF guard at delivery time", function () {
