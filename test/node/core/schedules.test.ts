@@ -341,18 +341,26 @@ describe("scheduled deliveries: state commits", function () {
     expect(started.stats()).to.include({ deliveredTotal: 30, attemptsTotal: 30, storeWriteErrorsTotal: 0 });
   });
 
-  it("survives a failed store write: the attempt sends nothing, counts nothing, frees its slot, and the row keeps its state", async () => {
+  /**
+   * A started service with one delivery slot, on a store where every write the trigger condition `when` matches
+   * fails (a disk fault injected as a SQLite trigger; it rolls back that write's whole batch).
+   */
+  async function serviceWithWriteFault(columns: string, when: string) {
     const dataDir = fixtures.data();
     await fixtures.service({}, { dataDir, start: false }).stop(); // creates the file
     fixtures.stops.pop();
-    // A disk fault for one callback only: every 'delivering' write of its row fails (and rolls back its batch).
     const db = new Database(join(dataDir, "schedules.sqlite"));
-    db.exec(`CREATE TRIGGER injected_write_fault BEFORE UPDATE OF status ON schedules
-      WHEN NEW.status = 'delivering' AND NEW.callback_url LIKE '%/broken'
+    db.exec(`CREATE TRIGGER injected_write_fault BEFORE UPDATE OF ${columns} ON schedules WHEN ${when}
       BEGIN SELECT RAISE(ABORT, 'injected write fault'); END`);
     db.close();
     const transport = recordingTransport();
     const schedules = fixtures.service({ maxConcurrentDeliveries: 1, maxConcurrentDeliveriesPerClient: 1, ...transport }, { dataDir });
+    return { schedules, transport };
+  }
+
+  it("survives a failed store write: the attempt sends nothing, counts nothing, frees its slot, and the row keeps its state", async () => {
+    // For one callback only: every 'delivering' write of its row fails.
+    const { schedules, transport } = await serviceWithWriteFault("status", "NEW.status = 'delivering' AND NEW.callback_url LIKE '%/broken'");
     const broken = await schedules.schedule(nowNs() - 10n * MS, "http://127.0.0.1:1/broken");
     await waitFor(() => schedules.stats().storeWriteErrorsTotal === 1, 20_000, "the failed write");
     // The one slot is free again: a healthy schedule is delivered; the broken row is claimed, not due again yet.
@@ -365,16 +373,7 @@ describe("scheduled deliveries: state commits", function () {
   });
 
   it("survives a failed claim (a store write of the dispatcher): nothing is sent, and the pass is retried a second later, not at once", async () => {
-    const dataDir = fixtures.data();
-    await fixtures.service({}, { dataDir, start: false }).stop(); // creates the file
-    fixtures.stops.pop();
-    const db = new Database(join(dataDir, "schedules.sqlite"));
-    db.exec(`CREATE TRIGGER injected_claim_fault BEFORE UPDATE OF next_attempt_at_ns ON schedules
-      WHEN NEW.status = 'scheduled' AND NEW.callback_url LIKE '%/unclaimable'
-      BEGIN SELECT RAISE(ABORT, 'injected write fault'); END`);
-    db.close();
-    const transport = recordingTransport();
-    const schedules = fixtures.service({ maxConcurrentDeliveries: 1, maxConcurrentDeliveriesPerClient: 1, ...transport }, { dataDir });
+    const { schedules, transport } = await serviceWithWriteFault("next_attempt_at_ns", "NEW.status = 'scheduled' AND NEW.callback_url LIKE '%/unclaimable'");
     const stuck = await schedules.schedule(nowNs(), "http://127.0.0.1:1/unclaimable");
     await waitFor(() => schedules.stats().storeWriteErrorsTotal >= 1, 20_000, "the failed claim");
     await new Promise((resolve) => setTimeout(resolve, 500));

@@ -247,18 +247,26 @@ describe("Signer thread (node/core/signerWorker.ts)", () => {
     expect(attestor.current().proof.nanoMoment >= now.proof.nanoMoment).to.equal(true);
   });
 
-  it("attestor: a proof request starts the next worker tick once the cached proof is a tick interval old, without waiting for the timer", async () => {
-    // The node clock is the test's: it jumps, so the cached proof is old at once, while the 60 s tick timer stays far off.
+  /**
+   * A started attestor signing in the thread, whose node clock the test moves: after jumpPastTick() the cached proof
+   * is a tick interval old at once, while the 60 s tick timer stays far off.
+   */
+  async function attestorWithMovableClock() {
     let offsetNs = 0n;
     const { options, card } = await setup({ signInWorker: true, tickIntervalNs: 60_000_000_000n, maxServeAgeNs: 600_000_000_000n });
     const attestor = new Attestor({ ...options, nodeClockNs: () => card.readTimeNs() + offsetNs });
     attestors.push(attestor);
     attestor.start();
     await waitFor(() => attestor.stats().signer === "worker", 20_000, "the signer thread");
+    return { attestor, card, jumpPastTick: () => void (offsetNs = 61_000_000_000n) };
+  }
+
+  it("attestor: a proof request starts the next worker tick once the cached proof is a tick interval old, without waiting for the timer", async () => {
+    const { attestor, jumpPastTick } = await attestorWithMovableClock();
     const first = attestor.current();
     const attestations = attestor.stats().attestationsTotal;
     expect(attestor.current(), "younger than a tick interval: nothing started").to.equal(first);
-    offsetNs = 61_000_000_000n;
+    jumpPastTick();
     await waitFor(() => attestor.current() !== first, 10_000, "a tick started by current()");
     expect(attestor.stats()).to.include({ attestationsTotal: attestations + 1, workerAttestationsTotal: 1 });
     expect(attestor.current().proof.nanoMoment > first.proof.nanoMoment).to.equal(true);
@@ -266,12 +274,7 @@ describe("Signer thread (node/core/signerWorker.ts)", () => {
 
   it("attestor: a request-started tick that finds the card tampered makes that very request fail; a failing tick is not retried by every request", async () => {
     for (const fault of ["tamper", "driver error"] as const) {
-      let offsetNs = 0n;
-      const { options, card } = await setup({ signInWorker: true, tickIntervalNs: 60_000_000_000n, maxServeAgeNs: 600_000_000_000n });
-      const attestor = new Attestor({ ...options, nodeClockNs: () => card.readTimeNs() + offsetNs });
-      attestors.push(attestor);
-      attestor.start();
-      await waitFor(() => attestor.stats().signer === "worker", 20_000, "the signer thread");
+      const { attestor, card, jumpPastTick } = await attestorWithMovableClock();
       const cached = attestor.current();
       // The card changes without telling its listeners (a driver that only reports when asked).
       let asked = 0;
@@ -280,7 +283,7 @@ describe("Signer thread (node/core/signerWorker.ts)", () => {
         if (fault === "driver error") throw new Error("card driver: I/O error");
         return { tampered: true, reason: "enclosure opened" };
       };
-      offsetNs = 61_000_000_000n; // the cached proof is now a tick interval old: the next request starts a tick
+      jumpPastTick(); // the next request starts a tick
       if (fault === "tamper") {
         expect(() => attestor.current()).to.throw(UnavailableError, "enclosure opened");
         expect(attestor.tamperReason).to.equal("enclosure opened");
