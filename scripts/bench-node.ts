@@ -24,7 +24,9 @@
  *
  * The first rows are the serving ratio: the node's GET /time/current as a ratio to the bare node:http server on
  * the same pinned core, BENCH_RATIO_RUNS (default 3) alternating pairs of 5 s runs, as a range (benchUtil.ts
- * alternatingRatio): absolute req/s move with the machine's neighbours, the ratio much less. The node's ticks
+ * alternatingRatio): absolute req/s move with the machine's neighbours, the ratio much less; then, with wrk,
+ * BENCH_SIMULTANEOUS_RUNS (default 5) rounds of 5 s with both servers loaded at once on that core
+ * (simultaneousRatio), which a noisy machine moves least. The node's ticks
  * sign in the serving thread by default; the second ratio row and the second set of load rows run the node with
  * signerThread "on" and its signer thread (node/core/signerWorker.ts) moved to the load core, beside the serving
  * thread as on a machine with a core to spare (here it shares that core with the load generator).
@@ -50,7 +52,7 @@ import { defaultSignInWorker } from "../node/core/attestor";
 import { SIGNER_THREAD_NAME } from "../node/core/signerWorker";
 import { loadProtos, type TimeResponseMessage } from "../wire/grpc";
 import { startNode, type RunningNode } from "../node/server";
-import { alternatingRatio, fmt, fmtRange, maxLoad, percentile, pin, pinThreadsNamed, PINNING, reportFailures, runAutocannon, threadsNamed, WRK, type ServerForRun } from "./benchUtil";
+import { alternatingRatio, simultaneousRatio, fmt, fmtRange, maxLoad, percentile, pin, pinThreadsNamed, PINNING, reportFailures, runAutocannon, threadsNamed, WRK, type ServerForRun } from "./benchUtil";
 
 const DURATION_S = Number(process.env.BENCH_DURATION_S ?? 10);
 /** Attestation tick of the benchmarked node, ns (decimal string); empty = the configured default (1 ms). */
@@ -61,6 +63,8 @@ const REFRESH_NS = process.env.BENCH_NODE_REFRESH_NS ?? "";
 const SIGNER_THREAD = process.env.BENCH_NODE_SIGNER_THREAD ?? "";
 /** Alternating node / bare node:http pairs of the serving-ratio row (issue goal ≥ 0.9). */
 const RATIO_RUNS = Number(process.env.BENCH_RATIO_RUNS ?? 3);
+/** Rounds of the serving ratio with node and bare node:http loaded at once (benchUtil.ts simultaneousRatio). */
+const SIMULTANEOUS_RUNS = Number(process.env.BENCH_SIMULTANEOUS_RUNS ?? 5);
 /**
  * What the child processes run: this script compiled into dist/ by bin/build-dist.js (tsconfig.build.json), so
  * the benchmarked node is the built code bin/ats-node.js runs, not TypeScript transpiled on load. `npm run
@@ -526,27 +530,34 @@ async function main(): Promise<void> {
     }
   }
 
-  // ------------------------------------------------------------- the serving ratio: node vs bare node:http, alternating
+  // ------------------------------------------------------------- the serving ratio: node vs bare node:http
   // The defaults (signatures in the serving thread), and signerThread "on" with the thread moved to the load core
-  // (beside the serving thread, as on a machine with a core to spare).
+  // (beside the serving thread, as on a machine with a core to spare); alternating runs, then (with wrk) both
+  // servers loaded at once (benchUtil.ts simultaneousRatio).
   const ratioRows: Row[] = [];
-  for (const nodeConfig of [NODE_DEFAULTS, NODE_SIGNER_THREAD]) {
-    const signedIn = new Set<string>();
-    const serving = await alternatingRatio({
-      runs: RATIO_RUNS,
-      durationS: Math.min(DURATION_S, 5),
-      startSubject: async () => {
-        const { child, endpoints, signer } = await startChild("--server", nodeConfig.env);
-        signedIn.add(signerLabel(signer));
-        return { url: `${endpoints.rest}/time/current`, stop: () => stopChild(child) };
-      },
-      startBaseline: () => childForRun("--baseline-http"),
-    });
-    ratioRows.push([
-      `${nodeConfig.label} (ticks signed in the ${[...signedIn].join(" / ")}) ÷ bare node:http: GET /time/current, serving thread and bare server on the same pinned core (${loadTool}, 100 connections, ${RATIO_RUNS} alternating runs)`,
-      `${fmtRange(serving.subject)} vs ${fmtRange(serving.baseline)} req/s: ratio **${fmtRange(serving.ratios, 2)}**`,
-      "≥ 0.9",
-    ]);
+  const designs = [
+    { measure: alternatingRatio, runs: RATIO_RUNS, how: `${RATIO_RUNS} alternating runs` },
+    ...(WRK ? [{ measure: simultaneousRatio, runs: SIMULTANEOUS_RUNS, how: `both loaded at once by two wrk, ${SIMULTANEOUS_RUNS} rounds` }] : []),
+  ];
+  for (const design of designs) {
+    for (const nodeConfig of [NODE_DEFAULTS, NODE_SIGNER_THREAD]) {
+      const signedIn = new Set<string>();
+      const serving = await design.measure({
+        runs: design.runs,
+        durationS: Math.min(DURATION_S, 5),
+        startSubject: async () => {
+          const { child, endpoints, signer } = await startChild("--server", nodeConfig.env);
+          signedIn.add(signerLabel(signer));
+          return { url: `${endpoints.rest}/time/current`, stop: () => stopChild(child) };
+        },
+        startBaseline: () => childForRun("--baseline-http"),
+      });
+      ratioRows.push([
+        `${nodeConfig.label} (ticks signed in the ${[...signedIn].join(" / ")}) ÷ bare node:http: GET /time/current, serving thread and bare server on the same pinned core (${loadTool}, 100 connections, ${design.how})`,
+        `${fmtRange(serving.subject)} vs ${fmtRange(serving.baseline)} req/s: ratio **${fmtRange(serving.ratios, 2)}**`,
+        "≥ 0.9",
+      ]);
+    }
   }
   rows.unshift(...ratioRows);
 

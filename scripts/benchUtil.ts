@@ -2,7 +2,7 @@
  * What the benchmarks (bench-node.ts, bench-attack.ts, bench-mesh.ts) share: pinning processes to cores, the load
  * generators (wrk when installed, else autocannon), and how numbers are summarised and printed.
  */
-import { execFileSync, spawnSync } from "node:child_process";
+import { execFile, execFileSync, spawnSync } from "node:child_process";
 import { readdirSync, readFileSync } from "node:fs";
 import { cpus } from "node:os";
 
@@ -116,9 +116,26 @@ function wrkDurationMs(text: string): number {
   return match[2] === "us" ? value / 1000 : match[2] === "ms" ? value : value * 1000;
 }
 
+function wrkArguments(url: string, connections: number, durationS: number): string[] {
+  return ["-t1", `-c${connections}`, `-d${durationS}s`, "--latency", url];
+}
+
 /** One closed-loop max-throughput run with wrk (one thread: the load core). */
 export function runWrk(url: string, connections: number, durationS: number): LoadResult {
-  const out = execFileSync("wrk", ["-t1", `-c${connections}`, `-d${durationS}s`, "--latency", url], { encoding: "utf8" });
+  return parseWrk(execFileSync("wrk", wrkArguments(url, connections, durationS), { encoding: "utf8" }));
+}
+
+/** runWrk without blocking this process: for loads that run at the same time. */
+export function runWrkAsync(url: string, connections: number, durationS: number): Promise<LoadResult> {
+  return new Promise((resolve, reject) => {
+    execFile("wrk", wrkArguments(url, connections, durationS), { encoding: "utf8" }, (error, out) => {
+      if (error !== null) reject(error);
+      else resolve(parseWrk(out));
+    });
+  });
+}
+
+function parseWrk(out: string): LoadResult {
   const number = (pattern: RegExp): number => Number(pattern.exec(out)?.[1] ?? "0");
   const latency = (percent: string): number => {
     const match = new RegExp(`^\\s+${percent}%\\s+(\\S+)$`, "m").exec(out);
@@ -186,17 +203,19 @@ export interface AlternatingRatio {
   readonly ratios: number[];
 }
 
+export interface RatioParameters {
+  runs: number;
+  durationS: number;
+  startSubject(): Promise<ServerForRun>;
+  startBaseline(): Promise<ServerForRun>;
+}
+
 /**
  * Max throughput of a server as a ratio to a baseline measured in the same run: `runs` pairs, each a fresh subject
  * then a fresh baseline on the same pinned core, so a noisy neighbour that slows one run slows both halves of it
  * about alike and the ratios stay comparable where absolute req/s are not.
  */
-export async function alternatingRatio(parameters: {
-  runs: number;
-  durationS: number;
-  startSubject(): Promise<ServerForRun>;
-  startBaseline(): Promise<ServerForRun>;
-}): Promise<AlternatingRatio> {
+export async function alternatingRatio(parameters: RatioParameters): Promise<AlternatingRatio> {
   const result: AlternatingRatio = { subject: [], baseline: [], ratios: [] };
   for (let run = 0; run < parameters.runs; run += 1) {
     const rates: number[] = [];
@@ -215,4 +234,36 @@ export async function alternatingRatio(parameters: {
     result.ratios.push(rates[0]! / rates[1]!);
   }
   return result;
+}
+
+/**
+ * The same ratio with both servers loaded at once (wrk only): both run on the same pinned core, each under its own
+ * wrk, for `runs` rounds. Each server then gets about half of the core, so the ratio of their throughputs is the
+ * ratio of their CPU costs per request, the measure alternatingRatio estimates; and a neighbour that slows the
+ * machine slows both at the same moment. On this VM that made the spread of one configuration's ratios ~0.07
+ * where alternating 5 s runs spread 0.3–0.4 (2026-11-27).
+ */
+export async function simultaneousRatio(parameters: RatioParameters): Promise<AlternatingRatio> {
+  if (!WRK) throw new Error("simultaneousRatio needs wrk (two load generators at once)");
+  const subject = await parameters.startSubject();
+  try {
+    const baseline = await parameters.startBaseline();
+    try {
+      await Promise.all([runWrkAsync(subject.url, 20, 2), runWrkAsync(baseline.url, 20, 2)]); // warm-up
+      const result: AlternatingRatio = { subject: [], baseline: [], ratios: [] };
+      for (let run = 0; run < parameters.runs; run += 1) {
+        const [subjectLoad, baselineLoad] = await Promise.all([runWrkAsync(subject.url, 100, parameters.durationS), runWrkAsync(baseline.url, 100, parameters.durationS)]);
+        reportFailures("subject", subjectLoad);
+        reportFailures("baseline", baselineLoad);
+        result.subject.push(subjectLoad.requestsPerSecond);
+        result.baseline.push(baselineLoad.requestsPerSecond);
+        result.ratios.push(subjectLoad.requestsPerSecond / baselineLoad.requestsPerSecond);
+      }
+      return result;
+    } finally {
+      await baseline.stop();
+    }
+  } finally {
+    await subject.stop();
+  }
 }
