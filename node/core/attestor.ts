@@ -143,9 +143,10 @@ const NS_PER_MS = 1_000_000n;
  * Where ticks sign when AttestorOptions.signInWorker is not given (the node's `signerThread: "auto"`): in the
  * signer thread when signing is slow pure JS (~0.35–1.5 ms a tick; refreshAfterNs then has no effect), else in the
  * serving thread. The thread takes about two thirds of a tick's work off the serving thread (CPU profiles at
- * saturation: ~10 % of the busy serving core with `"off"`, ~4–6 % with `"on"`) and keeps proofs as fresh, but it
- * needs a core of its own: on the 2-core benchmark machine it shares one with the load generator, and neither the
- * serving ratio nor the tails showed a gain there (`npm run bench:node`), so it is not the default.
+ * saturation: ~10 % of the busy serving core with `"off"`, ~5–6 % with `"on"`) and keeps proofs as fresh, but it
+ * needs a core of its own: on one core it adds messaging to the same work, and on the 2-core benchmark machine,
+ * where it takes its share from the load generators, it gained little (`npm run bench:node`: 0.72–0.78 of bare
+ * node:http against 0.67–0.73). So it is not the default.
  */
 export function defaultSignInWorker(): boolean {
   return SECP256K1_BACKEND === "noble";
