@@ -207,8 +207,8 @@ export class Attestor {
       return;
     }
     if (this.#options.ticks === false) return;
-    const refreshAfterNs = this.#options.refreshAfterNs ?? 0n;
     if (this.#options.signInWorker ?? defaultSignInWorker()) {
+      const refreshAfterNs = this.#options.refreshAfterNs ?? 0n;
       // Only 'auto' with pure-JS signing gets here with it set ('on' with it is refused by the configuration).
       if (refreshAfterNs > 0n) this.#logger.warn({ refreshAfterNs: refreshAfterNs.toString() }, "refreshAfterNs has no effect: ticks sign in the signer thread (pure-JS secp256k1)");
       this.#startSigner();
@@ -292,12 +292,12 @@ export class Attestor {
   }
 
   /**
-   * What a proof request does for ticks signed in the signer thread (no card or node signature here): it takes a signature the
-   * thread has finished (NodeSignerThread.collect: its tick publishes before the next request is answered, not
-   * when the event loop reaches the thread's reply), and when no tick is in flight and the cached proof is already
-   * a tick interval old, it starts the next tick now instead of waiting for the timer, which a loaded event loop
-   * runs late. The serving thread's share of a tick stays the card's part (clock and P-256 signature) and the
-   * publication; under saturation ticks then follow requests at about the tick interval.
+   * What a proof request does for ticks signed in the signer thread (no card or node signature here): it takes a
+   * result the thread has finished (NodeSignerThread.collect: its tick publishes before the next request is
+   * answered, not when the event loop reaches the thread's reply), and when no tick is in flight and the cached
+   * proof is already a tick interval old, it starts the next tick now instead of waiting for the timer, which a
+   * loaded event loop runs late. The serving thread's share of a tick stays the card clock, the checks, posting
+   * the request and the publication; under saturation ticks then follow requests at about the tick interval.
    */
   #driveSignerTicks(ageNs: bigint): void {
     this.#signer?.collect();
