@@ -19,6 +19,18 @@
  * - Penalty: an address whose connection was closed (pipelining or refusals) has new connections closed on accept for
  *   `penaltyMs`, doubled on each repeat (at most `maxPenaltyMs`), so its sockets are not read at all meanwhile.
  *   Penalties are kept for at most `maxPenalisedAddresses` addresses (the oldest is dropped).
+ * - Stalls: a connection with a request in flight on which no byte was read or written for
+ *   `stalledRequestTimeoutMs` is destroyed (a client that stops reading a large answer, a request no handler
+ *   ends). Node's own bounds cover the rest of a connection's life: headersTimeout and requestTimeout until the
+ *   request is received, keepAliveTimeout between requests.
+ *
+ * Cost per request is what matters here: `GET /time/current` is answered tens of thousands of times a second
+ * (currentTimeFastPath.ts). admit() adds no listener and no property to the request or response: it keeps the
+ * connection's unfinished answers in a short queue, dropping the finished ones from its front as it goes
+ * (HTTP/1.1 answers leave in order). Stalls are found by one sweep over the open connections every
+ * `stalledRequestTimeoutMs / 10` (100 ms to 1 s), not by Node's socket timeout (`server.setTimeout`), which Node
+ * re-arms twice per request and which took ~3 % of a saturated node's CPU (loaded at once with bare node:http,
+ * 2026-11-27).
  *
  * A connection closed while open is closed gracefully: it is no longer read, requests after the violation are not
  * answered, and the answers already given are flushed before the socket is destroyed (at most CLOSE_GRACE_MS
@@ -45,6 +57,11 @@ export interface ConnectionLimits {
   penaltyMs: number;
   maxPenaltyMs: number;
   maxPenalisedAddresses: number;
+  /**
+   * A connection with a request in flight (admitted, its answer not yet flushed) on which nothing was read or
+   * written for this long is destroyed; 0: never.
+   */
+  stalledRequestTimeoutMs: number;
 }
 
 export const DEFAULT_CONNECTION_LIMITS: Readonly<ConnectionLimits> = {
@@ -56,10 +73,11 @@ export const DEFAULT_CONNECTION_LIMITS: Readonly<ConnectionLimits> = {
   penaltyMs: 1_000,
   maxPenaltyMs: 60_000,
   maxPenalisedAddresses: 10_000,
+  stalledRequestTimeoutMs: 10_000,
 };
 
 /** Why a connection was dropped (label of timerpc_connections_dropped_total). */
-export type DropReason = "server_full" | "address_full" | "penalised" | "pipelining" | "refusals";
+export type DropReason = "server_full" | "address_full" | "penalised" | "pipelining" | "refusals" | "stalled";
 
 /** Longest a connection being closed waits for its client to read the answers it was given. */
 const CLOSE_GRACE_MS = 1_000;
@@ -87,25 +105,48 @@ function stopParsingWhenClosing(socket: Socket, state: SocketState): void {
   const parser = (socket as Socket & { parser?: ParserHook | null }).parser;
   if (parser === undefined || parser === null || typeof parser.onIncoming !== "function") return;
   const onIncoming = parser.onIncoming as (...args: unknown[]) => unknown;
-  parser.onIncoming = function guardedOnIncoming(this: unknown, ...args: unknown[]): unknown {
-    return state.closing ? STOP_PARSING : onIncoming.apply(this, args);
+  // Node calls it with (request, shouldKeepAlive): fixed arity, no rest array per request.
+  parser.onIncoming = function guardedOnIncoming(this: unknown, request: unknown, shouldKeepAlive: unknown): unknown {
+    return state.closing ? STOP_PARSING : onIncoming.call(this, request, shouldKeepAlive);
   };
 }
-
-/** The guard's state of the connection a response answers, set by admit() for onResponseClose. */
-const RESPONSE_STATE = Symbol("connectionGuard.socketState");
-type GuardedResponse = ServerResponse & { [RESPONSE_STATE]?: SocketState };
 
 interface SocketState {
   readonly socket: Socket;
   address: string;
-  /** Admitted requests whose answers are not yet flushed. */
-  pending: number;
-  /** Closed for a violation: nothing more is admitted; destroyed once `pending` is 0. */
+  /**
+   * Admitted responses not yet seen flushed, oldest first: its length after unfinished() is the number of requests
+   * received and not yet answered. At most maxPipelinedRequests long.
+   */
+  readonly inFlight: ServerResponse[];
+  /** Closed for a violation: nothing more is admitted; destroyed once its answers are flushed. */
   closing: boolean;
   /** The latest request's response: its status is known by the next request of a pipelined read. */
   last: ServerResponse | null;
   consecutiveRefusals: number;
+  /** Bytes read plus written when the stall sweep last saw them change, and when (ms; -1: nothing in flight then). */
+  activityBytes: number;
+  quietSinceMs: number;
+}
+
+/**
+ * Drops the finished answers from the front of the connection's queue and returns how many are left. HTTP/1.1
+ * answers leave in order, so the first unfinished one ends the scan. A response is finished once it emitted
+ * 'close' (`closed`): after its last bytes were handed to the kernel and Node released the socket to the next
+ * answer, or when its connection closed. (writableFinished turns true earlier, as soon as end() writes the bytes,
+ * so a pipelined read would see every answer already finished and the bound would slip.)
+ */
+function unfinished(state: SocketState): number {
+  const { inFlight } = state;
+  let flushed = 0;
+  while (flushed < inFlight.length && inFlight[flushed]!.closed) flushed += 1;
+  if (flushed > 0) inFlight.splice(0, flushed);
+  return inFlight.length;
+}
+
+/** How often the stall sweep runs: a tenth of the timeout, 100 ms to 1 s (as Node sweeps its request timeouts). */
+function stallSweepIntervalMs(timeoutMs: number): number {
+  return Math.min(1_000, Math.max(100, Math.floor(timeoutMs / 10)));
 }
 
 interface Penalty {
@@ -132,6 +173,11 @@ export interface ConnectionGuard {
    * closed for exceeding a bound.
    */
   admit(request: IncomingMessage, response: ServerResponse): boolean;
+  /**
+   * Call when an admitted `response` refuses its request with 429 (client over its rate): once it is flushed, its
+   * connection is not read for refusalPauseMs. (Refusals in a row are counted by admit() on its own.)
+   */
+  refused(response: ServerResponse): void;
   /**
    * Whether the guard is closing this connection. Node hands an upgrade request to the server's 'upgrade'
    * listeners, not to admit(); a closing connection's parser stops on one as on any request, and Node then takes
@@ -161,6 +207,9 @@ export function createConnectionGuard(options: ConnectionGuardOptions): Connecti
   /** Insertion-ordered: the first entry is the oldest penalty. */
   const penalties = new Map<string, Penalty>();
   const states = new WeakMap<Socket, SocketState>();
+  /** The connections admit() has seen, until they close: what the stall sweep visits (at most maxConnections). */
+  const tracked = new Set<SocketState>();
+  let stallSweep: NodeJS.Timeout | null = null;
   let open = 0;
 
   const drop = (socket: Socket, reason: DropReason, address: string): false => {
@@ -174,8 +223,16 @@ export function createConnectionGuard(options: ConnectionGuardOptions): Connecti
     state.closing = true;
     onDrop(reason, state.address);
     socket.pause();
-    if (state.pending === 0) socket.destroy();
-    else setTimeout(() => socket.destroy(), CLOSE_GRACE_MS).unref();
+    if (unfinished(state) === 0) {
+      socket.destroy();
+      return;
+    }
+    // The answers already given go out first (a rare path: listeners here cost nothing per request).
+    const destroyWhenAnswered = (): void => {
+      if (unfinished(state) === 0) socket.destroy();
+    };
+    for (const response of state.inFlight) response.once("close", destroyWhenAnswered);
+    setTimeout(() => socket.destroy(), CLOSE_GRACE_MS).unref();
   }
 
   function penalise(address: string): void {
@@ -189,18 +246,6 @@ export function createConnectionGuard(options: ConnectionGuardOptions): Connecti
     penalties.set(address, { untilMs: nowMs() + durationMs, nextMs: durationMs * 2 });
   }
 
-  /**
-   * Every admitted response's 'close' listener, one function for all (this is the hot path: no closure and no
-   * once-wrapper per request). A response emits 'close' once, after 'finish' for every answered one.
-   */
-  function onResponseClose(this: GuardedResponse): void {
-    const state = this[RESPONSE_STATE];
-    if (state === undefined) return;
-    state.pending -= 1;
-    if (state.closing && state.pending === 0) state.socket.destroy();
-    else if (this.statusCode === 429 && this.writableFinished) pauseReading(state.socket, state);
-  }
-
   /** Stops reading a socket for refusalPauseMs (requests already read are still answered). */
   function pauseReading(socket: Socket, state: SocketState): void {
     if (limits.refusalPauseMs <= 0 || socket.destroyed || state.closing || socket.isPaused()) return;
@@ -209,6 +254,55 @@ export function createConnectionGuard(options: ConnectionGuardOptions): Connecti
       // A connection being closed stays paused: its remaining requests would only be parsed to be dropped.
       if (!socket.destroyed && !state.closing) socket.resume();
     }, limits.refusalPauseMs).unref();
+  }
+
+  /** Destroys the connections whose request in flight saw no byte read or written for stalledRequestTimeoutMs. */
+  function sweepStalled(): void {
+    const nowMsValue = nowMs();
+    for (const state of tracked) {
+      const { socket } = state;
+      if (socket.destroyed) continue; // its 'close' untracks it
+      if (unfinished(state) === 0) {
+        state.quietSinceMs = -1;
+        continue;
+      }
+      const activityBytes = socket.bytesRead + socket.bytesWritten;
+      if (state.quietSinceMs < 0 || activityBytes !== state.activityBytes) {
+        state.activityBytes = activityBytes;
+        state.quietSinceMs = nowMsValue;
+      } else if (nowMsValue - state.quietSinceMs >= limits.stalledRequestTimeoutMs) {
+        onDrop("stalled", state.address);
+        socket.destroy();
+      }
+    }
+  }
+
+  /** The guard's state of an HTTP connection, made on its first request; the sweep runs while any is open. */
+  function track(socket: Socket): SocketState {
+    const state: SocketState = {
+      socket,
+      address: socket.remoteAddress ?? "unknown",
+      inFlight: [],
+      closing: false,
+      last: null,
+      consecutiveRefusals: 0,
+      activityBytes: 0,
+      quietSinceMs: -1,
+    };
+    states.set(socket, state);
+    stopParsingWhenClosing(socket, state);
+    tracked.add(state);
+    socket.once("close", () => {
+      tracked.delete(state);
+      if (tracked.size === 0 && stallSweep !== null) {
+        clearInterval(stallSweep);
+        stallSweep = null;
+      }
+    });
+    if (stallSweep === null && limits.stalledRequestTimeoutMs > 0) {
+      stallSweep = setInterval(sweepStalled, stallSweepIntervalMs(limits.stalledRequestTimeoutMs)).unref();
+    }
+    return state;
   }
 
   function penalised(address: string): boolean {
@@ -279,12 +373,7 @@ export function createConnectionGuard(options: ConnectionGuardOptions): Connecti
     admit(request, response) {
       const socket = request.socket;
       if (socket.destroyed) return false;
-      let state = states.get(socket);
-      if (state === undefined) {
-        state = { socket, address: socket.remoteAddress ?? "unknown", pending: 0, closing: false, last: null, consecutiveRefusals: 0 };
-        states.set(socket, state);
-        stopParsingWhenClosing(socket, state);
-      }
+      const state = states.get(socket) ?? track(socket);
       if (state.closing) return false;
       const { last } = state;
       if (last !== null && last.headersSent) state.consecutiveRefusals = last.statusCode === 429 ? state.consecutiveRefusals + 1 : 0;
@@ -293,16 +382,24 @@ export function createConnectionGuard(options: ConnectionGuardOptions): Connecti
         closeGracefully(socket, state, "refusals");
         return false;
       }
-      if (state.pending >= limits.maxPipelinedRequests) {
+      if (unfinished(state) >= limits.maxPipelinedRequests) {
         penalise(state.address);
         closeGracefully(socket, state, "pipelining");
         return false;
       }
-      state.pending += 1;
+      state.inFlight.push(response);
       state.last = response;
-      (response as GuardedResponse)[RESPONSE_STATE] = state;
-      response.on("close", onResponseClose);
       return true;
+    },
+    refused(response) {
+      // The request's socket: a pipelined answer gets response.socket only when its turn comes.
+      const socket = response.req.socket;
+      const state = states.get(socket);
+      if (state === undefined) return;
+      // Paused once the answer is flushed: Node resumes a socket itself when it finishes a response (req._dump).
+      response.once("close", () => {
+        if (response.writableFinished) pauseReading(socket, state);
+      });
     },
   };
 }

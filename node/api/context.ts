@@ -22,7 +22,7 @@ import { StreamQuota } from "./streamQuota";
 export interface TransportLimits {
   /** Largest accepted HTTP request body (413 beyond). */
   bodyLimitBytes: number;
-  /** Time allowed for a client to send a request after connecting. */
+  /** Time allowed for a client to complete the TLS handshake after connecting (HTTPS only). */
   connectionTimeoutMs: number;
   /** Time allowed to receive a whole request. */
   requestTimeoutMs: number;
@@ -89,6 +89,7 @@ export function transportLimitsFromConfig(config: NodeConfig): TransportLimits {
       maxConnections: config.maxConnections,
       maxConnectionsPerAddress: config.maxConnectionsPerAddress,
       maxPipelinedRequests: config.maxPipelinedRequests,
+      stalledRequestTimeoutMs: config.requestTimeoutMs,
     },
   };
 }

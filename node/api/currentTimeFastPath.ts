@@ -100,6 +100,7 @@ export function createCurrentTimeFastPath(context: TransportContext, log: Fastif
       } catch (error) {
         const mapped = toHttpError(error);
         logRequestError(log, context.clientErrorLog, error, CURRENT_TIME_PATH, mapped);
+        if (mapped.statusCode === 429) context.connections.refused(response);
         const body = JSON.stringify(errorBody(mapped));
         answer(request, response, mapped.statusCode, { "content-type": JSON_CONTENT_TYPE, "content-length": Buffer.byteLength(body), ...mapped.headers }, body);
         return true;

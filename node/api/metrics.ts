@@ -21,7 +21,7 @@
  * - timerpc_stream_pushes_skipped_total: stream updates (WebSocket, gRPC StreamTime) skipped because the node-wide
  *   push budget (streamMaxPushesPerSecond) was spent.
  * - timerpc_connections_dropped_total{reason}: REST/WebSocket connections closed by the connection guard
- *   (server_full, address_full, penalised: on accept; pipelining, refusals: while open).
+ *   (server_full, address_full, penalised: on accept; pipelining, refusals, stalled: while open).
  * - timerpc_proof_age_ns{transport}: age of each proof handed out (node clock − nanoMoment when the response is
  *   built), nanoseconds: the freshness clients get, tick interval and event-loop delay included.
  */

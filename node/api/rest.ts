@@ -114,10 +114,9 @@ export function buildRestApp(context: TransportContext, options: RestAppOptions 
     loggerInstance,
     logController: new LogController({ disableRequestLogging: options.logRequests !== true }),
     bodyLimit: limits.bodyLimitBytes,
-    connectionTimeout: limits.connectionTimeoutMs,
     requestTimeout: limits.requestTimeoutMs,
     keepAliveTimeout: limits.keepAliveTimeoutMs,
-    // Fastify applies the three timeouts above only to a server it creates itself: a factory sets them too.
+    // Fastify applies the timeouts above only to a server it creates itself: the factory sets them.
     serverFactory: (handler) => {
       const timeouts = {
         requestTimeout: limits.requestTimeoutMs,
@@ -140,7 +139,8 @@ export function buildRestApp(context: TransportContext, options: RestAppOptions 
         if (!context.connections.admit(request, response)) return;
         if (fastPath === null || !fastPath.tryServe(request, response)) handler(request, response);
       });
-      server.setTimeout(limits.connectionTimeoutMs);
+      // No server.setTimeout: Node re-arms a socket timeout twice per request; the guard's stall sweep bounds a
+      // request in flight instead (connectionGuard.ts, stalledRequestTimeoutMs).
       return server;
     },
     forceCloseConnections: true,
@@ -163,6 +163,8 @@ export function buildRestApp(context: TransportContext, options: RestAppOptions 
   app.setErrorHandler((error, request, reply) => {
     const answer = toHttpError(error);
     logRequestError(request.log, context.clientErrorLog, error, request.url, answer);
+    // A client over its rate: the connection guard stops reading its connection for a while (connectionGuard.ts).
+    if (answer.statusCode === 429) context.connections.refused(reply.raw);
     if (answer.headers !== undefined) void reply.headers(answer.headers);
     void reply.code(answer.statusCode).type(JSON_CONTENT_TYPE).send(errorBody(answer));
   });

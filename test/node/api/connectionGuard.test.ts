@@ -165,20 +165,25 @@ describe("node/api connection guard", function () {
     expect(client.statuses()).to.deep.equal([200, 200, 200, 200, 200, 429, 429, 429]);
   });
 
-  it("does not read a connection for refusalPauseMs after a 429", async () => {
-    await start({ refusalPauseMs: 400 }, { maxRequestsPerSecond: 1 });
-    const client = await open();
-    client.socket.write(GET_CURRENT);
-    await waitFor(() => client.statuses().length === 1, "the first answer");
-    client.socket.write(GET_CURRENT);
-    await waitFor(() => client.statuses().length === 2, "the refusal");
-    const refusedAtMs = performance.now();
-    client.socket.write(GET_CURRENT);
-    await waitFor(() => client.statuses().length === 3, "the third answer");
-    expect(client.statuses().slice(0, 2)).to.deep.equal([200, 429]);
-    // A lower bound only: a busy machine can make it later, never earlier.
-    expect(performance.now() - refusedAtMs).to.be.at.least(350);
-  });
+  for (const [path, request] of [
+    ["the GET /time/current fast path", GET_CURRENT],
+    ["a fastify route", "GET /health HTTP/1.1\r\nHost: node\r\n\r\n"],
+  ] as const) {
+    it(`does not read a connection for refusalPauseMs after a 429 (${path})`, async () => {
+      await start({ refusalPauseMs: 400 }, { maxRequestsPerSecond: 1 });
+      const client = await open();
+      client.socket.write(request);
+      await waitFor(() => client.statuses().length === 1, "the first answer");
+      client.socket.write(request);
+      await waitFor(() => client.statuses().length === 2, "the refusal");
+      const refusedAtMs = performance.now();
+      client.socket.write(request);
+      await waitFor(() => client.statuses().length === 3, "the third answer");
+      expect(client.statuses().slice(0, 2)).to.deep.equal([200, 429]);
+      // A lower bound only: a busy machine can make it later, never earlier.
+      expect(performance.now() - refusedAtMs).to.be.at.least(350);
+    });
+  }
 
   it("caps connections per address: the one beyond is closed on accept, another address still connects", async () => {
     await start({ maxConnectionsPerAddress: 3 });
@@ -242,5 +247,79 @@ describe("node/api connection guard", function () {
     await Promise.race([slow.closed, new Promise((_, reject) => setTimeout(() => reject(new Error("not cut within 5 s")), 5_000))]);
     // The request is already being handled, so Node closes the connection without a 408.
     expect(slow.isClosed()).to.equal(true);
+  });
+
+  describe("requests in flight that stall (stalledRequestTimeoutMs)", () => {
+    const STALL_MS = 300;
+    /** The guard alone on a plain node:http server (no socket timeout of its own), and the reasons it dropped. */
+    async function guarded(handler: (answer: () => void, response: import("node:http").ServerResponse) => void) {
+      const drops: string[] = [];
+      const guard = createConnectionGuard({ limits: { ...DEFAULT_CONNECTION_LIMITS, stalledRequestTimeoutMs: STALL_MS }, onDrop: (reason) => drops.push(reason) });
+      const server = createServer({ keepAliveTimeout: 60_000, requestTimeout: 60_000, headersTimeout: 60_000 }, (request, response) => {
+        if (guard.admit(request, response)) handler(() => response.end("ok"), response);
+      });
+      guard.watch(server);
+      await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+      const connection = await rawConnection(`http://127.0.0.1:${(server.address() as AddressInfo).port}`);
+      sockets.push(connection.socket);
+      const close = async (): Promise<void> => {
+        server.closeAllConnections();
+        await new Promise((resolve) => server.close(resolve));
+      };
+      return { drops, connection, close };
+    }
+
+    it("destroys a connection whose request no handler ends, once nothing moved on it for the timeout", async () => {
+      const { drops, connection, close } = await guarded(() => undefined);
+      try {
+        const sentAtMs = performance.now();
+        connection.socket.write(GET_CURRENT);
+        await Promise.race([connection.closed, new Promise((_, reject) => setTimeout(() => reject(new Error("not cut within 5 s")), 5_000))]);
+        // Between the timeout and the timeout plus two sweeps (a sweep every 100 ms here); a busy machine only delays.
+        expect(performance.now() - sentAtMs).to.be.at.least(STALL_MS - 50);
+        expect(drops).to.deep.equal(["stalled"]);
+      } finally {
+        await close();
+      }
+    });
+
+    it("destroys a connection whose client stops reading a large answer", async () => {
+      const answerBytes = 64 * 1024 * 1024; // far beyond what loopback's socket buffers take
+      const { drops, connection, close } = await guarded((_answer, response) => response.end(Buffer.alloc(answerBytes)));
+      try {
+        connection.socket.pause(); // reads nothing (and so would not see the end of the connection either)
+        connection.socket.write(GET_CURRENT);
+        await waitFor(() => drops.length > 0, "the connection dropped");
+        expect(drops).to.deep.equal(["stalled"]);
+        connection.socket.resume();
+        await connection.closed;
+      } finally {
+        await close();
+      }
+    });
+
+    it("keeps a connection that is slow but moving, and an idle one between requests", async () => {
+      let answer: (() => void) | null = null;
+      const { drops, connection, close } = await guarded((end) => {
+        answer = end;
+      });
+      try {
+        // A request whose body trickles in: bytes arrive more often than the timeout, for three timeouts.
+        connection.socket.write("POST / HTTP/1.1\r\nHost: node\r\nContent-Length: 10\r\n\r\n");
+        for (let index = 0; index < 9; index += 1) {
+          await new Promise((resolve) => setTimeout(resolve, STALL_MS / 3));
+          connection.socket.write("x");
+        }
+        expect(connection.isClosed()).to.equal(false);
+        answer!();
+        await waitFor(() => connection.statuses().length === 1, "the answer");
+        // Idle with nothing in flight for three timeouts: the keep-alive timeout's business, not the sweep's.
+        await new Promise((resolve) => setTimeout(resolve, 3 * STALL_MS));
+        expect(connection.isClosed()).to.equal(false);
+        expect(drops).to.deep.equal([]);
+      } finally {
+        await close();
+      }
+    });
   });
 });
