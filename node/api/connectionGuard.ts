@@ -22,15 +22,16 @@
  * - Stalls: a connection with a request in flight on which no byte was read or written for
  *   `stalledRequestTimeoutMs` is destroyed (a client that stops reading a large answer, a request no handler
  *   ends). Node's own bounds cover the rest of a connection's life: headersTimeout and requestTimeout until the
- *   request is received, keepAliveTimeout between requests.
+ *   request is received, keepAliveTimeout between requests. Every request Node would answer on its own and keep
+ *   the connection open (417 for an unknown Expect) is routed through admit() by the server (rest.ts).
  *
  * Cost per request is what matters here: `GET /time/current` is answered tens of thousands of times a second
  * (currentTimeFastPath.ts). admit() adds no listener and no property to the request or response: it keeps the
  * connection's unfinished answers in a short queue, dropping the finished ones from its front as it goes
  * (HTTP/1.1 answers leave in order). Stalls are found by one sweep over the open connections every
  * `stalledRequestTimeoutMs / 10` (100 ms to 1 s), not by Node's socket timeout (`server.setTimeout`), which Node
- * re-arms twice per request and which took ~3 % of a saturated node's CPU (loaded at once with bare node:http,
- * 2026-11-27).
+ * arms anew at every request's start and refreshes on every read and write: ~3 % of a saturated node's CPU
+ * (measured against the build before, both loaded at once, 2026-11-27).
  *
  * A connection closed while open is closed gracefully: it is no longer read, requests after the violation are not
  * answered, and the answers already given are flushed before the socket is destroyed (at most CLOSE_GRACE_MS
@@ -58,8 +59,9 @@ export interface ConnectionLimits {
   maxPenaltyMs: number;
   maxPenalisedAddresses: number;
   /**
-   * A connection with a request in flight (admitted, its answer not yet flushed) on which nothing was read or
-   * written for this long is destroyed; 0: never.
+   * A connection with a request in flight (admitted, its answer not yet finished, or bytes waiting to be written)
+   * on which nothing was read or written for this long is destroyed; 0: never. A node sets it to its
+   * requestTimeoutMs (transportLimitsFromConfig); limits given whole keep what they say.
    */
   stalledRequestTimeoutMs: number;
 }
@@ -262,7 +264,9 @@ export function createConnectionGuard(options: ConnectionGuardOptions): Connecti
     for (const state of tracked) {
       const { socket } = state;
       if (socket.destroyed) continue; // its 'close' untracks it
-      if (unfinished(state) === 0) {
+      // In flight: an admitted answer not finished, or bytes Node holds for a client that does not read them
+      // (an answer Node writes itself, such as a 400 for a request without Host, is never admitted).
+      if (unfinished(state) === 0 && socket.writableLength === 0) {
         state.quietSinceMs = -1;
         continue;
       }
@@ -398,7 +402,8 @@ export function createConnectionGuard(options: ConnectionGuardOptions): Connecti
       if (state === undefined) return;
       // Paused once the answer is flushed: Node resumes a socket itself when it finishes a response (req._dump).
       response.once("close", () => {
-        if (response.writableFinished) pauseReading(socket, state);
+        // Still a 429 when it went out (a failed send may have turned it into a 500), and really sent.
+        if (response.statusCode === 429 && response.writableFinished) pauseReading(socket, state);
       });
     },
   };

@@ -139,6 +139,13 @@ export function buildRestApp(context: TransportContext, options: RestAppOptions 
         if (!context.connections.admit(request, response)) return;
         if (fastPath === null || !fastPath.tryServe(request, response)) handler(request, response);
       });
+      // Node answers an unknown Expect with 417 on its own and keeps the connection: through admit(), so that answer
+      // meets the pipelining bound and the stall sweep like every other (connectionGuard.ts).
+      server.on("checkExpectation", (request: IncomingMessage, response: ServerResponse) => {
+        if (!context.connections.admit(request, response)) return;
+        response.writeHead(417);
+        response.end();
+      });
       // No server.setTimeout: Node re-arms a socket timeout twice per request; the guard's stall sweep bounds a
       // request in flight instead (connectionGuard.ts, stalledRequestTimeoutMs).
       return server;

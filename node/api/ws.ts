@@ -229,7 +229,12 @@ export function attachStreamServer(server: Server, context: TransportContext): S
   function onUpgrade(request: IncomingMessage, socket: Duplex, head: Buffer): void {
     // A connection the guard is closing (pipelining, refusals) gets no handshake; the guard ends it once the answers
     // it was given are flushed (destroying it here would drop them).
-    if (context.connections.isClosing(socket)) return;
+    if (context.connections.isClosing(socket)) {
+      // Node took its own error listener off for the upgrade: without one, a reset while the earlier answers are
+      // flushed would be an uncaught 'error' and end the process.
+      socket.on("error", () => undefined);
+      return;
+    }
     const path = (request.url ?? "").split("?")[0];
     if (path !== WS_STREAM_PATH) {
       refuseUpgrade(socket, 404, "Not Found", `No WebSocket endpoint at ${path ?? ""}`);

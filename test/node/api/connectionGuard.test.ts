@@ -122,6 +122,15 @@ describe("node/api connection guard", function () {
     }
   });
 
+  it("sends Node's own 417 answers (unknown Expect) through the guard: pipelined beyond the bound, the connection closes", async () => {
+    await start({ maxPipelinedRequests: 4, penaltyMs: 60_000 });
+    const flooder = await open();
+    flooder.socket.write("GET /time/current HTTP/1.1\r\nHost: node\r\nExpect: x\r\n\r\n".repeat(1_800));
+    await flooder.closed;
+    expect(flooder.statuses()).to.deep.equal([417, 417, 417, 417]);
+    expect(await metric("pipelining")).to.equal(1);
+  });
+
   it("gives no WebSocket handshake to an upgrade request on a connection it is closing", async () => {
     await start({ maxPipelinedRequests: 4, penaltyMs: 1 });
     const flooder = await open();
@@ -252,9 +261,9 @@ describe("node/api connection guard", function () {
   describe("requests in flight that stall (stalledRequestTimeoutMs)", () => {
     const STALL_MS = 300;
     /** The guard alone on a plain node:http server (no socket timeout of its own), and the reasons it dropped. */
-    async function guarded(handler: (answer: () => void, response: import("node:http").ServerResponse) => void) {
+    async function guarded(handler: (answer: () => void, response: import("node:http").ServerResponse) => void, stallMs = STALL_MS) {
       const drops: string[] = [];
-      const guard = createConnectionGuard({ limits: { ...DEFAULT_CONNECTION_LIMITS, stalledRequestTimeoutMs: STALL_MS }, onDrop: (reason) => drops.push(reason) });
+      const guard = createConnectionGuard({ limits: { ...DEFAULT_CONNECTION_LIMITS, stalledRequestTimeoutMs: stallMs }, onDrop: (reason) => drops.push(reason) });
       const server = createServer({ keepAliveTimeout: 60_000, requestTimeout: 60_000, headersTimeout: 60_000 }, (request, response) => {
         if (guard.admit(request, response)) handler(() => response.end("ok"), response);
       });
@@ -299,22 +308,29 @@ describe("node/api connection guard", function () {
     });
 
     it("keeps a connection that is slow but moving, and an idle one between requests", async () => {
+      // A longer timeout than the other tests: a busy machine must not turn a 200 ms gap into a stall.
+      const stallMs = 1_000;
       let answer: (() => void) | null = null;
       const { drops, connection, close } = await guarded((end) => {
         answer = end;
-      });
+      }, stallMs);
       try {
-        // A request whose body trickles in: bytes arrive more often than the timeout, for three timeouts.
+        // A request whose body trickles in: a byte every fifth of the timeout, for two timeouts.
         connection.socket.write("POST / HTTP/1.1\r\nHost: node\r\nContent-Length: 10\r\n\r\n");
-        for (let index = 0; index < 9; index += 1) {
-          await new Promise((resolve) => setTimeout(resolve, STALL_MS / 3));
+        for (let index = 0; index < 10; index += 1) {
+          await new Promise((resolve) => setTimeout(resolve, stallMs / 5));
           connection.socket.write("x");
         }
         expect(connection.isClosed()).to.equal(false);
         answer!();
-        await waitFor(() => connection.statuses().length === 1, "the answer");
-        // Idle with nothing in flight for three timeouts: the keep-alive timeout's business, not the sweep's.
-        await new Promise((resolve) => setTimeout(resolve, 3 * STALL_MS));
+        answer = null;
+        await waitFor(() => connection.statuses().length === 1, "the first answer");
+        // Idle with nothing in flight for longer than the timeout: the keep-alive timeout's business, not the sweep's.
+        await new Promise((resolve) => setTimeout(resolve, 1.5 * stallMs));
+        connection.socket.write(GET_CURRENT);
+        await waitFor(() => answer !== null, "the second request");
+        answer!();
+        await waitFor(() => connection.statuses().length === 2, "the second answer");
         expect(connection.isClosed()).to.equal(false);
         expect(drops).to.deep.equal([]);
       } finally {
