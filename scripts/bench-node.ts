@@ -548,22 +548,13 @@ async function main(): Promise<void> {
         startSubject: async () => {
           const { child, endpoints, signer } = await startChild("--server", nodeConfig.env);
           signedIn.add(signerLabel(signer));
-          return {
-            url: `${endpoints.rest}/time/current`,
-            ...(child.pid === undefined ? {} : { pid: child.pid }),
-            offCoreThreadName: SIGNER_THREAD_NAME,
-            stop: () => stopChild(child),
-          };
+          return { url: `${endpoints.rest}/time/current`, stop: () => stopChild(child) };
         },
         startBaseline: () => childForRun("--baseline-http"),
       });
-      const fullCore =
-        serving.idleCoreShare === undefined || serving.fullCoreRatios === undefined
-          ? ""
-          : `; the node idle uses ${fmt(100 * serving.idleCoreShare, 1)} % of its core (ticks), which loaded at once weighs twice: with each server alone on the core that is **${fmtRange(serving.fullCoreRatios, 2)}** (benchUtil.ts fullCoreRatio)`;
       ratioRows.push([
         `${nodeConfig.label} (ticks signed in the ${[...signedIn].join(" / ")}) ÷ bare node:http: GET /time/current, serving thread and bare server on the same pinned core (${loadTool}, 100 connections, ${design.how})`,
-        `${fmtRange(serving.subject)} vs ${fmtRange(serving.baseline)} req/s: ratio **${fmtRange(serving.ratios, 2)}**${fullCore}`,
+        `${fmtRange(serving.subject)} vs ${fmtRange(serving.baseline)} req/s: ratio **${fmtRange(serving.ratios, 2)}**`,
         "≥ 0.9",
       ]);
     }

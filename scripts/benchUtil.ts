@@ -191,49 +191,7 @@ export function fmtRange(values: readonly number[], digits = 0): string {
 /** A server started for one load run: the URL to load and how to stop it. */
 export interface ServerForRun {
   readonly url: string;
-  /** Its process, when its CPU time can be read (simultaneousRatio's idle share). */
-  readonly pid?: number;
-  /** Threads of that process pinned to another core (the signer thread): not counted as the pinned core's. */
-  readonly offCoreThreadName?: string;
   stop(): Promise<void>;
-}
-
-/** Clock ticks per second of /proc's CPU times (getconf CLK_TCK; 100 on Linux when getconf is missing). */
-let clockTicksPerSecond: number | null = null;
-function clockTicks(): number {
-  if (clockTicksPerSecond === null) {
-    try {
-      clockTicksPerSecond = Number(execFileSync("getconf", ["CLK_TCK"], { encoding: "utf8" }).trim()) || 100;
-    } catch {
-      clockTicksPerSecond = 100;
-    }
-  }
-  return clockTicksPerSecond;
-}
-
-/**
- * CPU seconds (user + system) the threads of `pid` have used, but those named `excludeThreadName`; null where
- * /proc cannot tell (not Linux, or the process exited).
- */
-export function processCpuSeconds(pid: number, excludeThreadName?: string): number | null {
-  let tids: string[];
-  try {
-    tids = readdirSync(`/proc/${pid}/task`);
-  } catch {
-    return null;
-  }
-  let ticks = 0;
-  for (const tid of tids) {
-    try {
-      if (excludeThreadName !== undefined && readFileSync(`/proc/${pid}/task/${tid}/comm`, "utf8").trim() === excludeThreadName) continue;
-      // Fields after the parenthesised name: state is field 3, utime 14 and stime 15 (proc(5)).
-      const fields = readFileSync(`/proc/${pid}/task/${tid}/stat`, "utf8").split(") ")[1]!.split(" ");
-      ticks += Number(fields[11]) + Number(fields[12]);
-    } catch {
-      // the thread exited meanwhile
-    }
-  }
-  return ticks / clockTicks();
 }
 
 export interface AlternatingRatio {
@@ -243,29 +201,7 @@ export interface AlternatingRatio {
   readonly baseline: number[];
   /** subject ÷ baseline of the same run. */
   readonly ratios: number[];
-  /**
-   * simultaneousRatio only, when the subject's CPU time can be read: the share of its pinned core the subject uses
-   * with no load (timers: the node's attestation ticks), and each ratio as it would be with each server alone on
-   * the core (fullCoreRatio).
-   */
-  readonly idleCoreShare?: number;
-  readonly fullCoreRatios?: number[];
 }
-
-/**
- * A ratio measured with both servers loaded at once, turned into what it would be with each server alone on the
- * core. Loaded at once, each server gets half of the core, and a cost the subject pays per second whatever its
- * load (a share `idleCoreShare` of the core: its timers) takes twice its weight out of that half: subject
- * (0.5 − f) / c_s against baseline 0.5 / c_b, where alone they would do (1 − f) / c_s and 1 / c_b. Hence
- * ratio × (1 − f) / (1 − 2f). It assumes the per-second cost is the same under load as idle.
- */
-export function fullCoreRatio(simultaneousRatioValue: number, idleCoreShare: number): number {
-  if (!(idleCoreShare >= 0 && idleCoreShare < 0.5)) throw new RangeError(`idle core share ${idleCoreShare} is outside [0, 0.5)`);
-  return (simultaneousRatioValue * (1 - idleCoreShare)) / (1 - 2 * idleCoreShare);
-}
-
-/** How long simultaneousRatio watches the idle subject's CPU time. */
-const IDLE_SHARE_WINDOW_MS = 3_000;
 
 export interface RatioParameters {
   runs: number;
@@ -302,23 +238,11 @@ export async function alternatingRatio(parameters: RatioParameters): Promise<Alt
 
 /**
  * The same ratio with both servers loaded at once (wrk only): both run on the same pinned core, each under its own
- * wrk, for `runs` rounds. Each server then gets about half of the core, and a neighbour that slows the machine
- * slows both at the same moment: on this VM one configuration's ratios spread ~0.07 this way where alternating 5 s
- * runs spread 0.3–0.4 (2026-11-27). It is not quite alternatingRatio's measure: what the subject spends per second
- * whatever its load (timers) comes out of half a core instead of a whole one, so it weighs twice. The subject's
- * idle share of the core is therefore measured too (when its pid is known) and each ratio is also given as it
- * would be with each server alone on the core (fullCoreRatio).
+ * wrk, for `runs` rounds. Each server then gets about half of the core, so the ratio of their throughputs is the
+ * ratio of their CPU costs per request, the measure alternatingRatio estimates; and a neighbour that slows the
+ * machine slows both at the same moment. On this VM that made the spread of one configuration's ratios ~0.07
+ * where alternating 5 s runs spread 0.3–0.4 (2026-11-27).
  */
-/** The share of a core the process's threads (but `excludeThreadName`) use over IDLE_SHARE_WINDOW_MS; null when unknown. */
-async function idleShare(pid: number, excludeThreadName?: string): Promise<number | null> {
-  const beforeS = processCpuSeconds(pid, excludeThreadName);
-  const startedMs = performance.now();
-  await new Promise((resolve) => setTimeout(resolve, IDLE_SHARE_WINDOW_MS));
-  const afterS = processCpuSeconds(pid, excludeThreadName);
-  if (beforeS === null || afterS === null) return null;
-  return (afterS - beforeS) / ((performance.now() - startedMs) / 1_000);
-}
-
 export async function simultaneousRatio(parameters: RatioParameters): Promise<AlternatingRatio> {
   if (!WRK) throw new Error("simultaneousRatio needs wrk (two load generators at once)");
   const subject = await parameters.startSubject();
@@ -326,8 +250,7 @@ export async function simultaneousRatio(parameters: RatioParameters): Promise<Al
     const baseline = await parameters.startBaseline();
     try {
       await Promise.all([runWrkAsync(subject.url, 20, 2), runWrkAsync(baseline.url, 20, 2)]); // warm-up
-      const idleCoreShare = subject.pid === undefined ? null : await idleShare(subject.pid, subject.offCoreThreadName);
-      const result = { subject: [] as number[], baseline: [] as number[], ratios: [] as number[] };
+      const result: AlternatingRatio = { subject: [], baseline: [], ratios: [] };
       for (let run = 0; run < parameters.runs; run += 1) {
         const [subjectLoad, baselineLoad] = await Promise.all([runWrkAsync(subject.url, 100, parameters.durationS), runWrkAsync(baseline.url, 100, parameters.durationS)]);
         reportFailures("subject", subjectLoad);
@@ -336,8 +259,7 @@ export async function simultaneousRatio(parameters: RatioParameters): Promise<Al
         result.baseline.push(baselineLoad.requestsPerSecond);
         result.ratios.push(subjectLoad.requestsPerSecond / baselineLoad.requestsPerSecond);
       }
-      if (idleCoreShare === null || idleCoreShare >= 0.5) return result;
-      return { ...result, idleCoreShare, fullCoreRatios: result.ratios.map((ratio) => fullCoreRatio(ratio, idleCoreShare)) };
+      return result;
     } finally {
       await baseline.stop();
     }
