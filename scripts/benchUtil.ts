@@ -238,10 +238,12 @@ export async function alternatingRatio(parameters: RatioParameters): Promise<Alt
 
 /**
  * The same ratio with both servers loaded at once (wrk only): both run on the same pinned core, each under its own
- * wrk, for `runs` rounds. Each server then gets about half of the core, so the ratio of their throughputs is the
- * ratio of their CPU costs per request, the measure alternatingRatio estimates; and a neighbour that slows the
- * machine slows both at the same moment. On this VM that made the spread of one configuration's ratios ~0.07
- * where alternating 5 s runs spread 0.3–0.4 (2026-11-27).
+ * wrk, for `runs` rounds. Each server then gets about half of the core, and a neighbour that slows the machine
+ * slows both at the same moment: on this VM one configuration's ratios spread ~0.07 this way where alternating 5 s
+ * runs spread 0.3–0.4 (2026-11-27). It is not quite alternatingRatio's measure: what the subject spends per second
+ * whatever its load (the node's attestation ticks) comes out of half a core instead of a whole one, so it weighs
+ * about twice. (Correcting for it from the subject's idle CPU does not work: idle, the node's 1 ms ticks took 20 %
+ * of its core, far more than under load, where the loop runs them late and warm; 2026-11-27.)
  */
 export async function simultaneousRatio(parameters: RatioParameters): Promise<AlternatingRatio> {
   if (!WRK) throw new Error("simultaneousRatio needs wrk (two load generators at once)");
