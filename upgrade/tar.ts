@@ -14,6 +14,12 @@ import { gunzipSync, gzipSync } from "node:zlib";
 import { UpgradeRefusal } from "./errors";
 
 const BLOCK_BYTES = 512;
+/**
+ * Largest archive, uncompressed, that is written or read (1 GiB). A bundle is checked against its approved digest
+ * before it is unpacked, but gzip turns a few kB into gigabytes: the bound keeps a bad archive from taking the
+ * agent's memory, whoever made it. A bundle is code; today's is a few MB.
+ */
+export const MAX_UNPACKED_TAR_BYTES = 1024 * 1024 * 1024;
 
 export interface TarEntry {
   /** Relative POSIX path; folders end without a slash. */
@@ -75,8 +81,11 @@ export function writeTarGz(entries: readonly TarEntry[], mtimeS: number): Buffer
     }
   }
   parts.push(Buffer.alloc(2 * BLOCK_BYTES)); // end of archive
+  const tar = Buffer.concat(parts);
+  // A bundle its readers would refuse is not written.
+  if (tar.length > MAX_UNPACKED_TAR_BYTES) throw new Error(`tar: ${tar.length} bytes unpacked, above the ${MAX_UNPACKED_TAR_BYTES} a reader accepts`);
   // Node's gzip header carries no name and mtime 0: the bytes depend only on the input and zlib's level.
-  return gzipSync(Buffer.concat(parts), { level: 9 });
+  return gzipSync(tar, { level: 9 });
 }
 
 function field(block: Buffer, offset: number, length: number): string {
@@ -97,12 +106,18 @@ function safeRelativePath(path: string): string {
   return normal;
 }
 
-/** Parses a gzip'd ustar archive into entries, refusing (UpgradeRefusal "unsafe-archive") anything but plain files and folders. */
-export function readTarGz(archive: Buffer): TarEntry[] {
+/**
+ * Parses a gzip'd ustar archive into entries, refusing (UpgradeRefusal "unsafe-archive") anything but plain files
+ * and folders, and an archive that unpacks to more than `maxUnpackedBytes` (stopped there: never held whole).
+ */
+export function readTarGz(archive: Buffer, maxUnpackedBytes = MAX_UNPACKED_TAR_BYTES): TarEntry[] {
   let tar: Buffer;
   try {
-    tar = gunzipSync(archive);
+    tar = gunzipSync(archive, { maxOutputLength: maxUnpackedBytes });
   } catch (error) {
+    if ((error as NodeJS.ErrnoException).code === "ERR_BUFFER_TOO_LARGE") {
+      throw new UpgradeRefusal("unsafe-archive", `bundle refused: it unpacks to more than ${maxUnpackedBytes} bytes`, { maxUnpackedBytes });
+    }
     throw new UpgradeRefusal("unsafe-archive", `bundle refused: not gzip: ${(error as Error).message}`);
   }
   const entries: TarEntry[] = [];

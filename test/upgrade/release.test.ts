@@ -137,6 +137,14 @@ describe("upgrade: releases", () => {
     expect(() => readTarGz(corrupted.subarray(0, corrupted.length - 4))).to.throw(UpgradeRefusal);
   });
 
+  it("refuses an archive that unpacks beyond the bound (a gzip bomb), without unpacking it whole", () => {
+    // 64 MiB of zeros gzip to ~64 kB; the reader stops at its bound instead of holding them.
+    const bomb = writeTarGz([{ path: "zeros", type: "file", content: Buffer.alloc(64 * 1024 * 1024) }], 0);
+    expect(bomb.length).to.be.below(256 * 1024);
+    expect(() => readTarGz(bomb, 1024 * 1024)).to.throw(UpgradeRefusal, /unpacks to more than 1048576 bytes/);
+    expect(readTarGz(bomb).map((entry) => entry.path)).to.deep.equal(["zeros"]); // within the default bound
+  });
+
   it("parses SHA256SUMS strictly", () => {
     expect(parseSums(`${sha256Hex("x")}  a.tar.gz\n`).get("a.tar.gz")).to.equal(sha256Hex("x"));
     expect(() => parseSums("deadbeef  a.tar.gz\n")).to.throw(/line 1/);
