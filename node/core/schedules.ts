@@ -481,7 +481,7 @@ export interface ScheduleStats {
   dispatchesTotal: number;
   /**
    * Failed store writes (disk full, I/O error), each logged at error level: an attempt ended by one (StoreWriteError),
-   * or a dispatcher pass whose claim failed (retried STORE_RETRY_MS later).
+   * a dispatcher pass whose claim failed (retried STORE_RETRY_MS later), or a new schedule not saved (refused 503).
    */
   storeWriteErrorsTotal: number;
 }
@@ -656,8 +656,9 @@ export class ScheduleService {
    * Validates and commits a schedule; the row is on disk when the promise resolves (schedules created in the same
    * event-loop turn share one commit: lib/groupCommit.ts). Rejects with ValidationError (bad input),
    * RateLimitError (this client's pending quota: 429 / RESOURCE_EXHAUSTED) or UnavailableError (the node-wide
-   * cap: 503 / UNAVAILABLE; the store closed). Quotas are not field errors: the same request succeeds once
-   * schedules are delivered. Rows waiting for their commit count towards the quotas.
+   * cap: 503 / UNAVAILABLE; the store closed, or its commit failed: counted in storeWriteErrorsTotal). Quotas are
+   * not field errors: the same request succeeds once schedules are delivered. Rows waiting for their commit count
+   * towards the quotas.
    */
   async schedule(executeAtNs: bigint, callbackUrl: string, clientKey = ""): Promise<ScheduleRecord> {
     if (!this.#db.open) throw new UnavailableError("the schedule store is closed", {});
@@ -695,7 +696,11 @@ export class ScheduleService {
       await this.#inserts.add({ id, executeAtNs: executeAt, callbackUrl: url, createdAtNs: nowNs, clientKey });
     } catch (error) {
       this.#pending.add(clientKey, -1);
-      throw error;
+      // The commit failed (disk full, I/O error, the store closed meanwhile): the operator's to fix, so logged and
+      // counted here; the client gets 503, a "try again later", not a 500 that blames its request.
+      this.#stats.storeWriteErrorsTotal += 1;
+      this.#logger.error({ err: error, id }, "a new schedule could not be stored");
+      throw new UnavailableError("the schedule store could not save the schedule; try again later", {}, { cause: error });
     }
     // Debug, not info: a client may create schedules at its full request rate, and each is its own record.
     this.#logger.debug({ id, executeAtNs: executeAt.toString(), callbackHost: new URL(url).host }, "schedule accepted");

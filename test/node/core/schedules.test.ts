@@ -345,22 +345,22 @@ describe("scheduled deliveries: state commits", function () {
    * A started service with one delivery slot, on a store where every write the trigger condition `when` matches
    * fails (a disk fault injected as a SQLite trigger; it rolls back that write's whole batch).
    */
-  async function serviceWithWriteFault(columns: string, when: string) {
+  async function serviceWithWriteFault(event: string, when: string, options: Record<string, unknown> = {}) {
     const dataDir = fixtures.data();
     await fixtures.service({}, { dataDir, start: false }).stop(); // creates the file
     fixtures.stops.pop();
     const db = new Database(join(dataDir, "schedules.sqlite"));
-    db.exec(`CREATE TRIGGER injected_write_fault BEFORE UPDATE OF ${columns} ON schedules WHEN ${when}
+    db.exec(`CREATE TRIGGER injected_write_fault BEFORE ${event} ON schedules WHEN ${when}
       BEGIN SELECT RAISE(ABORT, 'injected write fault'); END`);
     db.close();
     const transport = recordingTransport();
-    const schedules = fixtures.service({ maxConcurrentDeliveries: 1, maxConcurrentDeliveriesPerClient: 1, ...transport }, { dataDir });
+    const schedules = fixtures.service({ maxConcurrentDeliveries: 1, maxConcurrentDeliveriesPerClient: 1, ...transport, ...options }, { dataDir });
     return { schedules, transport };
   }
 
   it("survives a failed store write: the attempt sends nothing, counts nothing, frees its slot, and the row keeps its state", async () => {
     // For one callback only: every 'delivering' write of its row fails.
-    const { schedules, transport } = await serviceWithWriteFault("status", "NEW.status = 'delivering' AND NEW.callback_url LIKE '%/broken'");
+    const { schedules, transport } = await serviceWithWriteFault("UPDATE OF status", "NEW.status = 'delivering' AND NEW.callback_url LIKE '%/broken'");
     const broken = await schedules.schedule(nowNs() - 10n * MS, "http://127.0.0.1:1/broken");
     await waitFor(() => schedules.stats().storeWriteErrorsTotal === 1, 20_000, "the failed write");
     // The one slot is free again: a healthy schedule is delivered; the broken row is claimed, not due again yet.
@@ -373,7 +373,7 @@ describe("scheduled deliveries: state commits", function () {
   });
 
   it("survives a failed claim (a store write of the dispatcher): nothing is sent, and the pass is retried a second later, not at once", async () => {
-    const { schedules, transport } = await serviceWithWriteFault("next_attempt_at_ns", "NEW.status = 'scheduled' AND NEW.callback_url LIKE '%/unclaimable'");
+    const { schedules, transport } = await serviceWithWriteFault("UPDATE OF next_attempt_at_ns", "NEW.status = 'scheduled' AND NEW.callback_url LIKE '%/unclaimable'");
     const stuck = await schedules.schedule(nowNs(), "http://127.0.0.1:1/unclaimable");
     await waitFor(() => schedules.stats().storeWriteErrorsTotal >= 1, 20_000, "the failed claim");
     await new Promise((resolve) => setTimeout(resolve, 500));
@@ -381,6 +381,17 @@ describe("scheduled deliveries: state commits", function () {
     await waitFor(() => schedules.stats().storeWriteErrorsTotal >= 2, 5_000, "the retry a second later");
     expect(transport.sent).to.have.length(0);
     expect(schedules.get(stuck.id)).to.include({ status: "scheduled", attempts: 0 });
+  });
+
+  it("answers a schedule its store cannot save with UnavailableError (503), counts it, and frees its quota", async () => {
+    // One pending schedule per client: a failed save that kept its place would refuse the client's next one.
+    const { schedules } = await serviceWithWriteFault("INSERT", "NEW.callback_url LIKE '%/unsavable'", { maxPendingPerClient: 1 });
+    const refusal = await expectRejects(schedules.schedule(nowNs() + 60_000n * MS, "http://127.0.0.1:1/unsavable", "client-a"), UnavailableError);
+    expect(refusal.message).to.match(/could not save the schedule; try again later/);
+    expect((refusal.cause as Error).message).to.match(/injected write fault/);
+    expect(schedules.stats().storeWriteErrorsTotal).to.equal(1);
+    const saved = await schedules.schedule(nowNs() + 60_000n * MS, "http://127.0.0.1:1/fine", "client-a");
+    expect(schedules.get(saved.id)).to.include({ status: "scheduled" });
   });
 });
 
