@@ -18,6 +18,14 @@ export interface OpenDatabaseOptions {
   synchronous: "FULL" | "NORMAL";
 }
 
+/**
+ * Whether `error` is SQLite's own (better-sqlite3 SqliteError, with SQLite's code: SQLITE_FULL, SQLITE_IOERR_…):
+ * the store failed, as opposed to a bug in the caller (a TypeError, a RangeError of nsToBlob).
+ */
+export function isSqliteError(error: unknown): error is Error & { code: string } {
+  return error instanceof Database.SqliteError;
+}
+
 export function openDatabase(options: OpenDatabaseOptions): SqliteDatabase {
   mkdirSync(options.dataDir, { recursive: true, mode: 0o700 });
   const db = new Database(join(options.dataDir, options.fileName));

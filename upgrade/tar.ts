@@ -111,14 +111,19 @@ function safeRelativePath(path: string): string {
  * and folders, and an archive that unpacks to more than `maxUnpackedBytes` (stopped there: never held whole).
  */
 export function readTarGz(archive: Buffer, maxUnpackedBytes = MAX_UNPACKED_TAR_BYTES): TarEntry[] {
+  // A bad bound is the caller's bug, not the archive's: checked before, so zlib's range error is never taken for "not gzip".
+  if (!Number.isSafeInteger(maxUnpackedBytes) || maxUnpackedBytes < 1 || maxUnpackedBytes > MAX_UNPACKED_TAR_BYTES) {
+    throw new RangeError(`tar: maxUnpackedBytes must be an integer in [1, ${MAX_UNPACKED_TAR_BYTES}], got ${maxUnpackedBytes}`);
+  }
   let tar: Buffer;
   try {
     tar = gunzipSync(archive, { maxOutputLength: maxUnpackedBytes });
   } catch (error) {
+    const evidence = { archiveBytes: archive.length, maxUnpackedBytes };
     if ((error as NodeJS.ErrnoException).code === "ERR_BUFFER_TOO_LARGE") {
-      throw new UpgradeRefusal("unsafe-archive", `bundle refused: it unpacks to more than ${maxUnpackedBytes} bytes`, { maxUnpackedBytes });
+      throw new UpgradeRefusal("unsafe-archive", `bundle refused: its ${archive.length} bytes unpack to more than ${maxUnpackedBytes}`, evidence);
     }
-    throw new UpgradeRefusal("unsafe-archive", `bundle refused: not gzip: ${(error as Error).message}`);
+    throw new UpgradeRefusal("unsafe-archive", `bundle refused: not gzip: ${(error as Error).message}`, evidence);
   }
   const entries: TarEntry[] = [];
   for (let offset = 0; offset + BLOCK_BYTES <= tar.length; ) {

@@ -146,8 +146,12 @@ function unfinished(state: SocketState): number {
   return inFlight.length;
 }
 
-/** How often the stall sweep runs: a tenth of the timeout, 100 ms to 1 s (as Node sweeps its request timeouts). */
-function stallSweepIntervalMs(timeoutMs: number): number {
+/**
+ * How often a timeout of `timeoutMs` is checked by a sweep: a tenth of it, 100 ms to 1 s. The REST server gives it
+ * to Node for headersTimeout/requestTimeout (connectionsCheckingInterval: Node's default, 30 s, cut slow clients
+ * after up to 40 s for a 10 s timeout), and the stall sweep below runs at it.
+ */
+export function timeoutSweepIntervalMs(timeoutMs: number): number {
   return Math.min(1_000, Math.max(100, Math.floor(timeoutMs / 10)));
 }
 
@@ -186,6 +190,11 @@ export interface ConnectionGuard {
    * it for an upgrade all the same: the WebSocket handshake asks here first (ws.ts).
    */
   isClosing(socket: Socket | Duplex): boolean;
+  /**
+   * The socket leaves HTTP for a WebSocket (ws.ts, once the handshake may go ahead): the stall sweep no longer
+   * looks at it (a WebSocket's idle time is its own business), as for one that was upgraded on its first request.
+   */
+  upgraded(socket: Socket | Duplex): void;
   /** Open connections, all addresses. */
   readonly connectionCount: number;
 }
@@ -263,7 +272,8 @@ export function createConnectionGuard(options: ConnectionGuardOptions): Connecti
     const nowMsValue = nowMs();
     for (const state of tracked) {
       const { socket } = state;
-      if (socket.destroyed) continue; // its 'close' untracks it
+      // Destroyed: its 'close' untracks it. Closing: closeGracefully's grace bounds it, and it is counted once.
+      if (socket.destroyed || state.closing) continue;
       // In flight: an admitted answer not finished, or bytes Node holds for a client that does not read them
       // (an answer Node writes itself, such as a 400 for a request without Host, is never admitted).
       if (unfinished(state) === 0 && socket.writableLength === 0) {
@@ -278,6 +288,15 @@ export function createConnectionGuard(options: ConnectionGuardOptions): Connecti
         onDrop("stalled", state.address);
         socket.destroy();
       }
+    }
+  }
+
+  /** Takes a connection out of the stall sweep; the sweep stops when none is left. */
+  function untrack(state: SocketState): void {
+    tracked.delete(state);
+    if (tracked.size === 0 && stallSweep !== null) {
+      clearInterval(stallSweep);
+      stallSweep = null;
     }
   }
 
@@ -296,15 +315,9 @@ export function createConnectionGuard(options: ConnectionGuardOptions): Connecti
     states.set(socket, state);
     stopParsingWhenClosing(socket, state);
     tracked.add(state);
-    socket.once("close", () => {
-      tracked.delete(state);
-      if (tracked.size === 0 && stallSweep !== null) {
-        clearInterval(stallSweep);
-        stallSweep = null;
-      }
-    });
+    socket.once("close", () => untrack(state));
     if (stallSweep === null && limits.stalledRequestTimeoutMs > 0) {
-      stallSweep = setInterval(sweepStalled, stallSweepIntervalMs(limits.stalledRequestTimeoutMs)).unref();
+      stallSweep = setInterval(sweepStalled, timeoutSweepIntervalMs(limits.stalledRequestTimeoutMs)).unref();
     }
     return state;
   }
@@ -373,6 +386,10 @@ export function createConnectionGuard(options: ConnectionGuardOptions): Connecti
     },
     isClosing(socket) {
       return states.get(socket as Socket)?.closing === true;
+    },
+    upgraded(socket) {
+      const state = states.get(socket as Socket);
+      if (state !== undefined) untrack(state);
     },
     admit(request, response) {
       const socket = request.socket;

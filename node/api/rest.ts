@@ -39,6 +39,7 @@ import {
   logRequestError,
 } from "./currentTimeFastPath";
 import { toHttpError } from "../../wire/errorMapping";
+import { timeoutSweepIntervalMs } from "./connectionGuard";
 import { CORS_OPEN_READ_PATHS } from "./cors";
 import { checkJsonCharset, parseJsonBody } from "./jsonBody";
 import {
@@ -123,9 +124,8 @@ export function buildRestApp(context: TransportContext, options: RestAppOptions 
         // The request line and headers get the same bound (Node's default is 60 s on its own).
         headersTimeout: limits.requestTimeoutMs,
         keepAliveTimeout: limits.keepAliveTimeoutMs,
-        // Node enforces requestTimeout/headersTimeout only when it sweeps its connections (default every 30 s,
-        // so a 10 s timeout cut slow clients after up to 40 s): sweep at a tenth of the timeout, 100 ms to 1 s.
-        connectionsCheckingInterval: Math.min(1_000, Math.max(100, Math.floor(limits.requestTimeoutMs / 10))),
+        // Node enforces requestTimeout/headersTimeout only when it sweeps its connections (default every 30 s).
+        connectionsCheckingInterval: timeoutSweepIntervalMs(limits.requestTimeoutMs),
       };
       const tls = options.tls ?? null;
       // An https.Server is an http.Server with a TLS socket: fastify, the fast path and the WebSocket upgrade

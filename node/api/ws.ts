@@ -235,6 +235,7 @@ export function attachStreamServer(server: Server, context: TransportContext): S
       socket.on("error", () => undefined);
       return;
     }
+    context.connections.upgraded(socket);
     const path = (request.url ?? "").split("?")[0];
     if (path !== WS_STREAM_PATH) {
       refuseUpgrade(socket, 404, "Not Found", `No WebSocket endpoint at ${path ?? ""}`);

@@ -58,7 +58,7 @@ import {
   type CallbackTransport,
   type ResolveHost,
 } from "./callbackGuard";
-import { blobToNs, nsToBlob, openDatabase, type SqliteDatabase, type SqliteStatement } from "../../lib/sqlite";
+import { blobToNs, isSqliteError, nsToBlob, openDatabase, type SqliteDatabase, type SqliteStatement } from "../../lib/sqlite";
 import type { ScheduleRecord, ScheduleStatus, SignedTime } from "./types";
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -481,7 +481,8 @@ export interface ScheduleStats {
   dispatchesTotal: number;
   /**
    * Failed store writes (disk full, I/O error), each logged at error level: an attempt ended by one (StoreWriteError),
-   * a dispatcher pass whose claim failed (retried STORE_RETRY_MS later), or a new schedule not saved (refused 503).
+   * a dispatcher pass whose claim failed (retried STORE_RETRY_MS later), or a new schedule not saved (refused 503;
+   * one count per schedule refused, so a failed commit of a batch counts each of its schedules).
    */
   storeWriteErrorsTotal: number;
 }
@@ -656,7 +657,7 @@ export class ScheduleService {
    * Validates and commits a schedule; the row is on disk when the promise resolves (schedules created in the same
    * event-loop turn share one commit: lib/groupCommit.ts). Rejects with ValidationError (bad input),
    * RateLimitError (this client's pending quota: 429 / RESOURCE_EXHAUSTED) or UnavailableError (the node-wide
-   * cap: 503 / UNAVAILABLE; the store closed, or its commit failed: counted in storeWriteErrorsTotal). Quotas are
+   * cap: 503 / UNAVAILABLE; the store closed, or SQLite failed its commit: counted in storeWriteErrorsTotal). Quotas are
    * not field errors: the same request succeeds once schedules are delivered. Rows waiting for their commit count
    * towards the quotas.
    */
@@ -696,11 +697,13 @@ export class ScheduleService {
       await this.#inserts.add({ id, executeAtNs: executeAt, callbackUrl: url, createdAtNs: nowNs, clientKey });
     } catch (error) {
       this.#pending.add(clientKey, -1);
-      // The commit failed (disk full, I/O error, the store closed meanwhile): the operator's to fix, so logged and
-      // counted here; the client gets 503, a "try again later", not a 500 that blames its request.
+      // Anything but SQLite's own failure is a bug here: a 500, logged by the transport.
+      if (!isSqliteError(error)) throw error;
+      // The commit failed (disk full, I/O error): the operator's to fix, so logged and counted here; the client
+      // gets 503, a "try again later", not a 500 that blames its request.
       this.#stats.storeWriteErrorsTotal += 1;
       this.#logger.error({ err: error, id }, "a new schedule could not be stored");
-      throw new UnavailableError("the schedule store could not save the schedule; try again later", {}, { cause: error });
+      throw new UnavailableError("the schedule store could not save the schedule; try again later", { scheduleId: id, code: error.code }, { cause: error });
     }
     // Debug, not info: a client may create schedules at its full request rate, and each is its own record.
     this.#logger.debug({ id, executeAtNs: executeAt.toString(), callbackHost: new URL(url).host }, "schedule accepted");

@@ -389,6 +389,7 @@ describe("scheduled deliveries: state commits", function () {
     const refusal = await expectRejects(schedules.schedule(nowNs() + 60_000n * MS, "http://127.0.0.1:1/unsavable", "client-a"), UnavailableError);
     expect(refusal.message).to.match(/could not save the schedule; try again later/);
     expect((refusal.cause as Error).message).to.match(/injected write fault/);
+    expect((refusal as UnavailableError).details).to.include({ code: "SQLITE_CONSTRAINT_TRIGGER" });
     expect(schedules.stats().storeWriteErrorsTotal).to.equal(1);
     const saved = await schedules.schedule(nowNs() + 60_000n * MS, "http://127.0.0.1:1/fine", "client-a");
     expect(schedules.get(saved.id)).to.include({ status: "scheduled" });
