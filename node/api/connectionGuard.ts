@@ -59,7 +59,7 @@ export interface ConnectionLimits {
   maxPenaltyMs: number;
   maxPenalisedAddresses: number;
   /**
-   * A connection with a request in flight (admitted, its answer not yet finished, or bytes waiting to be written)
+   * A connection with a request in flight (admitted, its answer not yet finished; or bytes waiting to be written)
    * on which nothing was read or written for this long is destroyed; 0: never. A node sets it to its
    * requestTimeoutMs (transportLimitsFromConfig); limits given whole keep what they say.
    */
@@ -117,11 +117,11 @@ interface SocketState {
   readonly socket: Socket;
   address: string;
   /**
-   * Admitted responses not yet seen flushed, oldest first: its length after unfinished() is the number of requests
+   * Admitted responses not yet seen finished, oldest first: its length after unfinished() is the number of requests
    * received and not yet answered. At most maxPipelinedRequests long.
    */
   readonly inFlight: ServerResponse[];
-  /** Closed for a violation: nothing more is admitted; destroyed once its answers are flushed. */
+  /** Closed for a violation: nothing more is admitted; destroyed once its answers are finished (or after the grace). */
   closing: boolean;
   /** The latest request's response: its status is known by the next request of a pipelined read. */
   last: ServerResponse | null;
@@ -180,7 +180,7 @@ export interface ConnectionGuard {
    */
   admit(request: IncomingMessage, response: ServerResponse): boolean;
   /**
-   * Call when an admitted `response` refuses its request with 429 (client over its rate): once it is flushed, its
+   * Call when an admitted `response` refuses its request with 429 (client over its rate): once it is sent, its
    * connection is not read for refusalPauseMs. (Refusals in a row are counted by admit() on its own.)
    */
   refused(response: ServerResponse): void;
