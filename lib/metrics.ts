@@ -25,6 +25,10 @@ export function flushAll(tallies: Iterable<CounterTally>): void {
   for (const tally of tallies) tally.flush();
 }
 
+/** Prometheus's metric and label names (the exposition format); labels starting with "__" are reserved. */
+const METRIC_NAME = /^[a-zA-Z_:][a-zA-Z0-9_:]*$/;
+const LABEL_NAME = /^(?!__)[a-zA-Z_][a-zA-Z0-9_]*$/;
+
 /** One label value's observations in a HotHistogram. */
 export class HotHistogramChild {
   /** Observations per bucket (not cumulative); the last slot is above the largest bound (+Inf). */
@@ -86,6 +90,11 @@ export class HotHistogram {
 
   constructor(options: HotHistogramOptions) {
     const { buckets } = options;
+    // The names prom-client accepts (it checks its own metrics the same way): a bad one would corrupt the exposition.
+    if (!METRIC_NAME.test(options.name)) throw new TypeError(`histogram: invalid metric name ${JSON.stringify(options.name)}`);
+    if (!LABEL_NAME.test(options.labelName) || options.labelName === "le") {
+      throw new TypeError(`histogram ${options.name}: invalid label name ${JSON.stringify(options.labelName)} ("le" is the buckets' own)`);
+    }
     if (buckets.length === 0 || buckets.some((bound, index) => !Number.isFinite(bound) || (index > 0 && bound <= buckets[index - 1]!))) {
       throw new RangeError(`histogram ${options.name}: buckets must be finite and strictly ascending, got [${buckets.join(", ")}]`);
     }

@@ -55,6 +55,18 @@ describe("HotHistogram (lib/metrics.ts)", () => {
     expect(await registry.metrics()).to.not.contain('transport="ws"');
   });
 
+  it("refuses metric and label names the exposition format does not allow, before registering anything", () => {
+    const registry = new Registry();
+    for (const name of ["", "9lives", "age-ns", "age ns", 'x"y']) {
+      expect(() => new HotHistogram({ name, help: "h", labelName: "transport", buckets, registry }), name).to.throw(TypeError, "invalid metric name");
+    }
+    for (const labelName of ["", "le", "__reserved", "a:b", "tr-ansport"]) {
+      expect(() => new HotHistogram({ name: "ok_ns", help: "h", labelName, buckets, registry }), labelName).to.throw(TypeError, "invalid label name");
+    }
+    expect(registry.getMetricsAsArray()).to.have.length(0);
+    expect(() => new HotHistogram({ name: "ok:age_ns", help: "h", labelName: "_transport", buckets, registry })).to.not.throw();
+  });
+
   it("refuses buckets that are not strictly ascending and finite", () => {
     const registry = new Registry();
     for (const bad of [[], [10, 10], [100, 10], [1, Number.POSITIVE_INFINITY]]) {
