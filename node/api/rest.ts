@@ -146,8 +146,8 @@ export function buildRestApp(context: TransportContext, options: RestAppOptions 
         response.writeHead(417);
         response.end();
       });
-      // No server.setTimeout: Node re-arms a socket timeout twice per request; the guard's stall sweep bounds a
-      // request in flight instead (connectionGuard.ts, stalledRequestTimeoutMs).
+      // No server.setTimeout: Node arms that socket timeout anew at every request and refreshes it on every read and
+      // write; the guard's stall sweep bounds a request in flight instead (connectionGuard.ts, stalledRequestTimeoutMs).
       return server;
     },
     forceCloseConnections: true,
