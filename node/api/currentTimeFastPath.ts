@@ -20,7 +20,6 @@ import { API_KEY_HEADER } from "../../wire/auth";
 import { admitClient, type TransportContext } from "./context";
 import type { SignedTime } from "../core/types";
 import { toHttpError, type HttpErrorAnswer } from "../../wire/errorMapping";
-import type { SampledLog } from "./sampledLog";
 
 export const CURRENT_TIME_PATH = "/time/current";
 export const JSON_CONTENT_TYPE = "application/json; charset=utf-8";
@@ -33,19 +32,22 @@ export function errorBody(answer: HttpErrorAnswer): { statusCode: number; error:
 }
 
 /**
- * Logs a refused or failed REST request (the error handler and the fast path): a server fault at error level with
- * its stack, every one (ours to fix); a client error sampled and without stack (sampledLog.ts), so a flood of
- * refusals cannot turn into a flood of log.
+ * What follows a refused or failed REST request (the error handler and the fast path alike). The log: a server
+ * fault at error level with its stack, every one (ours to fix); a client error sampled and without stack
+ * (sampledLog.ts), so a flood of refusals cannot turn into a flood of log. And a 429 (client over its rate) tells
+ * the connection guard, which then stops reading that connection for a while (connectionGuard.ts refused()).
  */
-export function logRequestError(
+export function reportRequestError(
+  context: Pick<TransportContext, "clientErrorLog" | "connections">,
   log: FastifyBaseLogger,
-  clientErrors: SampledLog,
   error: unknown,
   url: string,
   answer: HttpErrorAnswer,
+  response: ServerResponse,
 ): void {
   if (answer.serverFault) log.error({ err: error, url }, "request failed");
-  else clientErrors.clientError({ transport: "rest", status: String(answer.statusCode), route: url, error });
+  else context.clientErrorLog.clientError({ transport: "rest", status: String(answer.statusCode), route: url, error });
+  if (answer.statusCode === 429) context.connections.refused(response);
 }
 
 export interface CurrentTimeFastPath {
@@ -99,8 +101,7 @@ export function createCurrentTimeFastPath(context: TransportContext, log: Fastif
         signed = service.current();
       } catch (error) {
         const mapped = toHttpError(error);
-        logRequestError(log, context.clientErrorLog, error, CURRENT_TIME_PATH, mapped);
-        if (mapped.statusCode === 429) context.connections.refused(response);
+        reportRequestError(context, log, error, CURRENT_TIME_PATH, mapped, response);
         const body = JSON.stringify(errorBody(mapped));
         answer(request, response, mapped.statusCode, { "content-type": JSON_CONTENT_TYPE, "content-length": Buffer.byteLength(body), ...mapped.headers }, body);
         return true;

@@ -36,7 +36,7 @@ import {
   CURRENT_TIME_PATH,
   errorBody,
   JSON_CONTENT_TYPE,
-  logRequestError,
+  reportRequestError,
 } from "./currentTimeFastPath";
 import { toHttpError } from "../../wire/errorMapping";
 import { timeoutSweepIntervalMs } from "./connectionGuard";
@@ -169,9 +169,7 @@ export function buildRestApp(context: TransportContext, options: RestAppOptions 
 
   app.setErrorHandler((error, request, reply) => {
     const answer = toHttpError(error);
-    logRequestError(request.log, context.clientErrorLog, error, request.url, answer);
-    // A client over its rate: the connection guard stops reading its connection for a while (connectionGuard.ts).
-    if (answer.statusCode === 429) context.connections.refused(reply.raw);
+    reportRequestError(context, request.log, error, request.url, answer, reply.raw);
     if (answer.headers !== undefined) void reply.headers(answer.headers);
     void reply.code(answer.statusCode).type(JSON_CONTENT_TYPE).send(errorBody(answer));
   });

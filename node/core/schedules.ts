@@ -329,7 +329,7 @@ function openExclusively(dataDir: string): SqliteDatabase {
     return db;
   } catch (cause) {
     db?.close();
-    if (cause instanceof Error && "code" in cause && cause.code === "SQLITE_BUSY") {
+    if (isSqliteError(cause) && cause.code === "SQLITE_BUSY") {
       throw new UnavailableError(`dataDir ${dataDir} is in use by another node (schedules.sqlite is locked)`, {}, { cause });
     }
     throw cause;
