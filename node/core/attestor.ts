@@ -152,6 +152,11 @@ export function defaultSignInWorker(): boolean {
   return SECP256K1_BACKEND === "noble";
 }
 
+/** The refusal every path gives once the card reports tampering (the reason in message and details). */
+function tamperedError(reason: string): UnavailableError {
+  return new UnavailableError(`time card tampered: ${reason}`, { reason });
+}
+
 export class Attestor {
   readonly #options: AttestorOptions;
   readonly #logger: Logger;
@@ -259,9 +264,7 @@ export class Attestor {
    * or when the cached proof is older than maxServeAgeNs (signing refused for a while).
    */
   current(): SignedTime {
-    if (this.#tamperReason !== null) {
-      throw new UnavailableError(`time card tampered: ${this.#tamperReason}`, { reason: this.#tamperReason });
-    }
+    this.#throwIfTampered();
     let latest = this.#latest;
     if (latest === null) {
       throw new UnavailableError(this.#refusalReason ?? "no attestation yet: the node is starting", {});
@@ -270,16 +273,12 @@ export class Attestor {
     if (this.#signerReady) {
       this.#driveSignerTicks(ageNs);
       // The tick it started may have found the card tampered: nothing is served from then on.
-      if (this.#tamperReason !== null) {
-        throw new UnavailableError(`time card tampered: ${this.#tamperReason}`, { reason: this.#tamperReason });
-      }
+      this.#throwIfTampered();
     }
     if (this.#shouldRefresh(ageNs)) {
       const refreshed = this.#refreshOnDemand();
       if (refreshed !== null) return refreshed;
-      if (this.#tamperReason !== null) {
-        throw new UnavailableError(`time card tampered: ${this.#tamperReason}`, { reason: this.#tamperReason });
-      }
+      this.#throwIfTampered();
       latest = this.#latest ?? latest;
       ageNs = this.#options.nodeClockNs() - latest.proof.nanoMoment;
     }
@@ -390,14 +389,12 @@ export class Attestor {
    */
   assertCanSign(): void {
     const { card, signingErrorBoundNs } = this.#options;
-    if (this.#tamperReason !== null) {
-      throw new UnavailableError(`time card tampered: ${this.#tamperReason}`, { reason: this.#tamperReason });
-    }
+    this.#throwIfTampered();
     const state = card.tamperState();
     if (state.tampered) {
       const reason = state.reason ?? "card reports tampering";
       this.#handleTamper(reason);
-      throw new UnavailableError(`time card tampered: ${reason}`, { reason });
+      throw tamperedError(reason);
     }
     const measuredErrorNs = card.measuredErrorNs();
     if (!(measuredErrorNs <= signingErrorBoundNs)) {
@@ -411,6 +408,11 @@ export class Attestor {
       this.#logger.info({ measuredErrorNs, signingErrorBoundNs }, "card back within the accuracy bound; signing resumed");
       this.#refusalReason = null;
     }
+  }
+
+  /** Nothing is signed or served once the card was found tampered (latched). */
+  #throwIfTampered(): void {
+    if (this.#tamperReason !== null) throw tamperedError(this.#tamperReason);
   }
 
   #checkTamperAfterFailure(): void {
