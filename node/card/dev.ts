@@ -45,6 +45,8 @@ export class DevTimeCard implements TimeCard {
   readonly certificateChainPem: readonly string[];
   readonly #cardKey: KeyObject;
   readonly #clockNs: () => bigint;
+  /** The host-clock anchor #clockNs follows; null with an injected clock. */
+  readonly #anchor: WallClockAnchor | null;
   readonly #tamperListeners = new Set<(reason: string) => void>();
   #lastReadNs = 0n;
   #tamperReason: string | null = null;
@@ -60,9 +62,11 @@ export class DevTimeCard implements TimeCard {
     this.certificateChainPem = Object.freeze([...options.certificateChainPem]);
     if (options.clockNs === undefined) {
       const anchor = preciseAnchor();
+      this.#anchor = anchor;
       this.#clockNs = clockFromAnchor(anchor);
       this.#measuredErrorNs = options.measuredErrorNs ?? Number(anchor.uncertaintyNs);
     } else {
+      this.#anchor = null;
       this.#clockNs = options.clockNs;
       this.#measuredErrorNs = options.measuredErrorNs ?? 0;
     }
@@ -88,6 +92,11 @@ export class DevTimeCard implements TimeCard {
       throw new UnavailableError(`time card tampered: ${this.#tamperReason}`, { cardId: this.cardId });
     }
     return p256PrivateScalar(this.#cardKey);
+  }
+
+  /** The host-clock anchor the card reads, so the signer thread can read it too (types.ts); null with an injected clock. */
+  clockAnchorForSignerThread(): WallClockAnchor | null {
+    return this.#anchor;
   }
 
   tamperState(): TamperState {

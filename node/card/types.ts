@@ -4,6 +4,7 @@
  * modules with an HSM) implement the same interface.
  */
 import type { GpsReference, Hex } from "../../protocol/types";
+import type { WallClockAnchor } from "./hostClock";
 
 export interface TamperState {
   tampered: boolean;
@@ -45,6 +46,13 @@ export interface TimeCard {
    * stay signHardware() calls. Throws UnavailableError when tampered.
    */
   exportKeyForSignerThread?(): Hex;
+  /**
+   * Optional, for a card whose clock is the host clock anchored to the wall clock (the development card: hostClock.ts):
+   * that anchor, so that the signer thread can read the same clock itself and make whole ticks there
+   * (node/core/signerThread.ts). Null when the card's clock is not such a clock (an injected one). A hardware card
+   * never offers it: its clock is read through its driver.
+   */
+  clockAnchorForSignerThread?(): WallClockAnchor | null;
   /** Releases driver resources. */
   close(): void;
 }

@@ -46,10 +46,12 @@ import type { NodeKey } from "../../protocol/keys";
 import { signNodeEntry, type RecoveryMemo } from "../../protocol/sign";
 import { SECP256K1_BACKEND } from "../../protocol/secp256k1";
 import type { Hex } from "../../protocol/types";
+import type { WallClockAnchor } from "../card/hostClock";
 import type { TimeCard } from "../card/types";
 import { soloCoSigning, type CoSigningStage, type LocalAttestation } from "./cosign";
 import { verifyP256Signature } from "../../protocol/verify";
-import { NodeSignerThread, type NodeSignRequest, type ThreadSignRequest } from "./signerWorker";
+import type { SlotRecord } from "./signerResultSlot";
+import { NodeSignerThread, type NodeSignRequest, type SelfTicking, type ThreadSignRequest } from "./signerWorker";
 import type { NodeAlert, SignedTime } from "./types";
 
 export interface AttestorOptions {
@@ -76,6 +78,12 @@ export interface AttestorOptions {
   refreshAfterNs?: bigint;
   /** The node's own clock, ns since the Unix epoch (the nodeTimestamp it signs). */
   nodeClockNs: () => bigint;
+  /**
+   * The host-clock anchor nodeClockNs follows (node/card/hostClock.ts clockFromAnchor), when it is such a clock.
+   * With it, and a card that lets the thread hold its key and read its clock, the signer thread makes whole ticks
+   * on its own (self-ticking: see #checkSelfTicking).
+   */
+  nodeClockAnchor?: WallClockAnchor;
   logger: Logger;
   /**
    * Sign ticks' node entries (and the card's signature, when the card allows it) in a worker thread
@@ -106,6 +114,8 @@ export interface AttestorStats {
   workerAttestationsTotal: number;
   /** Where ticks sign right now. */
   signer: "worker" | "main-thread";
+  /** Whether the signer thread makes whole ticks on its own (self-ticking: #checkSelfTicking); false without one. */
+  selfTicking: boolean;
 }
 
 type Listener<T> = (value: T) => void;
@@ -180,7 +190,7 @@ export class Attestor {
   #signerReady = false;
   /** Bumped by stop(): replies and timers of an earlier run are ignored. */
   #generation = 0;
-  readonly #stats: Omit<AttestorStats, "signer"> = {
+  readonly #stats: Omit<AttestorStats, "signer" | "selfTicking"> = {
     attestationsTotal: 0,
     accuracyRefusalsTotal: 0,
     tamperEventsTotal: 0,
@@ -254,7 +264,8 @@ export class Attestor {
   }
 
   stats(): AttestorStats {
-    return { ...this.#stats, signer: this.#signerReady ? "worker" : "main-thread" };
+    const signer = this.#signerReady ? this.#signer : null;
+    return { ...this.#stats, signer: signer === null ? "main-thread" : "worker", selfTicking: signer?.selfTicking === true };
   }
 
   /**
@@ -265,13 +276,19 @@ export class Attestor {
    */
   current(): SignedTime {
     this.#throwIfTampered();
+    const signer = this.#signerReady ? this.#signer : null;
+    if (signer?.selfTicking === true) {
+      this.#takeThreadTick(signer);
+      // Taking it may have found the card tampered: nothing is served from then on.
+      this.#throwIfTampered();
+    }
     let latest = this.#latest;
     if (latest === null) {
       throw new UnavailableError(this.#refusalReason ?? "no attestation yet: the node is starting", {});
     }
     let ageNs = this.#options.nodeClockNs() - latest.proof.nanoMoment;
-    if (this.#signerReady) {
-      this.#driveSignerTicks(ageNs);
+    if (signer !== null && !signer.selfTicking) {
+      this.#driveSignerTicks(signer, ageNs);
       // The tick it started may have found the card tampered: nothing is served from then on.
       this.#throwIfTampered();
     }
@@ -298,8 +315,8 @@ export class Attestor {
    * loaded event loop runs late. The serving thread's share of a tick stays the card clock, the checks, posting
    * the request and the publication; under saturation ticks then follow requests at about the tick interval.
    */
-  #driveSignerTicks(ageNs: bigint): void {
-    this.#signer?.collect();
+  #driveSignerTicks(signer: NodeSignerThread, ageNs: bigint): void {
+    signer.collect();
     const timer = this.#timer;
     // An armed timer means no tick is in flight (the next one is armed only when the previous one finished).
     // Not while the card is out of its accuracy bound or the last tick failed: the timer keeps trying at its pace
@@ -345,7 +362,7 @@ export class Attestor {
    * card is tampered or its measured error exceeds the bound.
    */
   attest(): SignedTime {
-    const startedAt = process.hrtime.bigint();
+    const startedNs = process.hrtime.bigint();
     const request = this.#prepare();
     let nodeSignature: Hex;
     try {
@@ -355,7 +372,7 @@ export class Attestor {
       this.#checkTamperAfterFailure();
       throw error;
     }
-    return this.#publish(request, nodeSignature, startedAt);
+    return this.#publish(request, nodeSignature, process.hrtime.bigint() - startedNs);
   }
 
   /**
@@ -421,8 +438,8 @@ export class Attestor {
   }
 
   /** Caches the signed proof and notifies listeners. */
-  #publish(request: NodeSignRequest, nodeSignature: Hex, startedAt: bigint): SignedTime {
-    this.#stats.lastSignDurationNs = process.hrtime.bigint() - startedAt;
+  #publish(request: NodeSignRequest, nodeSignature: Hex, signDurationNs: bigint): SignedTime {
+    this.#stats.lastSignDurationNs = signDurationNs;
     // The local attestation goes through the co-signing stage (cosign.ts) once per attestation; a lone node's
     // stage passes it through (one entry is trivially "ascending": no address recovery needed).
     const local: LocalAttestation = {
@@ -463,7 +480,8 @@ export class Attestor {
     }
     const signer = this.#signer;
     if (signer !== null && this.#signerReady) {
-      this.#tickInWorker(signer);
+      if (signer.selfTicking) this.#checkSelfTicking(signer);
+      else this.#tickInWorker(signer);
       return;
     }
     try {
@@ -513,7 +531,7 @@ export class Attestor {
       .then(
         (result) => {
           if (generation !== this.#generation) return;
-          this.#acceptFromWorker({ ...request, hardwareSignature: result.hardwareSignature }, result.entry, result.digest, startedAt);
+          this.#acceptFromWorker({ ...request, hardwareSignature: result.hardwareSignature }, result.entry, result.digest, process.hrtime.bigint() - startedAt);
         },
         (error: unknown) => {
           if (generation !== this.#generation || this.#tamperReason !== null) return;
@@ -529,7 +547,7 @@ export class Attestor {
   }
 
   /** A worker reply: cached only if nothing stopped attesting meanwhile (tamper, stop) and it is the newest. */
-  #acceptFromWorker(request: NodeSignRequest, entry: Hex, digest: Hex, startedAt: bigint): void {
+  #acceptFromWorker(request: NodeSignRequest, entry: Hex, digest: Hex, signDurationNs: bigint): void {
     if (!this.#running || this.#tamperReason !== null) return;
     const state = this.#options.card.tamperState();
     if (state.tampered) {
@@ -542,7 +560,47 @@ export class Attestor {
     // The worker signed with our key over `digest`: verifying our own proofs needs no ecrecover.
     this.#options.recoveryMemo?.remember(digest, { r: `0x${entry.slice(34, 98)}`, yParityAndS: `0x${entry.slice(98, 162)}` }, this.#options.nodeKey.address);
     this.#stats.workerAttestationsTotal += 1;
-    this.#publish(request, entry, startedAt);
+    this.#publish(request, entry, signDurationNs);
+  }
+
+  /**
+   * The serving thread's part of a self-ticking thread's tick, at the timer's pace: it publishes the newest tick,
+   * then grants the thread its permit when the card may sign (assertCanSign: not tampered, measured error within
+   * the bound) and withdraws it when not, so the thread stops signing within an interval of the card leaving its
+   * bound. Requests take ticks in between (#takeThreadTick); this keeps listeners, archive and streams fed when
+   * idle. The serving thread reads no card clock and posts nothing.
+   */
+  #checkSelfTicking(signer: NodeSignerThread): void {
+    this.#takeThreadTick(signer);
+    if (this.#signer !== signer) return; // the card was found tampered: attesting stopped
+    try {
+      this.assertCanSign();
+      signer.grantTicks(true);
+    } catch (error) {
+      signer.grantTicks(false);
+      this.#tickFailed(error);
+    }
+    this.#armNextTick();
+  }
+
+  /**
+   * Publishes the newest tick of a self-ticking thread, if there is one nobody has taken: it passes the checks a
+   * tick signed here would (a tick the thread signed after the card left its bound, before its permit was
+   * withdrawn, is dropped and never served).
+   */
+  #takeThreadTick(signer: NodeSignerThread): void {
+    const tick: SlotRecord | null = signer.collect();
+    if (tick === null) return;
+    try {
+      this.assertCanSign();
+    } catch {
+      // Refused (logged, counted and alerted by assertCanSign on the transition) or a card driver error, which the
+      // next check (#checkSelfTicking) logs: either way the thread holds until a check passes.
+      signer.grantTicks(false);
+      return;
+    }
+    const { nanoMoment, hardwareSignature, nodeTimestampNs } = tick;
+    this.#acceptFromWorker({ nanoMoment, hardwareSignature, accuracy: this.#options.accuracyNs, nodeTimestampNs }, tick.entry, tick.digest, tick.signDurationNs);
   }
 
   /** Spawns the signer thread; ticks switch to it after its known-answer test passes. */
@@ -551,8 +609,10 @@ export class Attestor {
     let signer: NodeSignerThread;
     try {
       const cardPrivateKey = this.#options.card.exportKeyForSignerThread?.();
+      const selfTicking = cardPrivateKey === undefined ? undefined : this.#selfTicking();
       signer = new NodeSignerThread(this.#options.nodeKey, {
         ...(cardPrivateKey === undefined ? {} : { cardPrivateKey }),
+        ...(selfTicking === undefined ? {} : { selfTicking }),
         onFailure: (error) => {
           if (this.#signer !== signer) return;
           this.#logger.error({ err: error }, "signer thread failed; signing in the main thread from now on");
@@ -578,6 +638,18 @@ export class Attestor {
           this.#closeSigner();
         },
       );
+  }
+
+  /**
+   * What the thread needs to make whole ticks itself: both clocks as host-clock anchors (the card's and the node's);
+   * undefined when either clock is something else (a hardware card, an injected clock), and ticks are then
+   * requested by this thread, one at a time (#tickInWorker).
+   */
+  #selfTicking(): SelfTicking | undefined {
+    const cardClock = this.#options.card.clockAnchorForSignerThread?.() ?? null;
+    const nodeClock = this.#options.nodeClockAnchor;
+    if (cardClock === null || nodeClock === undefined) return undefined;
+    return { intervalNs: this.#options.tickIntervalNs, accuracyNs: this.#options.accuracyNs, cardClock, nodeClock };
   }
 
   /**

@@ -15,7 +15,7 @@ import type { Hex, TimeProof } from "../../protocol/types";
 import { createRecoveryMemo } from "../../protocol/sign";
 import { createP256KeyCache, verifyTimeProof, type VerifyTimeProofContext } from "../../protocol/verify";
 import type { TimeCard } from "../card/types";
-import { createAnchoredClock } from "../card/hostClock";
+import { anchorToWallClock, clockFromAnchor, type WallClockAnchor } from "../card/hostClock";
 import { redactedConfig, signingErrorBoundNs, type NodeConfig } from "../config";
 import { ProofArchive } from "./archive";
 import { BUILD_REVISION_FILE, readBuildRevision } from "./buildRevision";
@@ -95,7 +95,16 @@ const RELAYED_PROOF_POLL_MS = 50;
 export function createTimeService(parameters: CreateTimeServiceParameters): CoreTimeService {
   const { config, card, nodeKey } = parameters;
   const logger = parameters.logger.child({ component: "time-service" });
-  const nodeClockNs = parameters.nodeClockNs ?? createAnchoredClock();
+  // The node's own clock: the host clock anchored once, unless the caller gives one. The anchor lets a self-ticking
+  // signer thread read the same clock (attestor.ts).
+  let nodeClockNs: () => bigint;
+  let nodeClockAnchor: WallClockAnchor | undefined;
+  if (parameters.nodeClockNs === undefined) {
+    nodeClockAnchor = anchorToWallClock();
+    nodeClockNs = clockFromAnchor(nodeClockAnchor);
+  } else {
+    nodeClockNs = parameters.nodeClockNs;
+  }
   const trust = new TrustStore({
     ownCard: card,
     ownNodeAddress: nodeKey.address,
@@ -118,6 +127,7 @@ export function createTimeService(parameters: CreateTimeServiceParameters): Core
     refreshAfterNs: config.refreshAfterNs,
     ...(config.signerThread === "auto" ? {} : { signInWorker: config.signerThread === "on" }),
     nodeClockNs,
+    ...(nodeClockAnchor === undefined ? {} : { nodeClockAnchor }),
     // Components bind their own `component` to the caller's logger (a child of ours would print the key twice).
     logger: parameters.logger,
     recoveryMemo,

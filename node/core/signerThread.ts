@@ -16,19 +16,30 @@
  * RESULT_SLOT_BYTES); each message `{ id, nanoMoment, hardwareSignature?, accuracy, nodeTimestampNs }` is answered
  * `{ id, entry, digest, hardwareSignature }` or `{ id, error }` (the error's text only: never a key). Without
  * `hardwareSignature` the thread signs the hardware message with the card key first (an error without one).
- * Once loaded it posts `{ ready: true, backend, signsHardware }`.
+ * Once loaded it posts `{ ready: true, backend, signsHardware, ticks }`.
  * A signature is also written to the result slot (signerResultSlot.ts) before its reply is posted:
  * the parent can take it from there as soon as it is made, without waiting for its event loop to reach the reply.
+ *
+ * Self-ticking (workerData.ticks `{ intervalNs, accuracyNs, cardClock, nodeClock, permit }`, with the card key):
+ * the thread makes the whole tick itself, on its own timer: it reads the card clock and the node clock (the same
+ * host-clock anchors the serving thread's clocks follow: node/card/hostClock.ts; process.hrtime is one monotonic
+ * clock for every thread), signs the moment with the card key and the attestation with the node key, and writes
+ * the result to the slot, numbered by tick. It posts nothing per tick: the serving thread takes the newest result
+ * from the slot when it serves a request or on its own check (node/core/attestor.ts). It signs only while the
+ * permit (signerResultSlot.ts TickPermit) is granted: the serving thread grants it when the card's tamper state
+ * and measured error allow signing and withdraws it when not. A tick that fails posts `{ tickError }` (the error's
+ * text) once, and the thread stops ticking.
  */
 import { writeFileSync } from "node:fs";
 import { parentPort, workerData } from "node:worker_threads";
 import { bytesToHexString } from "../../protocol/bytes";
 import { timeAttestationForProof } from "../../protocol/codec";
 import { SECP256K1_BACKEND } from "../../protocol/secp256k1";
+import { clockFromAnchor, type WallClockAnchor } from "../card/hostClock";
 import { p256PrivateKeyObject } from "../../protocol/keys";
 import { signHardware, signNodeEntryWithDigest } from "../../protocol/sign";
 import type { Hex } from "../../protocol/types";
-import { ResultSlot } from "./signerResultSlot";
+import { ResultSlot, TickPermit } from "./signerResultSlot";
 
 /** What the parent posts (node/core/signerWorker.ts NodeSignRequest, plus the request id). */
 interface SignMessage {
@@ -38,6 +49,39 @@ interface SignMessage {
   hardwareSignature?: Hex;
   accuracy: number;
   nodeTimestampNs: bigint;
+}
+
+/** workerData.ticks: what a self-ticking thread needs (node/core/signerWorker.ts SelfTicking). */
+interface TickSettings {
+  intervalNs: bigint;
+  accuracyNs: number;
+  cardClock: WallClockAnchor;
+  nodeClock: WallClockAnchor;
+  permit: SharedArrayBuffer;
+}
+
+const NS_PER_MS = 1_000_000n;
+
+function isAnchor(value: unknown): value is WallClockAnchor {
+  const anchor = value as Partial<WallClockAnchor> | null;
+  return typeof anchor?.wallNs === "bigint" && typeof anchor.monotonicNs === "bigint" && typeof anchor.uncertaintyNs === "bigint";
+}
+
+/** workerData.ticks checked (null when absent): the thread refuses to load with a malformed one. */
+function tickSettings(value: unknown): TickSettings | null {
+  if (value === undefined) return null;
+  const ticks = value as Partial<TickSettings> | null;
+  if (
+    typeof ticks?.intervalNs !== "bigint" ||
+    ticks.intervalNs <= 0n ||
+    !Number.isInteger(ticks.accuracyNs) ||
+    !isAnchor(ticks.cardClock) ||
+    !isAnchor(ticks.nodeClock) ||
+    !(ticks.permit instanceof SharedArrayBuffer)
+  ) {
+    throw new Error("signer thread: workerData.ticks must be { intervalNs > 0, accuracyNs, cardClock, nodeClock, permit }");
+  }
+  return ticks as TickSettings;
 }
 
 function errorText(error: unknown): string {
@@ -73,6 +117,7 @@ function run(): void {
   nameThisThread(data.threadName);
   port.on("message", (request: SignMessage) => {
     try {
+      const startedNs = process.hrtime.bigint();
       let hardwareSignature = request.hardwareSignature;
       if (hardwareSignature === undefined) {
         if (cardKey === null) throw new Error("no hardwareSignature given, and this thread holds no card key");
@@ -81,13 +126,60 @@ function run(): void {
       const att = timeAttestationForProof({ ...request, hardwareSignature }, request.nodeTimestampNs);
       const { entry, digest } = signNodeEntryWithDigest(nodePrivateKey, att);
       const result = { entry, digest, hardwareSignature };
-      resultSlot.write(request.id, result);
+      const { nanoMoment, nodeTimestampNs } = request;
+      resultSlot.write({ kind: "reply", id: request.id, nanoMoment, nodeTimestampNs, signDurationNs: process.hrtime.bigint() - startedNs, ...result });
       port.postMessage({ id: request.id, ...result });
     } catch (error) {
       port.postMessage({ id: request.id, error: errorText(error) });
     }
   });
-  port.postMessage({ ready: true, backend: SECP256K1_BACKEND, signsHardware: cardKey !== null });
+  const ticks = tickSettings((data as { ticks?: unknown }).ticks);
+  if (ticks !== null) {
+    if (cardKey === null) throw new Error("signer thread: self-ticking needs the card key (workerData.cardPrivateKey)");
+    const cardNowNs = clockFromAnchor(ticks.cardClock);
+    const nodeNowNs = clockFromAnchor(ticks.nodeClock);
+    let lastMomentNs = 0n;
+    const tickOnce = (tick: number) => {
+      const startedNs = process.hrtime.bigint();
+      const readNs = cardNowNs();
+      const nanoMoment = readNs > lastMomentNs ? readNs : lastMomentNs; // the card clock never goes back (node/card/types.ts)
+      lastMomentNs = nanoMoment;
+      const hardwareSignature = signHardware(cardKey, nanoMoment);
+      const nodeTimestampNs = nodeNowNs();
+      const att = timeAttestationForProof({ nanoMoment, hardwareSignature, accuracy: ticks.accuracyNs }, nodeTimestampNs);
+      const { entry, digest } = signNodeEntryWithDigest(nodePrivateKey, att);
+      resultSlot.write({ kind: "tick", id: tick, nanoMoment, nodeTimestampNs, signDurationNs: process.hrtime.bigint() - startedNs, entry, digest, hardwareSignature });
+    };
+    const onError = (error: unknown) => port.postMessage({ tickError: errorText(error) });
+    runTicks(ticks.intervalNs, new TickPermit(ticks.permit), tickOnce, onError);
+  }
+  port.postMessage({ ready: true, backend: SECP256K1_BACKEND, signsHardware: cardKey !== null, ticks: ticks !== null });
+}
+
+/**
+ * Calls `tickOnce(n)` (n = 1, 2, … as an int32, wrapping) every `intervalNs` while the permit is granted, on a
+ * fixed-rate schedule without catch-up bursts (a late tick moves the schedule, as the attestor's timer does). The
+ * first error stops the ticks and goes to `onError`.
+ */
+function runTicks(intervalNs: bigint, permit: TickPermit, tickOnce: (tick: number) => void, onError: (error: unknown) => void): void {
+  let tick = 0;
+  let nextAtNs = process.hrtime.bigint();
+  const loop = () => {
+    if (permit.granted) {
+      tick = tick >= 0x7fffffff ? 1 : tick + 1;
+      try {
+        tickOnce(tick);
+      } catch (error) {
+        onError(error);
+        return;
+      }
+    }
+    const nowNs = process.hrtime.bigint();
+    nextAtNs += intervalNs;
+    if (nextAtNs < nowNs) nextAtNs = nowNs;
+    setTimeout(loop, Math.max(1, Math.round(Number((nextAtNs - nowNs) / NS_PER_MS))));
+  };
+  setTimeout(loop, Number(intervalNs / NS_PER_MS));
 }
 
 run();

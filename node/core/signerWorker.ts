@@ -39,7 +39,8 @@ import type { NodeKey } from "../../protocol/keys";
 import { closeNativeCallGate, createNativeCallGate, NATIVE_CALL_GATE_KEY } from "../../protocol/nativeCallGate";
 import type { Secp256k1Backend } from "../../protocol/secp256k1";
 import type { Hex } from "../../protocol/types";
-import { ResultSlot, type SlotResult } from "./signerResultSlot";
+import type { WallClockAnchor } from "../card/hostClock";
+import { ResultSlot, TickPermit, type SlotRecord, type SlotResult } from "./signerResultSlot";
 
 /** bin/register-ts.js: the transpile-on-require hook a worker needs to run the TypeScript sources. */
 const REGISTER_TS = join(__dirname, "..", "..", "bin", "register-ts.js");
@@ -86,6 +87,8 @@ interface WorkerReply {
   ready?: true;
   backend?: Secp256k1Backend;
   signsHardware?: boolean;
+  ticks?: boolean;
+  tickError?: string;
   entry?: Hex;
   digest?: Hex;
   hardwareSignature?: Hex;
@@ -111,6 +114,24 @@ export interface NodeSignerThreadOptions {
    * node/card/types.ts exportKeyForSignerThread). Like the node key it travels once, in workerData.
    */
   cardPrivateKey?: Hex;
+  /**
+   * Makes the thread tick on its own (needs `cardPrivateKey`): it reads both clocks from their host-clock anchors
+   * and signs a whole attestation every `intervalNs` while the permit is granted (grantTicks), writing each to the
+   * result slot; collect() hands them over. Nothing is posted per tick.
+   */
+  selfTicking?: SelfTicking;
+}
+
+/** What a self-ticking thread needs besides the keys: its pace, the accuracy it signs, and the clocks' anchors. */
+export interface SelfTicking {
+  /** ns between ticks (the thread's timers, like the attestor's, wait at least 1 ms). */
+  intervalNs: bigint;
+  /** The accuracy signed into every attestation, ns. */
+  accuracyNs: number;
+  /** The anchor the card's clock follows (node/card/types.ts clockAnchorForSignerThread). */
+  cardClock: WallClockAnchor;
+  /** The anchor the node's own clock (the node timestamp) follows. */
+  nodeClock: WallClockAnchor;
 }
 
 interface Pending {
@@ -146,8 +167,11 @@ export class NodeSignerThread {
   readonly #gate = createNativeCallGate();
   /** Where the worker also writes each signature (signerResultSlot.ts): collect() takes it from there early. */
   readonly #slot = new ResultSlot();
-  /** The slot's id last looked at by collect(): nothing new while the slot still shows it. */
-  #collectedId = 0;
+  /** Whether the thread may sign its own ticks (self-ticking only; withheld until grantTicks(true)). */
+  readonly #permit = new TickPermit();
+  /** The slot version collect() last read: nothing new while the slot still shows it. */
+  #seenVersion = 0;
+  #selfTicking = false;
   /** Set once the thread has exited: closing its gate then waits for nothing (a dead thread cannot leave a call). */
   #exited = false;
   readonly #pending = new Map<number, Pending>();
@@ -166,12 +190,14 @@ export class NodeSignerThread {
     const cardPrivateKey = options.cardPrivateKey === undefined ? undefined : hexToByteArray(options.cardPrivateKey);
     try {
       if (cardPrivateKey !== undefined && cardPrivateKey.length !== 32) throw new RangeError("signer thread: cardPrivateKey must be 32 bytes");
+      if (options.selfTicking !== undefined && cardPrivateKey === undefined) throw new RangeError("signer thread: selfTicking needs cardPrivateKey");
       const entry = signerThreadEntry();
       const workerData = {
         nodePrivateKey,
         ...(cardPrivateKey === undefined ? {} : { cardPrivateKey }),
         threadName: SIGNER_THREAD_NAME,
         resultSlot: this.#slot.buffer,
+        ...(options.selfTicking === undefined ? {} : { ticks: { ...options.selfTicking, permit: this.#permit.buffer } }),
         [NATIVE_CALL_GATE_KEY]: this.#gate,
       };
       this.#worker = new Worker(entry.filename, { name: SIGNER_THREAD_NAME, execArgv: entry.execArgv, workerData });
@@ -192,7 +218,12 @@ export class NodeSignerThread {
       if (reply.ready === true) {
         this.#backend = reply.backend ?? null;
         this.#signsHardware = reply.signsHardware === true;
+        this.#selfTicking = reply.ticks === true;
         markReady();
+        return;
+      }
+      if (reply.tickError !== undefined) {
+        this.#fail(new Error(`signer thread: a tick failed: ${reply.tickError}`));
         return;
       }
       const pending = reply.id === undefined ? undefined : this.#pending.get(reply.id);
@@ -250,25 +281,34 @@ export class NodeSignerThread {
   }
 
   /**
-   * Takes a signature the worker has finished, from the result slot, when its reply has not been handled yet: its
-   * sign() promise resolves now (the handlers run as microtasks, before this thread's next I/O callback) instead of
-   * when this thread's event loop reaches the reply, a loop turn or more later under load. Returns whether it took
-   * one. Meant to be called on every proof request: one atomic load when there is nothing new.
+   * Looks at the result slot (one atomic load when nothing is new). A signature the worker has finished for a
+   * pending sign() resolves it now (its handlers run as microtasks, before this thread's next I/O callback) instead
+   * of when this thread's event loop reaches the reply, a loop turn or more later under load. A tick of a
+   * self-ticking thread not seen before is returned, for the caller to check and publish; a tick overwritten before
+   * anyone looked is lost (the next one is an interval later). Meant to be called on every proof request.
    */
-  collect(): boolean {
-    const id = this.#slot.idNow();
-    if (id === this.#collectedId) return false;
-    const pending = this.#pending.get(id);
-    const result = pending === undefined ? null : this.#slot.read(id);
-    if (pending === undefined || result === null) {
-      // Already answered by its reply, or being overwritten right now (then the next call sees the new id).
-      if (pending === undefined) this.#collectedId = id;
-      return false;
+  collect(): SlotRecord | null {
+    if (this.#slot.versionNow() === this.#seenVersion) return null;
+    const record = this.#slot.read();
+    if (record === null) return null; // being written right now: the next call sees it
+    this.#seenVersion = record.version;
+    if (record.kind === "tick") return record;
+    const pending = this.#pending.get(record.id);
+    if (pending !== undefined) {
+      this.#pending.delete(record.id);
+      pending.resolve({ entry: record.entry, digest: record.digest, hardwareSignature: record.hardwareSignature });
     }
-    this.#collectedId = id;
-    this.#pending.delete(id);
-    pending.resolve(result);
-    return true;
+    return null;
+  }
+
+  /** Lets a self-ticking thread sign its ticks, or holds it (it looks before every tick). */
+  grantTicks(granted: boolean): void {
+    this.#permit.set(granted);
+  }
+
+  /** Whether the thread ticks on its own (selfTicking was given and the thread took it); false until `ready`. */
+  get selfTicking(): boolean {
+    return this.#selfTicking;
   }
 
   /** Whether the thread holds the card key (so a request may leave the hardware signature to it); false until `ready`. */
@@ -292,6 +332,7 @@ export class NodeSignerThread {
    */
   close(): Promise<void> {
     this.#onFailure = null;
+    this.#permit.set(false);
     this.#fail(new Error("signer thread closed"));
     closeNativeCallGate(this.#gate, this.#exited ? 0 : undefined);
     liveGates.delete(this.#gate);

@@ -1,34 +1,126 @@
 import { expect } from "chai";
-import { RESULT_SLOT_BYTES, ResultSlot } from "../../../node/core/signerResultSlot";
+import { join } from "node:path";
+import { Worker } from "node:worker_threads";
+import { RESULT_SLOT_BYTES, ResultSlot, TICK_PERMIT_BYTES, TickPermit, type SlotRecord } from "../../../node/core/signerResultSlot";
 import type { Hex } from "../../../protocol/types";
 
-describe("Signer result slot (node/core/signerResultSlot.ts)", () => {
+const ROOT = join(__dirname, "..", "..", "..");
+
+describe("Signer result slot and tick permit (node/core/signerResultSlot.ts)", () => {
   const entry = `0x${"ab".repeat(80)}` as Hex;
   const digest = `0x${"cd".repeat(32)}` as Hex;
   const hardwareSignature = `0x${"ef".repeat(96)}` as Hex;
+  const record: SlotRecord = { kind: "reply", id: 7, nanoMoment: 1_700_000_000_123_456_789n, nodeTimestampNs: 2n ** 64n - 1n, signDurationNs: 41_000n, entry, digest, hardwareSignature };
 
-  it("hands the reader the result of the id it asks for, through a second view of the same memory", () => {
+  it("hands the reader the whole record through a second view of the same memory, with a version that changes at every write", () => {
     const writer = new ResultSlot();
     const reader = new ResultSlot(writer.buffer);
-    expect(reader.idNow()).to.equal(0);
-    expect(reader.read(1)).to.equal(null);
-    writer.write(7, { entry, digest, hardwareSignature });
-    expect(reader.idNow()).to.equal(7);
-    expect(reader.read(7)).to.deep.equal({ entry, digest, hardwareSignature });
-    expect(reader.read(6), "another request's result").to.equal(null);
-    const entry2 = `0x${"01".repeat(80)}` as Hex;
-    writer.write(8, { entry: entry2, digest, hardwareSignature });
-    expect(reader.read(7)).to.equal(null);
-    expect(reader.read(8)).to.deep.equal({ entry: entry2, digest, hardwareSignature });
+    expect(reader.versionNow()).to.equal(0);
+    expect(reader.read(), "never written").to.equal(null);
+    writer.write(record);
+    const first = reader.read();
+    expect(first).to.deep.equal({ ...record, version: 2 });
+    const tick: SlotRecord = { ...record, kind: "tick", id: 2 ** 31 - 1, entry: `0x${"01".repeat(80)}`, nanoMoment: 0n };
+    writer.write(tick);
+    expect(reader.versionNow()).to.equal(4);
+    expect(reader.read()).to.deep.equal({ ...tick, version: 4 });
   });
 
-  it("refuses a wrong buffer, an id outside the positive int32 range, and results of the wrong length", () => {
+  it("reads nothing while a write is under way (odd version), or when the version moved during the copy", () => {
+    const slot = new ResultSlot();
+    slot.write(record);
+    const version = new Int32Array(slot.buffer);
+    Atomics.add(version, 0, 1); // a writer between its two version stores
+    expect(slot.read()).to.equal(null);
+    Atomics.add(version, 0, 1);
+    expect(slot.read()).to.deep.include({ id: 7, version: 4 });
+  });
+
+  it("refuses a wrong buffer, an id outside the positive int32 range, an unknown kind, fields out of range, and results of the wrong length, changing nothing", () => {
     expect(() => new ResultSlot(new SharedArrayBuffer(RESULT_SLOT_BYTES - 1))).to.throw(RangeError, `${RESULT_SLOT_BYTES} bytes`);
     const slot = new ResultSlot();
-    for (const id of [0, -1, 2 ** 31, 1.5]) expect(() => slot.write(id, { entry, digest, hardwareSignature })).to.throw(RangeError, "positive int32");
-    expect(() => slot.write(1, { entry: `0x${"ab".repeat(79)}`, digest, hardwareSignature })).to.throw(RangeError, "the entry must be 80 bytes");
-    expect(() => slot.write(1, { entry, digest: `0x${"zz".repeat(32)}`, hardwareSignature })).to.throw(RangeError, "the digest must be 32 bytes");
-    expect(() => slot.write(1, { entry, digest, hardwareSignature: "0x" })).to.throw(RangeError, "the hardware signature must be 96 bytes");
-    expect(slot.idNow(), "a refused write leaves the slot as it was").to.equal(0);
+    for (const id of [0, -1, 2 ** 31, 1.5]) expect(() => slot.write({ ...record, id })).to.throw(RangeError, "positive int32");
+    expect(() => slot.write({ ...record, kind: "answer" as SlotRecord["kind"] })).to.throw(RangeError, "unknown record kind answer");
+    expect(() => slot.write({ ...record, nanoMoment: 2n ** 64n })).to.throw(RangeError, "nanoMoment must fit in 64 bits");
+    expect(() => slot.write({ ...record, signDurationNs: -1n })).to.throw(RangeError, "the signing duration must fit in 64 bits");
+    expect(() => slot.write({ ...record, entry: `0x${"ab".repeat(79)}` })).to.throw(RangeError, "the entry must be 80 bytes");
+    expect(() => slot.write({ ...record, digest: `0x${"zz".repeat(32)}` })).to.throw(RangeError, "the digest must be 32 bytes");
+    expect(() => slot.write({ ...record, hardwareSignature: `0x${"ef".repeat(95)}0z` })).to.throw(RangeError, "the hardware signature must be 96 bytes");
+    expect(slot.versionNow(), "a refused write leaves the slot as it was").to.equal(0);
+  });
+
+  it("a reader racing a writer in another thread never gets a torn record", async function () {
+    this.timeout(30_000);
+    const slot = new ResultSlot();
+    const permit = new TickPermit(); // granted: keep writing; withdrawn: stop
+    permit.set(true);
+    // The writer stores records whose every field derives from the id, as fast as it can.
+    const writer = new Worker(
+      `const { workerData, parentPort } = require("node:worker_threads");
+       const { ResultSlot, TickPermit } = require(${JSON.stringify(join(ROOT, "node", "core", "signerResultSlot.ts"))});
+       const slot = new ResultSlot(workerData.slot);
+       const permit = new TickPermit(workerData.permit);
+       const hex = (id, bytes) => "0x" + (id % 256).toString(16).padStart(2, "0").repeat(bytes);
+       let id = 0;
+       parentPort.postMessage("started");
+       while (permit.granted) {
+         id = id >= 0x7fffffff ? 1 : id + 1;
+         const n = BigInt(id);
+         slot.write({ kind: id % 2 === 0 ? "tick" : "reply", id, nanoMoment: n * 3n, nodeTimestampNs: n * 5n, signDurationNs: n * 7n, entry: hex(id, 80), digest: hex(id + 1, 32), hardwareSignature: hex(id + 2, 96) });
+       }
+       parentPort.postMessage(id);`,
+      { eval: true, execArgv: ["-r", join(ROOT, "bin", "register-ts.js")], workerData: { slot: slot.buffer, permit: permit.buffer } },
+    );
+    const written = new Promise<number>((resolve, reject) => {
+      writer.on("message", (message: unknown) => {
+        if (typeof message === "number") resolve(message);
+      });
+      writer.on("error", reject);
+    });
+    try {
+      await new Promise<void>((resolve, reject) => {
+        writer.once("message", () => resolve());
+        writer.once("error", reject);
+      });
+      const hex = (id: number, bytes: number): Hex => `0x${(id % 256).toString(16).padStart(2, "0").repeat(bytes)}`;
+      let whole = 0;
+      let lastVersion = 0;
+      const untilMs = Date.now() + 300;
+      while (Date.now() < untilMs) {
+        const read = slot.read();
+        if (read === null || read.version === lastVersion) continue;
+        lastVersion = read.version;
+        const n = BigInt(read.id);
+        expect(read).to.deep.equal({
+          version: read.version,
+          kind: read.id % 2 === 0 ? "tick" : "reply",
+          id: read.id,
+          nanoMoment: n * 3n,
+          nodeTimestampNs: n * 5n,
+          signDurationNs: n * 7n,
+          entry: hex(read.id, 80),
+          digest: hex(read.id + 1, 32),
+          hardwareSignature: hex(read.id + 2, 96),
+        });
+        whole += 1;
+      }
+      permit.set(false);
+      expect(whole, "records read whole in 300 ms").to.be.at.least(100);
+      expect(await written, "the writer wrote more records than the reader saw whole").to.be.above(whole);
+    } finally {
+      permit.set(false);
+      await writer.terminate();
+    }
+  });
+
+  it("the tick permit starts withheld and is seen by every view", () => {
+    expect(() => new TickPermit(new SharedArrayBuffer(TICK_PERMIT_BYTES + 4))).to.throw(RangeError, `${TICK_PERMIT_BYTES} bytes`);
+    const permit = new TickPermit();
+    const view = new TickPermit(permit.buffer);
+    expect(view.granted).to.equal(false);
+    permit.set(true);
+    expect(view.granted).to.equal(true);
+    permit.set(false);
+    expect(view.granted).to.equal(false);
   });
 });

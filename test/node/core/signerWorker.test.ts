@@ -8,6 +8,7 @@ import { SECP256K1_BACKEND } from "../../../protocol/secp256k1";
 import { createRecoveryMemo, signNodeEntry } from "../../../protocol/sign";
 import { recoverNodeAddresses, verifyP256Signature } from "../../../protocol/verify";
 import type { Hex } from "../../../protocol/types";
+import { anchorToWallClock, clockFromAnchor } from "../../../node/card/hostClock";
 import type { TimeCard } from "../../../node/card/types";
 import { Attestor, defaultSignInWorker } from "../../../node/core/attestor";
 import { NodeSignerThread, SIGNER_THREAD_NAME, signerThreadEntry, type NodeSignRequest } from "../../../node/core/signerWorker";
@@ -136,17 +137,15 @@ describe("Signer thread (node/core/signerWorker.ts)", () => {
     const thread = new NodeSignerThread(identity.nodeKey);
     threads.push(thread);
     await thread.ready;
-    expect(thread.collect(), "nothing signed yet").to.equal(false);
+    expect(thread.collect(), "nothing signed yet").to.equal(null);
     const nanoMoment = card.readTimeNs();
     const request: NodeSignRequest = { nanoMoment, hardwareSignature: card.signHardware(nanoMoment), accuracy: 50, nodeTimestampNs: nanoMoment + 7n };
     const signed = thread.sign(request);
     // This thread never yields while it waits: the worker's reply cannot have been handled, only the slot read.
     const deadlineMs = Date.now() + 10_000;
-    let collected = false;
-    while (!collected && Date.now() < deadlineMs) collected = thread.collect();
-    expect(collected, "the worker wrote the signature within 10 s").to.equal(true);
-    expect(thread.pendingCount).to.equal(0);
-    expect(thread.collect(), "taken once").to.equal(false);
+    while (thread.pendingCount > 0 && Date.now() < deadlineMs) expect(thread.collect(), "an answer, not a tick").to.equal(null);
+    expect(thread.pendingCount, "the worker wrote the signature within 10 s, and collect() settled it").to.equal(0);
+    expect(thread.collect(), "taken once").to.equal(null);
     const att = timeAttestationForProof(request, request.nodeTimestampNs);
     expect(await signed).to.deep.equal({ entry: signNodeEntry(identity.nodeKey.exportPrivateKey(), att), digest: timeAttestationDigest(att), hardwareSignature: request.hardwareSignature });
     // The reply that arrives afterwards answers nothing; the thread goes on signing.
@@ -352,6 +351,123 @@ describe("Signer thread (node/core/signerWorker.ts)", () => {
     }
   });
 
+  /** Counts NodeSignerThread.sign() calls (the per-tick requests a self-ticking thread does without). */
+  function spyOnSign(): { calls(): number; restore(): void } {
+    const original = NodeSignerThread.prototype.sign;
+    let calls = 0;
+    NodeSignerThread.prototype.sign = function sign(this: NodeSignerThread, request) {
+      calls += 1;
+      return original.call(this, request);
+    };
+    return { calls: () => calls, restore: () => void (NodeSignerThread.prototype.sign = original) };
+  }
+
+  /** A started attestor whose signer thread ticks on its own: the dev card's clock and the node clock are host-clock anchors. */
+  async function selfTickingAttestor() {
+    const { options, card, verifyAt, identity } = await setup({ signInWorker: true });
+    const nodeClockAnchor = anchorToWallClock();
+    const attestor = new Attestor({ ...options, nodeClockNs: clockFromAnchor(nodeClockAnchor), nodeClockAnchor });
+    attestors.push(attestor);
+    const proofs: SignedTime[] = [];
+    attestor.onProof((signed) => proofs.push(signed));
+    attestor.start();
+    await waitFor(() => attestor.stats().workerAttestationsTotal >= 3, 20_000, "three proofs the thread made on its own");
+    return { attestor, card, verifyAt, identity, proofs };
+  }
+
+  it("attestor, self-ticking: the thread makes whole ticks on its own; the serving thread requests none, signs nothing, and takes them from the slot", async () => {
+    const signs = spyOnSign();
+    try {
+      const { attestor, card, verifyAt, identity, proofs } = await selfTickingAttestor();
+      expect(attestor.stats()).to.include({ signer: "worker", selfTicking: true });
+      expect(signs.calls(), "one sign request: the known-answer test").to.equal(1);
+      let cardSignatures = 0;
+      const signHardware = card.signHardware.bind(card);
+      card.signHardware = (nanoMoment) => {
+        cardSignatures += 1;
+        return signHardware(nanoMoment);
+      };
+      const before = attestor.stats().workerAttestationsTotal;
+      await waitFor(() => attestor.stats().workerAttestationsTotal >= before + 20, 20_000, "twenty more ticks");
+      expect(signs.calls(), "still one sign request").to.equal(1);
+      expect(cardSignatures, "the card driver signed nothing in the serving thread").to.equal(0);
+      for (let i = 1; i < proofs.length; i += 1) expect(proofs[i]!.proof.nanoMoment > proofs[i - 1]!.proof.nanoMoment).to.equal(true);
+      const { proof } = attestor.current();
+      expect(verifyAt(proof)).to.deep.include({ valid: true, cardId: identity.cardId });
+      expect(proof.accuracy).to.equal(50);
+      expect(attestor.stats().lastSignDurationNs! > 0n).to.equal(true);
+      // Without yielding to the event loop (no timer, no message can run), requests still see the thread's new ticks.
+      const first = attestor.current();
+      const deadlineMs = Date.now() + 5_000;
+      while (attestor.current() === first && Date.now() < deadlineMs);
+      expect(attestor.current(), "a tick taken from the slot by a request").to.not.equal(first);
+      expect(attestor.current().proof.nanoMoment > first.proof.nanoMoment).to.equal(true);
+    } finally {
+      signs.restore();
+    }
+  });
+
+  it("attestor, self-ticking: the card leaving its accuracy bound stops the thread's proofs at once and withholds its permit; back within it, they resume", async () => {
+    const { attestor, card, proofs } = await selfTickingAttestor();
+    const permits: boolean[] = [];
+    const grantTicks = NodeSignerThread.prototype.grantTicks;
+    NodeSignerThread.prototype.grantTicks = function (this: NodeSignerThread, granted: boolean) {
+      permits.push(granted);
+      grantTicks.call(this, granted);
+    };
+    try {
+      card.simulateMeasuredError(51); // the bound is 50
+      const published = proofs.length;
+      const refusedAtNs = card.readTimeNs();
+      await new Promise((resolve) => setTimeout(resolve, 50));
+      // Whatever the thread signed before its permit was withdrawn is dropped, not served.
+      expect(proofs.length, "no proof published after the card left its bound").to.equal(published);
+      expect(permits.at(-1), "the permit is withheld").to.equal(false);
+      expect(attestor.refusalReason).to.include("measured error 51 ns exceeds the signing bound 50 ns");
+      expect(attestor.stats().accuracyRefusalsTotal).to.be.above(0);
+      card.simulateMeasuredError(0);
+      await waitFor(() => proofs.length >= published + 3, 20_000, "proofs again");
+      expect(permits.at(-1)).to.equal(true);
+      expect(attestor.refusalReason).to.equal(null);
+      for (const { proof } of proofs.slice(published)) expect(proof.nanoMoment > refusedAtNs).to.equal(true);
+    } finally {
+      NodeSignerThread.prototype.grantTicks = grantTicks;
+    }
+  });
+
+  it("attestor, self-ticking: tamper stops serving at once and terminates the thread; nothing is published after it", async () => {
+    const spy = spyOnClose();
+    try {
+      const { attestor, card, proofs } = await selfTickingAttestor();
+      card.simulateTamper("enclosure opened");
+      const published = proofs.length;
+      expect(() => attestor.current()).to.throw(UnavailableError, "time card tampered: enclosure opened");
+      expect(spy.closed.length).to.equal(1);
+      await Promise.all(spy.closed);
+      await new Promise((resolve) => setTimeout(resolve, 20));
+      expect(proofs.length).to.equal(published);
+      expect(attestor.stats()).to.include({ signer: "main-thread", selfTicking: false });
+    } finally {
+      spy.restore();
+    }
+  });
+
+  it("attestor: a card or node clock that is not a host-clock anchor keeps ticks requested one at a time", async () => {
+    const signs = spyOnSign();
+    try {
+      // setup()'s node clock is the card's readTimeNs: not an anchor the thread could read.
+      const { options } = await setup({ signInWorker: true });
+      const attestor = new Attestor(options);
+      attestors.push(attestor);
+      attestor.start();
+      await waitFor(() => attestor.stats().workerAttestationsTotal >= 3, 20_000, "three worker ticks");
+      expect(attestor.stats()).to.include({ signer: "worker", selfTicking: false });
+      expect(signs.calls(), "a sign request per tick, after the known-answer test").to.be.at.least(4);
+    } finally {
+      signs.restore();
+    }
+  });
+
   it("attestor: stop() terminates the worker; a restart spawns a new one", async () => {
     const { options } = await setup({ signInWorker: true });
     const attestor = new Attestor(options);
@@ -433,18 +549,30 @@ describe("Signer thread (node/core/signerWorker.ts)", () => {
     this.timeout(60_000);
     const expected = { on: "worker", off: "main-thread", auto: defaultSignInWorker() ? "worker" : "main-thread" } as const;
     expect(defaultSignInWorker()).to.equal(SECP256K1_BACKEND === "noble");
-    for (const setting of ["on", "off", "auto"] as const) {
-      const dir = tempDir("ats-signer-setting-");
-      const { service } = await buildService(testConfig(join(dir.path, "data"), { signerThread: setting }));
-      try {
-        await service.start();
-        await waitFor(() => service.stats().attestationSigner === expected[setting] && service.stats().attestationsTotal >= 3, 30_000, `ticks signing in the ${expected[setting]} (${setting})`);
-        await new Promise((resolve) => setTimeout(resolve, 100)); // time for a thread to take over, were one started
-        expect(service.stats().attestationSigner, setting).to.equal(expected[setting]);
-      } finally {
-        await service.stop();
-        dir.remove();
+    const signs = spyOnSign();
+    try {
+      for (const setting of ["on", "off", "auto"] as const) {
+        const dir = tempDir("ats-signer-setting-");
+        const { service } = await buildService(testConfig(join(dir.path, "data"), { signerThread: setting }));
+        try {
+          await service.start();
+          await waitFor(() => service.stats().attestationSigner === expected[setting] && service.stats().attestationsTotal >= 3, 30_000, `ticks signing in the ${expected[setting]} (${setting})`);
+          await new Promise((resolve) => setTimeout(resolve, 100)); // time for a thread to take over, were one started
+          expect(service.stats().attestationSigner, setting).to.equal(expected[setting]);
+          if (expected[setting] === "worker") {
+            // The node's clocks are host-clock anchors and the dev card's key may travel: the thread ticks on its own.
+            const requests = signs.calls();
+            const attestations = service.stats().attestationsTotal;
+            await waitFor(() => service.stats().attestationsTotal >= attestations + 10, 30_000, `ten more ticks (${setting})`);
+            expect(signs.calls(), `no sign request per tick (${setting})`).to.equal(requests);
+          }
+        } finally {
+          await service.stop();
+          dir.remove();
+        }
       }
+    } finally {
+      signs.restore();
     }
   });
 
