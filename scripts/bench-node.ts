@@ -18,7 +18,7 @@
  * Micro-benchmarks (verify, card sign) and the client-side probe run last, in a fresh child process on the load
  * core (no heap or timers left over from the load runs).
  *
- * The node runs three times: with the defaults, with signerThread "on" (below), and with `refreshAfterNs` = 1 ms
+ * The node runs three times: with the defaults, with signerThread "off" (below), and with `refreshAfterNs` = 1 ms
  * (proof age bounded under any load, at a CPU price). Each load row also gives the CPU "steal" meanwhile: on a virtual machine, time the hypervisor gave to
  * other guests, which lowers throughput and lengthens tails; compare runs with similar steal.
  *
@@ -26,10 +26,11 @@
  * the same pinned core, BENCH_RATIO_RUNS (default 3) alternating pairs of 5 s runs, as a range (benchUtil.ts
  * alternatingRatio): absolute req/s move with the machine's neighbours, the ratio much less; then, with wrk,
  * BENCH_SIMULTANEOUS_RUNS (default 5) rounds of 5 s with both servers loaded at once on that core
- * (simultaneousRatio), which a noisy machine moves least. The node's ticks
- * sign in the serving thread by default; the second ratio row and the second set of load rows run the node with
- * signerThread "on" and its signer thread (node/core/signerWorker.ts) moved to the load core, beside the serving
- * thread as on a machine with a core to spare (here it shares that core with the load generator).
+ * (simultaneousRatio), which a noisy machine moves least. With the defaults on ≥ 2 cores
+ * the node's ticks are made by its self-ticking signer thread (node/core/signerWorker.ts), which is moved to the
+ * load core, beside the serving thread as on a machine with a core to spare (here it shares that core with the
+ * load generator); the second ratio row and the second set of load rows run the node with signerThread "off",
+ * every signature in the serving thread.
  *
  * Environment: BENCH_DURATION_S (default 10) bounds each load run; BENCH_TICK_NS sets the node's attestation tick
  * (default: the config default, 1 ms); BENCH_PIN=0 turns CPU pinning off; BENCH_LOAD=autocannon ignores wrk.
@@ -175,7 +176,9 @@ const SIGNER_READY_WAIT_MS = 10_000;
 /** Whether the --server child's ticks should sign in the signer thread (its setting, or what "auto" decides here). */
 function expectsSignerThread(): boolean {
   if (SIGNER_THREAD === "on" || SIGNER_THREAD === "off") return SIGNER_THREAD === "on";
-  return defaultSignInWorker();
+  // The bench node's dev card and node clock are host-clock anchors: it can self-tick, unless refreshAfterNs needs
+  // the serving thread to sign (attestor.ts start()).
+  return defaultSignInWorker(REFRESH_NS === "" || BigInt(REFRESH_NS) === 0n);
 }
 
 /**
@@ -413,7 +416,8 @@ interface NodeConfiguration {
 }
 
 const NODE_DEFAULTS: NodeConfiguration = { label: "node (defaults)", env: {} };
-const NODE_SIGNER_THREAD: NodeConfiguration = { label: "node, signerThread on", env: { BENCH_NODE_SIGNER_THREAD: "on" } };
+/** signerThread "off": every tick signed in the serving thread (the default before the self-ticking thread). */
+const NODE_SIGNER_THREAD_OFF: NodeConfiguration = { label: "node, signerThread off", env: { BENCH_NODE_SIGNER_THREAD: "off" } };
 /** refreshAfterNs 1 ms: the setting that bounds proof age under saturation. */
 const NODE_REFRESH: NodeConfiguration = { label: "node, refreshAfterNs 1 ms", env: { BENCH_NODE_REFRESH_NS: "1000000" } };
 
@@ -531,16 +535,16 @@ async function main(): Promise<void> {
   }
 
   // ------------------------------------------------------------- the serving ratio: node vs bare node:http
-  // The defaults (signatures in the serving thread), and signerThread "on" with the thread moved to the load core
-  // (beside the serving thread, as on a machine with a core to spare); alternating runs, then (with wrk) both
-  // servers loaded at once (benchUtil.ts simultaneousRatio).
+  // The defaults (on ≥ 2 cores: the self-ticking signer thread, moved to the load core, beside the serving thread as
+  // on a machine with a core to spare), and signerThread "off" (every signature in the serving thread); alternating
+  // runs, then (with wrk) both servers loaded at once (benchUtil.ts simultaneousRatio).
   const ratioRows: Row[] = [];
   const designs = [
     { measure: alternatingRatio, runs: RATIO_RUNS, how: `${RATIO_RUNS} alternating runs` },
     ...(WRK ? [{ measure: simultaneousRatio, runs: SIMULTANEOUS_RUNS, how: `both loaded at once by two wrk, ${SIMULTANEOUS_RUNS} rounds` }] : []),
   ];
   for (const design of designs) {
-    for (const nodeConfig of [NODE_DEFAULTS, NODE_SIGNER_THREAD]) {
+    for (const nodeConfig of [NODE_DEFAULTS, NODE_SIGNER_THREAD_OFF]) {
       const signedIn = new Set<string>();
       const serving = await design.measure({
         runs: design.runs,
@@ -563,7 +567,7 @@ async function main(): Promise<void> {
 
   // ------------------------------------------------------------- load runs against a node in a child process
   rows.push(...(await nodeRuns(NODE_DEFAULTS, true)));
-  rows.push(...(await nodeRuns(NODE_SIGNER_THREAD, false)));
+  rows.push(...(await nodeRuns(NODE_SIGNER_THREAD_OFF, false)));
   rows.push(...(await nodeRuns(NODE_REFRESH, false)));
 
   // ------------------------------------------------------------- micro-benchmarks in a fresh process

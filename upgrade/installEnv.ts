@@ -69,8 +69,17 @@ export function writeInstallEnv(file: string, record: InstallRecord): void {
  * Shared by install.env and the container unit's image file (upgrade/containerEnv.ts).
  */
 export function replaceKeepingPrevious(file: string, content: string): void {
+  if (existsSync(file)) writeFileSync(`${file}.previous`, readFileSync(file), { mode: 0o644 });
+  writeFileAtomically(file, content);
+}
+
+/**
+ * Writes `content` to `file` through a temporary file and a rename: a reader (another process: the agent's and the
+ * unit's files are read by status checks at any time) or a crash in the middle sees the old file or the new one,
+ * whole, never a truncated one.
+ */
+export function writeFileAtomically(file: string, content: string): void {
   const temporary = `${file}.tmp-${process.pid}`;
   writeFileSync(temporary, content, { mode: 0o644 });
-  if (existsSync(file)) writeFileSync(`${file}.previous`, readFileSync(file), { mode: 0o644 });
   renameSync(temporary, file);
 }

@@ -14,12 +14,12 @@
  * not inherited otherwise, so an agent's environment cannot leak into a node or change its settings.
  */
 import { spawn } from "node:child_process";
-import { closeSync, existsSync, openSync, readFileSync, statSync, writeFileSync } from "node:fs";
+import { closeSync, existsSync, openSync, readFileSync, statSync } from "node:fs";
 import { basename, isAbsolute, join, resolve } from "node:path";
 import { Type } from "@sinclair/typebox";
 import { Value } from "@sinclair/typebox/value";
 import { UpgradeRefusal } from "./errors";
-import { readInstallEnv } from "./installEnv";
+import { readInstallEnv, writeFileAtomically } from "./installEnv";
 import { bundlesModules } from "./installs";
 import { MODULES_DIR } from "./moduleFiles";
 import { LAUNCHER_FILE } from "./release";
@@ -79,7 +79,13 @@ export function createLocalUnit(dir: string): NodeUnit {
 
   function running(): PidRecord | null {
     if (!existsSync(pidFile)) return null;
-    const record = JSON.parse(readFileSync(pidFile, "utf8")) as PidRecord;
+    let record: PidRecord;
+    try {
+      record = JSON.parse(readFileSync(pidFile, "utf8")) as PidRecord;
+    } catch (error) {
+      const reason = error instanceof Error ? error.message : String(error);
+      throw new UpgradeRefusal("unit-failed", `${pidFile} is not a pid record (${reason}): remove it once no node of this unit runs`, { file: pidFile });
+    }
     if (!processAlive(record.pid)) return null;
     // A reused pid is not our node: its command line must name the install it was started from.
     try {
@@ -121,7 +127,8 @@ export function createLocalUnit(dir: string): NodeUnit {
         if (child.pid === undefined) throw new UpgradeRefusal("unit-failed", `${unit.name}: the node process did not start`);
         child.unref();
         const record: PidRecord = { pid: child.pid, installDir: install.installDir, startedAtMs: Date.now() };
-        writeFileSync(pidFile, `${JSON.stringify(record)}\n`);
+        // Atomically: status() reads it at any time, from other processes too (a truncated record would not parse).
+        writeFileAtomically(pidFile, `${JSON.stringify(record)}\n`);
       } finally {
         closeSync(log);
       }

@@ -6,21 +6,29 @@
  * transport reads (background loop writes, handlers read).
  *
  * Cost: one P-256 signature (OpenSSL) plus one EIP-712 digest and one secp256k1 signature (libsecp256k1, or
- * @noble/curves when the addon is missing: protocol/secp256k1.ts) per attestation. The signatures run in a worker
- * thread (signerWorker.ts) when `signInWorker` is on (default: defaultSignInWorker below; the node's
- * `signerThread` setting): per tick the main thread only checks tamper and accuracy, reads the card clock, posts
- * the request, and swaps its cached proof when the signatures come back. The thread signs the card's message too
- * when the card allows it (TimeCard.exportKeyForSignerThread: the dev card; a hardware card signs through its
- * driver, in the main thread). Proof requests drive those ticks under load (#driveSignerTicks): each takes a
- * result the thread has finished from its shared result slot (signerResultSlot.ts) instead of waiting for the
- * event loop to reach the reply, and starts the next tick when none is in flight and the cached proof is a tick
- * interval old, instead of waiting for a timer the busy loop runs late. Until the worker has loaded and passed
- * its known-answer test, and if it ever fails, ticks sign in the main thread as before. `attest()` (on demand:
- * attestNow, schedule delivery) always signs synchronously in the calling thread. Ticks never overlap: the next
- * tick is armed only after the previous one finished (worker reply included), so with the timer alone the
- * effective period is max(tickInterval, signing round trip + the 1 ms timer granularity); a proof request may
- * start a worker tick earlier, never before the cached proof is an interval old. `tickIntervalNs` trades CPU for
- * proof freshness.
+ * @noble/curves when the addon is missing: protocol/secp256k1.ts) per attestation. Where they run (`signInWorker`,
+ * default defaultSignInWorker below; the node's `signerThread` setting):
+ * - **Self-ticking signer thread** (signerWorker.ts), when the card lets the thread hold its key and read its clock
+ *   (TimeCard.exportKeyForSignerThread and clockAnchorForSignerThread: the dev card) and the node clock is a
+ *   host-clock anchor (`nodeClockAnchor`): the thread makes whole ticks on its own timer (card clock, both
+ *   signatures) and writes each to its shared result slot (signerResultSlot.ts). The serving thread takes the
+ *   newest on every proof request and on its own timer (#takeThreadTick), checks it as it would check its own tick,
+ *   and grants or withholds the thread's permit to sign by the card's tamper state and measured error at the tick
+ *   pace (#checkSelfTicking). Nothing is posted per tick.
+ * - **Requested ticks** in the signer thread, otherwise: per tick the main thread checks tamper and accuracy, reads
+ *   the card clock, posts the request, and swaps its cached proof when the signatures come back; the thread signs
+ *   the card's message too when it holds the card key (a hardware card signs through its driver, in the main
+ *   thread). Proof requests drive those ticks under load (#driveSignerTicks): each takes a result the thread has
+ *   finished from the result slot instead of waiting for the event loop to reach the reply, and starts the next
+ *   tick when none is in flight and the cached proof is a tick interval old, instead of waiting for a timer the
+ *   busy loop runs late. Ticks never overlap: the next tick is armed only after the previous one finished (worker
+ *   reply included), so with the timer alone the effective period is max(tickInterval, signing round trip + the
+ *   1 ms timer granularity); a proof request may start a worker tick earlier, never before the cached proof is an
+ *   interval old.
+ * - **The serving thread** (main thread), otherwise, and always until the worker has loaded and passed its
+ *   known-answer test, and from the moment it fails.
+ * `attest()` (on demand: attestNow, schedule delivery) always signs synchronously in the calling thread.
+ * `tickIntervalNs` trades CPU for proof freshness.
  *
  * Freshness under load: a loaded event loop runs timers late (a loop turn answering 100 requests takes
  * milliseconds), so ticks alone let a served proof age by the loop's delay. With `refreshAfterNs` set (the
@@ -37,8 +45,12 @@
  * - on tamper the attestor stops at once, drops the cached proof (current() throws UnavailableError with the
  *   reason), notifies tamper listeners and raises an alert; a worker reply that arrives after the tamper is
  *   discarded and the worker is terminated. Tamper is latched: only a restart with a healthy card resumes
- *   attesting.
+ *   attesting;
+ * - a self-ticking thread signs only while its permit is granted, and what it signed is published only after the
+ *   same checks pass in the serving thread: a tick it made in the interval after the card left its bound, before
+ *   the permit was withdrawn, never leaves the process.
  */
+import { availableParallelism } from "node:os";
 import type { Logger } from "pino";
 import { hwMessage, timeAttestationDigest, timeAttestationForProof } from "../../protocol/codec";
 import { UnavailableError } from "../../protocol/errors";
@@ -86,9 +98,9 @@ export interface AttestorOptions {
   nodeClockAnchor?: WallClockAnchor;
   logger: Logger;
   /**
-   * Sign ticks' node entries (and the card's signature, when the card allows it) in a worker thread
-   * (signerWorker.ts), so the serving event loop spends no time on them. Default: defaultSignInWorker (on only
-   * with pure-JS noble). refreshAfterNs signs on demand in the calling thread, so a worker turns it off.
+   * Sign ticks in a worker thread (signerWorker.ts; self-ticking when possible: see the module comment), so the
+   * serving event loop spends no time on them. Default: defaultSignInWorker. refreshAfterNs signs on demand in the
+   * calling thread, so a worker turns it off.
    */
   signInWorker?: boolean;
   /**
@@ -150,16 +162,21 @@ class Listeners<T> {
 const NS_PER_MS = 1_000_000n;
 
 /**
- * Where ticks sign when AttestorOptions.signInWorker is not given (the node's `signerThread: "auto"`): in the
- * signer thread when signing is slow pure JS (~0.35–1.5 ms a tick; refreshAfterNs then has no effect), else in the
- * serving thread. The thread takes about two thirds of a tick's work off the serving thread (CPU profiles at
- * saturation: ~10 % of the busy serving core with `"off"`, ~5–6 % with `"on"`) and keeps proofs as fresh, but it
- * needs a core of its own: on one core it adds messaging to the same work, and on the 2-core benchmark machine,
- * where it takes its share from the load generators, it gained little (`npm run bench:node`: 0.72–0.78 of bare
- * node:http against 0.67–0.73). So it is not the default.
+ * Where ticks sign when AttestorOptions.signInWorker is not given (the node's `signerThread: "auto"`), given whether
+ * the thread could make whole ticks on its own here (`selfTickingPossible`: a card that lets the thread hold its key
+ * and read its clock, and a host-clock node clock; Attestor#selfTicking):
+ * - self-ticking possible and at least two cores: in the thread. The serving thread then does no signing, reads no
+ *   card clock and posts nothing per tick; what is left of the tick there is taking each result from shared memory
+ *   and publishing it (~2 % of a busy serving core, CPU profile at saturation). Measured against ticks signed in the
+ *   serving thread, the two nodes loaded at once on one core, both orders: 4–11 % more requests served
+ *   (`npm run bench:node`, README). On one core the thread would only add its wake-ups to the same work;
+ * - signing is slow pure JS (~0.35–1.5 ms a tick; refreshAfterNs then has no effect): in the thread, ticks requested
+ *   one at a time when it cannot tick on its own;
+ * - else in the serving thread (a hardware card: its driver signs there anyway, and requested ticks take only the
+ *   node signature off the serving thread, for messaging that costs about as much on a loaded loop).
  */
-export function defaultSignInWorker(): boolean {
-  return SECP256K1_BACKEND === "noble";
+export function defaultSignInWorker(selfTickingPossible: boolean, cores: number = availableParallelism()): boolean {
+  return SECP256K1_BACKEND === "noble" || (selfTickingPossible && cores >= 2);
 }
 
 /** The refusal every path gives once the card reports tampering (the reason in message and details). */
@@ -222,8 +239,9 @@ export class Attestor {
       return;
     }
     if (this.#options.ticks === false) return;
-    if (this.#options.signInWorker ?? defaultSignInWorker()) {
-      const refreshAfterNs = this.#options.refreshAfterNs ?? 0n;
+    const refreshAfterNs = this.#options.refreshAfterNs ?? 0n;
+    // On-demand refreshes sign in the serving thread: asking for them rules out the self-ticking default.
+    if (this.#options.signInWorker ?? defaultSignInWorker(refreshAfterNs === 0n && this.#selfTickingPossible())) {
       // Only 'auto' with pure-JS signing gets here with it set ('on' with it is refused by the configuration).
       if (refreshAfterNs > 0n) this.#logger.warn({ refreshAfterNs: refreshAfterNs.toString() }, "refreshAfterNs has no effect: ticks sign in the signer thread (pure-JS secp256k1)");
       this.#startSigner();
@@ -638,6 +656,11 @@ export class Attestor {
           this.#closeSigner();
         },
       );
+  }
+
+  /** Whether a signer thread could tick on its own here: the card lets it hold the key, and both clocks are anchors. */
+  #selfTickingPossible(): boolean {
+    return typeof this.#options.card.exportKeyForSignerThread === "function" && this.#selfTicking() !== undefined;
   }
 
   /**

@@ -3,10 +3,12 @@
  * worker_thread, so the event loop that serves REST/gRPC/WS spends none of its time on them (~0.1 ms a tick with
  * libsecp256k1, ~0.35–1.5 ms with pure-JS noble). On a machine with a core to spare the signatures run beside the
  * serving thread instead of inside it. The main thread keeps everything that decides WHETHER to sign (tamper,
- * accuracy bound, card clock) and only swaps its cached proof when a result comes back (node/core/attestor.ts).
+ * accuracy bound) and only swaps its cached proof when a result comes back (node/core/attestor.ts).
  * Given the card's key (`cardPrivateKey`: a card whose key is process memory anyway, the dev card), the thread
  * also makes the card's P-256 signature of the moment; otherwise the card driver signs in the main thread and the
- * request carries its signature. The card key travels like the node key (below).
+ * request carries its signature. The card key travels like the node key (below). Given also the anchors of the
+ * card's and the node's clocks (`selfTicking`), the thread makes whole ticks on its own timer while the main thread
+ * grants it the permit (grantTicks), and the main thread takes them with collect(): no message per tick.
  *
  * The worker runs node/core/signerThread.ts, an ordinary module that signs with protocol/sign.ts. Which file the
  * worker loads depends on how this module was loaded (a worker does not inherit its parent's require hooks):

@@ -5,7 +5,7 @@
  * afterEach, also when a test fails.
  */
 import { expect } from "chai";
-import { chmodSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { chmodSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { UpgradeRefusal } from "../../upgrade/errors";
@@ -134,6 +134,22 @@ describe("upgrade: units", function () {
     mkdirSync(bad);
     writeFileSync(join(bad, "unit.json"), JSON.stringify({ configFile: "x", modulesDir: "y", host: "0.0.0.0" }));
     expect(() => createLocalUnit(bad)).to.throw(UpgradeRefusal, /unit\.json/);
+  });
+
+  it("local: writes its pid record whole (no temporary file left), and refuses an unreadable one naming the file", async () => {
+    const unit = localUnit();
+    const install = fakeInstall(root, "install-a");
+    writeInstallEnv(unit.installEnvFile, { installDir: install, releaseId: "ats-node-1.0.0-0123456789ab", installSha256: SHA });
+    await unit.start();
+    const pidFile = join(root, "unit", "node.pid");
+    expect(JSON.parse(readFileSync(pidFile, "utf8"))).to.include({ installDir: install, pid: (await unit.status()).pid });
+    expect(readdirSync(join(root, "unit")).filter((name) => name.includes(".tmp-"))).to.deep.equal([]);
+    await unit.stop();
+    // A record cut short (written by an older agent that died mid-write) is named, not a bare SyntaxError.
+    writeFileSync(pidFile, '{"pid": 12');
+    await rejection(unit.status(), UpgradeRefusal, /node\.pid is not a pid record \(.*JSON.*\): remove it once no node of this unit runs/);
+    rmSync(pidFile);
+    expect((await unit.status()).active).to.equal(false);
   });
 
   it("install.env: a swap keeps the previous record", () => {

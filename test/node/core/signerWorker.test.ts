@@ -547,8 +547,8 @@ describe("Signer thread (node/core/signerWorker.ts)", () => {
 
   it("the node's signerThread setting: 'on' signs ticks in the thread, 'off' in the serving thread, 'auto' in the thread only with pure-JS noble", async function () {
     this.timeout(60_000);
-    const expected = { on: "worker", off: "main-thread", auto: defaultSignInWorker() ? "worker" : "main-thread" } as const;
-    expect(defaultSignInWorker()).to.equal(SECP256K1_BACKEND === "noble");
+    // buildService's node can self-tick (dev card, host-clock node clock): 'auto' uses the thread on ≥ 2 cores.
+    const expected = { on: "worker", off: "main-thread", auto: defaultSignInWorker(true) ? "worker" : "main-thread" } as const;
     const signs = spyOnSign();
     try {
       for (const setting of ["on", "off", "auto"] as const) {
@@ -576,7 +576,14 @@ describe("Signer thread (node/core/signerWorker.ts)", () => {
     }
   });
 
-  it("attestor: by default ticks use the thread only when signing is pure-JS noble", async () => {
+  it("'auto' (defaultSignInWorker): the thread when it can tick on its own and a second core is there, or when signing is pure-JS noble", () => {
+    const noble = SECP256K1_BACKEND === "noble";
+    expect(defaultSignInWorker(true, 2)).to.equal(true);
+    expect(defaultSignInWorker(true, 1), "one core").to.equal(noble);
+    expect(defaultSignInWorker(false, 8), "ticks it could only be asked for").to.equal(noble);
+  });
+
+  it("attestor: by default ticks that could not self-tick use the thread only when signing is pure-JS noble", async () => {
     const { options, verifyAt } = await setup();
     const attestor = new Attestor(options);
     attestor.start();
