@@ -53,7 +53,7 @@ import { defaultSignInWorker } from "../node/core/attestor";
 import { SIGNER_THREAD_NAME } from "../node/core/signerWorker";
 import { loadProtos, type TimeResponseMessage } from "../wire/grpc";
 import { startNode, type RunningNode } from "../node/server";
-import { alternatingRatio, simultaneousRatio, fmt, fmtRange, maxLoad, percentile, pin, pinThreadsNamed, PINNING, reportFailures, runAutocannon, threadsNamed, WRK, type ServerForRun } from "./benchUtil";
+import { alternatingRatio, simultaneousRatio, fmt, fmtRange, maxLoad, percentile, pin, pinThreadsNamed, PINNING, reportFailures, runAutocannon, threadsNamed, unpin, WRK, type ServerForRun } from "./benchUtil";
 
 const DURATION_S = Number(process.env.BENCH_DURATION_S ?? 10);
 /** Attestation tick of the benchmarked node, ns (decimal string); empty = the configured default (1 ms). */
@@ -186,6 +186,9 @@ function expectsSignerThread(): boolean {
  * report waits until they do, so the parent can place the thread.
  */
 async function serve(): Promise<void> {
+  // Forked by the driver, which runs pinned to the load core: start with the machine's cores, as a node started on
+  // this machine would ('auto' looks at them); the driver pins this process once it reports ready.
+  unpin(process.pid);
   const started = await startBenchNode();
   if (expectsSignerThread()) {
     const deadlineMs = Date.now() + SIGNER_READY_WAIT_MS;

@@ -24,6 +24,20 @@ export function pin(pid: number | undefined, core: number): void {
   }
 }
 
+/**
+ * Gives every thread of `pid` all the machine's cores back. A child forked by a pinned process inherits its one
+ * core, and a program that sizes itself by the cores it may use (the node's signerThread "auto":
+ * os.availableParallelism) must start as it would on this machine; the caller pins it again once it is ready.
+ */
+export function unpin(pid: number | undefined): void {
+  if (!PINNING || pid === undefined) return;
+  try {
+    execFileSync("taskset", ["-a", "-p", "-c", `0-${cpus().length - 1}`, String(pid)], { stdio: "ignore" });
+  } catch {
+    // the process may have exited meanwhile
+  }
+}
+
 /** Thread ids of `pid` named `threadName` (Linux /proc/<pid>/task/<tid>/comm); none elsewhere or once it exited. */
 export function threadsNamed(pid: number | undefined, threadName: string): string[] {
   if (pid === undefined) return [];

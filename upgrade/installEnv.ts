@@ -69,8 +69,10 @@ export function writeInstallEnv(file: string, record: InstallRecord): void {
  * Shared by install.env and the container unit's image file (upgrade/containerEnv.ts).
  */
 export function replaceKeepingPrevious(file: string, content: string): void {
+  // The new content first: if it cannot be written (a full disk), `.previous` still holds the real rollback target.
+  const temporary = writeTemporary(file, content);
   if (existsSync(file)) writeFileSync(`${file}.previous`, readFileSync(file), { mode: 0o644 });
-  writeFileAtomically(file, content);
+  renameSync(temporary, file);
 }
 
 /**
@@ -79,7 +81,12 @@ export function replaceKeepingPrevious(file: string, content: string): void {
  * whole, never a truncated one.
  */
 export function writeFileAtomically(file: string, content: string): void {
+  renameSync(writeTemporary(file, content), file);
+}
+
+/** `content` in a temporary file beside `file` (same folder, so a rename replaces `file` atomically); its path. */
+function writeTemporary(file: string, content: string): string {
   const temporary = `${file}.tmp-${process.pid}`;
   writeFileSync(temporary, content, { mode: 0o644 });
-  renameSync(temporary, file);
+  return temporary;
 }

@@ -79,9 +79,10 @@ export function createLocalUnit(dir: string): NodeUnit {
 
   function running(): PidRecord | null {
     if (!existsSync(pidFile)) return null;
+    const text = readFileSync(pidFile, "utf8"); // an unreadable file fails with its own error, naming the path
     let record: PidRecord;
     try {
-      record = JSON.parse(readFileSync(pidFile, "utf8")) as PidRecord;
+      record = JSON.parse(text) as PidRecord;
     } catch (error) {
       const reason = error instanceof Error ? error.message : String(error);
       throw new UpgradeRefusal("unit-failed", `${pidFile} is not a pid record (${reason}): remove it once no node of this unit runs`, { file: pidFile });

@@ -61,6 +61,7 @@ import type { Hex } from "../../protocol/types";
 import type { WallClockAnchor } from "../card/hostClock";
 import type { TimeCard } from "../card/types";
 import { soloCoSigning, type CoSigningStage, type LocalAttestation } from "./cosign";
+import { nextFixedRateTick } from "./fixedRate";
 import { verifyP256Signature } from "../../protocol/verify";
 import type { SlotRecord } from "./signerResultSlot";
 import { NodeSignerThread, type NodeSignRequest, type SelfTicking, type ThreadSignRequest } from "./signerWorker";
@@ -159,16 +160,14 @@ class Listeners<T> {
   }
 }
 
-const NS_PER_MS = 1_000_000n;
-
 /**
  * Where ticks sign when AttestorOptions.signInWorker is not given (the node's `signerThread: "auto"`), given whether
  * the thread could make whole ticks on its own here (`selfTickingPossible`: a card that lets the thread hold its key
- * and read its clock, and a host-clock node clock; Attestor#selfTicking):
- * - self-ticking possible and at least two cores: in the thread. The serving thread then does no signing, reads no
- *   card clock and posts nothing per tick; what is left of the tick there is taking each result from shared memory
- *   and publishing it (~2 % of a busy serving core, CPU profile at saturation). Measured against ticks signed in the
- *   serving thread, the two nodes loaded at once on one core, both orders: 4–11 % more requests served
+ * and read its clock, and a host-clock node clock; Attestor#selfTickingSettings):
+ * - self-ticking possible and at least two cores: in the thread. The serving thread then does no signing and posts
+ *   nothing per tick; what is left of the tick there is taking each result from shared memory, checking it and
+ *   publishing it (~2 % of a busy serving core, CPU profile at saturation). Measured against ticks signed in the
+ *   serving thread, the two nodes loaded at once on one core, both orders: 3–11 % more requests served
  *   (`npm run bench:node`, README). On one core the thread would only add its wake-ups to the same work;
  * - signing is slow pure JS (~0.35–1.5 ms a tick; refreshAfterNs then has no effect): in the thread, ticks requested
  *   one at a time when it cannot tick on its own;
@@ -584,27 +583,36 @@ export class Attestor {
   /**
    * The serving thread's part of a self-ticking thread's tick, at the timer's pace: it publishes the newest tick,
    * then grants the thread its permit when the card may sign (assertCanSign: not tampered, measured error within
-   * the bound) and withdraws it when not, so the thread stops signing within an interval of the card leaving its
-   * bound. Requests take ticks in between (#takeThreadTick); this keeps listeners, archive and streams fed when
-   * idle. The serving thread reads no card clock and posts nothing.
+   * the bound) and withholds it when not. The card's state is sampled at this pace, as when the serving thread
+   * signs: a tick signed before a withdrawal is never published (TickPermit epochs), and the thread stops signing
+   * at its next tick after the withdrawal. Requests take ticks in between (#takeThreadTick); this keeps listeners,
+   * archive and streams fed when idle. A thread that holds the permit but has delivered no tick for longer than its
+   * sign timeout (stuck, posting no error) is closed, and ticks sign in the serving thread from then on.
    */
   #checkSelfTicking(signer: NodeSignerThread): void {
     this.#takeThreadTick(signer);
-    if (this.#signer !== signer) return; // the card was found tampered: attesting stopped
-    try {
-      this.assertCanSign();
-      signer.grantTicks(true);
-    } catch (error) {
-      signer.grantTicks(false);
-      this.#tickFailed(error);
+    if (this.#signer !== signer) return; // the card was found tampered, or the thread failed: attesting moved on
+    if (signer.ticksOverdue()) {
+      this.#stats.tickErrorsTotal += 1;
+      this.#logger.error("signer thread delivered no tick within its sign timeout; signing in the main thread from now on");
+      this.#closeSigner();
+    } else {
+      try {
+        this.assertCanSign();
+        signer.grantTicks(true);
+      } catch (error) {
+        signer.grantTicks(false);
+        this.#tickFailed(error);
+      }
     }
     this.#armNextTick();
   }
 
   /**
-   * Publishes the newest tick of a self-ticking thread, if there is one nobody has taken: it passes the checks a
-   * tick signed here would (a tick the thread signed after the card left its bound, before its permit was
-   * withdrawn, is dropped and never served).
+   * Publishes the newest tick of a self-ticking thread of the epoch granted now, if nobody has taken it yet, once it
+   * passes the checks a tick signed here would: the card is not tampered and within its bound now, and the moment
+   * is not ahead of the card clock read here (the thread reads the same clock; anything else is a broken thread,
+   * closed).
    */
   #takeThreadTick(signer: NodeSignerThread): void {
     const tick: SlotRecord | null = signer.collect();
@@ -618,6 +626,13 @@ export class Attestor {
       return;
     }
     const { nanoMoment, hardwareSignature, nodeTimestampNs } = tick;
+    const cardNowNs = this.#options.card.readTimeNs();
+    if (nanoMoment > cardNowNs) {
+      this.#stats.tickErrorsTotal += 1;
+      this.#logger.error({ nanoMoment: nanoMoment.toString(), cardNowNs: cardNowNs.toString() }, "signer thread signed a moment ahead of the card clock; signing in the main thread from now on");
+      this.#closeSigner();
+      return;
+    }
     this.#acceptFromWorker({ nanoMoment, hardwareSignature, accuracy: this.#options.accuracyNs, nodeTimestampNs }, tick.entry, tick.digest, tick.signDurationNs);
   }
 
@@ -627,7 +642,7 @@ export class Attestor {
     let signer: NodeSignerThread;
     try {
       const cardPrivateKey = this.#options.card.exportKeyForSignerThread?.();
-      const selfTicking = cardPrivateKey === undefined ? undefined : this.#selfTicking();
+      const selfTicking = cardPrivateKey === undefined ? undefined : this.#selfTickingSettings();
       signer = new NodeSignerThread(this.#options.nodeKey, {
         ...(cardPrivateKey === undefined ? {} : { cardPrivateKey }),
         ...(selfTicking === undefined ? {} : { selfTicking }),
@@ -660,7 +675,7 @@ export class Attestor {
 
   /** Whether a signer thread could tick on its own here: the card lets it hold the key, and both clocks are anchors. */
   #selfTickingPossible(): boolean {
-    return typeof this.#options.card.exportKeyForSignerThread === "function" && this.#selfTicking() !== undefined;
+    return typeof this.#options.card.exportKeyForSignerThread === "function" && this.#selfTickingSettings() !== undefined;
   }
 
   /**
@@ -668,7 +683,7 @@ export class Attestor {
    * undefined when either clock is something else (a hardware card, an injected clock), and ticks are then
    * requested by this thread, one at a time (#tickInWorker).
    */
-  #selfTicking(): SelfTicking | undefined {
+  #selfTickingSettings(): SelfTicking | undefined {
     const cardClock = this.#options.card.clockAnchorForSignerThread?.() ?? null;
     const nodeClock = this.#options.nodeClockAnchor;
     if (cardClock === null || nodeClock === undefined) return undefined;
@@ -718,11 +733,9 @@ export class Attestor {
     // Worker ticks follow the same schedule, and a proof request may start one early when the cached proof is
     // already an interval old (#driveSignerTicks): never back to back (setImmediate) when a reply is late, which
     // raised the proof rate ~1.5x but also the main thread's share per second, the thing the thread saves.
-    const nowNs = this.#options.nodeClockNs();
-    this.#nextTickAtNs += this.#options.tickIntervalNs;
-    if (this.#nextTickAtNs < nowNs) this.#nextTickAtNs = nowNs;
-    const delayMs = Math.max(1, Math.round(Number((this.#nextTickAtNs - nowNs) / NS_PER_MS)));
-    this.#timer = setTimeout(() => this.#tick(), delayMs);
+    const next = nextFixedRateTick(this.#nextTickAtNs, this.#options.tickIntervalNs, this.#options.nodeClockNs());
+    this.#nextTickAtNs = next.dueNs;
+    this.#timer = setTimeout(() => this.#tick(), next.delayMs);
     this.#timer.unref();
   }
 

@@ -9,7 +9,7 @@
  *
  * Layout (RESULT_SLOT_BYTES, little-endian): int32 at 0 = the version (even: stable; odd: being written; 0: never
  * written), int32 at 4 = the request id or the tick number, int32 at 8 = the kind (1: the answer to a request, 2: a
- * tick of a self-ticking thread), 4 bytes spare, u64 at 16 = nanoMoment, u64 at 24 = the node timestamp, u64 at 32 =
+ * tick of a self-ticking thread), int32 at 12 = the permit epoch a tick was signed under (0 for an answer), u64 at 16 = nanoMoment, u64 at 24 = the node timestamp, u64 at 32 =
  * how long the signing took (ns), the 80-byte node entry at 40, its 32-byte EIP-712 digest at 120, the 96-byte
  * hardware signature it covers (cardId ‖ r ‖ s) at 152.
  *
@@ -23,6 +23,7 @@ import type { Hex } from "../../protocol/types";
 
 const ID_OFFSET = 4;
 const KIND_OFFSET = 8;
+const EPOCH_OFFSET = 12;
 const MOMENT_OFFSET = 16;
 const NODE_TIMESTAMP_OFFSET = 24;
 const SIGN_DURATION_OFFSET = 32;
@@ -52,6 +53,8 @@ export interface SlotRecord extends SlotResult {
   kind: SlotRecordKind;
   /** The request id, or the tick number: a positive int32. */
   id: number;
+  /** The TickPermit epoch the thread read before signing this tick (0 for an answer to a request). */
+  permitEpoch: number;
   /** ns since the Unix epoch (below 2^64 here: the year 2554). */
   nanoMoment: bigint;
   nodeTimestampNs: bigint;
@@ -95,6 +98,10 @@ export class ResultSlot {
     const kindCode = Object.hasOwn(KIND_CODES, record.kind) ? KIND_CODES[record.kind] : undefined;
     if (kindCode === undefined) throw new RangeError(`result slot: unknown record kind ${String(record.kind)}`);
     scratch.writeInt32LE(kindCode, KIND_OFFSET);
+    if (!Number.isInteger(record.permitEpoch) || record.permitEpoch < 0 || record.permitEpoch > 0x7fffffff) {
+      throw new RangeError(`result slot: the permit epoch must be an int32 ≥ 0, got ${record.permitEpoch}`);
+    }
+    scratch.writeInt32LE(record.permitEpoch, EPOCH_OFFSET);
     u64Into(scratch, MOMENT_OFFSET, record.nanoMoment, "nanoMoment");
     u64Into(scratch, NODE_TIMESTAMP_OFFSET, record.nodeTimestampNs, "the node timestamp");
     u64Into(scratch, SIGN_DURATION_OFFSET, record.signDurationNs, "the signing duration");
@@ -102,6 +109,8 @@ export class ResultSlot {
     hexInto(scratch, DIGEST_OFFSET, record.digest, DIGEST_BYTES, "the digest");
     hexInto(scratch, HARDWARE_OFFSET, record.hardwareSignature, HARDWARE_BYTES, "the hardware signature");
     const shared = this.#shared;
+    // The int32 version wraps after 2^31 writes (~25 days of 1 ms ticks); it skips 0, which means "never written".
+    if (Atomics.load(shared, 0) === -2) Atomics.store(shared, 0, 0);
     Atomics.add(shared, 0, 1); // odd: being written
     for (let word = 1; word < SLOT_WORDS; word += 1) Atomics.store(shared, word, this.#scratchWords[word]!);
     Atomics.add(shared, 0, 1); // even again: stable
@@ -127,6 +136,7 @@ export class ResultSlot {
       version,
       kind: scratch.readInt32LE(KIND_OFFSET) === KIND_CODES.tick ? "tick" : "reply",
       id: scratch.readInt32LE(ID_OFFSET),
+      permitEpoch: scratch.readInt32LE(EPOCH_OFFSET),
       nanoMoment: scratch.readBigUInt64LE(MOMENT_OFFSET),
       nodeTimestampNs: scratch.readBigUInt64LE(NODE_TIMESTAMP_OFFSET),
       signDurationNs: scratch.readBigUInt64LE(SIGN_DURATION_OFFSET),
@@ -141,13 +151,18 @@ export class ResultSlot {
 export const TICK_PERMIT_BYTES = 4;
 
 /**
- * Whether a self-ticking signer thread may sign (node/core/signerThread.ts): the serving thread grants it after
- * the tamper and accuracy checks pass and withdraws it when they fail; the thread looks before every tick. Starts
- * withheld.
+ * Whether a self-ticking signer thread may sign (node/core/signerThread.ts), as an epoch: 0 while withheld, and a
+ * new positive number each time it is granted after being withheld. The serving thread grants it after the tamper
+ * and accuracy checks pass and withholds it when they fail; the thread reads it before every tick and writes the
+ * epoch it read into the tick's record. The serving thread publishes only ticks of the epoch granted now: a tick
+ * signed before a withdrawal (in flight, or written after the check that withdrew it) is never published, even once
+ * the card is back within its bound. One writer (the serving thread). Starts withheld.
  */
 export class TickPermit {
   readonly buffer: SharedArrayBuffer;
   readonly #word: Int32Array;
+  /** The last epoch granted (the writer's own count; the shared word is 0 while withheld). */
+  #lastEpoch = 0;
 
   /** A new permit, or a view of one another thread made. */
   constructor(buffer: SharedArrayBuffer = new SharedArrayBuffer(TICK_PERMIT_BYTES)) {
@@ -158,11 +173,23 @@ export class TickPermit {
     this.#word = new Int32Array(buffer);
   }
 
+  /** The writer's side: grants (a new epoch if it was withheld; the same one if already granted) or withholds. */
   set(granted: boolean): void {
-    Atomics.store(this.#word, 0, granted ? 1 : 0);
+    if (!granted) {
+      Atomics.store(this.#word, 0, 0);
+      return;
+    }
+    if (Atomics.load(this.#word, 0) !== 0) return;
+    this.#lastEpoch = this.#lastEpoch >= 0x7fffffff ? 1 : this.#lastEpoch + 1;
+    Atomics.store(this.#word, 0, this.#lastEpoch);
+  }
+
+  /** The epoch granted now; 0 while withheld. */
+  get epoch(): number {
+    return Atomics.load(this.#word, 0);
   }
 
   get granted(): boolean {
-    return Atomics.load(this.#word, 0) === 1;
+    return this.epoch !== 0;
   }
 }

@@ -39,6 +39,7 @@ import { clockFromAnchor, type WallClockAnchor } from "../card/hostClock";
 import { p256PrivateKeyObject } from "../../protocol/keys";
 import { signHardware, signNodeEntryWithDigest } from "../../protocol/sign";
 import type { Hex } from "../../protocol/types";
+import { nextFixedRateTick } from "./fixedRate";
 import { ResultSlot, TickPermit } from "./signerResultSlot";
 
 /** What the parent posts (node/core/signerWorker.ts NodeSignRequest, plus the request id). */
@@ -59,8 +60,6 @@ interface TickSettings {
   nodeClock: WallClockAnchor;
   permit: SharedArrayBuffer;
 }
-
-const NS_PER_MS = 1_000_000n;
 
 function isAnchor(value: unknown): value is WallClockAnchor {
   const anchor = value as Partial<WallClockAnchor> | null;
@@ -115,20 +114,28 @@ function run(): void {
   const nodePrivateKey = bytesToHexString(data.nodePrivateKey);
   data.nodePrivateKey.fill(0); // the hex copy is what signs from now on
   nameThisThread(data.threadName);
+  /**
+   * The one signing sequence of this thread, for requests and ticks alike: the card's signature of the moment
+   * (unless given), then the node timestamp (read after it, as the attestor does), then the node entry.
+   */
+  const signAttestation = (nanoMoment: bigint, givenHardwareSignature: Hex | undefined, accuracy: number, nodeTimestampNs: () => bigint) => {
+    let hardwareSignature = givenHardwareSignature;
+    if (hardwareSignature === undefined) {
+      if (cardKey === null) throw new Error("no hardwareSignature given, and this thread holds no card key");
+      hardwareSignature = signHardware(cardKey, nanoMoment);
+    }
+    const timestampNs = nodeTimestampNs();
+    const { entry, digest } = signNodeEntryWithDigest(nodePrivateKey, timeAttestationForProof({ nanoMoment, hardwareSignature, accuracy }, timestampNs));
+    return { entry, digest, hardwareSignature, nodeTimestampNs: timestampNs };
+  };
   port.on("message", (request: SignMessage) => {
     try {
       const startedNs = process.hrtime.bigint();
-      let hardwareSignature = request.hardwareSignature;
-      if (hardwareSignature === undefined) {
-        if (cardKey === null) throw new Error("no hardwareSignature given, and this thread holds no card key");
-        hardwareSignature = signHardware(cardKey, request.nanoMoment);
-      }
-      const att = timeAttestationForProof({ ...request, hardwareSignature }, request.nodeTimestampNs);
-      const { entry, digest } = signNodeEntryWithDigest(nodePrivateKey, att);
-      const result = { entry, digest, hardwareSignature };
+      const { entry, digest, hardwareSignature } = signAttestation(request.nanoMoment, request.hardwareSignature, request.accuracy, () => request.nodeTimestampNs);
+      const signDurationNs = process.hrtime.bigint() - startedNs;
       const { nanoMoment, nodeTimestampNs } = request;
-      resultSlot.write({ kind: "reply", id: request.id, nanoMoment, nodeTimestampNs, signDurationNs: process.hrtime.bigint() - startedNs, ...result });
-      port.postMessage({ id: request.id, ...result });
+      resultSlot.write({ kind: "reply", id: request.id, permitEpoch: 0, nanoMoment, nodeTimestampNs, signDurationNs, entry, digest, hardwareSignature });
+      port.postMessage({ id: request.id, entry, digest, hardwareSignature });
     } catch (error) {
       port.postMessage({ id: request.id, error: errorText(error) });
     }
@@ -139,16 +146,13 @@ function run(): void {
     const cardNowNs = clockFromAnchor(ticks.cardClock);
     const nodeNowNs = clockFromAnchor(ticks.nodeClock);
     let lastMomentNs = 0n;
-    const tickOnce = (tick: number) => {
+    const tickOnce = (tick: number, permitEpoch: number) => {
       const startedNs = process.hrtime.bigint();
       const readNs = cardNowNs();
       const nanoMoment = readNs > lastMomentNs ? readNs : lastMomentNs; // the card clock never goes back (node/card/types.ts)
       lastMomentNs = nanoMoment;
-      const hardwareSignature = signHardware(cardKey, nanoMoment);
-      const nodeTimestampNs = nodeNowNs();
-      const att = timeAttestationForProof({ nanoMoment, hardwareSignature, accuracy: ticks.accuracyNs }, nodeTimestampNs);
-      const { entry, digest } = signNodeEntryWithDigest(nodePrivateKey, att);
-      resultSlot.write({ kind: "tick", id: tick, nanoMoment, nodeTimestampNs, signDurationNs: process.hrtime.bigint() - startedNs, entry, digest, hardwareSignature });
+      const signed = signAttestation(nanoMoment, undefined, ticks.accuracyNs, nodeNowNs);
+      resultSlot.write({ kind: "tick", id: tick, permitEpoch, nanoMoment, signDurationNs: process.hrtime.bigint() - startedNs, ...signed });
     };
     const onError = (error: unknown) => port.postMessage({ tickError: errorText(error) });
     runTicks(ticks.intervalNs, new TickPermit(ticks.permit), tickOnce, onError);
@@ -157,29 +161,29 @@ function run(): void {
 }
 
 /**
- * Calls `tickOnce(n)` (n = 1, 2, … as an int32, wrapping) every `intervalNs` while the permit is granted, on a
- * fixed-rate schedule without catch-up bursts (a late tick moves the schedule, as the attestor's timer does). The
- * first error stops the ticks and goes to `onError`.
+ * Calls `tickOnce(n, epoch)` (n = 1, 2, … as an int32, wrapping; epoch: the permit's, read just before) every
+ * `intervalNs` while the permit is granted, on the attestor's fixed-rate schedule (fixedRate.ts). The first error
+ * stops the ticks and goes to `onError`.
  */
-function runTicks(intervalNs: bigint, permit: TickPermit, tickOnce: (tick: number) => void, onError: (error: unknown) => void): void {
+function runTicks(intervalNs: bigint, permit: TickPermit, tickOnce: (tick: number, permitEpoch: number) => void, onError: (error: unknown) => void): void {
   let tick = 0;
-  let nextAtNs = process.hrtime.bigint();
+  let dueNs = process.hrtime.bigint();
   const loop = () => {
-    if (permit.granted) {
+    const permitEpoch = permit.epoch;
+    if (permitEpoch !== 0) {
       tick = tick >= 0x7fffffff ? 1 : tick + 1;
       try {
-        tickOnce(tick);
+        tickOnce(tick, permitEpoch);
       } catch (error) {
         onError(error);
         return;
       }
     }
-    const nowNs = process.hrtime.bigint();
-    nextAtNs += intervalNs;
-    if (nextAtNs < nowNs) nextAtNs = nowNs;
-    setTimeout(loop, Math.max(1, Math.round(Number((nextAtNs - nowNs) / NS_PER_MS))));
+    const next = nextFixedRateTick(dueNs, intervalNs, process.hrtime.bigint());
+    dueNs = next.dueNs;
+    setTimeout(loop, next.delayMs);
   };
-  setTimeout(loop, Number(intervalNs / NS_PER_MS));
+  loop();
 }
 
 run();

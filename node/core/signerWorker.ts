@@ -174,6 +174,10 @@ export class NodeSignerThread {
   /** The slot version collect() last read: nothing new while the slot still shows it. */
   #seenVersion = 0;
   #selfTicking = false;
+  /** When a tick of the granted epoch was last taken, or the permit granted (Date.now() ms): the stall watchdog's mark. */
+  #lastTickAtMs = 0;
+  /** The self-ticking pace, ms (for the stall watchdog); 0 when not self-ticking. */
+  readonly #tickIntervalMs: number;
   /** Set once the thread has exited: closing its gate then waits for nothing (a dead thread cannot leave a call). */
   #exited = false;
   readonly #pending = new Map<number, Pending>();
@@ -188,6 +192,7 @@ export class NodeSignerThread {
   constructor(nodeKey: NodeKey, options: NodeSignerThreadOptions = {}) {
     this.#onFailure = options.onFailure ?? null;
     this.#signTimeoutMs = options.signTimeoutMs ?? SIGN_TIMEOUT_MS;
+    this.#tickIntervalMs = options.selfTicking === undefined ? 0 : Number(options.selfTicking.intervalNs / 1_000_000n);
     const nodePrivateKey = hexToByteArray(nodeKey.exportPrivateKey());
     const cardPrivateKey = options.cardPrivateKey === undefined ? undefined : hexToByteArray(options.cardPrivateKey);
     try {
@@ -286,15 +291,22 @@ export class NodeSignerThread {
    * Looks at the result slot (one atomic load when nothing is new). A signature the worker has finished for a
    * pending sign() resolves it now (its handlers run as microtasks, before this thread's next I/O callback) instead
    * of when this thread's event loop reaches the reply, a loop turn or more later under load. A tick of a
-   * self-ticking thread not seen before is returned, for the caller to check and publish; a tick overwritten before
-   * anyone looked is lost (the next one is an interval later). Meant to be called on every proof request.
+   * self-ticking thread not seen before, signed under the permit epoch granted now, is returned for the caller to
+   * check and publish; a tick of an earlier epoch (signed before the permit was last withheld) is dropped, and a
+   * tick overwritten before anyone looked is lost (the next one is an interval later). Meant to be called on every
+   * proof request.
    */
   collect(): SlotRecord | null {
     if (this.#slot.versionNow() === this.#seenVersion) return null;
     const record = this.#slot.read();
     if (record === null) return null; // being written right now: the next call sees it
     this.#seenVersion = record.version;
-    if (record.kind === "tick") return record;
+    if (record.kind === "tick") {
+      const epoch = this.#permit.epoch;
+      if (epoch === 0 || record.permitEpoch !== epoch) return null;
+      this.#lastTickAtMs = Date.now();
+      return record;
+    }
     const pending = this.#pending.get(record.id);
     if (pending !== undefined) {
       this.#pending.delete(record.id);
@@ -303,9 +315,22 @@ export class NodeSignerThread {
     return null;
   }
 
-  /** Lets a self-ticking thread sign its ticks, or holds it (it looks before every tick). */
+  /**
+   * Lets a self-ticking thread sign its ticks, or holds it (it looks before every tick). Granting after a withdrawal
+   * opens a new epoch: ticks signed before it are never returned by collect().
+   */
   grantTicks(granted: boolean): void {
+    if (granted && !this.#permit.granted) this.#lastTickAtMs = Date.now();
     this.#permit.set(granted);
+  }
+
+  /**
+   * Whether a self-ticking thread holding the permit has gone quiet: no tick of the granted epoch taken for longer
+   * than the sign timeout plus an interval (a thread stuck in a call, or whose timer stopped, posts no error). The
+   * attestor then closes it and signs in the serving thread.
+   */
+  ticksOverdue(): boolean {
+    return this.#selfTicking && this.#permit.granted && Date.now() - this.#lastTickAtMs > this.#signTimeoutMs + this.#tickIntervalMs;
   }
 
   /** Whether the thread ticks on its own (selfTicking was given and the thread took it); false until `ready`. */

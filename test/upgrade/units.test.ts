@@ -5,7 +5,7 @@
  * afterEach, also when a test fails.
  */
 import { expect } from "chai";
-import { chmodSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { chmodSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { UpgradeRefusal } from "../../upgrade/errors";
@@ -143,6 +143,11 @@ describe("upgrade: units", function () {
     await unit.start();
     const pidFile = join(root, "unit", "node.pid");
     expect(JSON.parse(readFileSync(pidFile, "utf8"))).to.include({ installDir: install, pid: (await unit.status()).pid });
+    const firstInode = statSync(pidFile).ino;
+    await unit.stop();
+    await unit.start();
+    // Replaced by a rename (a new file), not rewritten in place where a reader could find it half-written.
+    expect(statSync(pidFile).ino).to.not.equal(firstInode);
     expect(readdirSync(join(root, "unit")).filter((name) => name.includes(".tmp-"))).to.deep.equal([]);
     await unit.stop();
     // A record cut short (written by an older agent that died mid-write) is named, not a bare SyntaxError.

@@ -452,6 +452,66 @@ describe("Signer thread (node/core/signerWorker.ts)", () => {
     }
   });
 
+  it("self-ticking thread: ticks signed before the permit was withheld are never handed over, even once it is granted again", async () => {
+    const { identity, card } = await setup();
+    const cardClock = card.clockAnchorForSignerThread();
+    expect(cardClock).to.not.equal(null);
+    const thread = new NodeSignerThread(identity.nodeKey, {
+      cardPrivateKey: card.exportKeyForSignerThread(),
+      selfTicking: { intervalNs: 1_000_000n, accuracyNs: 50, cardClock: cardClock!, nodeClock: anchorToWallClock() },
+    });
+    threads.push(thread);
+    await thread.ready;
+    expect(thread.selfTicking).to.equal(true);
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    expect(thread.collect(), "no tick while the permit is withheld").to.equal(null);
+    thread.grantTicks(true); // epoch 1
+    await waitFor(() => thread.collect() !== null, 10_000, "a tick of epoch 1");
+    await new Promise((resolve) => setTimeout(resolve, 30)); // more ticks of epoch 1, not collected
+    thread.grantTicks(false);
+    // Without yielding: the thread finishes the tick it may be signing (epoch 1) and then signs no more.
+    const quietUntilMs = Date.now() + 30;
+    while (Date.now() < quietUntilMs);
+    thread.grantTicks(true); // epoch 2: what the slot holds now is of epoch 1
+    const seen: number[] = [];
+    const deadlineMs = Date.now() + 10_000;
+    while (seen.length < 3 && Date.now() < deadlineMs) {
+      const tick = thread.collect();
+      if (tick !== null) seen.push(tick.permitEpoch);
+      else await new Promise((resolve) => setImmediate(resolve));
+    }
+    expect(seen, "ticks of the new epoch only").to.deep.equal([2, 2, 2]);
+  });
+
+  it("attestor, self-ticking: a thread that stops delivering ticks, or signs a moment ahead of the card clock, is closed and ticks sign in the serving thread", async () => {
+    // A thread gone quiet (its ticks never reach the slot: collect() sees nothing) while it holds the permit.
+    const collect = NodeSignerThread.prototype.collect;
+    try {
+      const { attestor, proofs } = await selfTickingAttestor();
+      NodeSignerThread.prototype.collect = () => null;
+      await waitFor(() => attestor.stats().signer === "main-thread", 20_000, "the fallback after the sign timeout");
+      expect(attestor.stats().tickErrorsTotal).to.equal(1);
+      const published = proofs.length;
+      await waitFor(() => proofs.length >= published + 5, 20_000, "proofs signed in the serving thread");
+      expect(attestor.stats().workerAttestationsTotal, "none from the thread since").to.be.at.most(published);
+    } finally {
+      NodeSignerThread.prototype.collect = collect;
+    }
+    // A thread whose card clock is not the card's (an anchor 1 s ahead).
+    const { options, card } = await setup({ signInWorker: true });
+    const anchor = card.clockAnchorForSignerThread()!;
+    card.clockAnchorForSignerThread = () => ({ ...anchor, wallNs: anchor.wallNs + 1_000_000_000n });
+    const nodeClockAnchor = anchorToWallClock();
+    const attestor = new Attestor({ ...options, nodeClockNs: clockFromAnchor(nodeClockAnchor), nodeClockAnchor });
+    attestors.push(attestor);
+    const served: SignedTime[] = [];
+    attestor.onProof((signed) => served.push(signed));
+    attestor.start();
+    await waitFor(() => attestor.stats().tickErrorsTotal === 1 && attestor.stats().signer === "main-thread", 20_000, "the thread closed");
+    expect(attestor.stats().workerAttestationsTotal).to.equal(0);
+    for (const { proof } of served) expect(proof.nanoMoment <= card.readTimeNs()).to.equal(true);
+  });
+
   it("attestor: a card or node clock that is not a host-clock anchor keeps ticks requested one at a time", async () => {
     const signs = spyOnSign();
     try {
@@ -545,7 +605,7 @@ describe("Signer thread (node/core/signerWorker.ts)", () => {
     expect(child.stdout).to.contain(`backend ${SECP256K1_BACKEND}`);
   });
 
-  it("the node's signerThread setting: 'on' signs ticks in the thread, 'off' in the serving thread, 'auto' in the thread only with pure-JS noble", async function () {
+  it("the node's signerThread setting: 'on' signs ticks in the thread, 'off' in the serving thread, 'auto' in the thread when it can tick on its own on ≥ 2 cores", async function () {
     this.timeout(60_000);
     // buildService's node can self-tick (dev card, host-clock node clock): 'auto' uses the thread on ≥ 2 cores.
     const expected = { on: "worker", off: "main-thread", auto: defaultSignInWorker(true) ? "worker" : "main-thread" } as const;
