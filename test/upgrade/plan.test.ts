@@ -186,12 +186,14 @@ describe("upgrade: forbidden actions have no code path", () => {
     expect(filesWith(/\b(writeFileSync|writeFile|renameSync|rename|appendFileSync|copyFileSync|cpSync|chmodSync)\(/)).to.deep.equal([
       "cli.ts", // the receipt (flag wx)
       "fetchRelease.ts", // copies or downloads into its private folder
-      "installEnv.ts", // install.env and a container unit's image file (upgrade/containerEnv.ts), each with its .previous
+      "installEnv.ts", // install.env and a container unit's image file (upgrade/containerEnv.ts), each with its .previous; writeFileAtomically
       "installs.ts", // the staged install and its metadata
-      "localUnit.ts", // node.pid
       "release.ts", // the release folder (npm run release)
       "tar.ts", // extraction into a new stage folder
     ]);
+    // writeFileAtomically (installEnv.ts) writes one more file: the local unit's node.pid.
+    const atomicWrites = sources.flatMap((source) => (source.text.match(/writeFileAtomically\([^,]*,/g) ?? []).map((call) => `${source.name}: ${call}`));
+    expect(atomicWrites).to.deep.equal(["installEnv.ts: writeFileAtomically(file: string,", "localUnit.ts: writeFileAtomically(pidFile,"]);
   });
 
   it("runs only systemctl, journalctl and, of the container runtime, `container inspect`", () => {
