@@ -167,7 +167,7 @@ class Listeners<T> {
  * - self-ticking possible and at least two cores: in the thread. The serving thread then does no signing and posts
  *   nothing per tick; what is left of the tick there is taking each result from shared memory, checking it and
  *   publishing it (~2 % of a busy serving core, CPU profile at saturation). Measured against ticks signed in the
- *   serving thread, the two nodes loaded at once on one core, both orders: 3–11 % more requests served
+ *   serving thread, the two nodes loaded at once on one core, both orders: 1–11 % more requests served over two runs
  *   (`npm run bench:node`, README). On one core the thread would only add its wake-ups to the same work;
  * - signing is slow pure JS (~0.35–1.5 ms a tick; refreshAfterNs then has no effect): in the thread, ticks requested
  *   one at a time when it cannot tick on its own;
