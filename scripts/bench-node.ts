@@ -177,8 +177,9 @@ const SIGNER_READY_WAIT_MS = 10_000;
 function expectsSignerThread(): boolean {
   if (SIGNER_THREAD === "on" || SIGNER_THREAD === "off") return SIGNER_THREAD === "on";
   // The bench node's dev card and node clock are host-clock anchors: it can self-tick, unless refreshAfterNs needs
-  // the serving thread to sign (attestor.ts start()).
-  return defaultSignInWorker(REFRESH_NS === "" || BigInt(REFRESH_NS) === 0n);
+  // the serving thread to sign (attestor.ts start()). The machine's cores, not this process's affinity: a child
+  // that failed to take its cores back (serve()) would sign in the serving thread, and the parent then stops.
+  return defaultSignInWorker(REFRESH_NS === "" || BigInt(REFRESH_NS) === 0n, cpus().length);
 }
 
 /**

@@ -35,7 +35,7 @@ import type { ContainerRuntime } from "./containerRuntime";
 import { verifyImageRelease } from "./containerSwitch";
 import type { FetchOptions } from "./fetchRelease";
 import { checkAdoption } from "./adopt";
-import { UpgradeRefusal } from "./errors";
+import { errorText, UpgradeRefusal } from "./errors";
 import { meshSafeParallel, rolloutBatches } from "./batches";
 import { firstFailure, runAcceptance, type AcceptanceContext, type GateResult } from "./gates";
 import { verifyBundleRelease } from "./installSwitch";
@@ -435,7 +435,7 @@ async function upgradeNode(
     } catch (error) {
       // A unit command that throws mid-rollback: the receipt says so before the refusal ends the run.
       receipt.outcome = "rollback-failed";
-      receipt.note = valueFreeText(`${note}; its rollback failed: ${error instanceof Error ? error.message : String(error)}`);
+      receipt.note = valueFreeText(`${note}; its rollback failed: ${errorText(error)}`);
       throw error;
     } finally {
       receipt.finished_at = nowIso();

@@ -12,7 +12,7 @@ import { readFileSync, writeFileSync } from "node:fs";
 import { createInterface } from "node:readline/promises";
 import { parseArgs } from "node:util";
 import { runUpgrade } from "./agent";
-import { UpgradeRefusal } from "./errors";
+import { errorText, UpgradeRefusal } from "./errors";
 import { parsePlan, type AnyPlanNode, type UpgradePlan } from "./plan";
 
 const USAGE = `usage:
@@ -80,7 +80,7 @@ export async function main(argv: string[], io: UpgradeCliIo = DEFAULT_IO): Promi
       io.stderr(`ats-upgrade: ${error.message}\n${USAGE}`);
       return 2;
     }
-    io.stderr(`ats-upgrade: ${error instanceof Error ? error.message : String(error)}`);
+    io.stderr(`ats-upgrade: ${errorText(error)}`);
     return 1;
   }
 }

@@ -28,3 +28,8 @@ export class UpgradeRefusal extends Error {
     super(message);
   }
 }
+
+/** An error's message (a thrown non-Error as text), for refusals and receipts. */
+export function errorText(error: unknown): string {
+  return error instanceof Error ? error.message : String(error);
+}

@@ -69,9 +69,10 @@ export function writeInstallEnv(file: string, record: InstallRecord): void {
  * Shared by install.env and the container unit's image file (upgrade/containerEnv.ts).
  */
 export function replaceKeepingPrevious(file: string, content: string): void {
-  // The new content first: if it cannot be written (a full disk), `.previous` still holds the real rollback target.
+  // The new content first: if it cannot be written (a full disk), `.previous` still holds the real rollback target;
+  // `.previous` itself is replaced whole or not at all.
   const temporary = writeTemporary(file, content);
-  if (existsSync(file)) writeFileSync(`${file}.previous`, readFileSync(file), { mode: 0o644 });
+  if (existsSync(file)) writeFileAtomically(`${file}.previous`, readFileSync(file));
   renameSync(temporary, file);
 }
 
@@ -80,12 +81,12 @@ export function replaceKeepingPrevious(file: string, content: string): void {
  * unit's files are read by status checks at any time) or a crash in the middle sees the old file or the new one,
  * whole, never a truncated one.
  */
-export function writeFileAtomically(file: string, content: string): void {
+export function writeFileAtomically(file: string, content: string | Buffer): void {
   renameSync(writeTemporary(file, content), file);
 }
 
 /** `content` in a temporary file beside `file` (same folder, so a rename replaces `file` atomically); its path. */
-function writeTemporary(file: string, content: string): string {
+function writeTemporary(file: string, content: string | Buffer): string {
   const temporary = `${file}.tmp-${process.pid}`;
   writeFileSync(temporary, content, { mode: 0o644 });
   return temporary;

@@ -18,7 +18,7 @@ import { closeSync, existsSync, openSync, readFileSync, statSync } from "node:fs
 import { basename, isAbsolute, join, resolve } from "node:path";
 import { Type } from "@sinclair/typebox";
 import { Value } from "@sinclair/typebox/value";
-import { UpgradeRefusal } from "./errors";
+import { errorText, UpgradeRefusal } from "./errors";
 import { readInstallEnv, writeFileAtomically } from "./installEnv";
 import { bundlesModules } from "./installs";
 import { MODULES_DIR } from "./moduleFiles";
@@ -78,14 +78,18 @@ export function createLocalUnit(dir: string): NodeUnit {
   const stopTimeoutMs = definition.stopTimeoutMs ?? DEFAULT_STOP_TIMEOUT_MS;
 
   function running(): PidRecord | null {
-    if (!existsSync(pidFile)) return null;
-    const text = readFileSync(pidFile, "utf8"); // an unreadable file fails with its own error, naming the path
+    let text: string;
+    try {
+      text = readFileSync(pidFile, "utf8");
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code === "ENOENT") return null; // never started (or removed by hand)
+      throw new UpgradeRefusal("unit-failed", `${pidFile} cannot be read (${errorText(error)})`, { file: pidFile });
+    }
     let record: PidRecord;
     try {
       record = JSON.parse(text) as PidRecord;
     } catch (error) {
-      const reason = error instanceof Error ? error.message : String(error);
-      throw new UpgradeRefusal("unit-failed", `${pidFile} is not a pid record (${reason}): remove it once no node of this unit runs`, { file: pidFile });
+      throw new UpgradeRefusal("unit-failed", `${pidFile} is not a pid record (${errorText(error)}): remove it once no node of this unit runs`, { file: pidFile });
     }
     if (!processAlive(record.pid)) return null;
     // A reused pid is not our node: its command line must name the install it was started from.

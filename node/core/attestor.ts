@@ -12,9 +12,10 @@
  *   (TimeCard.exportKeyForSignerThread and clockAnchorForSignerThread: the dev card) and the node clock is a
  *   host-clock anchor (`nodeClockAnchor`): the thread makes whole ticks on its own timer (card clock, both
  *   signatures) and writes each to its shared result slot (signerResultSlot.ts). The serving thread takes the
- *   newest on every proof request and on its own timer (#takeThreadTick), checks it as it would check its own tick,
- *   and grants or withholds the thread's permit to sign by the card's tamper state and measured error at the tick
- *   pace (#checkSelfTicking). Nothing is posted per tick.
+ *   newest on every proof request and on its own timer (#takeThreadTick), checks the card's tamper state and
+ *   measured error when it takes it (so the card's state is sampled after the signature, not before it as for a
+ *   tick signed here), and grants or withholds the thread's permit to sign by the same checks at the tick pace
+ *   (#checkSelfTicking). Nothing is posted per tick.
  * - **Requested ticks** in the signer thread, otherwise: per tick the main thread checks tamper and accuracy, reads
  *   the card clock, posts the request, and swaps its cached proof when the signatures come back; the thread signs
  *   the card's message too when it holds the card key (a hardware card signs through its driver, in the main
@@ -591,7 +592,12 @@ export class Attestor {
    */
   #checkSelfTicking(signer: NodeSignerThread): void {
     this.#takeThreadTick(signer);
-    if (this.#signer !== signer) return; // the card was found tampered, or the thread failed: attesting moved on
+    if (this.#signer !== signer) {
+      // The card was found tampered (then #armNextTick does nothing: attesting stopped), or the thread was closed
+      // (a tick ahead of the card clock): ticks go on in this thread.
+      this.#armNextTick();
+      return;
+    }
     if (signer.ticksOverdue()) {
       this.#stats.tickErrorsTotal += 1;
       this.#logger.error("signer thread delivered no tick within its sign timeout; signing in the main thread from now on");
@@ -610,7 +616,8 @@ export class Attestor {
 
   /**
    * Publishes the newest tick of a self-ticking thread of the epoch granted now, if nobody has taken it yet, once it
-   * passes the checks a tick signed here would: the card is not tampered and within its bound now, and the moment
+   * passes the checks: the card is not tampered and within its bound now (when the tick is taken: a card that left
+   * its bound and came back between two checks goes unseen, as between two ticks signed here), and the moment
    * is not ahead of the card clock read here (the thread reads the same clock; anything else is a broken thread,
    * closed).
    */

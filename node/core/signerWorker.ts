@@ -174,8 +174,10 @@ export class NodeSignerThread {
   /** The slot version collect() last read: nothing new while the slot still shows it. */
   #seenVersion = 0;
   #selfTicking = false;
-  /** When a tick of the granted epoch was last taken, or the permit granted (Date.now() ms): the stall watchdog's mark. */
-  #lastTickAtMs = 0;
+  /** When the thread was last seen writing the slot, or the permit granted (performance.now() ms): the stall watchdog's mark. */
+  #aliveAtMs = 0;
+  /** When ticksOverdue() last ran (performance.now() ms): a caller that was itself stalled does not judge the thread. */
+  #overdueCheckedAtMs = 0;
   /** The self-ticking pace, ms (for the stall watchdog); 0 when not self-ticking. */
   readonly #tickIntervalMs: number;
   /** Set once the thread has exited: closing its gate then waits for nothing (a dead thread cannot leave a call). */
@@ -298,13 +300,13 @@ export class NodeSignerThread {
    */
   collect(): SlotRecord | null {
     if (this.#slot.versionNow() === this.#seenVersion) return null;
+    if (this.#selfTicking) this.#aliveAtMs = performance.now(); // it wrote (or is writing) the slot since we looked
     const record = this.#slot.read();
     if (record === null) return null; // being written right now: the next call sees it
     this.#seenVersion = record.version;
     if (record.kind === "tick") {
       const epoch = this.#permit.epoch;
       if (epoch === 0 || record.permitEpoch !== epoch) return null;
-      this.#lastTickAtMs = Date.now();
       return record;
     }
     const pending = this.#pending.get(record.id);
@@ -320,17 +322,27 @@ export class NodeSignerThread {
    * opens a new epoch: ticks signed before it are never returned by collect().
    */
   grantTicks(granted: boolean): void {
-    if (granted && !this.#permit.granted) this.#lastTickAtMs = Date.now();
+    if (granted && !this.#permit.granted) this.#aliveAtMs = performance.now();
     this.#permit.set(granted);
   }
 
   /**
-   * Whether a self-ticking thread holding the permit has gone quiet: no tick of the granted epoch taken for longer
-   * than the sign timeout plus an interval (a thread stuck in a call, or whose timer stopped, posts no error). The
-   * attestor then closes it and signs in the serving thread.
+   * Whether a self-ticking thread holding the permit has gone quiet: it has not written the slot for longer than the
+   * sign timeout plus an interval (a thread stuck in a call, or whose timer stopped, posts no error). The attestor
+   * asks at its tick pace and then closes it and signs in the serving thread. A caller whose previous question is
+   * itself longer ago than the sign timeout (the process was paused, or its loop stalled) gives the thread a fresh
+   * period instead of judging it: the thread may not have run yet either. Monotonic time (performance.now()).
    */
   ticksOverdue(): boolean {
-    return this.#selfTicking && this.#permit.granted && Date.now() - this.#lastTickAtMs > this.#signTimeoutMs + this.#tickIntervalMs;
+    const nowMs = performance.now();
+    const sinceLastCheckMs = nowMs - this.#overdueCheckedAtMs;
+    this.#overdueCheckedAtMs = nowMs;
+    if (!this.#selfTicking || !this.#permit.granted) return false;
+    if (sinceLastCheckMs > this.#signTimeoutMs) {
+      this.#aliveAtMs = nowMs;
+      return false;
+    }
+    return nowMs - this.#aliveAtMs > this.#signTimeoutMs + this.#tickIntervalMs;
   }
 
   /** Whether the thread ticks on its own (selfTicking was given and the thread took it); false until `ready`. */

@@ -191,9 +191,13 @@ describe("upgrade: forbidden actions have no code path", () => {
       "release.ts", // the release folder (npm run release)
       "tar.ts", // extraction into a new stage folder
     ]);
-    // writeFileAtomically (installEnv.ts) writes one more file: the local unit's node.pid.
+    // writeFileAtomically (installEnv.ts) writes a file's .previous copy there, and one more file: the local unit's node.pid.
     const atomicWrites = sources.flatMap((source) => (source.text.match(/writeFileAtomically\([^,]*,/g) ?? []).map((call) => `${source.name}: ${call}`));
-    expect(atomicWrites).to.deep.equal(["installEnv.ts: writeFileAtomically(file: string,", "localUnit.ts: writeFileAtomically(pidFile,"]);
+    expect(atomicWrites).to.deep.equal([
+      "installEnv.ts: writeFileAtomically(`${file}.previous`,",
+      "installEnv.ts: writeFileAtomically(file: string,",
+      "localUnit.ts: writeFileAtomically(pidFile,",
+    ]);
   });
 
   it("runs only systemctl, journalctl and, of the container runtime, `container inspect`", () => {

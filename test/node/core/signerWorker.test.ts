@@ -483,6 +483,32 @@ describe("Signer thread (node/core/signerWorker.ts)", () => {
     expect(seen, "ticks of the new epoch only").to.deep.equal([2, 2, 2]);
   });
 
+  it("self-ticking thread: the stall watchdog calls a live thread alive, and gives it a fresh period after the caller itself was stalled", async () => {
+    const { identity, card } = await setup();
+    const thread = new NodeSignerThread(identity.nodeKey, {
+      cardPrivateKey: card.exportKeyForSignerThread(),
+      signTimeoutMs: 100,
+      selfTicking: { intervalNs: 1_000_000n, accuracyNs: 50, cardClock: card.clockAnchorForSignerThread()!, nodeClock: anchorToWallClock() },
+    });
+    threads.push(thread);
+    await thread.ready;
+    expect(thread.ticksOverdue(), "withheld: never overdue").to.equal(false);
+    thread.grantTicks(true);
+    // Asked at the attestor's pace, right after a collect(), as #checkSelfTicking does: never overdue while it ticks.
+    const untilMs = Date.now() + 400;
+    while (Date.now() < untilMs) {
+      thread.collect();
+      expect(thread.ticksOverdue()).to.equal(false);
+      await new Promise((resolve) => setTimeout(resolve, 10));
+    }
+    // This thread stalls for three sign timeouts (nothing collected meanwhile): not a verdict on the worker.
+    const stalledUntilMs = Date.now() + 300;
+    while (Date.now() < stalledUntilMs);
+    expect(thread.ticksOverdue(), "the caller was stalled itself").to.equal(false);
+    // Asked again at its pace but never collecting (as if the thread wrote nothing): overdue after the timeout.
+    await waitFor(() => thread.ticksOverdue(), 5_000, "overdue once nothing is seen for the sign timeout");
+  });
+
   it("attestor, self-ticking: a thread that stops delivering ticks, or signs a moment ahead of the card clock, is closed and ticks sign in the serving thread", async () => {
     // A thread gone quiet (its ticks never reach the slot: collect() sees nothing) while it holds the permit.
     const collect = NodeSignerThread.prototype.collect;
@@ -492,8 +518,9 @@ describe("Signer thread (node/core/signerWorker.ts)", () => {
       await waitFor(() => attestor.stats().signer === "main-thread", 20_000, "the fallback after the sign timeout");
       expect(attestor.stats().tickErrorsTotal).to.equal(1);
       const published = proofs.length;
+      const fromThread = attestor.stats().workerAttestationsTotal;
       await waitFor(() => proofs.length >= published + 5, 20_000, "proofs signed in the serving thread");
-      expect(attestor.stats().workerAttestationsTotal, "none from the thread since").to.be.at.most(published);
+      expect(attestor.stats().workerAttestationsTotal, "none from the thread since").to.equal(fromThread);
     } finally {
       NodeSignerThread.prototype.collect = collect;
     }
@@ -508,6 +535,9 @@ describe("Signer thread (node/core/signerWorker.ts)", () => {
     attestor.onProof((signed) => served.push(signed));
     attestor.start();
     await waitFor(() => attestor.stats().tickErrorsTotal === 1 && attestor.stats().signer === "main-thread", 20_000, "the thread closed");
+    // Ticks go on in the serving thread (whether the timer's check or a request took the bad tick).
+    const before = served.length;
+    await waitFor(() => served.length >= before + 5, 20_000, "proofs signed in the serving thread after the fallback");
     expect(attestor.stats().workerAttestationsTotal).to.equal(0);
     for (const { proof } of served) expect(proof.nanoMoment <= card.readTimeNs()).to.equal(true);
   });
