@@ -67,6 +67,12 @@ function hexInto(target: Buffer, offset: number, hex: Hex, bytes: number, what: 
   }
 }
 
+/** `buffer` when it is shared memory of the layout's size (a view of memory another thread made must match). */
+function checkedShared(buffer: unknown, bytes: number, what: string): SharedArrayBuffer {
+  if (!(buffer instanceof SharedArrayBuffer) || buffer.byteLength !== bytes) throw new RangeError(`${what}: a SharedArrayBuffer of ${bytes} bytes is needed`);
+  return buffer;
+}
+
 function u64Into(target: Buffer, offset: number, value: bigint, what: string): void {
   if (value < 0n || value > MAX_U64) throw new RangeError(`result slot: ${what} must fit in 64 bits, got ${value}`);
   target.writeBigUInt64LE(value, offset);
@@ -82,10 +88,7 @@ export class ResultSlot {
 
   /** A new slot, or a view of one another thread made (it must be RESULT_SLOT_BYTES long). */
   constructor(buffer: SharedArrayBuffer = new SharedArrayBuffer(RESULT_SLOT_BYTES)) {
-    if (!(buffer instanceof SharedArrayBuffer) || buffer.byteLength !== RESULT_SLOT_BYTES) {
-      throw new RangeError(`result slot: a SharedArrayBuffer of ${RESULT_SLOT_BYTES} bytes is needed`);
-    }
-    this.buffer = buffer;
+    this.buffer = checkedShared(buffer, RESULT_SLOT_BYTES, "result slot");
     this.#shared = new Int32Array(buffer);
   }
 
@@ -166,10 +169,7 @@ export class TickPermit {
 
   /** A new permit, or a view of one another thread made. */
   constructor(buffer: SharedArrayBuffer = new SharedArrayBuffer(TICK_PERMIT_BYTES)) {
-    if (!(buffer instanceof SharedArrayBuffer) || buffer.byteLength !== TICK_PERMIT_BYTES) {
-      throw new RangeError(`tick permit: a SharedArrayBuffer of ${TICK_PERMIT_BYTES} bytes is needed`);
-    }
-    this.buffer = buffer;
+    this.buffer = checkedShared(buffer, TICK_PERMIT_BYTES, "tick permit");
     this.#word = new Int32Array(buffer);
   }
 

@@ -9,6 +9,7 @@ import { createRecoveryMemo, signNodeEntry } from "../../../protocol/sign";
 import { recoverNodeAddresses, verifyP256Signature } from "../../../protocol/verify";
 import type { Hex } from "../../../protocol/types";
 import { anchorToWallClock, clockFromAnchor } from "../../../node/card/hostClock";
+import type { DevTimeCard } from "../../../node/card/dev";
 import type { TimeCard } from "../../../node/card/types";
 import { Attestor, defaultSignInWorker } from "../../../node/core/attestor";
 import { NodeSignerThread, SIGNER_THREAD_NAME, signerThreadEntry, type NodeSignRequest } from "../../../node/core/signerWorker";
@@ -362,16 +363,21 @@ describe("Signer thread (node/core/signerWorker.ts)", () => {
     return { calls: () => calls, restore: () => void (NodeSignerThread.prototype.sign = original) };
   }
 
-  /** A started attestor whose signer thread ticks on its own: the dev card's clock and the node clock are host-clock anchors. */
-  async function selfTickingAttestor() {
+  /**
+   * A started attestor whose signer thread ticks on its own (the dev card's clock and the node clock are host-clock
+   * anchors), with every proof it publishes; `prepareCard` runs before start(). Waits for three proofs of the thread
+   * unless `waitForThreadTicks` is false.
+   */
+  async function selfTickingAttestor({ prepareCard, waitForThreadTicks = true }: { prepareCard?: (card: DevTimeCard) => void; waitForThreadTicks?: boolean } = {}) {
     const { options, card, verifyAt, identity } = await setup({ signInWorker: true });
+    prepareCard?.(card);
     const nodeClockAnchor = anchorToWallClock();
     const attestor = new Attestor({ ...options, nodeClockNs: clockFromAnchor(nodeClockAnchor), nodeClockAnchor });
     attestors.push(attestor);
     const proofs: SignedTime[] = [];
     attestor.onProof((signed) => proofs.push(signed));
     attestor.start();
-    await waitFor(() => attestor.stats().workerAttestationsTotal >= 3, 20_000, "three proofs the thread made on its own");
+    if (waitForThreadTicks) await waitFor(() => attestor.stats().workerAttestationsTotal >= 3, 20_000, "three proofs the thread made on its own");
     return { attestor, card, verifyAt, identity, proofs };
   }
 
@@ -525,15 +531,13 @@ describe("Signer thread (node/core/signerWorker.ts)", () => {
       NodeSignerThread.prototype.collect = collect;
     }
     // A thread whose card clock is not the card's (an anchor 1 s ahead).
-    const { options, card } = await setup({ signInWorker: true });
-    const anchor = card.clockAnchorForSignerThread()!;
-    card.clockAnchorForSignerThread = () => ({ ...anchor, wallNs: anchor.wallNs + 1_000_000_000n });
-    const nodeClockAnchor = anchorToWallClock();
-    const attestor = new Attestor({ ...options, nodeClockNs: clockFromAnchor(nodeClockAnchor), nodeClockAnchor });
-    attestors.push(attestor);
-    const served: SignedTime[] = [];
-    attestor.onProof((signed) => served.push(signed));
-    attestor.start();
+    const { attestor, card, proofs: served } = await selfTickingAttestor({
+      waitForThreadTicks: false,
+      prepareCard: (devCard) => {
+        const anchor = devCard.clockAnchorForSignerThread()!;
+        devCard.clockAnchorForSignerThread = () => ({ ...anchor, wallNs: anchor.wallNs + 1_000_000_000n });
+      },
+    });
     await waitFor(() => attestor.stats().tickErrorsTotal === 1 && attestor.stats().signer === "main-thread", 20_000, "the thread closed");
     // Ticks go on in the serving thread (whether the timer's check or a request took the bad tick).
     const before = served.length;
