@@ -330,6 +330,46 @@ describe("node/api connection guard", function () {
       }
     });
 
+    it("leaves a socket handed to a WebSocket (upgraded()) to its new owner: a write its client does not read is not a stalled request", async () => {
+      for (const handOver of [true, false]) {
+        const drops: string[] = [];
+        const guard = createConnectionGuard({ limits: { ...DEFAULT_CONNECTION_LIMITS, stalledRequestTimeoutMs: STALL_MS }, onDrop: (reason) => drops.push(reason) });
+        const server = createServer({ keepAliveTimeout: 60_000, requestTimeout: 60_000, headersTimeout: 60_000 }, (request, response) => {
+          if (guard.admit(request, response)) response.end("ok");
+        });
+        // The upgraded socket's owner writes far more than loopback's buffers take, to a client that reads nothing.
+        const upgradedSockets: Socket[] = [];
+        server.on("upgrade", (_request, socket: Socket) => {
+          upgradedSockets.push(socket);
+          socket.on("error", () => undefined); // destroyed by the sweep (the control) or by this test
+          if (handOver) guard.upgraded(socket);
+          socket.write("HTTP/1.1 101 Switching Protocols\r\nUpgrade: test\r\nConnection: Upgrade\r\n\r\n");
+          socket.write(Buffer.alloc(64 * 1024 * 1024));
+        });
+        guard.watch(server);
+        await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+        try {
+          const connection = await rawConnection(`http://127.0.0.1:${(server.address() as AddressInfo).port}`);
+          sockets.push(connection.socket);
+          connection.socket.write(GET_CURRENT); // admitted first: the guard tracks this connection
+          await waitFor(() => connection.statuses().length === 1, "the first answer");
+          connection.socket.pause();
+          connection.socket.write("GET /stream HTTP/1.1\r\nHost: node\r\nConnection: Upgrade\r\nUpgrade: test\r\n\r\n");
+          if (handOver) {
+            await new Promise((resolve) => setTimeout(resolve, STALL_MS * 4)); // several sweeps past the timeout
+            expect(drops, "the upgraded socket is not swept").to.deep.equal([]);
+          } else {
+            await waitFor(() => drops.length > 0, "the control: without upgraded(), the sweep takes the unread write for a stall");
+            expect(drops).to.deep.equal(["stalled"]);
+          }
+        } finally {
+          for (const socket of upgradedSockets) socket.destroy(); // no longer the HTTP server's: closeAllConnections skips it
+          server.closeAllConnections();
+          await new Promise((resolve) => server.close(resolve));
+        }
+      }
+    });
+
     it("keeps a connection that is slow but moving, and an idle one between requests", async () => {
       // A longer timeout than the other tests: a busy machine must not turn a 200 ms gap into a stall.
       const stallMs = 1_000;
