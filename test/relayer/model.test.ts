@@ -151,7 +151,13 @@ describe("relayer model-based test (fc.commands: emit, mine, reorg, crash, resta
           for (const index of [0, 1] as const) {
             const target = real.chains[index];
             const ids = model.emitted[index]!;
-            await pollUntil(async () => ((await deliveriesOf(target, ids)).every((count) => count >= 1) ? true : undefined), `delivery of ${ids.length} messages to chain ${index}`, 60_000);
+            try {
+              await pollUntil(async () => ((await deliveriesOf(target, ids)).every((count) => count >= 1) ? true : undefined), `delivery of ${ids.length} messages to chain ${index}`, 60_000);
+            } catch (error) {
+              // The evidence a failed sequence needs: what the relayer holds for each message, and its last log lines.
+              const items = await Promise.all(ids.map(async (id) => (await fetch(`${real.relayer!.api}/items/${messageItemId(target.chainId, id)}`)).text()));
+              throw new Error(`${(error as Error).message}\nitems: ${items.join("\n")}\nrelayer log tail:\n${real.relayer!.stderrTail()}`, { cause: error });
+            }
             expect(await deliveriesOf(target, ids), `each message delivered once on chain ${index}`).to.deep.equal(ids.map(() => 1));
             for (const id of ids) allEmitted[index].add(id);
             const delivered = await deliveredIds(target);
@@ -175,7 +181,8 @@ describe("relayer model-based test (fc.commands: emit, mine, reorg, crash, resta
           real.relayer = undefined;
         }
       }),
-      { numRuns: 4, endOnFailure: true },
+      // FC_SEED=<seed> replays the sequences of a failed run (fast-check prints its seed).
+      { numRuns: 4, endOnFailure: true, ...(process.env.FC_SEED === undefined ? {} : { seed: Number(process.env.FC_SEED) }) },
     );
     expect(commandsRun, "commands run over all sequences").to.be.greaterThan(4);
   });
