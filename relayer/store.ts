@@ -492,6 +492,29 @@ export class RelayerStore {
     })();
   }
 
+  /**
+   * A nonce whose settled transaction the chain no longer has: a reorg deeper than the confirmation depth took its
+   * block back, and the chain's nonce is below it again. Its confirmed transaction goes back to `broadcast`, to be
+   * sent again at that nonce with its own raw bytes (the same job, so a message is still delivered once: a copy that
+   * lands after someone else's delivery reverts), and its item from `done` back to `submitted`, so the settlement
+   * decides its outcome again. Returns the items reopened.
+   */
+  reopenRevertedNonce(chainId: number, nonce: number): string[] {
+    return this.db.transaction(() => {
+      const reopened: string[] = [];
+      for (const tx of this.txsOfNonce(chainId, nonce)) {
+        if (tx.state !== "confirmed") continue;
+        this.setTxState(tx.hash, "broadcast");
+        if (tx.itemId === null) continue;
+        const changed = this.db
+          .prepare("UPDATE items SET status = 'submitted', outcome = NULL, updated_ms = ? WHERE id = ? AND status = 'done'")
+          .run(this.nowMs(), tx.itemId).changes;
+        if (changed > 0) reopened.push(tx.itemId);
+      }
+      return reopened;
+    })();
+  }
+
   setTxState(hash: Hex, state: TxState, minedBlock: bigint | null = null): void {
     this.db.prepare("UPDATE txs SET state = ?, mined_block = ? WHERE hash = ?").run(state, minedBlock?.toString() ?? null, hash);
   }

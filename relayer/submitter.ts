@@ -211,7 +211,12 @@ export class Submitter {
     return await run;
   }
 
-  /** Nonces below the local next that nothing of ours holds (their jobs settled elsewhere) get a no-op. */
+  /**
+   * Nonces below the local next that nothing of ours holds (their jobs settled elsewhere) get a no-op. One whose
+   * transaction had settled but that the chain counts as unused again (a reorg deeper than `confirmations` took the
+   * block back) is reopened instead (store.reopenRevertedNonce): its transaction is sent again by the next tick, so
+   * the job it carried is not lost to a no-op.
+   */
   private async fillGaps(latest: number, open: Map<number, TxRecord[]>): Promise<void> {
     const next = this.store.nextNonce(this.chainId)!;
     if (next < latest) {
@@ -222,7 +227,17 @@ export class Submitter {
     const limit = Math.min(next, latest + MAX_IN_FLIGHT);
     for (let nonce = latest; nonce < limit; nonce++) {
       if (open.has(nonce)) continue;
-      if (this.store.txsOfNonce(this.chainId, nonce).some((tx) => tx.state === "signed" || tx.state === "broadcast" || tx.state === "mined")) continue;
+      const recorded = this.store.txsOfNonce(this.chainId, nonce);
+      if (recorded.some((tx) => tx.state === "signed" || tx.state === "broadcast" || tx.state === "mined")) continue;
+      const settledTx = recorded.find((tx) => tx.state === "confirmed");
+      if (settledTx !== undefined) {
+        // A nonce read that lags (a load-balanced RPC) also puts a settled nonce at or above `latest`: only a
+        // receipt the chain no longer has means the block was taken back.
+        if ((await this.chain.receipt(settledTx.hash)) !== null) continue;
+        const items = this.store.reopenRevertedNonce(this.chainId, nonce);
+        this.options.log.warn({ chainId: this.chainId, nonce, latest, items }, "a settled transaction was reorged away (deeper than the confirmation depth): sent again at its nonce");
+        continue;
+      }
       const run = this.signing.then(async () => {
         const fees = await this.cappedFees(2n);
         const noOp = await this.sign({ itemId: null, nonce, to: this.chain.account.address, data: "0x", gas: NO_OP_GAS, ...fees });

@@ -129,6 +129,18 @@ describe("relayer against a chaotic RPC (a JSON-RPC chaos proxy in front of the 
     await expectDeliveredOnce(messageId);
   });
 
+  it("a reorg deeper than the confirmation depth takes back a settled delivery: the relayer sends it again at its nonce, and the message is delivered once", async () => {
+    const snapshot = await rpc(beta, "evm_snapshot");
+    const messageId = await sendFreshTime(network, alpha, beta);
+    await expectDeliveredOnce(messageId); // settled: done, and the store's nonce is the chain's
+    expect(await rpc(beta, "evm_revert", [snapshot])).to.equal(true); // the delivery and its confirmations are gone
+    expect(await deliveriesOf(beta, [messageId])).to.deep.equal([0]);
+    await pollUntil(async () => ((await deliveriesOf(beta, [messageId]))[0] === 1 ? true : undefined), "the delivery again", 60_000);
+    await expectDeliveredOnce(messageId);
+    const body = (await (await fetch(`${relayer!.api}/items/${messageItemId(beta.chainId, messageId)}`)).json()) as { txs: { nonce: number }[] };
+    expect(new Set(body.txs.map((tx) => tx.nonce)).size, "sent again at its own nonce, not a new job").to.equal(1);
+  });
+
   it("an attesting node that goes away: a due call waits (Unavailable, counted) and runs once a node answers again", async () => {
     // The relayer's node, behind a switch: down, every request to it fails at the socket.
     const switched = createServer((request, response) => {

@@ -74,6 +74,25 @@ describe("relayer/store", () => {
     expect(store.openTxs(2)).to.deep.equal([]);
   });
 
+  it("reopens a nonce whose settled transaction a deep reorg took back: the confirmed transaction is broadcast again and its done item submitted; nothing else changes", () => {
+    for (const id of ["message:2:a", "message:2:b"]) store.insertItem(item(id));
+    store.setNextNonce(2, 0);
+    store.recordSigned(tx(0, 1, "message:2:a"), false);
+    store.recordSigned(tx(0, 2, "message:2:a"), true); // fee bump, the winner
+    store.recordSigned(tx(1, 3, "message:2:b"), false);
+    store.settleNonce(2, 0, hashOf(2), 10n);
+    store.settleNonce(2, 1, hashOf(3), 11n);
+    store.finish("message:2:a", "delivered in block 10");
+    store.deadLetter("message:2:b", "TxReverted"); // not done: reopening leaves its status alone
+    expect(store.reopenRevertedNonce(2, 0)).to.deep.equal(["message:2:a"]);
+    expect(store.txsOfNonce(2, 0).map((t) => [t.state, t.minedBlock])).to.deep.equal([["replaced", null], ["broadcast", null]]);
+    expect(store.item("message:2:a")).to.deep.include({ status: "submitted", outcome: null });
+    expect(store.openTxs(2).map((t) => t.hash)).to.deep.equal([hashOf(2)]);
+    expect(store.reopenRevertedNonce(2, 0), "nothing confirmed left at that nonce").to.deep.equal([]);
+    expect(store.reopenRevertedNonce(2, 1), "the transaction goes back, the dead item does not").to.deep.equal([]);
+    expect(store.item("message:2:b")!.status).to.equal("dead");
+  });
+
   it("counts the same error in a row and starts over on another", () => {
     store.insertItem(item("message:2:a"));
     expect(store.recordFailure("message:2:a", "X", "x", 5)).to.equal(1);
