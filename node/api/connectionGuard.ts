@@ -36,7 +36,7 @@
  * A connection closed while open is closed gracefully: it is no longer read, requests after the violation are not
  * answered, and the answers already given are flushed before the socket is destroyed (at most CLOSE_GRACE_MS
  * later, for a client that does not read them). The rest of the read being parsed is dropped unparsed
- * (stopParsingWhenClosing); where Node's parser does not offer that hook, `admit()` turns each of its requests
+ * (stopParsing); where Node's parser does not offer that hook, `admit()` turns each of its requests
  * away with a single check.
  */
 import type { IncomingMessage, ServerResponse } from "node:http";
@@ -98,19 +98,21 @@ interface ParserHook {
  * Node's HTTP parser executes a whole socket read (64 kB: ~1,800 pipelined GETs) and builds a request and a
  * response object for each request in it, even when admit() then turns every one away: a closing connection's
  * last read cost ~450 ms of event loop for 20 connections × 50,000 pipelined GETs (Node 20, this machine). Once
- * the connection is closing, its parser's hook answers STOP_PARSING, so the rest of that read is dropped
- * unparsed (same test: 44 ms). The hook is internal to Node (parser.onIncoming, reassigned for every
- * connection): where it is missing, nothing changes and admit() still refuses those requests one by one; a test
- * pins the behaviour on the Node version in use.
+ * the connection is closing, its parser's per-request hook answers STOP_PARSING, so the rest of that read is
+ * dropped unparsed (same test: 44 ms). The hook is replaced only then, never wrapped for every connection: a
+ * wrapper would sit on every request's path (~2 % of a saturated node's serving thread, 2026-11-27). The hook is
+ * internal to Node (parser.onIncoming, looked up for every request and reset when the parser returns to its
+ * pool): where it is missing, nothing changes and admit() still refuses those requests one by one; a test pins
+ * the behaviour on the Node version in use.
  */
-function stopParsingWhenClosing(socket: Socket, state: SocketState): void {
+function stopParsing(socket: Socket): void {
   const parser = (socket as Socket & { parser?: ParserHook | null }).parser;
   if (parser === undefined || parser === null || typeof parser.onIncoming !== "function") return;
-  const onIncoming = parser.onIncoming as (...args: unknown[]) => unknown;
-  // Node calls it with (request, shouldKeepAlive): fixed arity, no rest array per request.
-  parser.onIncoming = function guardedOnIncoming(this: unknown, request: unknown, shouldKeepAlive: unknown): unknown {
-    return state.closing ? STOP_PARSING : onIncoming.call(this, request, shouldKeepAlive);
-  };
+  parser.onIncoming = answerStopParsing;
+}
+
+function answerStopParsing(): number {
+  return STOP_PARSING;
 }
 
 interface SocketState {
@@ -234,6 +236,7 @@ export function createConnectionGuard(options: ConnectionGuardOptions): Connecti
     state.closing = true;
     onDrop(reason, state.address);
     socket.pause();
+    stopParsing(socket);
     if (unfinished(state) === 0) {
       socket.destroy();
       return;
@@ -313,7 +316,6 @@ export function createConnectionGuard(options: ConnectionGuardOptions): Connecti
       quietSinceMs: -1,
     };
     states.set(socket, state);
-    stopParsingWhenClosing(socket, state);
     tracked.add(state);
     socket.once("close", () => untrack(state));
     if (stallSweep === null && limits.stalledRequestTimeoutMs > 0) {
