@@ -45,6 +45,11 @@ export interface ContractCall {
   args: readonly unknown[];
 }
 
+/** A read's block: the given one, or (nothing) the chain's head. */
+function atBlock(blockNumber: bigint | undefined): { blockNumber?: bigint } {
+  return blockNumber === undefined ? {} : { blockNumber };
+}
+
 function revertOf(decoded: { errorName: string; args: readonly unknown[] }): Simulation {
   return { ok: false, errorName: decoded.errorName, message: `${decoded.errorName}(${decoded.args.map(String).join(", ")})` };
 }
@@ -145,13 +150,16 @@ export class ChainClient {
     return events;
   }
 
-  async cardStatus(cardId: Hex): Promise<(typeof CARD_STATUS)[number]> {
-    const card = await this.client.readContract({ address: this.config.oracle, abi: ORACLE_ABI, functionName: "getCard", args: [cardId] });
+  // The reads below answer at the chain's head, or at `blockNumber` (the worker confirms a terminal decision at the
+  // safe block: worker.ts confirmedAtSafeBlock).
+
+  async cardStatus(cardId: Hex, blockNumber?: bigint): Promise<(typeof CARD_STATUS)[number]> {
+    const card = await this.client.readContract({ address: this.config.oracle, abi: ORACLE_ABI, functionName: "getCard", args: [cardId], ...atBlock(blockNumber) });
     return CARD_STATUS[card.status] ?? "None";
   }
 
-  async nodeStatus(node: Address): Promise<(typeof NODE_STATUS)[number]> {
-    const info = await this.client.readContract({ address: this.config.oracle, abi: ORACLE_ABI, functionName: "getNode", args: [node] });
+  async nodeStatus(node: Address, blockNumber?: bigint): Promise<(typeof NODE_STATUS)[number]> {
+    const info = await this.client.readContract({ address: this.config.oracle, abi: ORACLE_ABI, functionName: "getNode", args: [node], ...atBlock(blockNumber) });
     return NODE_STATUS[info.status] ?? "None";
   }
 
@@ -161,26 +169,26 @@ export class ChainClient {
     return this.client.readContract({ address: this.config.oracle, abi: ORACLE_ABI, functionName: "hasRole", args: [role, this.account.address] });
   }
 
-  async deliveredBlock(messageId: Hex): Promise<bigint> {
-    return this.client.readContract({ address: this.requireBridge(), abi: BRIDGE_ABI, functionName: "deliveredBlock", args: [messageId] });
+  async deliveredBlock(messageId: Hex, blockNumber?: bigint): Promise<bigint> {
+    return this.client.readContract({ address: this.requireBridge(), abi: BRIDGE_ABI, functionName: "deliveredBlock", args: [messageId], ...atBlock(blockNumber) });
   }
 
-  async latestNetworkTimeNs(): Promise<bigint> {
-    const [, networkTime] = await this.client.readContract({ address: this.requireBridge(), abi: BRIDGE_ABI, functionName: "latestDelivery" });
+  async latestNetworkTimeNs(blockNumber?: bigint): Promise<bigint> {
+    const [, networkTime] = await this.client.readContract({ address: this.requireBridge(), abi: BRIDGE_ABI, functionName: "latestDelivery", ...atBlock(blockNumber) });
     return networkTime;
   }
 
-  async callStatus(callId: Hex): Promise<CallStatusName> {
-    const status = await this.client.readContract({ address: this.requireScheduler(), abi: SCHEDULER_ABI, functionName: "callStatus", args: [callId] });
+  async callStatus(callId: Hex, blockNumber?: bigint): Promise<CallStatusName> {
+    const status = await this.client.readContract({ address: this.requireScheduler(), abi: SCHEDULER_ABI, functionName: "callStatus", args: [callId], ...atBlock(blockNumber) });
     const name = CALL_STATUS[status];
     if (name === undefined) throw new Error(`scheduler answered an unknown call status ${status}`);
     return name;
   }
 
   /** The oracle's stored proof's nanoMoment, or null when it holds none (TimeOracleNoTime). */
-  async storedNanoMomentNs(): Promise<bigint | null> {
+  async storedNanoMomentNs(blockNumber?: bigint): Promise<bigint | null> {
     try {
-      const proof = await this.client.readContract({ address: this.config.oracle, abi: ORACLE_ABI, functionName: "getCurrentTime" });
+      const proof = await this.client.readContract({ address: this.config.oracle, abi: ORACLE_ABI, functionName: "getCurrentTime", ...atBlock(blockNumber) });
       return proof.nanoMoment;
     } catch (error) {
       if (decodeRevert(error, ORACLE_ABI as Abi)?.errorName === "TimeOracleNoTime") return null;
@@ -209,6 +217,22 @@ export class ChainClient {
       throw error; // not a revert: the RPC failed
     }
     return { ok: true, gas: await this.estimateByCalls(call.to, data) };
+  }
+
+  /**
+   * The error name `call` reverts with at `blockNumber` (eth_call from the signer), or null when it would succeed
+   * there; an RPC failure that is not a revert throws.
+   */
+  async revertNameAt(call: ContractCall, blockNumber: bigint): Promise<string | null> {
+    const data = encodeFunctionData({ abi: call.abi, functionName: call.functionName, args: call.args });
+    try {
+      await this.client.call({ account: this.account.address, to: call.to, data, gas: TX_GAS_CAP, blockNumber });
+      return null;
+    } catch (error) {
+      const decoded = decodeRevert(error, call.abi);
+      if (decoded !== undefined) return decoded.errorName;
+      throw error;
+    }
   }
 
   /**

@@ -16,6 +16,8 @@ import type { Item, NewItem, RelayerStore } from "./store";
 import { FeeAboveCapError, InFlightFullError, Submitter, type SettledTx, type SubmitterOptions } from "./submitter";
 
 const NS_PER_MS = 1_000_000n;
+
+type WaitDecision = Extract<Decision, { action: "wait" }>;
 /** Due items decided per tick and chain (bounded work per tick; the rest wait for the next). */
 export const ITEMS_PER_TICK = 64;
 /** Items decided at once per chain. */
@@ -294,11 +296,13 @@ export class ChainWorker {
 
   private async processMessage(item: Item, payload: MessagePayload, submitAfter: Promise<void>): Promise<void> {
     const message = messageFromPayload(payload.message);
-    const decision = decideMessage({
-      deliveredBlock: await this.chain.deliveredBlock(payload.messageId),
-      latestNetworkTimeNs: await this.chain.latestNetworkTimeNs(),
-      networkTimeNs: message.networkTime,
-    });
+    const decideAt = async (blockNumber?: bigint) =>
+      decideMessage({
+        deliveredBlock: await this.chain.deliveredBlock(payload.messageId, blockNumber),
+        latestNetworkTimeNs: await this.chain.latestNetworkTimeNs(blockNumber),
+        networkTimeNs: message.networkTime,
+      });
+    const decision = await this.confirmedAtSafeBlock(await decideAt(), decideAt);
     if (decision.action !== "send") return this.apply(item, decision);
     await this.simulateAndSubmit(
       item,
@@ -309,13 +313,17 @@ export class ChainWorker {
 
   private async processCall(item: Item, payload: CallPayload): Promise<void> {
     const request = requestFromPayload(payload.request);
-    const decision = decideCall({
-      status: await this.chain.callStatus(payload.callId),
-      executeAtNs: request.executeAt,
-      deadlineNs: request.executeAt + request.window,
-      chainNowNs: await this.chain.blockTimestampNs(),
-      nowNs: BigInt(this.nowMs()) * NS_PER_MS,
-    });
+    const chainNowNs = await this.chain.blockTimestampNs();
+    const nowNs = BigInt(this.nowMs()) * NS_PER_MS;
+    const decideAt = async (blockNumber?: bigint) =>
+      decideCall({
+        status: await this.chain.callStatus(payload.callId, blockNumber),
+        executeAtNs: request.executeAt,
+        deadlineNs: request.executeAt + request.window,
+        chainNowNs,
+        nowNs,
+      });
+    const decision = await this.confirmedAtSafeBlock(await decideAt(), decideAt);
     const scheduler = this.chain.config.scheduler!;
     if (decision.action === "expire") {
       return this.simulateAndSubmit(item, { to: scheduler, abi: SCHEDULER_ABI as Abi, functionName: "expireCall", args: [request] });
@@ -331,19 +339,24 @@ export class ChainWorker {
   }
 
   private async processPush(item: Item, payload: PushPayload): Promise<void> {
-    const decision = decidePush({
-      storedNanoMomentNs: await this.chain.storedNanoMomentNs(),
-      nowNs: BigInt(this.nowMs()) * NS_PER_MS,
-      heartbeatNs: BigInt(this.settings.pushHeartbeatMs) * NS_PER_MS,
-      forced: payload.forced,
-    });
+    const nowNs = BigInt(this.nowMs()) * NS_PER_MS;
+    const decideAt = async (blockNumber?: bigint) =>
+      decidePush({
+        storedNanoMomentNs: await this.chain.storedNanoMomentNs(blockNumber),
+        nowNs,
+        heartbeatNs: BigInt(this.settings.pushHeartbeatMs) * NS_PER_MS,
+        forced: payload.forced,
+      });
+    const decision = await this.confirmedAtSafeBlock(await decideAt(), decideAt);
     if (decision.action !== "send") return this.apply(item, decision);
     const { proof } = await this.proofs.getCurrentTime();
     await this.simulateAndSubmit(item, { to: this.chain.config.oracle, abi: ORACLE_ABI as Abi, functionName: "submitTimeProof", args: [proof] });
   }
 
   private async processRevoke(item: Item, payload: RevokePayload): Promise<void> {
-    const decision = decideRevoke({ cardStatus: await this.chain.cardStatus(payload.cardId), alertSignerStatus: await this.chain.nodeStatus(payload.nodeId) });
+    const decideAt = async (blockNumber?: bigint) =>
+      decideRevoke({ cardStatus: await this.chain.cardStatus(payload.cardId, blockNumber), alertSignerStatus: await this.chain.nodeStatus(payload.nodeId, blockNumber) });
+    const decision = await this.confirmedAtSafeBlock(await decideAt(), decideAt);
     if (decision.action !== "send") return this.apply(item, decision);
     this.log.error({ chain: this.chain.config.name, cardId: payload.cardId, node: payload.nodeId, reason: payload.reason }, "guardian: revoking a card after its node's signed tamper alert");
     await this.simulateAndSubmit(item, { to: this.chain.config.oracle, abi: ORACLE_ABI as Abi, functionName: "revokeCard", args: [payload.cardId] });
@@ -353,6 +366,13 @@ export class ChainWorker {
     const simulation = await this.chain.simulate(call);
     if (!simulation.ok) {
       const policy = classifyRevert(item.kind, simulation.errorName);
+      if (policy.verdict === "done" || policy.verdict === "dead") {
+        // Terminal on the head's word: only once the safe block reverts the same way (see confirmedAtSafeBlock).
+        const safe = await this.safeBlockBelowHead();
+        if (safe !== null && (await this.chain.revertNameAt(call, safe)) !== simulation.errorName) {
+          return this.apply(item, this.notYetDeep(`${policy.verdict}: ${policy.note} (${simulation.errorName})`, safe));
+        }
+      }
       switch (policy.verdict) {
         case "done":
           return this.apply(item, { action: "done", outcome: `${policy.note} (${simulation.errorName})` });
@@ -368,6 +388,32 @@ export class ChainWorker {
     await submitAfter;
     const hash = await this.submitter.submit(item.id, call.to, data, simulation.gas);
     this.log.info({ item: item.id, chain: this.chain.config.name, hash }, "submitted");
+  }
+
+  /**
+   * A terminal decision read at the chain's head (done: the goal was reached another way; dead: it never can be)
+   * stands only when `decideAt` the safe block (head − confirmations, or the finalized block) decides the same.
+   * A reorg can take back what the head shows (another relayer's delivery or settlement, a revocation, a newer
+   * time) as it can take back our own transactions, which count only once they are that deep (submitter.ts):
+   * finishing an item on the head's word alone would lose it for good if that block is replaced. Until then the
+   * item waits and is decided again. Any other decision is returned as it is.
+   */
+  private async confirmedAtSafeBlock<D extends { action: string }>(atHead: D, decideAt: (blockNumber: bigint) => Promise<D>): Promise<D | WaitDecision> {
+    if (atHead.action !== "done" && atHead.action !== "dead") return atHead;
+    const safe = await this.safeBlockBelowHead();
+    if (safe === null || (await decideAt(safe)).action === atHead.action) return atHead;
+    return this.notYetDeep(atHead.action, safe);
+  }
+
+  /** The safe block, or null when it is the head itself (confirmations 0: the head's word is final by choice). */
+  private async safeBlockBelowHead(): Promise<bigint | null> {
+    const head = await this.chain.headBlock();
+    const safe = await this.chain.safeBlock(head);
+    return safe >= head ? null : safe;
+  }
+
+  private notYetDeep(what: string, safe: bigint): WaitDecision {
+    return { action: "wait", untilMs: this.nowMs() + this.settings.waitMs, note: `${what} at the chain head, not yet at the safe block ${safe}: decided again once it is deep enough` };
   }
 
   private apply(item: Item, decision: Exclude<Decision, { action: "send" }>): void {

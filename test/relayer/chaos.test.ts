@@ -1,7 +1,8 @@
 /**
  * The relayer against a misbehaving RPC: a chaos proxy on loopback (./chaosProxy.ts) in front of the target chain
  * drops the answer after eth_sendRawTransaction was accepted, serves a stale eth_getTransactionCount, answers
- * "replacement transaction underpriced", times out; and the chain's base fee spikes above the relayer's fee cap.
+ * "replacement transaction underpriced", times out; and the chain's base fee spikes above the relayer's fee cap;
+ * reorgs take back a settled delivery of ours, and another party's delivery seen only at the head.
  * After each, every message is delivered exactly once and the relayer's store is consistent.
  */
 import { expect } from "chai";
@@ -12,10 +13,12 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import hre from "hardhat";
 import pino from "pino";
+import { BRIDGE_ABI } from "../../relayer/abi";
 import { RelayerStore } from "../../relayer/store";
 import type { NetworkFileJson } from "../../relayer/network";
 import { callItemId, messageItemId } from "../../relayer/worker";
 import { localRelayerAddress, startLocalNetwork, type LocalChain, type LocalNetwork } from "../../scripts/network";
+import { confirmed } from "../../scripts/localUser";
 import { startRelayerProcess, stopRelayerProcess, type RelayerProcess } from "../../scripts/relayerProcess";
 import { startChaosProxy, type ChaosProxy } from "./chaosProxy";
 import { deliveriesOf, executionsOf, pollUntil, rpc, scheduleCall, sendFreshTime } from "./helpers";
@@ -139,6 +142,38 @@ describe("relayer against a chaotic RPC (a JSON-RPC chaos proxy in front of the 
     await expectDeliveredOnce(messageId);
     const body = (await (await fetch(`${relayer!.api}/items/${messageItemId(beta.chainId, messageId)}`)).json()) as { txs: { nonce: number }[] };
     expect(new Set(body.txs.map((tx) => tx.nonce)).size, "sent again at its own nonce, not a new job").to.equal(1);
+  });
+
+  it("another party's delivery seen only at the chain head is not taken as done: when a reorg takes it back, the relayer delivers the message", async () => {
+    // No blocks but the ones transactions make, on both chains: the other party's delivery stays at beta's head
+    // (not `confirmations` deep), and the relayer sees the message only once alpha moves on.
+    await rpc(alpha, "evm_setIntervalMining", [0]);
+    await rpc(beta, "evm_setIntervalMining", [0]);
+    let messageId: `0x${string}`;
+    try {
+      const snapshot = await rpc(beta, "evm_snapshot");
+      messageId = await sendFreshTime(network, alpha, beta);
+      const [sent] = await alpha.publicClient.getContractEvents({ address: alpha.deployment.bridge!, abi: BRIDGE_ABI, eventName: "TimeSent", args: { messageId }, fromBlock: 0n });
+      await confirmed(beta, beta.user.writeContract({ address: beta.deployment.bridge!, abi: BRIDGE_ABI, functionName: "receiveTime", args: [sent!.args.message!], account: beta.user.account!, chain: beta.user.chain }));
+      expect(await deliveriesOf(beta, [messageId])).to.deep.equal([1]);
+      await rpc(alpha, "evm_setIntervalMining", [1_000]);
+      const itemId = messageItemId(beta.chainId, messageId);
+      const waiting = await pollUntil(async () => {
+        const response = await fetch(`${relayer!.api}/items/${itemId}`);
+        if (response.status !== 200) return undefined;
+        const { item } = (await response.json()) as { item: { status: string; lastError: string | null } };
+        // Taken as done on the head's word (the defect): fail now rather than time out below.
+        if (item.status === "done") return item;
+        return item.lastError?.includes("not yet at the safe block") === true ? item : undefined;
+      }, `the relayer to wait for ${itemId}'s other delivery to be deep enough`);
+      expect(waiting.status, "finished on a delivery only the head shows").to.equal("pending");
+      expect(await rpc(beta, "evm_revert", [snapshot])).to.equal(true); // the other party's delivery is gone
+      expect(await deliveriesOf(beta, [messageId])).to.deep.equal([0]);
+    } finally {
+      await rpc(alpha, "evm_setIntervalMining", [1_000]);
+      await rpc(beta, "evm_setIntervalMining", [1_000]);
+    }
+    await expectDeliveredOnce(messageId);
   });
 
   it("an attesting node that goes away: a due call waits (Unavailable, counted) and runs once a node answers again", async () => {
