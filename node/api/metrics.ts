@@ -26,7 +26,7 @@
  *   built), nanoseconds: the freshness clients get, tick interval and event-loop delay included.
  */
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from "prom-client";
-import type { SignedTime, TimeService } from "../core/types";
+import type { ServiceStats, SignedTime, TimeService } from "../core/types";
 import type { DropReason } from "./connectionGuard";
 import { CounterTally, flushAll, HotHistogram, type HotHistogramChild } from "../../lib/metrics";
 
@@ -39,6 +39,7 @@ export const METRIC_NAMES = {
   servedProofsTotal: "timerpc_served_proofs_total",
   proofAgeNs: "timerpc_proof_age_ns",
   connectionsDroppedTotal: "timerpc_connections_dropped_total",
+  attestationSigner: "timerpc_attestation_signer",
   meshPeerOffsetNs: "timerpc_mesh_peer_offset_ns",
   meshPeerDelayNs: "timerpc_mesh_peer_delay_ns",
   meshPeerReach: "timerpc_mesh_peer_reach",
@@ -54,6 +55,14 @@ export const PROOF_AGE_BUCKETS_NS: readonly number[] = [
 ];
 
 export type Transport = "rest" | "ws" | "grpc";
+
+/** The values of timerpc_attestation_signer's label. */
+export type SignerMode = "main-thread" | "thread" | "self-ticking-thread";
+
+function signerMode(stats: Pick<ServiceStats, "attestationSigner" | "signerSelfTicking">): SignerMode {
+  if (stats.attestationSigner === "main-thread") return "main-thread";
+  return stats.signerSelfTicking ? "self-ticking-thread" : "thread";
+}
 
 export interface NodeMetrics {
   readonly registry: Registry;
@@ -114,6 +123,19 @@ export function createNodeMetrics(options: { defaultMetrics?: boolean } = {}): N
     registers: [registry],
     collect() {
       if (driftSourceNs !== null) this.set(driftSourceNs());
+    },
+  });
+  // Where attestations are signed, read when scraped: a node whose signer thread failed (and whose ticks fell back to
+  // the serving thread) shows it here as well as in its error log.
+  let signerSource: (() => SignerMode) | null = null;
+  new Gauge({
+    name: METRIC_NAMES.attestationSigner,
+    help: "Where attestations are signed: 1 for the current mode (main-thread, thread, self-ticking-thread)",
+    labelNames: ["signer"] as const,
+    registers: [registry],
+    collect() {
+      this.reset();
+      if (signerSource !== null) this.set({ signer: signerSource() }, 1);
     },
   });
   const tamperEventsTotal = new Counter({
@@ -246,12 +268,14 @@ export function createNodeMetrics(options: { defaultMetrics?: boolean } = {}): N
       };
       meshSource = () => service.meshState();
       clockNs = () => service.nowNs();
+      signerSource = () => signerMode(service.stats());
       return () => {
         offProof();
         offTamper();
         driftSourceNs = null;
         meshSource = null;
         clockNs = null;
+        signerSource = null;
       };
     },
     render: () => registry.metrics(),

@@ -326,6 +326,7 @@ export function createTimeService(parameters: CreateTimeServiceParameters): Core
         measuredErrorNs: card.measuredErrorNs(),
         lastSignDurationNs: attestorStats.lastSignDurationNs,
         attestationSigner: attestorStats.signer,
+        signerSelfTicking: attestorStats.selfTicking,
         archivedProofs: archive?.size() ?? 0,
         schedulesDeliveredTotal: scheduleStats.deliveredTotal,
         schedulesFailedTotal: scheduleStats.failedTotal,

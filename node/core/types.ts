@@ -203,6 +203,8 @@ export interface ServiceStats {
   lastSignDurationNs: bigint | null;
   /** Where attestation ticks compute the node signature right now (the `signerThread` setting; attestor.ts). */
   attestationSigner: "worker" | "main-thread";
+  /** Whether that worker makes whole ticks on its own (self-ticking: node/core/signerThread.ts); false otherwise. */
+  signerSelfTicking: boolean;
   archivedProofs: number;
   schedulesDeliveredTotal: number;
   schedulesFailedTotal: number;

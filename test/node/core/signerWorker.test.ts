@@ -14,6 +14,7 @@ import type { TimeCard } from "../../../node/card/types";
 import { Attestor, defaultSignInWorker } from "../../../node/core/attestor";
 import { NodeSignerThread, SIGNER_THREAD_NAME, signerThreadEntry, type NodeSignRequest } from "../../../node/core/signerWorker";
 import type { SignedTime } from "../../../node/core/types";
+import { createNodeMetrics } from "../../../node/api/metrics";
 import { attestorSetup, buildService, expectRejects, tempDir, testConfig, waitFor } from "./helpers";
 
 // Ticks use the thread by default only with pure-JS noble; these tests ask for it explicitly.
@@ -653,6 +654,12 @@ describe("Signer thread (node/core/signerWorker.ts)", () => {
           await waitFor(() => service.stats().attestationSigner === expected[setting] && service.stats().attestationsTotal >= 3, 30_000, `ticks signing in the ${expected[setting]} (${setting})`);
           await new Promise((resolve) => setTimeout(resolve, 100)); // time for a thread to take over, were one started
           expect(service.stats().attestationSigner, setting).to.equal(expected[setting]);
+          // Operators see the mode in /metrics (one series, value 1).
+          const metrics = createNodeMetrics({ defaultMetrics: false });
+          const unbind = metrics.bindService(service);
+          const mode = expected[setting] === "worker" ? "self-ticking-thread" : "main-thread";
+          expect((await metrics.render()).match(/^timerpc_attestation_signer\{.*$/gm), setting).to.deep.equal([`timerpc_attestation_signer{signer="${mode}"} 1`]);
+          unbind();
           if (expected[setting] === "worker") {
             // The node's clocks are host-clock anchors and the dev card's key may travel: the thread ticks on its own.
             const requests = signs.calls();
