@@ -18,6 +18,11 @@ import { FeeAboveCapError, InFlightFullError, Submitter, type SettledTx, type Su
 const NS_PER_MS = 1_000_000n;
 
 type WaitDecision = Extract<Decision, { action: "wait" }>;
+/** The chain's head and safe block in one tick (ChainWorker.depthOfTick). */
+interface Depth {
+  head: bigint;
+  safe: bigint | null;
+}
 /** Due items decided per tick and chain (bounded work per tick; the rest wait for the next). */
 export const ITEMS_PER_TICK = 64;
 /** Items decided at once per chain. */
@@ -113,6 +118,8 @@ export class ChainWorker {
   /** Last tick's failure, null after a good tick (for /health). */
   lastError: string | null = null;
   lagBlocks = 0n;
+  /** Head and safe block of the current tick's decisions (depthOfTick); cleared at each tick's start. */
+  private tickDepth: Promise<Depth> | null = null;
 
   constructor(
     readonly chain: ChainClient,
@@ -249,6 +256,7 @@ export class ChainWorker {
    * independent and go ITEM_CONCURRENCY at a time (signing is serialised by the submitter).
    */
   private async processDue(): Promise<void> {
+    this.tickDepth = null;
     const stranded = this.store.reviveStrandedSubmissions(this.chainId);
     if (stranded.length > 0) {
       this.log.warn({ chain: this.chain.config.name, items: stranded }, "submitted items without an open transaction (a crash after their settlement): decided again from on-chain state");
@@ -290,7 +298,7 @@ export class ChainWorker {
         return;
       }
       // Transport trouble (an RPC or a node down): retried with backoff, never counted as a deterministic revert.
-      this.fail(item, "Unavailable", firstLine(error), false);
+      this.fail(item, "Unavailable", firstLine(error));
     }
   }
 
@@ -339,15 +347,15 @@ export class ChainWorker {
   }
 
   private async processPush(item: Item, payload: PushPayload): Promise<void> {
-    const nowNs = BigInt(this.nowMs()) * NS_PER_MS;
-    const decideAt = async (blockNumber?: bigint) =>
-      decidePush({
-        storedNanoMomentNs: await this.chain.storedNanoMomentNs(blockNumber),
-        nowNs,
-        heartbeatNs: BigInt(this.settings.pushHeartbeatMs) * NS_PER_MS,
-        forced: payload.forced,
-      });
-    const decision = await this.confirmedAtSafeBlock(await decideAt(), decideAt);
+    // Decided at the head alone (not confirmedAtSafeBlock): a proof stored at the safe block is at least that many
+    // blocks old, so with a heartbeat shorter than the depth the safe block could never say "fresh"; and a fresh
+    // proof a reorg takes back loses nothing, since the pusher creates a new item once the head's proof is stale.
+    const decision = decidePush({
+      storedNanoMomentNs: await this.chain.storedNanoMomentNs(),
+      nowNs: BigInt(this.nowMs()) * NS_PER_MS,
+      heartbeatNs: BigInt(this.settings.pushHeartbeatMs) * NS_PER_MS,
+      forced: payload.forced,
+    });
     if (decision.action !== "send") return this.apply(item, decision);
     const { proof } = await this.proofs.getCurrentTime();
     await this.simulateAndSubmit(item, { to: this.chain.config.oracle, abi: ORACLE_ABI as Abi, functionName: "submitTimeProof", args: [proof] });
@@ -366,12 +374,10 @@ export class ChainWorker {
     const simulation = await this.chain.simulate(call);
     if (!simulation.ok) {
       const policy = classifyRevert(item.kind, simulation.errorName);
-      if (policy.verdict === "done" || policy.verdict === "dead") {
+      if ((policy.verdict === "done" || policy.verdict === "dead") && item.kind !== "push") {
         // Terminal on the head's word: only once the safe block reverts the same way (see confirmedAtSafeBlock).
-        const safe = await this.safeBlockBelowHead();
-        if (safe !== null && (await this.chain.revertNameAt(call, safe)) !== simulation.errorName) {
-          return this.apply(item, this.notYetDeep(`${policy.verdict}: ${policy.note} (${simulation.errorName})`, safe));
-        }
+        const depth = await this.revertsAtSafeBlock(call, simulation.errorName);
+        if (depth !== true) return this.apply(item, this.notYetDeep(`${policy.verdict}: ${policy.note} (${simulation.errorName})`, depth));
       }
       switch (policy.verdict) {
         case "done":
@@ -380,8 +386,15 @@ export class ChainWorker {
           return this.apply(item, { action: "dead", reason: `${policy.note}: ${simulation.message}` });
         case "wait":
           return this.apply(item, { action: "wait", untilMs: this.nowMs() + this.settings.waitMs, note: `${policy.note}: ${simulation.message}` });
-        case "retry":
-          return this.fail(item, simulation.errorName, `${policy.note}: ${simulation.message}`, true);
+        case "retry": {
+          const message = `${policy.note}: ${simulation.message}`;
+          const same = this.fail(item, simulation.errorName, message);
+          // The same revert N times in a row dead-letters, but again only on the safe block's word too.
+          if (isDeterministic(same, this.settings.deterministicRevertLimit) && (await this.revertsAtSafeBlock(call, simulation.errorName)) === true) {
+            this.deadLetterDeterministic(item, simulation.errorName, same, message);
+          }
+          return;
+        }
       }
     }
     const data = encodeFunctionData({ abi: call.abi, functionName: call.functionName, args: call.args });
@@ -396,24 +409,47 @@ export class ChainWorker {
    * A reorg can take back what the head shows (another relayer's delivery or settlement, a revocation, a newer
    * time) as it can take back our own transactions, which count only once they are that deep (submitter.ts):
    * finishing an item on the head's word alone would lose it for good if that block is replaced. Until then the
-   * item waits and is decided again. Any other decision is returned as it is.
+   * item waits and is decided again (a wait counts as no failure). Any other decision is returned as it is.
+   * Reading state at the safe block needs an RPC that keeps state that far back (README: relayer).
    */
   private async confirmedAtSafeBlock<D extends { action: string }>(atHead: D, decideAt: (blockNumber: bigint) => Promise<D>): Promise<D | WaitDecision> {
     if (atHead.action !== "done" && atHead.action !== "dead") return atHead;
-    const safe = await this.safeBlockBelowHead();
-    if (safe === null || (await decideAt(safe)).action === atHead.action) return atHead;
-    return this.notYetDeep(atHead.action, safe);
+    const depth = await this.depthOfTick();
+    if (depth.safe === null) return atHead;
+    if (depth.safe >= 0n && (await decideAt(depth.safe)).action === atHead.action) return atHead;
+    return this.notYetDeep(atHead.action, depth);
   }
 
-  /** The safe block, or null when it is the head itself (confirmations 0: the head's word is final by choice). */
-  private async safeBlockBelowHead(): Promise<bigint | null> {
-    const head = await this.chain.headBlock();
-    const safe = await this.chain.safeBlock(head);
-    return safe >= head ? null : safe;
+  /** True when `call` reverts with `errorName` at the safe block too (or the head is final); else the depth to wait for. */
+  private async revertsAtSafeBlock(call: ContractCall, errorName: string): Promise<true | Depth> {
+    const depth = await this.depthOfTick();
+    if (depth.safe === null) return true;
+    if (depth.safe >= 0n && (await this.chain.revertNameAt(call, depth.safe)) === errorName) return true;
+    return depth;
   }
 
-  private notYetDeep(what: string, safe: bigint): WaitDecision {
-    return { action: "wait", untilMs: this.nowMs() + this.settings.waitMs, note: `${what} at the chain head, not yet at the safe block ${safe}: decided again once it is deep enough` };
+  /**
+   * The chain's head and safe block, read once per tick for every item decided in it; `safe` is null when it is the
+   * head itself (confirmations 0: the head's word is final by choice), and negative on a chain still shorter than
+   * its confirmations (nothing is deep yet).
+   */
+  private depthOfTick(): Promise<Depth> {
+    this.tickDepth ??= (async () => {
+      const head = await this.chain.headBlock();
+      const safe = await this.chain.safeBlock(head);
+      return { head, safe: safe >= head ? null : safe };
+    })();
+    return this.tickDepth;
+  }
+
+  /**
+   * Waits about as long as the safe block needs to reach today's head: one `waitMs` per block of depth, at most
+   * `retryMaxMs` (each decision again reads the chain: a wait of one poll per item would multiply the reads).
+   */
+  private notYetDeep(what: string, depth: Depth): WaitDecision {
+    const blocks = depth.safe === null ? 1 : Number(depth.head - depth.safe);
+    const waitMs = Math.min(this.settings.retryMaxMs, Math.max(1, blocks) * this.settings.waitMs);
+    return { action: "wait", untilMs: this.nowMs() + waitMs, note: `${what} at the chain head (block ${depth.head}), not yet at the safe block ${depth.safe}: decided again once it is deep enough` };
   }
 
   private apply(item: Item, decision: Exclude<Decision, { action: "send" }>): void {
@@ -433,14 +469,16 @@ export class ChainWorker {
     }
   }
 
-  /** A counted failure: backoff, and dead-letter once the same revert came `deterministicRevertLimit` times in a row. */
-  private fail(item: Item, errorName: string, message: string, deterministicRule: boolean): void {
+  /** A counted failure with backoff; returns how many times in a row this error name was seen. */
+  private fail(item: Item, errorName: string, message: string): number {
     this.metrics.failures.inc({ kind: item.kind, reason: errorName });
     const delay = backoffMs(item.attempts + 1, this.settings.retryBaseMs, this.settings.retryMaxMs, Math.random());
-    const same = this.store.recordFailure(item.id, errorName, message, this.nowMs() + delay);
-    if (deterministicRule && isDeterministic(same, this.settings.deterministicRevertLimit)) {
-      this.apply(item, { action: "dead", reason: `deterministic revert: ${errorName} ${same} times in a row: ${message}` });
-    }
+    return this.store.recordFailure(item.id, errorName, message, this.nowMs() + delay);
+  }
+
+  /** Dead-letters an item whose revert came `same` times in a row (the deterministic-revert rule). */
+  private deadLetterDeterministic(item: Item, errorName: string, same: number, message: string): void {
+    this.apply(item, { action: "dead", reason: `deterministic revert: ${errorName} ${same} times in a row: ${message}` });
   }
 
   /** A job's nonce settled: success finishes it; a revert or a lost nonce sends it back to be decided again. */
@@ -457,6 +495,9 @@ export class ChainWorker {
       this.metrics.finished.inc({ kind: item.kind, outcome });
       return;
     }
-    this.fail(item, "TxReverted", `transaction ${settled.hash} reverted in block ${settled.receipt.blockNumber}`, true);
+    // Our own transaction reverted in a block already `confirmations` deep (the submitter settles only then).
+    const message = `transaction ${settled.hash} reverted in block ${settled.receipt.blockNumber}`;
+    const same = this.fail(item, "TxReverted", message);
+    if (isDeterministic(same, this.settings.deterministicRevertLimit)) this.deadLetterDeterministic(item, "TxReverted", same, message);
   }
 }

@@ -1,74 +1,85 @@
 /**
- * relayer/worker.ts's rule for terminal decisions: a "done" or "dead" read at the chain head stands only when the
- * safe block (head − confirmations) shows the same, because a reorg can take back what only the head shows. The
- * worker runs against a stub chain (what each block answers is set by the test) and a real store; the end-to-end
- * case (another party's delivery taken back by a reorg) is in chaos.test.ts.
+ * relayer/worker.ts's rule for terminal decisions: a "done" or "dead" read at the chain head (an observation, a
+ * simulation's revert, or the same revert N times in a row) stands only when the safe block (head − confirmations)
+ * shows the same, because a reorg can take back what only the head shows. The worker runs against a stub chain
+ * (what the head and the safe block answer is set by the test) and a real store, on guardian revocations and
+ * proof pushes; the end-to-end case (another party's delivery taken back by a reorg) is in chaos.test.ts.
  */
 import { expect } from "chai";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import pino from "pino";
+import type { CARD_STATUS } from "../../relayer/abi";
 import type { ChainClient, ContractCall, Simulation } from "../../relayer/chain";
 import { createRelayerMetrics } from "../../relayer/metrics";
-import { RelayerStore } from "../../relayer/store";
-import { pushItem, ChainWorker } from "../../relayer/worker";
+import { RelayerStore, type NewItem } from "../../relayer/store";
+import { ChainWorker, pushItem } from "../../relayer/worker";
 import type { TimeProof } from "../../protocol/types";
 
 const HEAD = 100n;
+const CHAIN_ID = 7;
 const NOW_MS = 1_800_000_000_000;
 const NOW_NS = BigInt(NOW_MS) * 1_000_000n;
+const DETERMINISTIC_REVERT_LIMIT = 3;
 const PROOF = { nanoMoment: NOW_NS, hardwareSignature: "0x", accuracy: 50, nodeSignature: "0x" } as unknown as TimeProof;
+type CardStatus = (typeof CARD_STATUS)[number];
 
-/** What the stub chain answers: the oracle's stored moment and the push's revert, at the head and at the safe block. */
+/** What the stub chain answers, at the head and at the safe block. */
 interface StubChainState {
   confirmations: number;
+  cardAtHead: CardStatus;
+  cardAtSafe: CardStatus;
   storedAtHeadNs: bigint | null;
-  storedAtSafeNs: bigint | null;
   /** simulate()'s answer (at the head). */
   simulation: Simulation;
   /** revertNameAt()'s answer (at the safe block). */
   revertAtSafe: string | null;
-  /** Blocks at which revertNameAt was asked. */
-  revertReadsAt: bigint[];
+  /** Blocks at which a read other than at the head was asked. */
+  readsAt: bigint[];
 }
 
 function stubChain(state: StubChainState): ChainClient {
+  const at = <T>(blockNumber: bigint | undefined, head: T, safe: T): Promise<T> => {
+    if (blockNumber === undefined) return Promise.resolve(head);
+    state.readsAt.push(blockNumber);
+    return Promise.resolve(safe);
+  };
   const stub = {
-    config: { chainId: 7, name: "stub", confirmations: state.confirmations, oracle: "0x0000000000000000000000000000000000000001" },
+    config: { chainId: CHAIN_ID, name: "stub", confirmations: state.confirmations, oracle: "0x0000000000000000000000000000000000000001" },
     headBlock: () => Promise.resolve(HEAD),
     safeBlock: (head: bigint) => Promise.resolve(head - BigInt(state.confirmations)),
-    storedNanoMomentNs: (blockNumber?: bigint) => Promise.resolve(blockNumber === undefined ? state.storedAtHeadNs : state.storedAtSafeNs),
+    cardStatus: (_cardId: string, blockNumber?: bigint) => at(blockNumber, state.cardAtHead, state.cardAtSafe),
+    nodeStatus: () => Promise.resolve("Active"),
+    storedNanoMomentNs: (blockNumber?: bigint) => at(blockNumber, state.storedAtHeadNs, null),
     simulate: (_call: ContractCall) => Promise.resolve(state.simulation),
-    revertNameAt: (_call: ContractCall, blockNumber: bigint) => {
-      state.revertReadsAt.push(blockNumber);
-      return Promise.resolve(state.revertAtSafe);
-    },
+    revertNameAt: (_call: ContractCall, blockNumber: bigint) => at(blockNumber, null, state.revertAtSafe),
   };
   return stub as unknown as ChainClient;
+}
+
+function revokeItem(): NewItem {
+  const payload = { cardId: `0x${"ca".repeat(32)}`, nodeId: "0x00000000000000000000000000000000000000aa", reason: "tampered" };
+  return { id: `revoke:${CHAIN_ID}:test`, kind: "revoke", chainId: CHAIN_ID, sourceChainId: null, sourceBlock: null, payload: JSON.stringify(payload), nextAttemptMs: NOW_MS };
 }
 
 describe("relayer/worker: terminal decisions wait for the safe block", () => {
   let dir: string;
   let store: RelayerStore;
   let state: StubChainState;
-  let worker: ChainWorker;
 
   beforeEach(() => {
     dir = mkdtempSync(join(tmpdir(), "ats-relayer-worker-"));
     store = new RelayerStore(dir, () => NOW_MS);
     state = {
       confirmations: 2,
+      cardAtHead: "Active",
+      cardAtSafe: "Active",
       storedAtHeadNs: null,
-      storedAtSafeNs: null,
-      simulation: { ok: false, errorName: "TimeOracleTimeProofNotNewer", message: "TimeOracleTimeProofNotNewer()" },
+      simulation: { ok: false, errorName: "TimeOracleCardRevoked", message: "TimeOracleCardRevoked()" },
       revertAtSafe: null,
-      revertReadsAt: [],
+      readsAt: [],
     };
-    const chain = stubChain(state);
-    const settings = { maxLogRange: 100, pushHeartbeatMs: 60_000, keeperEnabled: false, bridgeEnabled: false, retryBaseMs: 100, retryMaxMs: 1_000, deterministicRevertLimit: 3, waitMs: 50 };
-    const proofs = { getCurrentTime: () => Promise.resolve({ proof: PROOF }) } as unknown as ConstructorParameters<typeof ChainWorker>[3];
-    worker = new ChainWorker(chain, new Map([[7, chain]]), store, proofs, settings, createRelayerMetrics(() => ({})), pino({ level: "silent" }), () => NOW_MS, { feeBumpAfterMs: 1_000, maxFeePerGasWei: 10n ** 12n });
   });
 
   afterEach(() => {
@@ -76,40 +87,83 @@ describe("relayer/worker: terminal decisions wait for the safe block", () => {
     rmSync(dir, { recursive: true, force: true });
   });
 
-  /** Decides a fresh push item once and returns it as stored. */
-  async function decidePush() {
-    const item = pushItem(7, NOW_MS, false);
-    store.insertItem(item);
-    await worker.process(store.item(item.id)!);
+  /** A worker for the state as it is now (each decision is one tick: head and safe block read afresh). */
+  function worker(): ChainWorker {
+    const chain = stubChain(state);
+    const settings = { maxLogRange: 100, pushHeartbeatMs: 60_000, keeperEnabled: false, bridgeEnabled: false, retryBaseMs: 100, retryMaxMs: 1_000, deterministicRevertLimit: DETERMINISTIC_REVERT_LIMIT, waitMs: 50 };
+    const proofs = { getCurrentTime: () => Promise.resolve({ proof: PROOF }) } as unknown as ConstructorParameters<typeof ChainWorker>[3];
+    return new ChainWorker(chain, new Map([[CHAIN_ID, chain]]), store, proofs, settings, createRelayerMetrics(() => ({})), pino({ level: "silent" }), () => NOW_MS, { feeBumpAfterMs: 1_000, maxFeePerGasWei: 10n ** 12n });
+  }
+
+  /** Decides `item` once (inserting it first if new) and returns it as stored. */
+  async function decide(item: NewItem = revokeItem()) {
+    if (store.item(item.id) === undefined) store.insertItem(item);
+    await worker().process(store.item(item.id)!);
     return store.item(item.id)!;
   }
 
-  it("a fresh proof only the head holds: the push waits, naming the safe block; once the safe block holds it, done", async () => {
-    state.storedAtHeadNs = NOW_NS; // fresh at the head: "done, skipped" there
-    const waiting = await decidePush();
-    expect(waiting.status).to.equal("pending");
+  it("a card revoked only at the head: the item waits, naming the safe block and counting no failure; revoked there too, done", async () => {
+    state.cardAtHead = "Revoked";
+    const waiting = await decide();
+    expect(waiting).to.deep.include({ status: "pending", attempts: 0, sameErrorCount: 0 });
     expect(waiting.lastError).to.contain("not yet at the safe block 98");
-    state.storedAtSafeNs = NOW_NS;
-    await worker.process(waiting);
-    expect(store.item(waiting.id)!.status).to.equal("done");
+    expect(state.readsAt).to.deep.equal([98n]);
+    state.cardAtSafe = "Revoked";
+    const done = await decide();
+    expect(done.status).to.equal("done");
+    expect(done.outcome).to.equal("revoked (already)");
   });
 
-  it("a revert that says done at the head (TimeOracleTimeProofNotNewer) waits while the safe block would take the call", async () => {
-    const waiting = await decidePush(); // nothing stored: send; the simulation at the head reverts NotNewer
+  it("a card unknown only at the head (dead there): the item waits; unknown at the safe block too, dead-letter", async () => {
+    state.cardAtHead = "None";
+    expect((await decide()).status).to.equal("pending");
+    state.cardAtSafe = "None";
+    const dead = await decide();
+    expect(dead.status).to.equal("dead");
+    expect(dead.outcome).to.contain("not registered");
+  });
+
+  it("a revert that says done at the head (TimeOracleCardRevoked) waits while the safe block would take the call", async () => {
+    const waiting = await decide(); // Active at both: send; the simulation at the head reverts CardRevoked
     expect(waiting.status).to.equal("pending");
-    expect(waiting.lastError).to.contain("TimeOracleTimeProofNotNewer").and.to.contain("not yet at the safe block 98");
-    expect(state.revertReadsAt).to.deep.equal([98n]);
-    state.revertAtSafe = "TimeOracleTimeProofNotNewer";
-    await worker.process(waiting);
-    const done = store.item(waiting.id)!;
+    expect(waiting.lastError).to.contain("TimeOracleCardRevoked").and.to.contain("not yet at the safe block 98");
+    state.revertAtSafe = "TimeOracleCardRevoked";
+    const done = await decide();
     expect(done.status).to.equal("done");
-    expect(done.outcome).to.contain("TimeOracleTimeProofNotNewer");
+    expect(done.outcome).to.contain("TimeOracleCardRevoked");
+  });
+
+  it("the same revert N times dead-letters only once the safe block reverts the same way", async () => {
+    state.simulation = { ok: false, errorName: "SomethingOnlyTheHeadDoes", message: "SomethingOnlyTheHeadDoes()" };
+    for (let attempt = 1; attempt <= DETERMINISTIC_REVERT_LIMIT + 1; attempt += 1) {
+      expect(await decide(), `attempt ${attempt}`).to.deep.include({ status: "pending", sameErrorCount: attempt });
+    }
+    state.revertAtSafe = "SomethingOnlyTheHeadDoes";
+    const dead = await decide();
+    expect(dead.status).to.equal("dead");
+    expect(dead.outcome).to.contain(`SomethingOnlyTheHeadDoes ${DETERMINISTIC_REVERT_LIMIT + 2} times in a row`);
+  });
+
+  it("on a chain still shorter than its confirmations nothing is deep: a terminal reading waits", async () => {
+    state.confirmations = 200;
+    state.cardAtHead = "Revoked";
+    state.cardAtSafe = "Revoked";
+    const waiting = await decide();
+    expect(waiting.status).to.equal("pending");
+    expect(state.readsAt).to.deep.equal([]); // no read at a negative block
   });
 
   it("with confirmations 0 the head's word is final: done at once, no read at another block", async () => {
     state.confirmations = 0;
-    const done = await decidePush();
+    state.cardAtHead = "Revoked";
+    expect((await decide()).status).to.equal("done");
+    expect(state.readsAt).to.deep.equal([]);
+  });
+
+  it("a push is decided at the head alone: a fresh proof there is done (the pusher makes a new item once it is stale)", async () => {
+    state.storedAtHeadNs = NOW_NS;
+    const done = await decide(pushItem(CHAIN_ID, NOW_MS, false));
     expect(done.status).to.equal("done");
-    expect(state.revertReadsAt).to.deep.equal([]);
+    expect(state.readsAt).to.deep.equal([]);
   });
 });
