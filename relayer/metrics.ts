@@ -34,7 +34,7 @@ export function createRelayerMetrics(queueDepth: () => Record<string, number>): 
   });
   return {
     registry,
-    finished: new Counter({ name: "ats_relayer_finished_total", help: "Items finished, by kind and outcome (delivered, executed, pushed, done, dead).", labelNames: ["kind", "outcome"], registers: [registry] }),
+    finished: new Counter({ name: "ats_relayer_finished_total", help: "Items finished, by kind and outcome (delivered, executed, pushed, done, dead). An item a reorg deeper than the confirmations reopens counts again when it finishes again.", labelNames: ["kind", "outcome"], registers: [registry] }),
     failures: new Counter({ name: "ats_relayer_failures_total", help: "Failed attempts, by kind and reason (a revert's error name, Unavailable, TxReverted).", labelNames: ["kind", "reason"], registers: [registry] }),
     tickFailures: new Counter({ name: "ats_relayer_tick_failures_total", help: "Ticks of a chain that failed (RPC unreachable, …).", labelNames: ["chain"], registers: [registry] }),
     reorgs: new Counter({ name: "ats_relayer_reorgs_total", help: "Reorgs seen at the scan cursor.", labelNames: ["chain"], registers: [registry] }),
