@@ -66,6 +66,17 @@ function loadStrictTimeService(): grpc.ServiceDefinition {
 const MAX_ID_CHARS = 128;
 /** gRPC connections without a call for this long are closed. */
 const GRPC_MAX_CONNECTION_IDLE_MS = 5 * 60_000;
+/**
+ * Calls in flight per connection (HTTP/2 SETTINGS_MAX_CONCURRENT_STREAMS; a client's HTTP/2 layer queues the calls
+ * beyond it). Every call that arrives is parsed and run through grpc-js before the rate limit can refuse it (about
+ * 0.2 ms each here), so this bounds the burst one connection can put on the event loop: with 64, two channels of
+ * 64 calls in flight stalled a normal REST client for 14–32 ms (p99; `npm run bench:attack`, attack 6), with 16 for
+ * 8–11 ms (2026-11-27, three runs each). A client still has room for its streams (maxStreamsPerClient) and unary
+ * calls beside them.
+ */
+function grpcMaxConcurrentStreams(maxStreamsPerClient: number): number {
+  return Math.max(16, maxStreamsPerClient + 8);
+}
 /** How often Health.Watch re-reads the health status (tamper is pushed at once). */
 const HEALTH_WATCH_INTERVAL_MS = 1_000;
 
@@ -448,9 +459,9 @@ export function createGrpcServer(context: TransportContext): grpc.Server {
     "grpc.max_connection_idle_ms": GRPC_MAX_CONNECTION_IDLE_MS,
     "grpc.max_receive_message_length": limits.grpcMaxReceiveMessageBytes,
     "grpc.max_send_message_length": limits.grpcMaxSendMessageBytes,
-    // Calls in flight per connection: with refusals answered after a pause, this bounds the refusals per second
-    // one connection can draw (64 / 100 ms); streams are capped per client far below it (maxStreamsPerClient).
-    "grpc.max_concurrent_streams": 64,
+    // Calls in flight per connection: with refusals answered after a pause, this also bounds the refusals per
+    // second one connection can draw (16 per 100 ms by default).
+    "grpc.max_concurrent_streams": grpcMaxConcurrentStreams(limits.maxStreamsPerClient),
     "grpc.keepalive_time_ms": 60_000,
     "grpc.keepalive_timeout_ms": 10_000,
   });

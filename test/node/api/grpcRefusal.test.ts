@@ -1,9 +1,10 @@
 /**
  * gRPC refusals (RESOURCE_EXHAUSTED) are answered after the refusal pause, as REST 429s are not read for it
- * (a refusal flood must not be answered as fast as a client can ask).
+ * (a refusal flood must not be answered as fast as a client can ask); and a connection's calls in flight are bounded.
  */
 import { expect } from "chai";
 import * as grpc from "@grpc/grpc-js";
+import * as http2 from "node:http2";
 import { DEFAULT_CONNECTION_LIMITS } from "../../../node/api/connectionGuard";
 import { loadProtos } from "../../../wire/grpc";
 import { startTestNode, type TestNode } from "./helpers";
@@ -86,5 +87,26 @@ describe("node/api/grpc refusals", function () {
     }
     expect(codes.filter((code) => code === grpc.status.UNAVAILABLE)).to.deep.equal([]);
     expect(codes.filter((code) => code === grpc.status.OK)).to.have.length(3);
+  });
+
+  it("lets a connection have 16 calls in flight (maxStreamsPerClient + 8 when more): one connection's burst stays short", async () => {
+    for (const [maxStreamsPerClient, expected] of [
+      [8, 16],
+      [20, 28],
+    ] as const) {
+      t = await startTestNode({ overrides: { maxStreamsPerClient } });
+      const session = http2.connect(`http://${t.node.endpoints.grpc}`);
+      try {
+        const settings = await new Promise<http2.Settings>((resolve, reject) => {
+          session.once("remoteSettings", resolve);
+          session.once("error", reject);
+        });
+        expect(settings.maxConcurrentStreams, `maxStreamsPerClient ${maxStreamsPerClient}`).to.equal(expected);
+      } finally {
+        session.destroy();
+        await t.close();
+        t = undefined;
+      }
+    }
   });
 });
