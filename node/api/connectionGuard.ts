@@ -100,10 +100,11 @@ interface ParserHook {
  * last read cost ~450 ms of event loop for 20 connections × 50,000 pipelined GETs (Node 20, this machine). Once
  * the connection is closing, its parser's per-request hook answers STOP_PARSING, so the rest of that read is
  * dropped unparsed (same test: 44 ms). The hook is replaced only then, never wrapped for every connection: a
- * wrapper would sit on every request's path (~2 % of a saturated node's serving thread, 2026-11-27). The hook is
- * internal to Node (parser.onIncoming, looked up for every request and reset when the parser returns to its
- * pool): where it is missing, nothing changes and admit() still refuses those requests one by one; a test pins
- * the behaviour on the Node version in use.
+ * wrapper sat on every request's path (~0.8 % self time in a CPU profile of a saturated serving thread; 0–1 % more
+ * requests without it in an A/B, 2026-11-27). The hook is internal to Node (parser.onIncoming, looked up for every
+ * request; Node sets it anew for each connection that takes a parser from its pool and clears it when the parser
+ * goes back, so the replacement never reaches another connection): where it is missing, nothing changes and
+ * admit() still refuses those requests one by one; a test pins the behaviour on the Node version in use.
  */
 function stopParsing(socket: Socket): void {
   const parser = (socket as Socket & { parser?: ParserHook | null }).parser;

@@ -17,6 +17,8 @@
  * - timerpc_mesh_rounds_total{outcome}: consensus rounds proposed, "ok" or the error message that ended them.
  * - timerpc_mesh_packets_dropped_total{reason}: mesh packets this node dropped, by reason (docs/protocol.md §7.3).
  * - timerpc_tamper_events_total: tamper events reported by the card.
+ * - timerpc_attestation_signer{signer}: 1 for where ticks are signed now (self-ticking-thread, thread, main-thread;
+ *   node/api/README.md lists when each applies), read at scrape time.
  * - timerpc_served_proofs_total{transport}: proofs handed out (REST current, WS pushes, gRPC responses).
  * - timerpc_stream_pushes_skipped_total: stream updates (WebSocket, gRPC StreamTime) skipped because the node-wide
  *   push budget (streamMaxPushesPerSecond) was spent.

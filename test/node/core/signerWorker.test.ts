@@ -657,9 +657,12 @@ describe("Signer thread (node/core/signerWorker.ts)", () => {
           // Operators see the mode in /metrics (one series, value 1).
           const metrics = createNodeMetrics({ defaultMetrics: false });
           const unbind = metrics.bindService(service);
-          const mode = expected[setting] === "worker" ? "self-ticking-thread" : "main-thread";
-          expect((await metrics.render()).match(/^timerpc_attestation_signer\{.*$/gm), setting).to.deep.equal([`timerpc_attestation_signer{signer="${mode}"} 1`]);
-          unbind();
+          try {
+            const mode = expected[setting] === "worker" ? "self-ticking-thread" : "main-thread";
+            expect((await metrics.render()).match(/^timerpc_attestation_signer\{.*$/gm), setting).to.deep.equal([`timerpc_attestation_signer{signer="${mode}"} 1`]);
+          } finally {
+            unbind();
+          }
           if (expected[setting] === "worker") {
             // The node's clocks are host-clock anchors and the dev card's key may travel: the thread ticks on its own.
             const requests = signs.calls();
