@@ -16,6 +16,7 @@ import {
   type ScheduleDeliveryBody,
   type ScheduleServiceOptions,
 } from "../../../node/core/schedules";
+import * as sqlite from "../../../lib/sqlite";
 import { nsToBlob } from "../../../lib/sqlite";
 import { buildService, expectRejects, scheduleServiceOptions, startCallbackServer, tempDir, testConfig, waitFor, type CallbackServer } from "./helpers";
 
@@ -339,6 +340,27 @@ describe("scheduled deliveries: state commits", function () {
     for (const seen of seenAtPost) expect(seen).to.deep.equal({ status: "delivering", attempts: 1, hasProof: true });
     for (const record of records) expect(started.get(record.id).attempts).to.equal(1);
     expect(started.stats()).to.include({ deliveredTotal: 30, attemptsTotal: 30, storeWriteErrorsTotal: 0 });
+  });
+
+  it("commits an accepted schedule durably (synchronous FULL) and the delivery's bookkeeping without an fsync", async () => {
+    // Every durable commit, with the connection's synchronous level inside it (SQLite: 1 NORMAL, 2 FULL).
+    const durable: unknown[] = [];
+    const original = sqlite.commitDurably;
+    (sqlite as { commitDurably: typeof original }).commitDurably = (db, commit) =>
+      original(db, () => {
+        durable.push(db.pragma("synchronous", { simple: true }));
+        return commit();
+      });
+    try {
+      const started = fixtures.service({ ...recordingTransport() });
+      const record = await started.schedule(nowNs(), "http://127.0.0.1:1/cb");
+      expect(durable, "the accepted row, before its id is returned").to.deep.equal([2]);
+      await waitFor(() => started.get(record.id).status === "delivered", 20_000, "the delivery");
+      // 'delivering' and 'delivered' were committed too, but not durably: the connection's own level (NORMAL).
+      expect(durable).to.deep.equal([2]);
+    } finally {
+      (sqlite as { commitDurably: typeof original }).commitDurably = original;
+    }
   });
 
   /**
