@@ -1,7 +1,8 @@
 /**
  * Group commit: the writes asked for during one turn of the event loop go to the store together, in one
- * transaction (one fsync with SQLite's synchronous=FULL), and each caller's promise settles once that transaction
- * has committed, or failed. A caller acknowledges its write only after it is durable, as with one commit each.
+ * transaction (one fsync when the commit is durable: SQLite's synchronous=FULL, or lib/sqlite.ts commitDurably),
+ * and each caller's promise settles once that transaction has committed, or failed. A caller acknowledges its
+ * write only after it is committed (on disk, for a durable commit), as with one commit each.
  *
  * Why: a durable commit costs a disk flush (~0.2–0.5 ms on the machines this runs on) and better-sqlite3 runs it on
  * the event loop, so a burst of writes, one commit each, holds every other request for the sum of the flushes. In a

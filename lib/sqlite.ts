@@ -15,8 +15,9 @@ export interface OpenDatabaseOptions {
   dataDir: string;
   fileName: string;
   /**
-   * FULL: every commit reaches the disk before returning (the relayer's store). NORMAL: may lose the last commits on
-   * power loss, never corrupts (archive; schedules, whose accepted rows commit with commitDurably).
+   * FULL: every commit reaches the disk before returning (the relayer's store, the temporal RPC's). NORMAL: may
+   * lose the commits since the last sync on power loss, never corrupts (archive; schedules, whose accepted rows and
+   * failures commit with commitDurably).
    */
   synchronous: "FULL" | "NORMAL";
 }
@@ -39,9 +40,11 @@ export function openDatabase(options: OpenDatabaseOptions): SqliteDatabase {
 }
 
 /**
- * Runs `commit` (one transaction) with synchronous = FULL on a connection opened with NORMAL: in WAL mode the WAL is
- * synced when that commit returns, so it (and every commit before it) survives a power loss, while the
- * connection's other commits skip the fsync (~5–12 ms each on this machine, all of it on the event loop). For a
+ * Runs `commit` (one transaction, never inside another: SQLite refuses to change the level there) with
+ * synchronous = FULL on a connection opened with NORMAL: in WAL mode the WAL is synced when that commit returns,
+ * so it (and every commit before it) survives a power loss, while the connection's other commits skip the fsync
+ * (~5–12 ms each on this machine, all of it on the event loop; SQLite's automatic checkpoints, about every 1,000
+ * pages of WAL, still sync). For a
  * store where only some writes are promises to a client (schedules.ts: an accepted schedule) and the rest is
  * bookkeeping that a crash may roll back a little (delivery attempts, which are redone). A process crash loses
  * no commit either way: the WAL is in the operating system's cache.
@@ -51,7 +54,11 @@ export function commitDurably<T>(db: SqliteDatabase, commit: () => T): T {
   try {
     return commit();
   } finally {
-    db.pragma("synchronous = NORMAL");
+    try {
+      db.pragma("synchronous = NORMAL");
+    } catch {
+      // Left at FULL: every later commit is durable too, only slower. The commit above stands either way.
+    }
   }
 }
 

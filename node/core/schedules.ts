@@ -5,10 +5,13 @@
  * Persistence: SQLite (`schedules.sqlite` in dataDir, WAL). `schedule()` commits the row durably (synchronous=FULL:
  * on disk, lib/sqlite.ts commitDurably) before it returns the id (rows of one event-loop turn in one commit,
  * lib/groupCommit.ts), so an accepted schedule survives a crash, a restart or a power loss; on start the worker
- * reloads every row still `scheduled` or `delivering` and resumes. The delivery bookkeeping below (claims, attempt
- * states) commits without an fsync (synchronous=NORMAL): each fsync took 5–12 ms of event loop on this machine,
- * one per turn of deliveries (`npm run bench:attack`, attack 1). A process crash loses none of those commits; a
- * power loss may take back the last of them, which only means an attempt is made again (at least once, below).
+ * reloads every row still `scheduled` or `delivering` and resumes. A schedule marked `failed` commits durably too
+ * (a client may act on it). The rest of the delivery bookkeeping (claims, `delivering`, `delivered`, retries)
+ * commits without an fsync (synchronous=NORMAL): each fsync took 5–12 ms of event loop on this machine, one per
+ * turn of deliveries (`npm run bench:attack`, attack 1). A process crash loses none of those commits. A power loss
+ * may take back those made since the last sync (the next durable commit or checkpoint): a `delivered` schedule is
+ * then `delivering` again and delivered again (same id), and a POST may go uncounted, so attempts can exceed
+ * maxAttempts by the ones lost; nothing accepted is lost.
  *
  * Delivery semantics: at most one delivery per successful POST, at least once overall. A row is marked
  * `delivering` (attempts + 1, the proof it carries) BEFORE the POST (committed: the POST waits for it) and
@@ -624,7 +627,11 @@ export class ScheduleService {
     const updateAll = this.#db.transaction((updates: readonly DeliveryUpdate[]) => {
       for (const update of updates) update.changes = this.#runUpdate(update);
     });
-    this.#updates = new GroupCommit({ write: (updates) => updateAll(updates), maxBatch: MAX_INSERTS_PER_COMMIT });
+    // A failure is final news for the client (it may schedule again): durable; the rest is bookkeeping (header).
+    this.#updates = new GroupCommit({
+      write: (updates) => (updates.some((update) => update.kind === "failed") ? commitDurably(this.#db, () => updateAll(updates)) : updateAll(updates)),
+      maxBatch: MAX_INSERTS_PER_COMMIT,
+    });
     for (const { client_key, n } of this.#statements.pendingByClient.all() as { client_key: string; n: number }[]) {
       this.#pending.add(client_key, n);
     }
@@ -830,7 +837,7 @@ export class ScheduleService {
       // Claimed rows are not due again until the claim expires (a crash mid-delivery resumes them then).
       const claimUntilNs = nowNs + BigInt(this.#attemptLimitMs) * NS_PER_MS;
       const picked = pickFairly(candidates, inFlightByClient, room, this.#maxConcurrentPerClient, suspects);
-      // One commit for the pass's claims, not one per row (each durable commit holds the event loop).
+      // One commit for the pass's claims, not one per row (each commit holds the event loop).
       try {
         this.#claimAll(picked.map(({ id }) => id), nsToBlob(claimUntilNs));
       } catch (error) {
@@ -932,7 +939,7 @@ export class ScheduleService {
     const inFlightUntilNs = this.#options.nowNs() + BigInt(deliveryTimeoutMs + 1_000) * NS_PER_MS;
     progress.delivering = this.#commit({ kind: "delivering", id: row.id, proofJson: signed.body, untilBlob: nsToBlob(inFlightUntilNs), changes: 0 });
     await progress.delivering;
-    // The row is durably `delivering` before anything is sent; an attempt ended meanwhile sends nothing.
+    // The row is committed `delivering` before anything is sent; an attempt ended meanwhile sends nothing.
     if (signal.aborted || !this.#db.open) throw signal.reason ?? new Error("schedule store closed");
     this.#stats.attemptsTotal += 1;
     progress.posted = true;

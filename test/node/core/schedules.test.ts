@@ -342,22 +342,31 @@ describe("scheduled deliveries: state commits", function () {
     expect(started.stats()).to.include({ deliveredTotal: 30, attemptsTotal: 30, storeWriteErrorsTotal: 0 });
   });
 
-  it("commits an accepted schedule durably (synchronous FULL) and the delivery's bookkeeping without an fsync", async () => {
-    // Every durable commit, with the connection's synchronous level inside it (SQLite: 1 NORMAL, 2 FULL).
-    const durable: unknown[] = [];
+  it("commits accepted and failed schedules durably (synchronous FULL), the rest of the bookkeeping without an fsync", async () => {
+    // Every durable commit: the connection's level (SQLite: 1 NORMAL, 2 FULL) before it and inside it.
+    const durable: { before: unknown; inside: unknown }[] = [];
     const original = sqlite.commitDurably;
-    (sqlite as { commitDurably: typeof original }).commitDurably = (db, commit) =>
-      original(db, () => {
-        durable.push(db.pragma("synchronous", { simple: true }));
+    (sqlite as { commitDurably: typeof original }).commitDurably = (db, commit) => {
+      const before = db.pragma("synchronous", { simple: true });
+      return original(db, () => {
+        durable.push({ before, inside: db.pragma("synchronous", { simple: true }) });
         return commit();
       });
+    };
     try {
-      const started = fixtures.service({ ...recordingTransport() });
-      const record = await started.schedule(nowNs(), "http://127.0.0.1:1/cb");
-      expect(durable, "the accepted row, before its id is returned").to.deep.equal([2]);
-      await waitFor(() => started.get(record.id).status === "delivered", 20_000, "the delivery");
-      // 'delivering' and 'delivered' were committed too, but not durably: the connection's own level (NORMAL).
-      expect(durable).to.deep.equal([2]);
+      const started = fixtures.service({ maxAttempts: 1, ...recordingTransport([200, 500]) });
+      const delivered = await started.schedule(nowNs(), "http://127.0.0.1:1/cb");
+      expect(durable, "the accepted row, before its id is returned").to.deep.equal([{ before: 1, inside: 2 }]);
+      await waitFor(() => started.get(delivered.id).status === "delivered", 20_000, "the delivery");
+      // 'delivering' and 'delivered' were committed too, at the connection's own level (NORMAL): not through it.
+      expect(durable).to.have.length(1);
+      const failed = await started.schedule(nowNs(), "http://127.0.0.1:1/cb");
+      await waitFor(() => started.get(failed.id).status === "failed", 20_000, "the failure");
+      expect(durable, "the second accepted row, then its failure").to.deep.equal([
+        { before: 1, inside: 2 },
+        { before: 1, inside: 2 },
+        { before: 1, inside: 2 },
+      ]);
     } finally {
       (sqlite as { commitDurably: typeof original }).commitDurably = original;
     }
