@@ -374,8 +374,10 @@ export class ChainWorker {
     const simulation = await this.chain.simulate(call);
     if (!simulation.ok) {
       const policy = classifyRevert(item.kind, simulation.errorName);
-      if ((policy.verdict === "done" || policy.verdict === "dead") && item.kind !== "push") {
-        // Terminal on the head's word: only once the safe block reverts the same way (see confirmedAtSafeBlock).
+      // Terminal on the head's word only once the safe block reverts the same way (see confirmedAtSafeBlock); a push
+      // is decided at the head alone (processPush).
+      const confirmTerminal = item.kind !== "push";
+      if ((policy.verdict === "done" || policy.verdict === "dead") && confirmTerminal) {
         const depth = await this.revertsAtSafeBlock(call, simulation.errorName);
         if (depth !== true) return this.apply(item, this.notYetDeep(`${policy.verdict}: ${policy.note} (${simulation.errorName})`, depth));
       }
@@ -390,7 +392,7 @@ export class ChainWorker {
           const message = `${policy.note}: ${simulation.message}`;
           const same = this.fail(item, simulation.errorName, message);
           // The same revert N times in a row dead-letters, but again only on the safe block's word too.
-          if (isDeterministic(same, this.settings.deterministicRevertLimit) && (await this.revertsAtSafeBlock(call, simulation.errorName)) === true) {
+          if (isDeterministic(same, this.settings.deterministicRevertLimit) && (!confirmTerminal || (await this.revertsAtSafeBlock(call, simulation.errorName)) === true)) {
             this.deadLetterDeterministic(item, simulation.errorName, same, message);
           }
           return;

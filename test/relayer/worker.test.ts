@@ -160,6 +160,14 @@ describe("relayer/worker: terminal decisions wait for the safe block", () => {
     expect(state.readsAt).to.deep.equal([]);
   });
 
+  it("a push's deterministic revert dead-letters on the head's word (its proof is fresh: replaying it at an older block says nothing)", async () => {
+    state.simulation = { ok: false, errorName: "TimeOracleInvalidTimeProof", message: "TimeOracleInvalidTimeProof()" };
+    const item = pushItem(CHAIN_ID, NOW_MS, false);
+    for (let attempt = 1; attempt < DETERMINISTIC_REVERT_LIMIT; attempt += 1) expect((await decide(item)).status, `attempt ${attempt}`).to.equal("pending");
+    expect((await decide(item)).status).to.equal("dead");
+    expect(state.readsAt).to.deep.equal([]);
+  });
+
   it("a push is decided at the head alone: a fresh proof there is done (the pusher makes a new item once it is stale)", async () => {
     state.storedAtHeadNs = NOW_NS;
     const done = await decide(pushItem(CHAIN_ID, NOW_MS, false));
