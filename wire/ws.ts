@@ -60,6 +60,8 @@ export interface UpdateFrame {
  * is missing), or field "message" with the unknown fields listed; null when it conforms.
  */
 export function schemaProblem(schema: TObject, value: unknown): { field: string; message: string } | null {
+  // Check first: listing the errors costs about twice as much, and almost every message has none.
+  if (Value.Check(schema, value)) return null;
   const errors = [...Value.Errors(schema, value)];
   if (errors.length === 0) return null;
   const present = typeof value === "object" && value !== null ? (value as Record<string, unknown>) : {};
