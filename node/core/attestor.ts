@@ -15,7 +15,8 @@
  *   newest on every proof request and on its own timer (#takeThreadTick), checks the card's tamper state and
  *   measured error when it takes it (so the card's state is sampled after the signature, not before it as for a
  *   tick signed here), and grants or withholds the thread's permit to sign by the same checks at the tick pace
- *   (#checkSelfTicking). Nothing is posted per tick.
+ *   (#checkSelfTicking). Nothing is posted per tick. Each thread's first tick is verified like the known-answer
+ *   test (both signatures, recomputed or checked here) before any of its ticks is published.
  * - **Requested ticks** in the signer thread, otherwise: per tick the main thread checks tamper and accuracy, reads
  *   the card clock, posts the request, and swaps its cached proof when the signatures come back; the thread signs
  *   the card's message too when it holds the card key (a hardware card signs through its driver, in the main
@@ -64,7 +65,7 @@ import type { TimeCard } from "../card/types";
 import { soloCoSigning, type CoSigningStage, type LocalAttestation } from "./cosign";
 import { nextFixedRateTick } from "./fixedRate";
 import { verifyP256Signature } from "../../protocol/verify";
-import type { SlotRecord } from "./signerResultSlot";
+import type { SlotRecord, SlotResult } from "./signerResultSlot";
 import { NodeSignerThread, type NodeSignRequest, type SelfTicking, type ThreadSignRequest } from "./signerWorker";
 import type { NodeAlert, SignedTime } from "./types";
 
@@ -205,6 +206,8 @@ export class Attestor {
   /** The signer thread; ticks use it once #signerReady (loaded and known-answer-tested). */
   #signer: NodeSignerThread | null = null;
   #signerReady = false;
+  /** The self-ticking thread whose first tick passed #threadSignatureProblem (each new thread's is checked once). */
+  #tickCheckedFor: NodeSignerThread | null = null;
   /** Bumped by stop(): replies and timers of an earlier run are ignored. */
   #generation = 0;
   readonly #stats: Omit<AttestorStats, "signer" | "selfTicking"> = {
@@ -640,7 +643,20 @@ export class Attestor {
       this.#closeSigner();
       return;
     }
-    this.#acceptFromWorker({ nanoMoment, hardwareSignature, accuracy: this.#options.accuracyNs, nodeTimestampNs }, tick.entry, tick.digest, tick.signDurationNs);
+    const request = { nanoMoment, hardwareSignature, accuracy: this.#options.accuracyNs, nodeTimestampNs };
+    if (this.#tickCheckedFor !== signer) {
+      // The known-answer test covers the thread's signing; its first tick covers the rest of the tick path (its
+      // clocks, the accuracy it signs, the record it writes), checked the same way before any tick of it is published.
+      const problem = this.#threadSignatureProblem({ nanoMoment, accuracy: request.accuracy, nodeTimestampNs }, tick);
+      if (problem !== null) {
+        this.#stats.tickErrorsTotal += 1;
+        this.#logger.error({ problem }, "signer thread's first tick does not verify; signing in the main thread from now on");
+        this.#closeSigner();
+        return;
+      }
+      this.#tickCheckedFor = signer;
+    }
+    this.#acceptFromWorker(request, tick.entry, tick.digest, tick.signDurationNs);
   }
 
   /** Spawns the signer thread; ticks switch to it after its known-answer test passes. */
@@ -710,21 +726,32 @@ export class Attestor {
       accuracy: this.#options.accuracyNs,
       nodeTimestampNs: 1_700_000_000_123_457_000n,
     };
-    const result = await signer.sign(request);
+    const problem = this.#threadSignatureProblem(request, await signer.sign(request));
+    if (problem !== null) throw new Error(`signer thread failed its known-answer test (${problem})`);
+  }
+
+  /**
+   * What is wrong with signatures the thread made for `request` (null: nothing): the card signature must verify
+   * with the card's public key for the moment (or be the one the request gave), and the digest and node entry must
+   * be byte for byte what protocol/sign.ts makes for the attestation with the node's key and this node's accuracy.
+   */
+  #threadSignatureProblem(request: ThreadSignRequest, result: SlotResult): string | null {
+    const { card } = this.#options;
     const { hardwareSignature } = result;
     if (request.hardwareSignature === undefined) {
       const cardSigned =
         hardwareSignature.length === 2 + 2 * 96 &&
         hardwareSignature.slice(0, 66) === card.cardId &&
         verifyP256Signature({ message: hwMessage(card.cardId, request.nanoMoment) }, `0x${hardwareSignature.slice(66, 130)}`, `0x${hardwareSignature.slice(130, 194)}`, card.publicKey);
-      if (!cardSigned) throw new Error("signer thread failed its known-answer test (its card signature does not verify with the card's public key)");
+      if (!cardSigned) return "its card signature does not verify with the card's public key";
     } else if (hardwareSignature !== request.hardwareSignature) {
-      throw new Error("signer thread failed its known-answer test (it did not keep the hardware signature it was given)");
+      return "it did not keep the hardware signature it was given";
     }
     const att = timeAttestationForProof({ nanoMoment: request.nanoMoment, hardwareSignature, accuracy: request.accuracy }, request.nodeTimestampNs);
     if (result.digest !== timeAttestationDigest(att) || result.entry !== signNodeEntry(this.#options.nodeKey, att)) {
-      throw new Error("signer thread failed its known-answer test (digest or entry differs from protocol/sign.ts)");
+      return "digest or entry differs from protocol/sign.ts";
     }
+    return null;
   }
 
   #closeSigner(): void {

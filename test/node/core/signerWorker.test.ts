@@ -547,6 +547,30 @@ describe("Signer thread (node/core/signerWorker.ts)", () => {
     for (const { proof } of served) expect(proof.nanoMoment <= card.readTimeNs()).to.equal(true);
   });
 
+  it("attestor, self-ticking: a thread whose first tick does not verify is closed before any of its ticks is published", async () => {
+    // The thread's first tick, as the serving thread reads it, carries a node entry that is not the node's signature.
+    const collect = NodeSignerThread.prototype.collect;
+    let corrupted = 0;
+    NodeSignerThread.prototype.collect = function corruptFirstTick(this: NodeSignerThread) {
+      const record = collect.call(this);
+      if (record === null || record.kind !== "tick" || corrupted > 0) return record;
+      corrupted += 1;
+      const flipped = record.entry[40] === "0" ? "1" : "0"; // a hex digit inside r
+      return { ...record, entry: `${record.entry.slice(0, 40)}${flipped}${record.entry.slice(41)}` as Hex };
+    };
+    try {
+      const { attestor, verifyAt, proofs } = await selfTickingAttestor({ waitForThreadTicks: false });
+      await waitFor(() => attestor.stats().tickErrorsTotal === 1 && attestor.stats().signer === "main-thread", 20_000, "the thread closed");
+      expect(corrupted).to.equal(1);
+      expect(attestor.stats().workerAttestationsTotal, "nothing of the thread published").to.equal(0);
+      const before = proofs.length;
+      await waitFor(() => proofs.length >= before + 5, 20_000, "proofs signed in the serving thread after the fallback");
+      for (const { proof } of proofs) expect(verifyAt(proof).valid).to.equal(true);
+    } finally {
+      NodeSignerThread.prototype.collect = collect;
+    }
+  });
+
   it("attestor: a card or node clock that is not a host-clock anchor keeps ticks requested one at a time", async () => {
     const signs = spyOnSign();
     try {
