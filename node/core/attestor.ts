@@ -645,8 +645,9 @@ export class Attestor {
     }
     const request = { nanoMoment, hardwareSignature, accuracy: this.#options.accuracyNs, nodeTimestampNs };
     if (this.#tickCheckedFor !== signer) {
-      // The known-answer test covers the thread's signing; its first tick covers the rest of the tick path (its
-      // clocks, the accuracy it signs, the record it writes), checked the same way before any tick of it is published.
+      // The known-answer test covers the thread's signing; its first tick covers more of the tick path (the accuracy
+      // and keys it signs with, the record it writes), checked the same way before any tick of it is published. Its
+      // clocks are not checked here beyond the card-clock bound above: it signs the moment it read.
       const problem = this.#threadSignatureProblem({ nanoMoment, accuracy: request.accuracy, nodeTimestampNs }, tick);
       if (problem !== null) {
         this.#stats.tickErrorsTotal += 1;
@@ -758,6 +759,7 @@ export class Attestor {
     const signer = this.#signer;
     this.#signer = null;
     this.#signerReady = false;
+    this.#tickCheckedFor = null;
     if (signer !== null) void signer.close();
   }
 

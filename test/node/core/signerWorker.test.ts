@@ -373,13 +373,21 @@ describe("Signer thread (node/core/signerWorker.ts)", () => {
     const { options, card, verifyAt, identity } = await setup({ signInWorker: true });
     prepareCard?.(card);
     const nodeClockAnchor = anchorToWallClock();
-    const attestor = new Attestor({ ...options, nodeClockNs: clockFromAnchor(nodeClockAnchor), nodeClockAnchor });
+    // The attestor's error log lines (its messages), besides the silent logger.
+    const errors: string[] = [];
+    const logger = Object.create(options.logger) as typeof options.logger;
+    logger.child = (() => {
+      const child = Object.create(options.logger) as typeof options.logger;
+      child.error = ((first: unknown, second?: unknown) => void errors.push(String(typeof first === "string" ? first : second))) as typeof child.error;
+      return child;
+    }) as unknown as typeof logger.child;
+    const attestor = new Attestor({ ...options, logger, nodeClockNs: clockFromAnchor(nodeClockAnchor), nodeClockAnchor });
     attestors.push(attestor);
     const proofs: SignedTime[] = [];
     attestor.onProof((signed) => proofs.push(signed));
     attestor.start();
     if (waitForThreadTicks) await waitFor(() => attestor.stats().workerAttestationsTotal >= 3, 20_000, "three proofs the thread made on its own");
-    return { attestor, card, verifyAt, identity, proofs };
+    return { attestor, card, verifyAt, identity, proofs, errors };
   }
 
   it("attestor, self-ticking: the thread makes whole ticks on its own; the serving thread requests none, signs nothing, and takes them from the slot", async () => {
@@ -559,9 +567,10 @@ describe("Signer thread (node/core/signerWorker.ts)", () => {
       return { ...record, entry: `${record.entry.slice(0, 40)}${flipped}${record.entry.slice(41)}` as Hex };
     };
     try {
-      const { attestor, verifyAt, proofs } = await selfTickingAttestor({ waitForThreadTicks: false });
+      const { attestor, verifyAt, proofs, errors } = await selfTickingAttestor({ waitForThreadTicks: false });
       await waitFor(() => attestor.stats().tickErrorsTotal === 1 && attestor.stats().signer === "main-thread", 20_000, "the thread closed");
       expect(corrupted).to.equal(1);
+      expect(errors, "closed by the first-tick check").to.deep.equal(["signer thread's first tick does not verify; signing in the main thread from now on"]);
       expect(attestor.stats().workerAttestationsTotal, "nothing of the thread published").to.equal(0);
       const before = proofs.length;
       await waitFor(() => proofs.length >= before + 5, 20_000, "proofs signed in the serving thread after the fallback");
