@@ -14,7 +14,7 @@ import {
   type TransactionReceipt,
 } from "viem";
 import type { PrivateKeyAccount } from "viem/accounts";
-import { decodeRevert } from "../lib/revert";
+import { decodeRevert, type DecodedRevertData } from "../lib/revert";
 import type { Address, CrossChainTime, Hex, ScheduledCall, TimeProof } from "../protocol/types";
 import { BRIDGE_ABI, CALL_STATUS, CARD_STATUS, NODE_STATUS, ORACLE_ABI, SCHEDULER_ABI, type CallStatusName } from "./abi";
 import type { ChainConfig } from "./network";
@@ -209,29 +209,29 @@ export class ChainClient {
       const decoded = decodeRevert(error, call.abi);
       if (decoded !== undefined) return revertOf(decoded);
     }
-    try {
-      await this.client.call({ account: from, to: call.to, data, gas: TX_GAS_CAP });
-    } catch (error) {
-      const decoded = decodeRevert(error, call.abi);
-      if (decoded !== undefined) return revertOf(decoded);
-      throw error; // not a revert: the RPC failed
-    }
+    const reverted = await this.callRevert(call, data);
+    if (reverted !== null) return revertOf(reverted);
     return { ok: true, gas: await this.estimateByCalls(call.to, data) };
   }
 
-  /**
-   * The error name `call` reverts with at `blockNumber` (eth_call from the signer), or null when it would succeed
-   * there; an RPC failure that is not a revert throws.
-   */
+  /** The error name `call` reverts with at `blockNumber`, or null when it would succeed there. */
   async revertNameAt(call: ContractCall, blockNumber: bigint): Promise<string | null> {
     const data = encodeFunctionData({ abi: call.abi, functionName: call.functionName, args: call.args });
+    return (await this.callRevert(call, data, blockNumber))?.errorName ?? null;
+  }
+
+  /**
+   * eth_call of `data` from the signer (at the head, or at `blockNumber`): the decoded revert, or null when it
+   * succeeds. An RPC failure that is not a revert throws.
+   */
+  private async callRevert(call: ContractCall, data: Hex, blockNumber?: bigint): Promise<DecodedRevertData | null> {
     try {
-      await this.client.call({ account: this.account.address, to: call.to, data, gas: TX_GAS_CAP, blockNumber });
+      await this.client.call({ account: this.account.address, to: call.to, data, gas: TX_GAS_CAP, ...atBlock(blockNumber) });
       return null;
     } catch (error) {
       const decoded = decodeRevert(error, call.abi);
-      if (decoded !== undefined) return decoded.errorName;
-      throw error;
+      if (decoded !== undefined) return decoded;
+      throw error; // not a revert: the RPC failed
     }
   }
 
