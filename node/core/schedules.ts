@@ -2,16 +2,19 @@
  * Scheduled attested deliveries (`POST /time/schedule`, gRPC FUTURE_SCHEDULE): at `executeAt` the node POSTs a
  * proof taken at or after that moment to a callback URL.
  *
- * Persistence: SQLite (`schedules.sqlite` in dataDir, WAL). `schedule()` commits the row durably (synchronous=FULL:
- * on disk, lib/sqlite.ts commitDurably) before it returns the id (rows of one event-loop turn in one commit,
- * lib/groupCommit.ts), so an accepted schedule survives a crash, a restart or a power loss; on start the worker
- * reloads every row still `scheduled` or `delivering` and resumes. A schedule marked `failed` commits durably too
- * (a client may act on it). The rest of the delivery bookkeeping (claims, `delivering`, `delivered`, retries)
- * commits without an fsync (synchronous=NORMAL): each fsync took 5–12 ms of event loop on this machine, one per
- * turn of deliveries (`npm run bench:attack`, attack 1). A process crash loses none of those commits. A power loss
- * may take back those made since the last sync (the next durable commit or checkpoint): a `delivered` schedule is
- * then `delivering` again and delivered again (same id), and a POST may go uncounted, so attempts can exceed
- * maxAttempts by the ones lost; nothing accepted is lost.
+ * Persistence: SQLite (`schedules.sqlite` in dataDir, WAL). `schedule()` returns the id only once its row is on
+ * disk (rows of one event-loop turn in one commit, lib/groupCommit.ts; the commit's write-ahead log then flushed on
+ * libuv's thread pool, lib/sqlite.ts WalSync, not on the event loop, where each flush took 5–12 ms on this machine:
+ * `npm run bench:attack`, attack 1), so an accepted schedule survives a crash, a restart or a power loss; on start
+ * the worker reloads every row still `scheduled` or `delivering` and resumes. The row is visible to the worker as
+ * soon as it is committed, so a schedule already due may be delivered during that flush; if the flush then fails,
+ * or the power goes before it ends, the client got no id (503, or no answer) for a schedule that may have been
+ * delivered once, as when its connection breaks before the answer. A schedule marked `failed` commits durably too
+ * (commitDurably: a client may act on it). The rest of the delivery bookkeeping (claims, `delivering`,
+ * `delivered`, retries) commits without an fsync (synchronous=NORMAL), one commit per turn of deliveries. A
+ * process crash loses none of those commits. A power loss may take back those made since the last sync (the next
+ * durable commit or checkpoint): a `delivered` schedule is then `delivering` again and delivered again (same id),
+ * and a POST may go uncounted, so attempts can exceed maxAttempts by the ones lost; nothing accepted is lost.
  *
  * Delivery semantics: at most one delivery per successful POST, at least once overall. A row is marked
  * `delivering` (attempts + 1, the proof it carries) BEFORE the POST (committed: the POST waits for it) and
@@ -64,7 +67,19 @@ import {
   type CallbackTransport,
   type ResolveHost,
 } from "./callbackGuard";
-import { blobToNs, commitDurably, isSqliteError, nsToBlob, openDatabase, type SqliteDatabase, type SqliteStatement } from "../../lib/sqlite";
+import {
+  blobToNs,
+  commitDurably,
+  type FileSync,
+  isSqliteError,
+  isStoreFailure,
+  nsToBlob,
+  openDatabase,
+  type SqliteDatabase,
+  type SqliteStatement,
+  WalSync,
+  WalSyncError,
+} from "../../lib/sqlite";
 import type { ScheduleRecord, ScheduleStatus, SignedTime } from "./types";
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -234,6 +249,8 @@ export interface ScheduleServiceOptions {
    * only to `request.addresses` (tests).
    */
   callbackTransport?: CallbackTransport;
+  /** Flushes the store's write-ahead log and folder (default: lib/sqlite.ts datasync; tests inject failures). */
+  syncFile?: FileSync;
   /** Defaults to Math.random (jitter only; not security relevant). */
   random?: () => number;
   /** Concurrent deliveries (default 16). */
@@ -512,8 +529,10 @@ export class ScheduleService {
   readonly #pending = new PendingCounts();
   /** Claims a dispatch pass's rows (next attempt moved to the claim's end) in one transaction. */
   readonly #claimAll: (ids: readonly string[], untilBlob: Buffer) => void;
-  /** New rows, committed together once per event-loop turn (schedule() answers after its row's commit). */
+  /** New rows, committed together once per event-loop turn (schedule() answers after its row's commit and flush). */
   readonly #inserts: GroupCommit<NewRow>;
+  /** Flushes the write-ahead log after the inserts' commits, off the event loop. */
+  readonly #walSync: WalSync;
   /**
    * Delivery state changes, committed together once per event-loop turn: each was its own durable commit (~0.5 ms
    * of event loop, two per delivery), which bounded deliveries to about a thousand a second and held every other
@@ -623,7 +642,8 @@ export class ScheduleService {
       for (const id of ids) this.#statements.claim.run(untilBlob, id);
     });
     // An accepted schedule is a promise to its client: on disk before the id is returned.
-    this.#inserts = new GroupCommit({ write: (rows) => commitDurably(this.#db, () => insertAll(rows)), maxBatch: MAX_INSERTS_PER_COMMIT });
+    this.#walSync = new WalSync(this.#db, options.syncFile === undefined ? {} : { syncFile: options.syncFile });
+    this.#inserts = new GroupCommit({ write: (rows) => insertAll(rows), sync: () => this.#walSync.sync(), maxBatch: MAX_INSERTS_PER_COMMIT });
     const updateAll = this.#db.transaction((updates: readonly DeliveryUpdate[]) => {
       for (const update of updates) update.changes = this.#runUpdate(update);
     });
@@ -654,9 +674,11 @@ export class ScheduleService {
     const pending = [...this.#inFlight.values()];
     for (const { controller } of pending) controller.abort(new Error("node shutting down"));
     await Promise.allSettled(pending.map(({ done }) => done));
-    // Schedules accepted in this turn are committed before the store closes; their callers then get their records.
+    // Schedules accepted in this turn are committed (and flushed) before the store closes; their callers then get
+    // their records.
     if (this.#db.open) this.#inserts.flush();
     if (this.#db.open) this.#updates.flush();
+    await this.#walSync.idle();
     if (this.#db.open) this.#db.close();
   }
 
@@ -707,12 +729,24 @@ export class ScheduleService {
     try {
       await this.#inserts.add({ id, executeAtNs: executeAt, callbackUrl: url, createdAtNs: nowNs, clientKey });
     } catch (error) {
-      this.#pending.add(clientKey, -1);
-      // Anything but SQLite's own failure is a bug here: a 500, logged by the transport.
-      if (!isSqliteError(error)) throw error;
-      // The commit failed (disk full, I/O error): the operator's to fix, so logged and counted here; the client
-      // gets 503, a "try again later", not a 500 that blames its request.
+      // Anything but the store's own failure is a bug here: a 500, logged by the transport.
+      if (!isStoreFailure(error)) {
+        this.#pending.add(clientKey, -1);
+        throw error;
+      }
+      // The commit or its flush failed (disk full, I/O error): the operator's to fix, so logged and counted here;
+      // the client gets 503, a "try again later", not a 500 that blames its request.
       this.#stats.storeWriteErrorsTotal += 1;
+      if (error instanceof WalSyncError) {
+        // Committed but not known to be on disk: the row stays (and still counts) and may be delivered; said so.
+        this.#logger.error({ err: error, id }, "a new schedule was stored but could not be flushed to disk");
+        throw new UnavailableError(
+          `the schedule store could not confirm schedule ${id} on disk: it may still be delivered once, under that id; try again later`,
+          { scheduleId: id, code: error.code },
+          { cause: error },
+        );
+      }
+      this.#pending.add(clientKey, -1);
       this.#logger.error({ err: error, id }, "a new schedule could not be stored");
       throw new UnavailableError("the schedule store could not save the schedule; try again later", { scheduleId: id, code: error.code }, { cause: error });
     }

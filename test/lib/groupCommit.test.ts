@@ -54,4 +54,30 @@ describe("GroupCommit (lib/groupCommit.ts)", () => {
     expect(writes).to.deep.equal([[7]]);
     expect(() => new GroupCommit<number>({ write: () => undefined, maxBatch: 0 })).to.throw(RangeError, "maxBatch must be a positive integer, got 0");
   });
+
+  it("with a sync, settles the batch's callers only once it has synced, and rejects them all when the sync fails", async () => {
+    const writes: number[][] = [];
+    const syncs: { resolve: () => void; reject: (error: unknown) => void }[] = [];
+    const commits = new GroupCommit<number>({
+      write: (items) => writes.push([...items]),
+      sync: () => new Promise<void>((resolve, reject) => syncs.push({ resolve, reject })),
+      maxBatch: 10,
+    });
+    let resolved = 0;
+    const added = [1, 2].map((item) => commits.add(item).then(() => (resolved += 1)));
+    await new Promise((resolve) => setImmediate(resolve));
+    await new Promise((resolve) => setImmediate(resolve));
+    expect(writes, "written").to.deep.equal([[1, 2]]);
+    expect(resolved, "not yet synced").to.equal(0);
+    syncs.shift()!.resolve();
+    await Promise.all(added);
+    expect(resolved).to.equal(2);
+
+    const failure = new Error("EIO");
+    const failed = Promise.allSettled([commits.add(3), commits.add(4)]);
+    await new Promise((resolve) => setImmediate(resolve));
+    syncs.shift()!.reject(failure);
+    expect((await failed).map((outcome) => (outcome.status === "rejected" ? outcome.reason : outcome.status))).to.deep.equal([failure, failure]);
+    expect(writes).to.deep.equal([[1, 2], [3, 4]]);
+  });
 });

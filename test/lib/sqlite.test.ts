@@ -1,12 +1,14 @@
 /**
  * lib/sqlite.ts: commitDurably runs one commit with synchronous = FULL (the WAL synced before it returns) on a
- * connection that otherwise runs at NORMAL, and leaves it at NORMAL whatever the commit does.
+ * connection that otherwise runs at NORMAL, and leaves it at NORMAL whatever the commit does. WalSync flushes the
+ * write-ahead log after NORMAL commits, off the event loop: grouped, and refusing every sync after a failure.
  */
 import { expect } from "chai";
+import Database from "better-sqlite3";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { commitDurably, openDatabase, type SqliteDatabase } from "../../lib/sqlite";
+import { commitDurably, datasync, type FileSync, openDatabase, type SqliteDatabase, WalSync, WalSyncError } from "../../lib/sqlite";
 
 /** SQLite's PRAGMA synchronous values. */
 const NORMAL = 1;
@@ -47,5 +49,138 @@ describe("lib/sqlite commitDurably", () => {
     expect(() => commitDurably(db, () => failing())).to.throw("refused");
     expect(synchronous()).to.equal(NORMAL);
     expect(db.prepare("SELECT COUNT(*) AS n FROM rows").get()).to.deep.equal({ n: 0 });
+  });
+});
+
+describe("lib/sqlite WalSync", () => {
+  let dir: string;
+  let db: SqliteDatabase;
+  let insert: (id: number) => void;
+
+  beforeEach(() => {
+    dir = mkdtempSync(join(tmpdir(), "ats-walsync-"));
+    db = openDatabase({ dataDir: dir, fileName: "test.sqlite", synchronous: "NORMAL" });
+    db.exec("CREATE TABLE rows (id INTEGER PRIMARY KEY)");
+    const statement = db.prepare("INSERT INTO rows (id) VALUES (?)");
+    insert = (id) => statement.run(id);
+  });
+
+  afterEach(() => {
+    if (db.open) db.close();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  /** A FileSync that records each call and flushes for real. */
+  function recording(): { calls: string[]; syncFile: FileSync } {
+    const calls: string[] = [];
+    return {
+      calls,
+      syncFile: async (path, kind) => {
+        calls.push(`${kind} ${path}`);
+        return datasync(path, kind);
+      },
+    };
+  }
+
+  /** A FileSync whose log flushes wait until released, one at a time, in order (folders flush at once). */
+  function gated(): { calls: string[]; releaseNext(): Promise<void>; syncFile: FileSync } {
+    const calls: string[] = [];
+    const gates: (() => void)[] = [];
+    return {
+      calls,
+      releaseNext: async () => {
+        while (gates.length === 0) await new Promise((resolve) => setImmediate(resolve));
+        gates.shift()!();
+      },
+      syncFile: async (_path, kind) => {
+        calls.push(kind);
+        if (kind === "file") await new Promise<void>((resolve) => gates.push(resolve));
+        return { inode: 1 };
+      },
+    };
+  }
+
+  const settledFlags = (promises: Promise<void>[]) => {
+    const settled = promises.map(() => false);
+    promises.forEach((promise, index) => void promise.then(() => (settled[index] = true)));
+    return settled;
+  };
+  const turns = async (n: number) => {
+    for (let i = 0; i < n; i += 1) await new Promise((resolve) => setImmediate(resolve));
+  };
+
+  it("flushes the write-ahead log after a NORMAL commit, and its folder the first time it sees that log", async () => {
+    const { calls, syncFile } = recording();
+    const walSync = new WalSync(db, { syncFile });
+    insert(1);
+    await walSync.sync();
+    expect(calls).to.deep.equal([`file ${join(dir, "test.sqlite-wal")}`, `folder ${dir}`]);
+    insert(2);
+    await walSync.sync();
+    expect(calls.slice(2), "the same log: its folder entry is already on disk").to.deep.equal([`file ${join(dir, "test.sqlite-wal")}`]);
+  });
+
+  it("flushes the database file instead when the log is gone (the connection closed and checkpointed it)", async () => {
+    const { calls, syncFile } = recording();
+    const walSync = new WalSync(db, { syncFile });
+    insert(1);
+    db.close();
+    await walSync.sync();
+    expect(calls).to.deep.equal([`file ${join(dir, "test.sqlite-wal")}`, `file ${join(dir, "test.sqlite")}`]);
+  });
+
+  it("groups callers: those arriving during a flush share the next one, which starts after it", async () => {
+    const flushes = gated();
+    const walSync = new WalSync(db, { syncFile: flushes.syncFile });
+    const first = [walSync.sync(), walSync.sync()];
+    await turns(2);
+    const second = [walSync.sync(), walSync.sync(), walSync.sync()];
+    const settled = settledFlags([...first, ...second]);
+    await turns(2);
+    expect(flushes.calls, "one flush runs, none waits beside it").to.deep.equal(["file"]);
+    await flushes.releaseNext();
+    await Promise.all(first);
+    expect(settled, "the callers that arrived during the flush wait for the next one").to.deep.equal([true, true, false, false, false]);
+    expect(flushes.calls, "the log, its folder (first sight), and the next flush of the log").to.deep.equal(["file", "folder", "file"]);
+    await flushes.releaseNext();
+    await Promise.all(second);
+    expect(flushes.calls, "one flush for the three that waited").to.have.length(3);
+    await walSync.idle();
+  });
+
+  it("rejects the caller of a failed flush with the file and the code, and every later sync without flushing", async () => {
+    const calls: string[] = [];
+    const walSync = new WalSync(db, {
+      syncFile: async (path) => {
+        calls.push(path);
+        throw Object.assign(new Error("EIO: i/o error, fdatasync"), { code: "EIO" });
+      },
+    });
+    insert(1);
+    const failed = await walSync.sync().then(
+      () => null,
+      (error: unknown) => error as WalSyncError,
+    );
+    expect(failed).to.be.instanceOf(WalSyncError);
+    expect(failed).to.include({ code: "EIO", path: join(dir, "test.sqlite-wal") });
+    expect(failed!.message).to.equal(`could not flush ${join(dir, "test.sqlite-wal")} to disk (EIO)`);
+    insert(2);
+    const later = await walSync.sync().then(
+      () => null,
+      (error: unknown) => error as WalSyncError,
+    );
+    expect(later).to.be.instanceOf(WalSyncError);
+    expect(later).to.include({ code: "WAL_SYNC_FAILED_EARLIER", path: join(dir, "test.sqlite-wal") });
+    expect(later!.message).to.match(/an earlier flush of .*test\.sqlite-wal failed \(EIO\): no commit can be confirmed on disk until the process restarts/);
+    expect(calls, "nothing flushed after the failure").to.have.length(1);
+  });
+
+  it("refuses an in-memory database (nothing to flush)", () => {
+    const memory = new Database(":memory:");
+    try {
+      expect(() => new WalSync(memory)).to.throw(RangeError, "needs a database file");
+    } finally {
+      memory.close();
+    }
   });
 });

@@ -342,7 +342,7 @@ describe("scheduled deliveries: state commits", function () {
     expect(started.stats()).to.include({ deliveredTotal: 30, attemptsTotal: 30, storeWriteErrorsTotal: 0 });
   });
 
-  it("commits accepted and failed schedules durably (synchronous FULL), the rest of the bookkeeping without an fsync", async () => {
+  it("flushes an accepted schedule's log before answering, commits a failure durably (synchronous FULL), the rest without an fsync", async () => {
     // Every durable commit: the connection's level (SQLite: 1 NORMAL, 2 FULL) before it and inside it.
     const durable: { before: unknown; inside: unknown }[] = [];
     const original = sqlite.commitDurably;
@@ -353,23 +353,72 @@ describe("scheduled deliveries: state commits", function () {
         return commit();
       });
     };
+    // Every flush of the store's files (WalSync), done for real.
+    const flushed: string[] = [];
+    const syncFile: sqlite.FileSync = async (path, kind) => {
+      flushed.push(`${kind} ${path}`);
+      return sqlite.datasync(path, kind);
+    };
     try {
-      const started = fixtures.service({ maxAttempts: 1, ...recordingTransport([200, 500]) });
+      const dataDir = fixtures.data();
+      const log = `file ${join(dataDir, "schedules.sqlite-wal")}`;
+      const started = fixtures.service({ maxAttempts: 1, syncFile, ...recordingTransport([200, 500]) }, { dataDir });
       const delivered = await started.schedule(nowNs(), "http://127.0.0.1:1/cb");
-      expect(durable, "the accepted row, before its id is returned").to.deep.equal([{ before: 1, inside: 2 }]);
+      expect(flushed, "the accepted row's log (and its folder, first seen), before its id is returned").to.deep.equal([log, `folder ${dataDir}`]);
+      expect(durable, "no fsync on the event loop for it").to.deep.equal([]);
       await waitFor(() => started.get(delivered.id).status === "delivered", 20_000, "the delivery");
-      // 'delivering' and 'delivered' were committed too, at the connection's own level (NORMAL): not through it.
-      expect(durable).to.have.length(1);
+      // 'delivering' and 'delivered' were committed too, at the connection's own level (NORMAL), and not flushed.
+      expect(flushed).to.have.length(2);
+      expect(durable).to.deep.equal([]);
       const failed = await started.schedule(nowNs(), "http://127.0.0.1:1/cb");
+      expect(flushed.slice(2), "the second accepted row").to.deep.equal([log]);
       await waitFor(() => started.get(failed.id).status === "failed", 20_000, "the failure");
-      expect(durable, "the second accepted row, then its failure").to.deep.equal([
-        { before: 1, inside: 2 },
-        { before: 1, inside: 2 },
-        { before: 1, inside: 2 },
-      ]);
+      expect(durable, "its failure").to.deep.equal([{ before: 1, inside: 2 }]);
     } finally {
       (sqlite as { commitDurably: typeof original }).commitDurably = original;
     }
+  });
+
+  it("answers an accepted schedule only once its log is flushed", async () => {
+    let release: () => void = () => undefined;
+    const gate = new Promise<void>((resolve) => (release = resolve));
+    const flushes: string[] = [];
+    const syncFile: sqlite.FileSync = async (path, kind) => {
+      flushes.push(kind);
+      await gate;
+      return sqlite.datasync(path, kind);
+    };
+    const started = fixtures.service({ syncFile });
+    let answered = false;
+    const answer = started.schedule(nowNs() + 60_000n * MS, "http://127.0.0.1:1/cb").then((record) => {
+      answered = true;
+      return record;
+    });
+    await waitFor(() => flushes.length === 1, 5_000, "the flush");
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    expect(answered, "no answer while the flush runs").to.equal(false);
+    release();
+    const record = await answer;
+    expect(started.get(record.id)).to.include({ status: "scheduled" });
+  });
+
+  it("answers 503 naming the schedule when its log cannot be flushed, and refuses every later schedule until restart", async () => {
+    const flushes: string[] = [];
+    const syncFile: sqlite.FileSync = async (path) => {
+      flushes.push(path);
+      throw Object.assign(new Error("EIO: i/o error, fdatasync"), { code: "EIO" });
+    };
+    const started = fixtures.service({ syncFile, maxPendingPerClient: 5 });
+    const refusal = (await expectRejects(started.schedule(nowNs() + 60_000n * MS, "http://127.0.0.1:1/cb", "client-a"), UnavailableError)) as UnavailableError;
+    const id = String(refusal.details["scheduleId"]);
+    expect(refusal.message).to.equal(`the schedule store could not confirm schedule ${id} on disk: it may still be delivered once, under that id; try again later`);
+    expect(refusal.details).to.include({ code: "EIO" });
+    // Committed, only not known to be on disk: the row stays, as the answer says.
+    expect(started.get(id)).to.include({ status: "scheduled" });
+    const later = (await expectRejects(started.schedule(nowNs() + 60_000n * MS, "http://127.0.0.1:1/cb", "client-b"), UnavailableError)) as UnavailableError;
+    expect(later.details).to.include({ code: "WAL_SYNC_FAILED_EARLIER" });
+    expect(flushes, "nothing flushed after the failure").to.have.length(1);
+    expect(started.stats().storeWriteErrorsTotal).to.equal(2);
   });
 
   /**
