@@ -78,7 +78,14 @@ export class GroupCommit<T> {
       for (const queued of batch) queued.resolve();
       return;
     }
-    this.#sync().then(
+    let synced: Promise<void>;
+    try {
+      synced = this.#sync();
+    } catch (error) {
+      for (const queued of batch) queued.reject(error);
+      return;
+    }
+    synced.then(
       () => {
         for (const queued of batch) queued.resolve();
       },

@@ -3,9 +3,9 @@
  * big-endian BLOBs. SQLite INTEGER is a signed 64-bit value (ns overflow it in 2262 and uint128 values at
  * once); fixed-width big-endian BLOBs hold any uint128 exactly and sort in numeric order under memcmp.
  */
-import { mkdirSync } from "node:fs";
+import { mkdirSync, realpathSync } from "node:fs";
 import { open } from "node:fs/promises";
-import { dirname, join, resolve } from "node:path";
+import { dirname, join } from "node:path";
 import Database from "better-sqlite3";
 
 export type SqliteDatabase = Database.Database;
@@ -112,6 +112,11 @@ interface SyncWaiter {
   readonly reject: (error: unknown) => void;
 }
 
+/** Whether `error` is SQLite reporting that one of its own flushes (fsync) failed. */
+export function isFlushFailure(error: unknown): boolean {
+  return isSqliteError(error) && (error.code === "SQLITE_IOERR_FSYNC" || error.code === "SQLITE_IOERR_DIR_FSYNC");
+}
+
 /**
  * Makes a WAL-mode connection's commits durable off the event loop. A commit at synchronous = NORMAL writes its
  * frames to the write-ahead log without flushing it; `sync()` then flushes that file on libuv's thread pool and
@@ -119,24 +124,29 @@ interface SyncWaiter {
  * the log after the frames: SQLite flushes nothing else at FULL in WAL mode, and at NORMAL it still flushes the
  * log's header before a restarted log's first frame and the database after each checkpoint). The difference is
  * where the 5–12 ms of the flush are spent: not on the event loop, so a burst of durable writes (schedules.ts:
- * one per event-loop turn) no longer holds every other request meanwhile.
+ * one per event-loop turn) no longer holds every other request meanwhile. SQLite locks the database and `-shm`
+ * files, never the log, so opening and closing the log here releases none of its locks; the database file itself
+ * is never opened here (closing any descriptor of it would drop the connection's POSIX locks).
  *
  * What it does not change: SQLite's readers see a commit as soon as it returns, before `sync()` resolves; a caller
  * must not tell anyone outside the process about the commit before then.
  *
  * Syncs are grouped: callers that arrive while a flush runs share the next one (it must start after their commit),
  * so there is at most one flush running and one waiting. The folder is flushed too the first time a log file is
- * seen (as SQLite does for a file it created), so the log's name survives with its content. When the log does not
- * exist, the connection has been closed and the log checkpointed into the database file, which is flushed instead.
+ * seen, so that the log's name survives with its content; as in SQLite, a folder that cannot be flushed (some
+ * network and virtual file systems refuse) is not an error. A missing log is one: SQLite removes it only when the
+ * connection closes (after checkpointing it into the database file and flushing that, so a sync after the close
+ * has nothing left to do), and otherwise a commit in an unflushed, unnamed file is no promise.
  *
- * A failed flush fails every later sync too, until the process restarts (WAL_SYNC_FAILED_EARLIER): after a failed
- * fsync the kernel may have dropped the unwritten pages and report the next fsync as a success, and a log frame
- * lost in the middle makes SQLite's recovery drop every commit after it. So nothing is acknowledged as durable
- * after a failure (the fsyncgate lesson that PostgreSQL learned in 2018).
+ * A failed flush fails every later sync too, until the process restarts (WAL_SYNC_FAILED_EARLIER), and so does a
+ * failed flush of SQLite's own that the caller reports (`noteFailure`): after a failed fsync the kernel may have
+ * dropped the unwritten pages and report the next fsync as a success, and a log frame lost in the middle makes
+ * SQLite's recovery drop every commit after it. So nothing is acknowledged as durable after a failure (the
+ * fsyncgate lesson that PostgreSQL learned in 2018); `failure` tells callers to refuse before they write.
  */
 export class WalSync {
+  readonly #db: SqliteDatabase;
   readonly #logPath: string;
-  readonly #databasePath: string;
   readonly #folderPath: string;
   readonly #syncFile: FileSync;
   /** The inode of the log whose folder entry was flushed (null: none yet). */
@@ -148,11 +158,22 @@ export class WalSync {
 
   constructor(db: SqliteDatabase, options: { syncFile?: FileSync } = {}) {
     if (db.memory) throw new RangeError("WalSync needs a database file, not an in-memory database");
-    // Absolute now: a relative name would otherwise follow a later change of the working directory.
-    this.#databasePath = resolve(db.name);
-    this.#logPath = `${this.#databasePath}-wal`;
-    this.#folderPath = dirname(this.#databasePath);
+    this.#db = db;
+    // SQLite names the log after the database file's real path (a symbolic link resolved), absolute.
+    const databasePath = realpathSync(db.name);
+    this.#logPath = `${databasePath}-wal`;
+    this.#folderPath = dirname(databasePath);
     this.#syncFile = options.syncFile ?? datasync;
+  }
+
+  /** The failure that makes every sync fail until the process restarts (null: none). */
+  get failure(): WalSyncError | null {
+    return this.#failure;
+  }
+
+  /** Records a failed flush that SQLite reported on this connection (isFlushFailure): later syncs fail too. */
+  noteFailure(error: Error & { code: string }): void {
+    this.#failure ??= new WalSyncError(`SQLite could not flush ${this.#logPath} to disk (${error.code})`, error.code, this.#logPath, { cause: error });
   }
 
   /** Resolves once every commit that returned before this call is on disk; rejects with a WalSyncError. */
@@ -194,23 +215,24 @@ export class WalSync {
   }
 
   async #flush(): Promise<void> {
-    let step = this.#logPath;
+    let log: { inode: number } | null;
     try {
-      const log = await this.#syncFile(this.#logPath, "file");
-      if (log === null) {
-        step = this.#databasePath;
-        await this.#syncFile(this.#databasePath, "file");
-        return;
-      }
-      if (log.inode !== this.#folderSyncedFor && process.platform !== "win32") {
-        step = this.#folderPath;
-        await this.#syncFile(this.#folderPath, "folder");
-        this.#folderSyncedFor = log.inode;
-      }
+      log = await this.#syncFile(this.#logPath, "file");
     } catch (cause) {
       const code = (cause as NodeJS.ErrnoException).code ?? "UNKNOWN";
-      this.#failure = new WalSyncError(`could not flush ${step} to disk (${code})`, code, step, { cause });
+      this.#failure = new WalSyncError(`could not flush ${this.#logPath} to disk (${code})`, code, this.#logPath, { cause });
       throw this.#failure;
+    }
+    if (log === null) {
+      // Closed: the close checkpointed the log into the database file and flushed it.
+      if (!this.#db.open) return;
+      this.#failure = new WalSyncError(`${this.#logPath} is missing while its database is open`, "WAL_MISSING", this.#logPath);
+      throw this.#failure;
+    }
+    if (log.inode !== this.#folderSyncedFor && process.platform !== "win32") {
+      // Best effort, as SQLite's own flush of the folder of a log it created.
+      await this.#syncFile(this.#folderPath, "folder").catch(() => undefined);
+      this.#folderSyncedFor = log.inode;
     }
   }
 

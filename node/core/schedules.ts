@@ -7,9 +7,10 @@
  * libuv's thread pool, lib/sqlite.ts WalSync, not on the event loop, where each flush took 5–12 ms on this machine:
  * `npm run bench:attack`, attack 1), so an accepted schedule survives a crash, a restart or a power loss; on start
  * the worker reloads every row still `scheduled` or `delivering` and resumes. The row is visible to the worker as
- * soon as it is committed, so a schedule already due may be delivered during that flush; if the flush then fails,
- * or the power goes before it ends, the client got no id (503, or no answer) for a schedule that may have been
- * delivered once, as when its connection breaks before the answer. A schedule marked `failed` commits durably too
+ * soon as it is committed, so a schedule already due may be delivered during that flush; if the power goes before
+ * it ends, the client got no answer for a schedule that may have been delivered once (as when its connection
+ * breaks before the answer), and if the flush fails, a 503 naming the id. After a failed flush (WalSync's, or one
+ * of SQLite's own on this store) no new schedule is written until restart: nothing could be confirmed on disk. A schedule marked `failed` commits durably too
  * (commitDurably: a client may act on it). The rest of the delivery bookkeeping (claims, `delivering`,
  * `delivered`, retries) commits without an fsync (synchronous=NORMAL), one commit per turn of deliveries. A
  * process crash loses none of those commits. A power loss may take back those made since the last sync (the next
@@ -71,6 +72,7 @@ import {
   blobToNs,
   commitDurably,
   type FileSync,
+  isFlushFailure,
   isSqliteError,
   isStoreFailure,
   nsToBlob,
@@ -551,6 +553,8 @@ export class ScheduleService {
   /** When #timer fires, node clock ns (null while no timer is armed). */
   #wakeAtNs: bigint | null = null;
   #running = false;
+  /** Set by stop(): no new schedule is written once the store is being closed. */
+  #closing = false;
 
   constructor(options: ScheduleServiceOptions) {
     this.#options = options;
@@ -669,6 +673,7 @@ export class ScheduleService {
   /** Stops the worker, aborts in-flight POSTs (those rows stay `delivering` and resume at the next start), closes the database. */
   async stop(): Promise<void> {
     this.#running = false;
+    this.#closing = true;
     if (this.#timer !== null) clearTimeout(this.#timer);
     this.#timer = null;
     const pending = [...this.#inFlight.values()];
@@ -690,12 +695,13 @@ export class ScheduleService {
    * Validates and commits a schedule; the row is on disk when the promise resolves (schedules created in the same
    * event-loop turn share one commit: lib/groupCommit.ts). Rejects with ValidationError (bad input),
    * RateLimitError (this client's pending quota: 429 / RESOURCE_EXHAUSTED) or UnavailableError (the node-wide
-   * cap: 503 / UNAVAILABLE; the store closed, or SQLite failed its commit: counted in storeWriteErrorsTotal). Quotas are
-   * not field errors: the same request succeeds once schedules are delivered. Rows waiting for their commit count
-   * towards the quotas.
+   * cap: 503 / UNAVAILABLE; the store closed or closing; SQLite failed its commit, or the flush failed (the row
+   * stays, and its id is in the message), both counted in storeWriteErrorsTotal; a flush failed earlier: nothing
+   * written). Quotas are not field errors: the same request succeeds once schedules are delivered. Rows waiting for
+   * their commit count towards the quotas.
    */
   async schedule(executeAtNs: bigint, callbackUrl: string, clientKey = ""): Promise<ScheduleRecord> {
-    if (!this.#db.open) throw new UnavailableError("the schedule store is closed", {});
+    if (this.#closing || !this.#db.open) throw new UnavailableError("the schedule store is closed", {});
     const nowNs = this.#options.nowNs();
     const executeAt = validateExecuteAt(executeAtNs, {
       nowNs,
@@ -703,6 +709,16 @@ export class ScheduleService {
       maxPastNs: this.#options.maxPastNs,
     });
     const url = validateCallbackUrl(callbackUrl, this.#options.allowedCallbackHosts);
+    // Before any write: a store that failed a flush can confirm nothing any more, and a row written anyway would be
+    // delivered while its client is told to try again (a duplicate per retry).
+    const storeFailure = this.#walSync.failure;
+    if (storeFailure !== null) {
+      throw new UnavailableError(
+        `the schedule store could not flush to disk (${storeFailure.code}): the node takes no new schedules until it restarts`,
+        { code: storeFailure.code },
+        { cause: storeFailure },
+      );
+    }
     // Node-wide, before any write: accepted rows cost commits on the serving thread, and many addresses each within
     // their own rate could otherwise take the whole thread from every other client.
     if (!this.#creates.tryTake(NODE_WIDE)) {
@@ -735,13 +751,14 @@ export class ScheduleService {
         throw error;
       }
       // The commit or its flush failed (disk full, I/O error): the operator's to fix, so logged and counted here;
-      // the client gets 503, a "try again later", not a 500 that blames its request.
-      this.#stats.storeWriteErrorsTotal += 1;
+      // the client gets 503, not a 500 that blames its request.
+      this.#noteStoreWriteFailure(error);
       if (error instanceof WalSyncError) {
         // Committed but not known to be on disk: the row stays (and still counts) and may be delivered; said so.
-        this.#logger.error({ err: error, id }, "a new schedule was stored but could not be flushed to disk");
+        this.#logger.error({ err: error, id }, "a new schedule was stored but could not be flushed to disk: no new schedules until the node restarts");
         throw new UnavailableError(
-          `the schedule store could not confirm schedule ${id} on disk: it may still be delivered once, under that id; try again later`,
+          `the schedule store could not confirm schedule ${id} on disk: it may still be delivered once, under that id; ` +
+            "the node takes no new schedules until it restarts",
           { scheduleId: id, code: error.code },
           { cause: error },
         );
@@ -876,7 +893,7 @@ export class ScheduleService {
         this.#claimAll(picked.map(({ id }) => id), nsToBlob(claimUntilNs));
       } catch (error) {
         // Nothing was claimed (the transaction rolled back) and nothing is sent: the pass is tried again later.
-        this.#stats.storeWriteErrorsTotal += 1;
+        this.#noteStoreWriteFailure(error);
         this.#storeRetryAtNs = nowNs + BigInt(STORE_RETRY_MS) * NS_PER_MS;
         this.#logger.error({ err: error, retryInMs: STORE_RETRY_MS }, "schedule store write failed (claiming due rows); dispatch retried later");
         this.#arm();
@@ -888,7 +905,7 @@ export class ScheduleService {
         const done = this.#deliver(row, clientKey, controller.signal)
           .catch((error: unknown) => {
             // Only a failed store write gets here (StoreWriteError): logged, and the slot is freed below.
-            this.#stats.storeWriteErrorsTotal += 1;
+            this.#noteStoreWriteFailure(error instanceof StoreWriteError ? error.cause : error);
             this.#logger.error({ err: error, scheduleId: row.id }, "schedule store write failed; the row keeps its stored state and is due again when its claim expires");
           })
           .finally(() => {
@@ -946,6 +963,15 @@ export class ScheduleService {
     // queued now (no POST, still an attempt: a tampered node gives up after maxAttempts).
     await (progress.delivering ?? this.#commit({ kind: "delivering", id, proofJson: null, untilBlob: nsToBlob(this.#options.nowNs()), changes: 0 }));
     await this.#failAttempt(id, clientKey, attempt, failure, log);
+  }
+
+  /**
+   * Counts a failed store write; a failed flush of SQLite's own (its fsync, e.g. a `failed` mark's durable commit or
+   * a checkpoint) also ends new schedules until restart, as a failed flush of a new schedule's log does (WalSync).
+   */
+  #noteStoreWriteFailure(error: unknown): void {
+    this.#stats.storeWriteErrorsTotal += 1;
+    if (isFlushFailure(error)) this.#walSync.noteFailure(error as Error & { code: string });
   }
 
   /** Queues a delivery state change for this turn's commit; rejects with StoreWriteError when that commit fails. */

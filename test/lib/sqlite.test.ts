@@ -5,7 +5,7 @@
  */
 import { expect } from "chai";
 import Database from "better-sqlite3";
-import { mkdtempSync, rmSync } from "node:fs";
+import { mkdtempSync, realpathSync, rmSync, symlinkSync, unlinkSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { commitDurably, datasync, type FileSync, openDatabase, type SqliteDatabase, WalSync, WalSyncError } from "../../lib/sqlite";
@@ -58,7 +58,8 @@ describe("lib/sqlite WalSync", () => {
   let insert: (id: number) => void;
 
   beforeEach(() => {
-    dir = mkdtempSync(join(tmpdir(), "ats-walsync-"));
+    // Real path: the log is named after it (a temporary folder may sit behind a symbolic link).
+    dir = realpathSync(mkdtempSync(join(tmpdir(), "ats-walsync-")));
     db = openDatabase({ dataDir: dir, fileName: "test.sqlite", synchronous: "NORMAL" });
     db.exec("CREATE TABLE rows (id INTEGER PRIMARY KEY)");
     const statement = db.prepare("INSERT INTO rows (id) VALUES (?)");
@@ -120,13 +121,71 @@ describe("lib/sqlite WalSync", () => {
     expect(calls.slice(2), "the same log: its folder entry is already on disk").to.deep.equal([`file ${join(dir, "test.sqlite-wal")}`]);
   });
 
-  it("flushes the database file instead when the log is gone (the connection closed and checkpointed it)", async () => {
+  it("flushes nothing more once the connection is closed (the close checkpointed the log and flushed the database)", async () => {
     const { calls, syncFile } = recording();
     const walSync = new WalSync(db, { syncFile });
     insert(1);
     db.close();
     await walSync.sync();
-    expect(calls).to.deep.equal([`file ${join(dir, "test.sqlite-wal")}`, `file ${join(dir, "test.sqlite")}`]);
+    expect(calls, "the database file is never opened here (that would drop SQLite's locks)").to.deep.equal([`file ${join(dir, "test.sqlite-wal")}`]);
+  });
+
+  it("fails when the log is missing while the connection is open, and every later sync", async () => {
+    const walSync = new WalSync(db);
+    insert(1);
+    unlinkSync(join(dir, "test.sqlite-wal"));
+    const failed = await walSync.sync().then(
+      () => null,
+      (error: unknown) => error as WalSyncError,
+    );
+    expect(failed).to.be.instanceOf(WalSyncError);
+    expect(failed).to.include({ code: "WAL_MISSING", message: `${join(dir, "test.sqlite-wal")} is missing while its database is open` });
+    expect(walSync.failure).to.equal(failed);
+  });
+
+  it("flushes the log under the database file's real path when it was opened through a symbolic link", async () => {
+    const linked = join(dir, "linked");
+    symlinkSync(dir, linked);
+    const viaLink = openDatabase({ dataDir: linked, fileName: "other.sqlite", synchronous: "NORMAL" });
+    try {
+      viaLink.exec("CREATE TABLE t (x)");
+      const { calls, syncFile } = recording();
+      await new WalSync(viaLink, { syncFile }).sync();
+      expect(calls).to.deep.equal([`file ${join(dir, "other.sqlite-wal")}`, `folder ${dir}`]);
+    } finally {
+      viaLink.close();
+    }
+  });
+
+  it("takes a folder that cannot be flushed as SQLite does: not an error, and not tried again for the same log", async () => {
+    const calls: string[] = [];
+    const walSync = new WalSync(db, {
+      syncFile: async (path, kind) => {
+        calls.push(kind);
+        if (kind === "folder") throw Object.assign(new Error("EINVAL: invalid argument, fsync"), { code: "EINVAL" });
+        return datasync(path, kind);
+      },
+    });
+    insert(1);
+    await walSync.sync();
+    insert(2);
+    await walSync.sync();
+    expect(calls).to.deep.equal(["file", "folder", "file"]);
+    expect(walSync.failure).to.equal(null);
+  });
+
+  it("fails every sync after SQLite reported a failed flush of its own on the connection (noteFailure)", async () => {
+    const walSync = new WalSync(db);
+    const sqliteFailure = Object.assign(new Error("disk I/O error"), { code: "SQLITE_IOERR_FSYNC" });
+    walSync.noteFailure(sqliteFailure);
+    insert(1);
+    const later = await walSync.sync().then(
+      () => null,
+      (error: unknown) => error as WalSyncError,
+    );
+    expect(later).to.include({ code: "WAL_SYNC_FAILED_EARLIER" });
+    expect(later!.message).to.match(/an earlier flush of .*test\.sqlite-wal failed \(SQLITE_IOERR_FSYNC\)/);
+    expect(walSync.failure?.cause).to.equal(sqliteFailure);
   });
 
   it("groups callers: those arriving during a flush share the next one, which starts after it", async () => {

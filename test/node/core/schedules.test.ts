@@ -402,23 +402,56 @@ describe("scheduled deliveries: state commits", function () {
     expect(started.get(record.id)).to.include({ status: "scheduled" });
   });
 
-  it("answers 503 naming the schedule when its log cannot be flushed, and refuses every later schedule until restart", async () => {
+  it("answers 503 naming the schedule when its log cannot be flushed, and then refuses new schedules without storing them", async () => {
     const flushes: string[] = [];
     const syncFile: sqlite.FileSync = async (path) => {
       flushes.push(path);
       throw Object.assign(new Error("EIO: i/o error, fdatasync"), { code: "EIO" });
     };
-    const started = fixtures.service({ syncFile, maxPendingPerClient: 5 });
+    const dataDir = fixtures.data();
+    const started = fixtures.service({ syncFile }, { dataDir });
     const refusal = (await expectRejects(started.schedule(nowNs() + 60_000n * MS, "http://127.0.0.1:1/cb", "client-a"), UnavailableError)) as UnavailableError;
     const id = String(refusal.details["scheduleId"]);
-    expect(refusal.message).to.equal(`the schedule store could not confirm schedule ${id} on disk: it may still be delivered once, under that id; try again later`);
+    expect(refusal.message).to.equal(
+      `the schedule store could not confirm schedule ${id} on disk: it may still be delivered once, under that id; the node takes no new schedules until it restarts`,
+    );
     expect(refusal.details).to.include({ code: "EIO" });
     // Committed, only not known to be on disk: the row stays, as the answer says.
     expect(started.get(id)).to.include({ status: "scheduled" });
     const later = (await expectRejects(started.schedule(nowNs() + 60_000n * MS, "http://127.0.0.1:1/cb", "client-b"), UnavailableError)) as UnavailableError;
-    expect(later.details).to.include({ code: "WAL_SYNC_FAILED_EARLIER" });
+    expect(later.message).to.equal("the schedule store could not flush to disk (EIO): the node takes no new schedules until it restarts");
     expect(flushes, "nothing flushed after the failure").to.have.length(1);
-    expect(started.stats().storeWriteErrorsTotal).to.equal(2);
+    expect(started.stats().storeWriteErrorsTotal, "the refusal wrote nothing").to.equal(1);
+    await started.stop();
+    const db = new Database(join(dataDir, "schedules.sqlite"), { readonly: true });
+    try {
+      expect(db.prepare("SELECT id FROM schedules").all(), "only the first row was written").to.deep.equal([{ id }]);
+    } finally {
+      db.close();
+    }
+  });
+
+  it("stop() refuses new schedules, and closes the store only after the flush its last schedules wait for", async () => {
+    let release: () => void = () => undefined;
+    const gate = new Promise<void>((resolve) => (release = resolve));
+    let flushes = 0;
+    const syncFile: sqlite.FileSync = async (path, kind) => {
+      flushes += 1;
+      await gate;
+      return sqlite.datasync(path, kind);
+    };
+    const started = fixtures.service({ syncFile });
+    const accepted = started.schedule(nowNs() + 60_000n * MS, "http://127.0.0.1:1/cb");
+    await waitFor(() => flushes === 1, 5_000, "the flush");
+    let stopped = false;
+    const stopping = started.stop().then(() => (stopped = true));
+    await expectRejects(started.schedule(nowNs() + 60_000n * MS, "http://127.0.0.1:1/cb"), UnavailableError, "the schedule store is closed");
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    expect(stopped, "the store stays open while the flush runs").to.equal(false);
+    release();
+    const record = await accepted;
+    await stopping;
+    expect(record.status).to.equal("scheduled");
   });
 
   /**
