@@ -89,9 +89,28 @@ export interface NodeMetrics {
   readonly contentType: string;
 }
 
+/**
+ * prom-client default metrics the node leaves out: each scrape lists every live handle, request or resource of the
+ * process (process._getActiveHandles() and the like) to count them by type, so its cost grows with what clients
+ * hold open: with 5,000 connections open (10,000 handles in the measuring process, one core) a scrape took 12–31 ms
+ * of event loop, and 7.6–8 ms without these (of which process_open_fds, reading /proc/self/fd, is ~4.6 ms: kept,
+ * descriptor exhaustion is what an operator must see coming). The connection guard caps connections anyway.
+ */
+export const OMITTED_DEFAULT_METRICS = [
+  "nodejs_active_handles",
+  "nodejs_active_handles_total",
+  "nodejs_active_requests",
+  "nodejs_active_requests_total",
+  "nodejs_active_resources",
+  "nodejs_active_resources_total",
+] as const;
+
 export function createNodeMetrics(options: { defaultMetrics?: boolean } = {}): NodeMetrics {
   const registry = new Registry();
-  if (options.defaultMetrics ?? true) collectDefaultMetrics({ register: registry });
+  if (options.defaultMetrics ?? true) {
+    collectDefaultMetrics({ register: registry });
+    for (const name of OMITTED_DEFAULT_METRICS) registry.removeSingleMetric(name);
+  }
 
   const requestTallies = new Map<string, CounterTally>();
   const servedTallies = new Map<Transport, { served: CounterTally; age: HotHistogramChild }>();

@@ -9,6 +9,7 @@ import { Value } from "@sinclair/typebox/value";
 import { buildRestApp } from "../../../node/api/rest";
 import { NodeInfoBody } from "../../../wire/rest";
 import { createTransportContext } from "../../../node/api/context";
+import { OMITTED_DEFAULT_METRICS } from "../../../node/api/metrics";
 import { http, startTestNode, testLogger, type TestNode } from "./helpers";
 
 function nowNs(): bigint {
@@ -311,6 +312,14 @@ describe("node/api/rest", function () {
       const second = await http(base, "GET", "/metrics");
       expect(count(second.text)).to.be.greaterThan(count(first.text));
       expect(second.text).to.match(/timerpc_accuracy_ns_count [1-9]/);
+    });
+
+    it("GET /metrics keeps prom-client's process metrics but not the per-handle lists, whose scrape cost grows with open connections", async function () {
+      const text = (await http(base, "GET", "/metrics")).text;
+      for (const kept of ["process_cpu_seconds_total", "process_open_fds", "nodejs_heap_size_used_bytes", "nodejs_eventloop_lag_p99_seconds"]) {
+        expect(text, kept).to.match(new RegExp(`^${kept} `, "m"));
+      }
+      for (const omitted of OMITTED_DEFAULT_METRICS) expect(text, omitted).not.to.match(new RegExp(`^# HELP ${omitted} `, "m"));
     });
 
     it("GET /metrics observes the age of every served proof (timerpc_proof_age_ns), not of other routes", async function () {
