@@ -139,10 +139,14 @@ export function isFlushFailure(error: unknown): boolean {
  * has nothing left to do), and otherwise a commit in an unflushed, unnamed file is no promise.
  *
  * A failed flush fails every later sync too, until the process restarts (WAL_SYNC_FAILED_EARLIER), and so does a
- * failed flush of SQLite's own that the caller reports (`noteFailure`): after a failed fsync the kernel may have
- * dropped the unwritten pages and report the next fsync as a success, and a log frame lost in the middle makes
- * SQLite's recovery drop every commit after it. So nothing is acknowledged as durable after a failure (the
- * fsyncgate lesson that PostgreSQL learned in 2018); `failure` tells callers to refuse before they write.
+ * failed flush of SQLite's own that the caller reports (`noteFailure`, also while a flush runs): after a failed
+ * fsync the kernel may have dropped the unwritten pages and report the next fsync as a success, and a log frame
+ * lost in the middle makes SQLite's recovery drop every commit after it. So nothing is acknowledged as durable
+ * after a failure (the fsyncgate lesson that PostgreSQL learned in 2018); `failure` tells callers to refuse before
+ * they write. One failure stays unseen, as it does at synchronous = FULL: SQLite's automatic checkpoint discards
+ * the error of its own fsync of the log (its default WAL hook returns OK whatever happened), and Linux reports a
+ * writeback error once to each descriptor, and only to one opened before it was first seen, so neither SQLite's
+ * own next FULL commit nor this flush (its descriptor opened afterwards) is told.
  */
 export class WalSync {
   readonly #db: SqliteDatabase;
@@ -160,7 +164,12 @@ export class WalSync {
     if (db.memory) throw new RangeError("WalSync needs a database file, not an in-memory database");
     this.#db = db;
     // SQLite names the log after the database file's real path (a symbolic link resolved), absolute.
-    const databasePath = realpathSync(db.name);
+    let databasePath: string;
+    try {
+      databasePath = realpathSync(db.name);
+    } catch (cause) {
+      throw new RangeError(`WalSync: cannot resolve the database file ${db.name}`, { cause });
+    }
     this.#logPath = `${databasePath}-wal`;
     this.#folderPath = dirname(databasePath);
     this.#syncFile = options.syncFile ?? datasync;
@@ -202,6 +211,8 @@ export class WalSync {
       try {
         if (this.#failure !== null) throw this.#failedEarlier(this.#failure);
         await this.#flush();
+        // A failure noted while the flush ran (SQLite's own fsync, on the event loop) may have cost these frames.
+        if (this.#failure !== null) throw this.#failedEarlier(this.#failure);
       } catch (error) {
         for (const waiter of batch) waiter.reject(error);
         continue;

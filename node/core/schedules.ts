@@ -389,6 +389,15 @@ function errorText(error: unknown): string {
  * writes nothing more and is not counted against the schedule or its client; the row keeps its stored state and is
  * due again when its claim expires.
  */
+/** The refusal of every new schedule after the store failed an fsync: nothing of it is written (503). */
+function storeFailedEarlier(failure: Error & { code: string }): UnavailableError {
+  return new UnavailableError(
+    `the schedule store could not flush to disk (${failure.code}): the node takes no new schedules until it restarts`,
+    { code: failure.code },
+    { cause: failure },
+  );
+}
+
 class StoreWriteError extends Error {
   constructor(cause: unknown) {
     super(`schedule store write failed: ${errorText(cause)}`, { cause });
@@ -506,8 +515,9 @@ export interface ScheduleStats {
   dispatchesTotal: number;
   /**
    * Failed store writes (disk full, I/O error), each logged at error level: an attempt ended by one (StoreWriteError),
-   * a dispatcher pass whose claim failed (retried STORE_RETRY_MS later), or a new schedule not saved (refused 503;
-   * one count per schedule refused, so a failed commit of a batch counts each of its schedules).
+   * a dispatcher pass whose claim failed (retried STORE_RETRY_MS later), or a new schedule not saved or saved but not
+   * flushed to disk (refused 503; one count per schedule refused, so a failed commit of a batch counts each of its
+   * schedules; not the refusals that follow a failed fsync, which write nothing).
    */
   storeWriteErrorsTotal: number;
 }
@@ -647,7 +657,16 @@ export class ScheduleService {
     });
     // An accepted schedule is a promise to its client: on disk before the id is returned.
     this.#walSync = new WalSync(this.#db, options.syncFile === undefined ? {} : { syncFile: options.syncFile });
-    this.#inserts = new GroupCommit({ write: (rows) => insertAll(rows), sync: () => this.#walSync.sync(), maxBatch: MAX_INSERTS_PER_COMMIT });
+    this.#inserts = new GroupCommit({
+      write: (rows) => {
+        // Checked again here, at the write: a flush may have failed since schedule() checked (same turn).
+        const failure = this.#walSync.failure;
+        if (failure !== null) throw storeFailedEarlier(failure);
+        insertAll(rows);
+      },
+      sync: () => this.#walSync.sync(),
+      maxBatch: MAX_INSERTS_PER_COMMIT,
+    });
     const updateAll = this.#db.transaction((updates: readonly DeliveryUpdate[]) => {
       for (const update of updates) update.changes = this.#runUpdate(update);
     });
@@ -712,13 +731,7 @@ export class ScheduleService {
     // Before any write: a store that failed a flush can confirm nothing any more, and a row written anyway would be
     // delivered while its client is told to try again (a duplicate per retry).
     const storeFailure = this.#walSync.failure;
-    if (storeFailure !== null) {
-      throw new UnavailableError(
-        `the schedule store could not flush to disk (${storeFailure.code}): the node takes no new schedules until it restarts`,
-        { code: storeFailure.code },
-        { cause: storeFailure },
-      );
-    }
+    if (storeFailure !== null) throw storeFailedEarlier(storeFailure);
     // Node-wide, before any write: accepted rows cost commits on the serving thread, and many addresses each within
     // their own rate could otherwise take the whole thread from every other client.
     if (!this.#creates.tryTake(NODE_WIDE)) {
@@ -755,6 +768,7 @@ export class ScheduleService {
       this.#noteStoreWriteFailure(error);
       if (error instanceof WalSyncError) {
         // Committed but not known to be on disk: the row stays (and still counts) and may be delivered; said so.
+        if (this.#changesNextWake(executeAt, clientKey)) this.#arm();
         this.#logger.error({ err: error, id }, "a new schedule was stored but could not be flushed to disk: no new schedules until the node restarts");
         throw new UnavailableError(
           `the schedule store could not confirm schedule ${id} on disk: it may still be delivered once, under that id; ` +
@@ -764,6 +778,10 @@ export class ScheduleService {
         );
       }
       this.#pending.add(clientKey, -1);
+      if (isFlushFailure(error)) {
+        this.#logger.error({ err: error, id }, "a new schedule could not be stored (a failed fsync): no new schedules until the node restarts");
+        throw storeFailedEarlier(error);
+      }
       this.#logger.error({ err: error, id }, "a new schedule could not be stored");
       throw new UnavailableError("the schedule store could not save the schedule; try again later", { scheduleId: id, code: error.code }, { cause: error });
     }

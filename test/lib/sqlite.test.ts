@@ -234,6 +234,21 @@ describe("lib/sqlite WalSync", () => {
     expect(calls, "nothing flushed after the failure").to.have.length(1);
   });
 
+  it("rejects the callers of a flush during which SQLite reported a failed fsync of its own", async () => {
+    const flushes = gated();
+    const walSync = new WalSync(db, { syncFile: flushes.syncFile });
+    insert(1);
+    const during = walSync.sync().then(
+      () => null,
+      (error: unknown) => error as WalSyncError,
+    );
+    await turns(2);
+    walSync.noteFailure(Object.assign(new Error("disk I/O error"), { code: "SQLITE_IOERR_FSYNC" }));
+    await flushes.releaseNext();
+    const failed = await during;
+    expect(failed).to.include({ code: "WAL_SYNC_FAILED_EARLIER" });
+  });
+
   it("refuses an in-memory database (nothing to flush)", () => {
     const memory = new Database(":memory:");
     try {

@@ -1,6 +1,6 @@
 import { expect } from "chai";
 import Database from "better-sqlite3";
-import { readFileSync } from "node:fs";
+import { readFileSync, realpathSync } from "node:fs";
 import { createServer } from "node:http";
 import type { AddressInfo } from "node:net";
 import { join } from "node:path";
@@ -361,10 +361,12 @@ describe("scheduled deliveries: state commits", function () {
     };
     try {
       const dataDir = fixtures.data();
-      const log = `file ${join(dataDir, "schedules.sqlite-wal")}`;
+      // The log is named after the real path (a temporary folder may sit behind a symbolic link).
+      const realDir = realpathSync(dataDir);
+      const log = `file ${join(realDir, "schedules.sqlite-wal")}`;
       const started = fixtures.service({ maxAttempts: 1, syncFile, ...recordingTransport([200, 500]) }, { dataDir });
       const delivered = await started.schedule(nowNs(), "http://127.0.0.1:1/cb");
-      expect(flushed, "the accepted row's log (and its folder, first seen), before its id is returned").to.deep.equal([log, `folder ${dataDir}`]);
+      expect(flushed, "the accepted row's log (and its folder, first seen), before its id is returned").to.deep.equal([log, `folder ${realDir}`]);
       expect(durable, "no fsync on the event loop for it").to.deep.equal([]);
       await waitFor(() => started.get(delivered.id).status === "delivered", 20_000, "the delivery");
       // 'delivering' and 'delivered' were committed too, at the connection's own level (NORMAL), and not flushed.
@@ -428,6 +430,56 @@ describe("scheduled deliveries: state commits", function () {
       expect(db.prepare("SELECT id FROM schedules").all(), "only the first row was written").to.deep.equal([{ id }]);
     } finally {
       db.close();
+    }
+  });
+
+  it("writes no schedule queued before a flush failed that it was not told of: it is refused, nothing stored", async () => {
+    let failFlush: (error: Error) => void = () => undefined;
+    const failing = new Promise<never>((_resolve, reject) => (failFlush = reject));
+    let flushes = 0;
+    const syncFile: sqlite.FileSync = async () => {
+      flushes += 1;
+      return failing;
+    };
+    const dataDir = fixtures.data();
+    const started = fixtures.service({ syncFile }, { dataDir });
+    const first = started.schedule(nowNs() + 60_000n * MS, "http://127.0.0.1:1/first").then(
+      () => null,
+      (error: unknown) => error as UnavailableError,
+    );
+    await waitFor(() => flushes === 1, 5_000, "the first schedule's flush");
+    // Admitted now (no failure yet), written at the end of the turn: after the flush below has failed.
+    const second = started.schedule(nowNs() + 60_000n * MS, "http://127.0.0.1:1/second").then(
+      () => null,
+      (error: unknown) => error as UnavailableError,
+    );
+    failFlush(Object.assign(new Error("EIO: i/o error, fdatasync"), { code: "EIO" }));
+    const [firstRefusal, secondRefusal] = await Promise.all([first, second]);
+    expect(firstRefusal?.message).to.match(/could not confirm schedule .* on disk: it may still be delivered once/);
+    expect(secondRefusal).to.be.instanceOf(UnavailableError);
+    expect(secondRefusal?.message).to.equal("the schedule store could not flush to disk (EIO): the node takes no new schedules until it restarts");
+    await started.stop();
+    const db = new Database(join(dataDir, "schedules.sqlite"), { readonly: true });
+    try {
+      expect(db.prepare("SELECT callback_url FROM schedules").all()).to.deep.equal([{ callback_url: "http://127.0.0.1:1/first" }]);
+    } finally {
+      db.close();
+    }
+  });
+
+  it("stops new schedules after a failed fsync SQLite reports on the store (a failed mark's durable commit)", async () => {
+    const original = sqlite.commitDurably;
+    (sqlite as { commitDurably: typeof original }).commitDurably = () => {
+      throw new Database.SqliteError("disk I/O error", "SQLITE_IOERR_FSYNC");
+    };
+    try {
+      const started = fixtures.service({ maxAttempts: 1, ...recordingTransport([500]) });
+      await started.schedule(nowNs(), "http://127.0.0.1:1/cb");
+      await waitFor(() => started.stats().storeWriteErrorsTotal === 1, 20_000, "the failed mark's commit");
+      const refusal = await expectRejects(started.schedule(nowNs() + 60_000n * MS, "http://127.0.0.1:1/cb"), UnavailableError);
+      expect(refusal.message).to.equal("the schedule store could not flush to disk (SQLITE_IOERR_FSYNC): the node takes no new schedules until it restarts");
+    } finally {
+      (sqlite as { commitDurably: typeof original }).commitDurably = original;
     }
   });
 
