@@ -28,6 +28,7 @@ import type { SignedTime } from "../core/types";
 import { API_KEY_HEADER } from "../../wire/auth";
 import { CLIENT_MESSAGES, schemaProblem, type SubscribeMessage, type UnsubscribeMessage } from "../../wire/ws";
 import { admitClient, type TransportContext } from "./context";
+import type { PushChannel } from "./pushScheduler";
 import {
   INTERNAL_ERROR_MESSAGE,
   WS_CLOSE_INTERNAL_ERROR,
@@ -60,6 +61,8 @@ interface Subscription {
 
 interface ConnectionState {
   clientKey: string;
+  /** The connection's socket: the pushes of one turn to it are corked into one write (pushScheduler.ts). */
+  channel: PushChannel;
   subscriptions: Map<string, Subscription>;
   nextId: number;
   errors: number;
@@ -209,7 +212,7 @@ export function attachStreamServer(server: Server, context: TransportContext): S
           includeProof: message.includeProof,
           cancel: () => undefined,
         };
-        subscription.cancel = pushes.add(Number(message.intervalNs / NS_PER_MS), () => push(ws, subscription));
+        subscription.cancel = pushes.add(Number(message.intervalNs / NS_PER_MS), () => push(ws, subscription), state.channel);
         state.subscriptions.set(id, subscription);
         send(ws, { type: "subscribed", id, interval: Number(message.intervalNs) });
         if (pushes.tryTake()) push(ws, subscription); // the first update at once, budget permitting (else at its tick)
@@ -260,7 +263,7 @@ export function attachStreamServer(server: Server, context: TransportContext): S
     // The slot is held from here until the connection closes; a socket that dies mid-handshake gives it back too.
     socket.once("close", release);
     wss.handleUpgrade(request, socket, head, (ws) => {
-      const state: ConnectionState = { clientKey, subscriptions: new Map(), nextId: 0, errors: 0 };
+      const state: ConnectionState = { clientKey, channel: socket, subscriptions: new Map(), nextId: 0, errors: 0 };
       states.set(ws, state);
       metrics.countRequest("ws", "upgrade", "101");
       ws.on("message", (data, isBinary) => onMessage(ws, state, data, isBinary));

@@ -172,4 +172,28 @@ describe("node/api/pushScheduler", function () {
     await sleep(600); // past the next tick, were a timer left
     expect(pushed).to.equal(frozen);
   });
+
+  it("writes one turn's pushes to one channel together: corked before its first push, uncorked after the turn's last", async function () {
+    this.timeout(10_000);
+    scheduler = new PushScheduler({ maxPushesPerSecond: 1_000_000, maxPushesPerTurn: 6 });
+    const events: string[] = [];
+    const channel = (name: string) => ({ cork: () => events.push(`cork ${name}`), uncork: () => events.push(`uncork ${name}`) });
+    const a = channel("a");
+    const b = channel("b");
+    // Three subscriptions on connection a, two on b, one with no channel (gRPC): interleaved as they were added.
+    scheduler.add(500, () => events.push("push a1"), a);
+    scheduler.add(500, () => events.push("push b1"), b);
+    scheduler.add(500, () => events.push("push a2"), a);
+    scheduler.add(500, () => events.push("push none"));
+    scheduler.add(500, () => events.push("push b2"), b);
+    scheduler.add(500, () => events.push("push a3"), a);
+    await new Promise<void>((resolve) => {
+      const wait = (): void => {
+        if (events.length > 0) resolve();
+        else setImmediate(wait);
+      };
+      wait();
+    });
+    expect(events).to.deep.equal(["cork a", "push a1", "cork b", "push b1", "push a2", "push none", "push b2", "push a3", "uncork a", "uncork b"]);
+  });
 });

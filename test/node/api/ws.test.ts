@@ -4,6 +4,7 @@ import WebSocket from "ws";
 import { parseJsonLossless, proofFromJson } from "../../../protocol/json";
 import { createVerifyContext, verifyTimeProof } from "../../../protocol/verify";
 import { http, startTestNode, waitFor, type TestNode } from "./helpers";
+import { PushScheduler } from "../../../node/api/pushScheduler";
 
 interface Frame {
   [key: string]: unknown;
@@ -104,6 +105,29 @@ describe("node/api/ws", function () {
       nowNs: BigInt(Date.now()) * 1_000_000n,
     });
     expect(verifyTimeProof(proof, context)).to.deep.include({ valid: true });
+  });
+
+  it("hands the push scheduler each connection's socket as the channel of its subscriptions (one write per turn)", async function () {
+    const channels: unknown[] = [];
+    const original = PushScheduler.prototype.add;
+    PushScheduler.prototype.add = function (this: PushScheduler, intervalMs, push, channel) {
+      channels.push(channel);
+      return original.call(this, intervalMs, push, channel);
+    };
+    try {
+      const first = await open();
+      const second = await open();
+      for (const client of [first, first, second]) {
+        client.send({ type: "subscribe", interval: 50_000_000, accuracy: "hardware" });
+        await client.next((frame) => frame["type"] === "subscribed", "subscribed");
+      }
+    } finally {
+      PushScheduler.prototype.add = original;
+    }
+    expect(channels).to.have.length(3);
+    for (const channel of channels) expect(channel).to.respondTo("cork").and.to.respondTo("uncork");
+    expect(channels[0], "two subscriptions of one connection").to.equal(channels[1]);
+    expect(channels[2], "another connection").not.to.equal(channels[0]);
   });
 
   it("pushes no proof unless asked, and stops after unsubscribe", async function () {
