@@ -15,11 +15,12 @@
  * together: ~60 ms during which no request was answered (`npm run bench:attack`, attack 5). What waits is bounded
  * by the burst too: a tick whose pushes would not fit skips them (counted as skipped), so pushes never queue up.
  *
- * The pushes of one turn that go to one connection leave in one write: a member may name its connection (a
- * `PushChannel`, e.g. the WebSocket's socket), which is corked before its first push of the turn and uncorked
- * after the turn's last. A write to a loopback or LAN socket is one system call that wakes the reader, ~35 µs here
- * whatever its size: at the stream caps (8 subscriptions per connection) the writes of the pushes were a third of
- * the busy core (`npm run bench:attack`, attack 5, CPU profile).
+ * The pushes of one drain (a tick's, or the rest of the backlog in a later turn) that go to one connection leave
+ * in one write: a member may name its connection (a `PushChannel`, e.g. the WebSocket's socket), which is corked
+ * before its first push of the drain and uncorked after the drain's last. A write to a loopback or LAN socket is
+ * one system call that wakes the reader, ~35 µs here whatever its size: at the stream caps (8 subscriptions per
+ * connection) those writes were 28 % of the busy core (`npm run bench:attack`, attack 5, CPU profile). Ticks of
+ * different intervals drain separately, and a subscription's first push (tryTake) is written on its own.
  */
 
 import { TurnBudget } from "./turnBudget";
@@ -68,6 +69,19 @@ interface Group {
   timer: NodeJS.Timeout;
 }
 
+/** Uncorks every channel; the first error any of them threw, if one did. */
+export function uncorkAll(channels: Iterable<PushChannel>): { error: unknown } | null {
+  let failure: { error: unknown } | null = null;
+  for (const channel of channels) {
+    try {
+      channel.uncork();
+    } catch (error) {
+      failure ??= { error };
+    }
+  }
+  return failure;
+}
+
 export class PushScheduler {
   readonly #groups = new Map<number, Group>();
   readonly #ratePerMs: number;
@@ -105,7 +119,7 @@ export class PushScheduler {
 
   /**
    * Runs `push` every `intervalMs` (at least 1 ms) while budget allows; returns the function that stops it. Pushes
-   * of one turn to the same `channel` are written together.
+   * of one drain to the same `channel` are written together.
    */
   add(intervalMs: number, push: () => void, channel?: PushChannel): () => void {
     const key = Math.max(1, Math.round(intervalMs));
@@ -199,6 +213,7 @@ export class PushScheduler {
   #drain = (): void => {
     this.#drainScheduled = false;
     const corked = new Set<PushChannel>();
+    let pushFailure: { error: unknown } | null = null;
     try {
       while (this.#backlogHead < this.#backlog.length) {
         const member = this.#backlog[this.#backlogHead]!;
@@ -212,9 +227,13 @@ export class PushScheduler {
         }
         member.push();
       }
-    } finally {
-      for (const channel of corked) channel.uncork();
+    } catch (error) {
+      pushFailure = { error };
     }
+    // Every channel, whatever a push or another channel throws: a channel left corked would hold its pushes for good.
+    const uncorkFailure = uncorkAll(corked);
+    if (pushFailure !== null) throw pushFailure.error;
+    if (uncorkFailure !== null) throw uncorkFailure.error;
     if (this.#backlogHead >= this.#backlog.length) {
       this.#backlog = [];
       this.#backlogHead = 0;

@@ -2,7 +2,7 @@
  * Shared stream timers and the node-wide push budget.
  */
 import { expect } from "chai";
-import { PushScheduler } from "../../../node/api/pushScheduler";
+import { PushScheduler, uncorkAll } from "../../../node/api/pushScheduler";
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
@@ -195,5 +195,43 @@ describe("node/api/pushScheduler", function () {
       wait();
     });
     expect(events).to.deep.equal(["cork a", "push a1", "cork b", "push b1", "push a2", "push none", "push b2", "push a3", "uncork a", "uncork b"]);
+  });
+
+  it("corks a channel again in the next turn for what the turn's allowance left, and skips a member removed meanwhile", async function () {
+    this.timeout(10_000);
+    scheduler = new PushScheduler({ maxPushesPerSecond: 1_000_000, maxPushesPerTurn: 2 });
+    const events: string[] = [];
+    const a = { cork: () => events.push("cork"), uncork: () => events.push("uncork") };
+    const stops = [1, 2, 3, 4].map((n) => scheduler!.add(500, () => events.push(`push ${n}`), a));
+    await new Promise<void>((resolve) => {
+      const wait = (): void => {
+        if (events.length > 0) resolve();
+        else setImmediate(wait);
+      };
+      wait();
+    });
+    expect(events).to.deep.equal(["cork", "push 1", "push 2", "uncork"]);
+    stops[2]!(); // subscriber 3 leaves while its push waits
+    await new Promise((resolve) => setImmediate(resolve));
+    await new Promise((resolve) => setImmediate(resolve));
+    expect(events).to.deep.equal(["cork", "push 1", "push 2", "uncork", "cork", "push 4", "uncork"]);
+  });
+
+  it("uncorks every channel even when one throws, and reports the first error", () => {
+    const uncorked: string[] = [];
+    const failure = new Error("uncork failed");
+    const result = uncorkAll([
+      { cork: () => undefined, uncork: () => uncorked.push("a") },
+      {
+        cork: () => undefined,
+        uncork: () => {
+          throw failure;
+        },
+      },
+      { cork: () => undefined, uncork: () => uncorked.push("c") },
+    ]);
+    expect(uncorked).to.deep.equal(["a", "c"]);
+    expect(result).to.deep.equal({ error: failure });
+    expect(uncorkAll([])).to.equal(null);
   });
 });

@@ -107,7 +107,7 @@ describe("node/api/ws", function () {
     expect(verifyTimeProof(proof, context)).to.deep.include({ valid: true });
   });
 
-  it("hands the push scheduler each connection's socket as the channel of its subscriptions (one write per turn)", async function () {
+  it("hands the push scheduler each connection's socket as the channel of its subscriptions", async function () {
     const channels: unknown[] = [];
     const original = PushScheduler.prototype.add;
     PushScheduler.prototype.add = function (this: PushScheduler, intervalMs, push, channel) {
