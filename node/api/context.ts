@@ -40,6 +40,10 @@ export interface TransportLimits {
   wsMaxIntervalNs: bigint;
   /** Bad messages tolerated per connection before it is closed with 1008 (policy violation). */
   wsMaxErrorsPerConnection: number;
+  /** WebSocket messages handled per event-loop turn, all connections together; the rest wait (turnQueue.ts). */
+  wsMaxMessagesPerTurn: number;
+  /** Messages one WebSocket connection may have waiting; beyond, it is closed with 1008. */
+  wsMaxQueuedMessagesPerConnection: number;
   /** Updates are skipped (not queued) while this many bytes wait to be sent to a slow client. */
   wsMaxBufferedBytes: number;
   grpcMaxReceiveMessageBytes: number;
@@ -61,6 +65,9 @@ export interface TransportLimits {
 const FIXED_LIMITS = {
   keepAliveTimeoutMs: 5_000,
   wsMaxErrorsPerConnection: 20,
+  // ~50–100 µs a subscribe (parse, schema, rate limit, reply): a few ms of messages per turn.
+  wsMaxMessagesPerTurn: 32,
+  wsMaxQueuedMessagesPerConnection: 64,
   wsMaxBufferedBytes: 256 * 1024,
   grpcMaxSendMessageBytes: 64 * 1024,
   grpcMaxFutureWaitNs: 10_000_000_000n,

@@ -29,6 +29,8 @@ import { API_KEY_HEADER } from "../../wire/auth";
 import { CLIENT_MESSAGES, schemaProblem, type SubscribeMessage, type UnsubscribeMessage } from "../../wire/ws";
 import { admitClient, type TransportContext } from "./context";
 import type { PushChannel } from "./pushScheduler";
+import { TurnBudget } from "./turnBudget";
+import { TurnQueue } from "./turnQueue";
 import {
   INTERNAL_ERROR_MESSAGE,
   WS_CLOSE_INTERNAL_ERROR,
@@ -133,6 +135,8 @@ export function attachStreamServer(server: Server, context: TransportContext): S
   const states = new Map<WebSocket, ConnectionState>();
   const frames = new FrameCache();
   const intervalLimits = { minIntervalNs: limits.wsMinIntervalNs, maxIntervalNs: limits.wsMaxIntervalNs };
+  // Client messages handled per event-loop turn, all connections together (turnQueue.ts).
+  const messageTurn = new TurnBudget(limits.wsMaxMessagesPerTurn);
 
   /** A reply to a client message. A client that sends but does not read would grow its buffer: it is closed. */
   function send(ws: WebSocket, payload: object): void {
@@ -266,8 +270,21 @@ export function attachStreamServer(server: Server, context: TransportContext): S
       const state: ConnectionState = { clientKey, channel: socket, subscriptions: new Map(), nextId: 0, errors: 0 };
       states.set(ws, state);
       metrics.countRequest("ws", "upgrade", "101");
-      ws.on("message", (data, isBinary) => onMessage(ws, state, data, isBinary));
+      const messages = new TurnQueue<{ data: RawData; isBinary: boolean }>(messageTurn, {
+        handle: ({ data, isBinary }) => onMessage(ws, state, data, isBinary),
+        pause: () => ws.pause(),
+        resume: () => ws.resume(),
+        maxQueued: limits.wsMaxQueuedMessagesPerConnection,
+      });
+      ws.on("message", (data, isBinary) => {
+        if (messages.offer({ data, isBinary })) return;
+        messages.clear(); // the rest of this read is dropped with the connection
+        clientErrorLog.clientError({ transport: "ws", status: "too_many_messages", route: "message", error: new Error("too many messages at once") });
+        metrics.countRequest("ws", "message", "error");
+        closeWith(ws, WS_CLOSE_POLICY_VIOLATION, "Too many messages at once");
+      });
       ws.on("close", () => {
+        messages.clear();
         stopSubscriptions(state);
         states.delete(ws);
       });

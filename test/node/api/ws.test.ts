@@ -219,6 +219,54 @@ describe("node/api/ws", function () {
   });
 });
 
+describe("node/api/ws messages per turn", function () {
+  let t: TestNode;
+  const clients: Client[] = [];
+
+  before(async function () {
+    t = await startTestNode({ limits: { wsMaxMessagesPerTurn: 2, wsMaxQueuedMessagesPerConnection: 4 } });
+  });
+  afterEach(function () {
+    for (const client of clients.splice(0)) client.close();
+  });
+  after(async function () {
+    await t?.close();
+  });
+
+  /** Sends every message in one write, so that the node reads them together. */
+  function sendTogether(client: Client, messages: unknown[]): void {
+    const socket = (client.socket as unknown as { _socket: { cork(): void; uncork(): void } })._socket;
+    socket.cork();
+    for (const message of messages) client.send(message);
+    socket.uncork();
+  }
+
+  it("answers messages read together in order, over several turns, beyond the per-turn bound", async function () {
+    const client = await Client.open(t.node.endpoints.ws);
+    clients.push(client);
+    sendTogether(
+      client,
+      [1, 2, 3, 4, 5, 6].map((n) => ({ type: "unsubscribe", id: `s${n}` })),
+    );
+    await waitFor(() => client.frames.length === 6, "six answers");
+    expect(client.frames.map((frame) => frame["message"])).to.deep.equal([1, 2, 3, 4, 5, 6].map((n) => `id: no subscription "s${n}"`));
+    expect(client.closed).to.equal(null);
+  });
+
+  it("closes a connection that sends more messages at once than may wait (1008); what waited is dropped", async function () {
+    const client = await Client.open(t.node.endpoints.ws);
+    clients.push(client);
+    sendTogether(
+      client,
+      [1, 2, 3, 4, 5, 6, 7, 8].map((n) => ({ type: "unsubscribe", id: `s${n}` })),
+    );
+    await waitFor(() => client.closed !== null, "policy close");
+    expect(client.closed).to.deep.equal({ code: 1008, reason: "Too many messages at once" });
+    // The two handled in the turn they arrived were answered; the four waiting were dropped with the connection.
+    expect(client.frames.map((frame) => frame["message"])).to.deep.equal([1, 2].map((n) => `id: no subscription "s${n}"`));
+  });
+});
+
 describe("node/api/ws auth, rate limit, connection bound and tamper", function () {
   const apiKey = "ws-test-api-key-0123456789";
 
