@@ -52,7 +52,10 @@ export class GroupCommit<T> {
     return this.#queue.length;
   }
 
-  /** Resolves once `item` is committed; rejects with the write's error (every item of that batch then failed). */
+  /**
+   * Resolves once `item` is committed (and synced, with `sync`); rejects with the write's or the sync's error
+   * (every item of that batch then failed).
+   */
   add(item: T): Promise<void> {
     return new Promise<void>((resolve, reject) => {
       this.#queue.push({ item, resolve, reject });

@@ -113,7 +113,7 @@ interface SyncWaiter {
 }
 
 /** Whether `error` is SQLite reporting that one of its own flushes (fsync) failed. */
-export function isFlushFailure(error: unknown): boolean {
+export function isFlushFailure(error: unknown): error is Error & { code: "SQLITE_IOERR_FSYNC" | "SQLITE_IOERR_DIR_FSYNC" } {
   return isSqliteError(error) && (error.code === "SQLITE_IOERR_FSYNC" || error.code === "SQLITE_IOERR_DIR_FSYNC");
 }
 
@@ -154,7 +154,7 @@ export class WalSync {
   readonly #folderPath: string;
   readonly #syncFile: FileSync;
   /** The inode of the log whose folder entry was flushed (null: none yet). */
-  #folderSyncedFor: number | null = null;
+  #folderSyncedForInode: number | null = null;
   #failure: WalSyncError | null = null;
   #running = false;
   #waiting: SyncWaiter[] = [];
@@ -240,10 +240,12 @@ export class WalSync {
       this.#failure = new WalSyncError(`${this.#logPath} is missing while its database is open`, "WAL_MISSING", this.#logPath);
       throw this.#failure;
     }
-    if (log.inode !== this.#folderSyncedFor && process.platform !== "win32") {
+    if (log.inode !== this.#folderSyncedForInode && process.platform !== "win32") {
       // Best effort, as SQLite's own flush of the folder of a log it created.
-      await this.#syncFile(this.#folderPath, "folder").catch(() => undefined);
-      this.#folderSyncedFor = log.inode;
+      await Promise.resolve()
+        .then(() => this.#syncFile(this.#folderPath, "folder"))
+        .catch(() => undefined);
+      this.#folderSyncedForInode = log.inode;
     }
   }
 

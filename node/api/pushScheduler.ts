@@ -19,8 +19,9 @@
  * in one write: a member may name its connection (a `PushChannel`, e.g. the WebSocket's socket), which is corked
  * before its first push of the drain and uncorked after the drain's last. A write to a loopback or LAN socket is
  * one system call that wakes the reader, ~35 µs here whatever its size: at the stream caps (8 subscriptions per
- * connection) those writes were 28 % of the busy core (`npm run bench:attack`, attack 5, CPU profile). Ticks of
- * different intervals drain separately, and a subscription's first push (tryTake) is written on its own.
+ * connection) those writes were 28 % of the busy core (`npm run bench:attack`, attack 5, CPU profile). A drain
+ * runs at most maxPushesPerTurn pushes, so a connection's pushes may be split over drains; a subscription's first
+ * push (tryTake) is written on its own.
  */
 
 import { TurnBudget } from "./turnBudget";

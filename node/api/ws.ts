@@ -63,7 +63,7 @@ interface Subscription {
 
 interface ConnectionState {
   clientKey: string;
-  /** The connection's socket: the pushes of one turn to it are corked into one write (pushScheduler.ts). */
+  /** The connection's socket: the pushes of one drain to it are corked into one write (pushScheduler.ts). */
   channel: PushChannel;
   subscriptions: Map<string, Subscription>;
   nextId: number;

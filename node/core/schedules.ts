@@ -10,11 +10,11 @@
  * soon as it is committed, so a schedule already due may be delivered during that flush; if the power goes before
  * it ends, the client got no answer for a schedule that may have been delivered once (as when its connection
  * breaks before the answer), and if the flush fails, a 503 naming the id. After a failed flush (WalSync's, or one
- * of SQLite's own on this store) no new schedule is written until restart: nothing could be confirmed on disk. A schedule marked `failed` commits durably too
- * (commitDurably: a client may act on it). The rest of the delivery bookkeeping (claims, `delivering`,
- * `delivered`, retries) commits without an fsync (synchronous=NORMAL), one commit per turn of deliveries. A
- * process crash loses none of those commits. A power loss may take back those made since the last sync (the next
- * durable commit or checkpoint): a `delivered` schedule is then `delivering` again and delivered again (same id),
+ * of SQLite's own on this store) no new schedule is written until restart: nothing could be confirmed on disk. A
+ * schedule marked `failed` commits durably too (commitDurably: a client may act on it). The rest of the delivery
+ * bookkeeping (claims, `delivering`, `delivered`, retries) commits without an fsync (synchronous=NORMAL), one
+ * commit per turn of deliveries. A process crash loses none of those commits. A power loss may take back those
+ * made since the last sync (the next new schedule's flush, durable commit or checkpoint): a `delivered` schedule is then `delivering` again and delivered again (same id),
  * and a POST may go uncounted, so attempts can exceed maxAttempts by the ones lost; nothing accepted is lost.
  *
  * Delivery semantics: at most one delivery per successful POST, at least once overall. A row is marked
@@ -384,11 +384,6 @@ function errorText(error: unknown): string {
   return truncated(error instanceof Error ? `${error.name}: ${error.message}` : String(error));
 }
 
-/**
- * A write of the schedule store failed (disk full, I/O error): the node's fault, not the schedule's. The attempt
- * writes nothing more and is not counted against the schedule or its client; the row keeps its stored state and is
- * due again when its claim expires.
- */
 /** The refusal of every new schedule after the store failed an fsync: nothing of it is written (503). */
 function storeFailedEarlier(failure: Error & { code: string }): UnavailableError {
   return new UnavailableError(
@@ -398,6 +393,11 @@ function storeFailedEarlier(failure: Error & { code: string }): UnavailableError
   );
 }
 
+/**
+ * A write of the schedule store failed (disk full, I/O error): the node's fault, not the schedule's. The attempt
+ * writes nothing more and is not counted against the schedule or its client; the row keeps its stored state and is
+ * due again when its claim expires.
+ */
 class StoreWriteError extends Error {
   constructor(cause: unknown) {
     super(`schedule store write failed: ${errorText(cause)}`, { cause });
@@ -702,6 +702,7 @@ export class ScheduleService {
     // their records.
     if (this.#db.open) this.#inserts.flush();
     if (this.#db.open) this.#updates.flush();
+    // Unbounded on purpose: a disk that hangs an fsync would hang the close's own checkpoint the same way.
     await this.#walSync.idle();
     if (this.#db.open) this.#db.close();
   }
@@ -758,7 +759,8 @@ export class ScheduleService {
     try {
       await this.#inserts.add({ id, executeAtNs: executeAt, callbackUrl: url, createdAtNs: nowNs, clientKey });
     } catch (error) {
-      // Anything but the store's own failure is a bug here: a 500, logged by the transport.
+      // Not the store's own failure: a refusal (the store failed a flush since the check above: 503, nothing written)
+      // or a bug (a 500, logged by the transport). Either way the row was not written.
       if (!isStoreFailure(error)) {
         this.#pending.add(clientKey, -1);
         throw error;
@@ -989,7 +991,7 @@ export class ScheduleService {
    */
   #noteStoreWriteFailure(error: unknown): void {
     this.#stats.storeWriteErrorsTotal += 1;
-    if (isFlushFailure(error)) this.#walSync.noteFailure(error as Error & { code: string });
+    if (isFlushFailure(error)) this.#walSync.noteFailure(error);
   }
 
   /** Queues a delivery state change for this turn's commit; rejects with StoreWriteError when that commit fails. */
