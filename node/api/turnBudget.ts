@@ -40,7 +40,16 @@ export class TurnBudget {
       this.#used = 0;
       const waiters = this.#waiters;
       this.#waiters = [];
-      for (const resume of waiters) resume();
+      // Every waiter, whatever one of them throws: a waiter not called would wait for good.
+      let failure: { error: unknown } | null = null;
+      for (const resume of waiters) {
+        try {
+          resume();
+        } catch (error) {
+          failure ??= { error };
+        }
+      }
+      if (failure !== null) throw failure.error;
     });
   }
 }

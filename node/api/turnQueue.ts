@@ -11,6 +11,12 @@
  */
 import type { TurnBudget } from "./turnBudget";
 
+/**
+ * Messages one connection handles per pass before it goes behind the other waiting connections: waiting
+ * connections are served round-robin, so one with a long backlog does not hold the turn's budget for turns.
+ */
+export const MAX_MESSAGES_PER_PASS = 8;
+
 export interface TurnQueueOptions<T> {
   /** Handles one message (may close the connection: clear() then drops the rest). */
   handle(item: T): void;
@@ -78,7 +84,11 @@ export class TurnQueue<T> {
 
   #drain = (): void => {
     this.#waiting = false;
-    while (!this.#cleared && this.#queue.length > 0 && this.#budget.take()) this.#options.handle(this.#queue.shift()!);
+    let handled = 0;
+    while (!this.#cleared && this.#queue.length > 0 && handled < MAX_MESSAGES_PER_PASS && this.#budget.take()) {
+      handled += 1;
+      this.#options.handle(this.#queue.shift()!);
+    }
     if (this.#cleared) return;
     if (this.#queue.length > 0) {
       this.#waitForTurn();

@@ -65,6 +65,8 @@ interface ConnectionState {
   clientKey: string;
   /** The connection's socket: the pushes of one drain to it are corked into one write (pushScheduler.ts). */
   channel: PushChannel;
+  /** Its client messages waiting for a turn (turnQueue.ts); cleared when the connection starts closing. */
+  messages: TurnQueue<{ data: RawData; isBinary: boolean }> | null;
   subscriptions: Map<string, Subscription>;
   nextId: number;
   errors: number;
@@ -155,7 +157,11 @@ export function attachStreamServer(server: Server, context: TransportContext): S
 
   function closeWith(ws: WebSocket, code: number, reason: string): void {
     const state = states.get(ws);
-    if (state !== undefined) stopSubscriptions(state);
+    if (state !== undefined) {
+      // Nothing it sent is handled any more: a message waiting would otherwise still subscribe, count and log.
+      state.messages?.clear();
+      stopSubscriptions(state);
+    }
     if (ws.readyState === ws.OPEN || ws.readyState === ws.CONNECTING) ws.close(code, truncateReason(reason));
   }
 
@@ -267,20 +273,28 @@ export function attachStreamServer(server: Server, context: TransportContext): S
     // The slot is held from here until the connection closes; a socket that dies mid-handshake gives it back too.
     socket.once("close", release);
     wss.handleUpgrade(request, socket, head, (ws) => {
-      const state: ConnectionState = { clientKey, channel: socket, subscriptions: new Map(), nextId: 0, errors: 0 };
+      const state: ConnectionState = { clientKey, channel: socket, messages: null, subscriptions: new Map(), nextId: 0, errors: 0 };
       states.set(ws, state);
       metrics.countRequest("ws", "upgrade", "101");
       const messages = new TurnQueue<{ data: RawData; isBinary: boolean }>(messageTurn, {
-        handle: ({ data, isBinary }) => onMessage(ws, state, data, isBinary),
+        handle: ({ data, isBinary }) => {
+          // Closing (the client's close frame, or the node's): what it sent before is not handled.
+          if (ws.readyState !== ws.OPEN) {
+            messages.clear();
+            return;
+          }
+          onMessage(ws, state, data, isBinary);
+        },
         pause: () => ws.pause(),
         resume: () => ws.resume(),
         maxQueued: limits.wsMaxQueuedMessagesPerConnection,
       });
+      state.messages = messages;
       ws.on("message", (data, isBinary) => {
         if (messages.offer({ data, isBinary })) return;
         messages.clear(); // the rest of this read is dropped with the connection
         clientErrorLog.clientError({ transport: "ws", status: "too_many_messages", route: "message", error: new Error("too many messages at once") });
-        metrics.countRequest("ws", "message", "error");
+        metrics.countRequest("ws", "message", "too_many_messages");
         closeWith(ws, WS_CLOSE_POLICY_VIOLATION, "Too many messages at once");
       });
       ws.on("close", () => {

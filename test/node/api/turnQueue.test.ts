@@ -3,7 +3,7 @@
  */
 import { expect } from "chai";
 import { TurnBudget } from "../../../node/api/turnBudget";
-import { TurnQueue } from "../../../node/api/turnQueue";
+import { MAX_MESSAGES_PER_PASS, TurnQueue } from "../../../node/api/turnQueue";
 
 const nextTurn = (): Promise<void> => new Promise((resolve) => setImmediate(resolve));
 
@@ -40,6 +40,27 @@ describe("node/api/turnQueue", () => {
     await nextTurn();
     await nextTurn();
     expect(events.filter((event) => event.startsWith("a"))).to.deep.equal(["a5", "a6", "a7", "a8", "a9"]);
+  });
+
+  it("serves waiting connections round-robin, a pass each, and never handles a new message ahead of waiting ones", async () => {
+    expect(MAX_MESSAGES_PER_PASS).to.equal(8);
+    const budget = new TurnBudget(20);
+    const events: string[] = [];
+    const spend = recordingQueue(budget, "c", events, 100);
+    for (let n = 1; n <= 20; n += 1) spend.offer(n); // the turn's budget is spent
+    const a = recordingQueue(budget, "a", events, 100);
+    const b = recordingQueue(budget, "b", events, 100);
+    for (let n = 1; n <= 12; n += 1) a.offer(n);
+    for (let n = 1; n <= 2; n += 1) b.offer(n);
+    events.length = 0;
+    await nextTurn();
+    const handled = () => events.filter((event) => !event.startsWith("pause") && !event.startsWith("resume"));
+    expect(handled(), "a's first pass, then b, then a again next turn").to.deep.equal(["a1", "a2", "a3", "a4", "a5", "a6", "a7", "a8", "b1", "b2"]);
+    // The budget has units left in this turn, but a still has messages waiting: a new one goes behind them.
+    expect(a.offer(13)).to.equal(true);
+    expect(handled()).to.have.length(10);
+    await nextTurn();
+    expect(handled().slice(10)).to.deep.equal(["a9", "a10", "a11", "a12", "a13"]);
   });
 
   it("refuses a message beyond maxQueued (the caller closes the connection)", () => {

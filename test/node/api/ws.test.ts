@@ -253,7 +253,16 @@ describe("node/api/ws messages per turn", function () {
     expect(client.closed).to.equal(null);
   });
 
+  /** The node's count of WebSocket messages answered with an error, and of connections closed for too many. */
+  async function wsMessageCounts(): Promise<{ error: number; tooMany: number }> {
+    const text = (await http(t.node.endpoints.rest, "GET", "/metrics")).text;
+    const count = (status: string): number =>
+      Number(new RegExp(`timerpc_requests_total\\{transport="ws",route="message",status="${status}"\\} (\\d+)`).exec(text)?.[1] ?? 0);
+    return { error: count("error"), tooMany: count("too_many_messages") };
+  }
+
   it("closes a connection that sends more messages at once than may wait (1008); what waited is dropped", async function () {
+    const before = await wsMessageCounts();
     const client = await Client.open(t.node.endpoints.ws);
     clients.push(client);
     sendTogether(
@@ -264,6 +273,9 @@ describe("node/api/ws messages per turn", function () {
     expect(client.closed).to.deep.equal({ code: 1008, reason: "Too many messages at once" });
     // The two handled in the turn they arrived were answered; the four waiting were dropped with the connection.
     expect(client.frames.map((frame) => frame["message"])).to.deep.equal([1, 2].map((n) => `id: no subscription "s${n}"`));
+    const after = await wsMessageCounts();
+    expect(after.error - before.error, "only the two handled were counted (the dropped ones were never handled)").to.equal(2);
+    expect(after.tooMany - before.tooMany).to.equal(1);
   });
 });
 
