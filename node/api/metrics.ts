@@ -4,7 +4,8 @@
  *
  * - timerpc_requests_total{transport,route,status}: every answered request / RPC / WebSocket message.
  *   transport ∈ rest | ws | grpc; route is the route pattern or RPC name; status the HTTP status, gRPC status
- *   name or "ok"/"error"/"rate_limited" for WebSocket messages; "aborted" for a REST request its client abandoned
+ *   name or "ok"/"error"/"rate_limited"/"too_many_messages" (the connection closed: more than may wait) for
+ *   WebSocket messages; "aborted" for a REST request its client abandoned
  *   (it gets no response). Every refusal is counted here; the log only samples them (sampledLog.ts).
  * - timerpc_accuracy_ns: the accuracy (ns) signed into each attestation the node produced.
  * - timerpc_consensus_latency: seconds from the card's reading (nanoMoment) to the completed proof (producedAtNs).
