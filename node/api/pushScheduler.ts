@@ -24,7 +24,7 @@
  * push (tryTake) is written on its own.
  */
 
-import { TurnBudget } from "./turnBudget";
+import { callEach, TurnBudget } from "./turnBudget";
 
 export interface PushSchedulerOptions {
   /** Pushes per second, node-wide (token bucket; bursts up to a tenth of a second's worth). */
@@ -68,19 +68,6 @@ interface Group {
   /** Where the next tick starts (rotates so that skips are spread over the members). */
   cursor: number;
   timer: NodeJS.Timeout;
-}
-
-/** Uncorks every channel; the first error any of them threw, if one did. */
-export function uncorkAll(channels: Iterable<PushChannel>): { error: unknown } | null {
-  let failure: { error: unknown } | null = null;
-  for (const channel of channels) {
-    try {
-      channel.uncork();
-    } catch (error) {
-      failure ??= { error };
-    }
-  }
-  return failure;
 }
 
 export class PushScheduler {
@@ -232,7 +219,7 @@ export class PushScheduler {
       pushFailure = { error };
     }
     // Every channel, whatever a push or another channel throws: a channel left corked would hold its pushes for good.
-    const uncorkFailure = uncorkAll(corked);
+    const uncorkFailure = callEach(corked, (channel) => channel.uncork());
     if (pushFailure !== null) throw pushFailure.error;
     if (uncorkFailure !== null) throw uncorkFailure.error;
     if (this.#backlogHead >= this.#backlog.length) {

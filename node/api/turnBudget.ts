@@ -7,6 +7,22 @@
  * phase, right after the turn's I/O callbacks, so waiting work resumes after the requests read in that turn.
  */
 
+/**
+ * Calls every function, whatever one of them throws, and returns the first error (null when none threw): for
+ * callbacks that must all run, such as resuming waiters or uncorking sockets, where one left out would wait for good.
+ */
+export function callEach<T>(items: Iterable<T>, call: (item: T) => void): { error: unknown } | null {
+  let failure: { error: unknown } | null = null;
+  for (const item of items) {
+    try {
+      call(item);
+    } catch (error) {
+      failure ??= { error };
+    }
+  }
+  return failure;
+}
+
 export class TurnBudget {
   readonly #maxPerTurn: number;
   #used = 0;
@@ -40,15 +56,7 @@ export class TurnBudget {
       this.#used = 0;
       const waiters = this.#waiters;
       this.#waiters = [];
-      // Every waiter, whatever one of them throws: a waiter not called would wait for good.
-      let failure: { error: unknown } | null = null;
-      for (const resume of waiters) {
-        try {
-          resume();
-        } catch (error) {
-          failure ??= { error };
-        }
-      }
+      const failure = callEach(waiters, (resume) => resume());
       if (failure !== null) throw failure.error;
     });
   }

@@ -2,7 +2,7 @@
  * Shared stream timers and the node-wide push budget.
  */
 import { expect } from "chai";
-import { PushScheduler, uncorkAll } from "../../../node/api/pushScheduler";
+import { PushScheduler } from "../../../node/api/pushScheduler";
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
@@ -215,23 +215,5 @@ describe("node/api/pushScheduler", function () {
     await new Promise((resolve) => setImmediate(resolve));
     await new Promise((resolve) => setImmediate(resolve));
     expect(events).to.deep.equal(["cork", "push 1", "push 2", "uncork", "cork", "push 4", "uncork"]);
-  });
-
-  it("uncorks every channel even when one throws, and reports the first error", () => {
-    const uncorked: string[] = [];
-    const failure = new Error("uncork failed");
-    const result = uncorkAll([
-      { cork: () => undefined, uncork: () => uncorked.push("a") },
-      {
-        cork: () => undefined,
-        uncork: () => {
-          throw failure;
-        },
-      },
-      { cork: () => undefined, uncork: () => uncorked.push("c") },
-    ]);
-    expect(uncorked).to.deep.equal(["a", "c"]);
-    expect(result).to.deep.equal({ error: failure });
-    expect(uncorkAll([])).to.equal(null);
   });
 });

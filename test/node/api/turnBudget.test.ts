@@ -1,5 +1,5 @@
 import { expect } from "chai";
-import { TurnBudget } from "../../../node/api/turnBudget";
+import { callEach, TurnBudget } from "../../../node/api/turnBudget";
 
 const nextTurn = (): Promise<void> => new Promise((resolve) => setImmediate(resolve));
 
@@ -20,5 +20,18 @@ describe("node/api/turnBudget", () => {
   it("refuses bounds that would stall it", () => {
     expect(() => new TurnBudget(0)).to.throw(RangeError, "maxPerTurn");
     expect(() => new TurnBudget(1.5)).to.throw(RangeError, "maxPerTurn");
+  });
+
+  it("callEach calls every function even when one throws, and returns the first error", () => {
+    const called: string[] = [];
+    const first = new Error("first");
+    const result = callEach(["a", "b", "c", "d"], (name) => {
+      called.push(name);
+      if (name === "b") throw first;
+      if (name === "c") throw new Error("second");
+    });
+    expect(called).to.deep.equal(["a", "b", "c", "d"]);
+    expect(result).to.deep.equal({ error: first });
+    expect(callEach([], () => undefined)).to.equal(null);
   });
 });
