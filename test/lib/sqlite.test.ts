@@ -101,6 +101,12 @@ describe("lib/sqlite WalSync", () => {
     };
   }
 
+  /** What a sync rejects with (null when it resolves). */
+  const syncFailure = (walSync: WalSync): Promise<WalSyncError | null> =>
+    walSync.sync().then(
+      () => null,
+      (error: unknown) => error as WalSyncError,
+    );
   const settledFlags = (promises: Promise<void>[]) => {
     const settled = promises.map(() => false);
     promises.forEach((promise, index) => void promise.then(() => (settled[index] = true)));
@@ -134,10 +140,7 @@ describe("lib/sqlite WalSync", () => {
     const walSync = new WalSync(db);
     insert(1);
     unlinkSync(join(dir, "test.sqlite-wal"));
-    const failed = await walSync.sync().then(
-      () => null,
-      (error: unknown) => error as WalSyncError,
-    );
+    const failed = await syncFailure(walSync);
     expect(failed).to.be.instanceOf(WalSyncError);
     expect(failed).to.include({ code: "WAL_MISSING", message: `${join(dir, "test.sqlite-wal")} is missing while its database is open` });
     expect(walSync.failure).to.equal(failed);
@@ -179,10 +182,7 @@ describe("lib/sqlite WalSync", () => {
     const sqliteFailure = Object.assign(new Error("disk I/O error"), { code: "SQLITE_IOERR_FSYNC" });
     walSync.noteFailure(sqliteFailure);
     insert(1);
-    const later = await walSync.sync().then(
-      () => null,
-      (error: unknown) => error as WalSyncError,
-    );
+    const later = await syncFailure(walSync);
     expect(later).to.include({ code: "WAL_SYNC_FAILED_EARLIER" });
     expect(later!.message).to.match(/an earlier flush of .*test\.sqlite-wal failed \(SQLITE_IOERR_FSYNC\)/);
     expect(walSync.failure?.cause).to.equal(sqliteFailure);
@@ -216,18 +216,12 @@ describe("lib/sqlite WalSync", () => {
       },
     });
     insert(1);
-    const failed = await walSync.sync().then(
-      () => null,
-      (error: unknown) => error as WalSyncError,
-    );
+    const failed = await syncFailure(walSync);
     expect(failed).to.be.instanceOf(WalSyncError);
     expect(failed).to.include({ code: "EIO", path: join(dir, "test.sqlite-wal") });
     expect(failed!.message).to.equal(`could not flush ${join(dir, "test.sqlite-wal")} to disk (EIO)`);
     insert(2);
-    const later = await walSync.sync().then(
-      () => null,
-      (error: unknown) => error as WalSyncError,
-    );
+    const later = await syncFailure(walSync);
     expect(later).to.be.instanceOf(WalSyncError);
     expect(later).to.include({ code: "WAL_SYNC_FAILED_EARLIER", path: join(dir, "test.sqlite-wal") });
     expect(later!.message).to.match(/an earlier flush of .*test\.sqlite-wal failed \(EIO\): no commit can be confirmed on disk until the process restarts/);
@@ -238,10 +232,7 @@ describe("lib/sqlite WalSync", () => {
     const flushes = gated();
     const walSync = new WalSync(db, { syncFile: flushes.syncFile });
     insert(1);
-    const during = walSync.sync().then(
-      () => null,
-      (error: unknown) => error as WalSyncError,
-    );
+    const during = syncFailure(walSync);
     await turns(2);
     walSync.noteFailure(Object.assign(new Error("disk I/O error"), { code: "SQLITE_IOERR_FSYNC" }));
     await flushes.releaseNext();
