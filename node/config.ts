@@ -316,6 +316,16 @@ export const SETTINGS = {
     max: 1_000_000,
     secret: false,
   }),
+  listenBacklog: setting({
+    kind: "integer",
+    env: "ATS_LISTEN_BACKLOG",
+    description:
+      "Connections the kernel queues on the REST/WebSocket and temporal RPC ports until the node accepts them (the listen backlog; Linux caps it at net.core.somaxconn). When the queue is full a new connection's SYN is dropped and its client retries only after 1 s, then 3 s: Node's default of 511 fills in a fraction of a second under a connection flood.",
+    default: 4_096,
+    min: 1,
+    max: 65_535,
+    secret: false,
+  }),
   maxConnectionsPerAddress: setting({
     kind: "integer",
     env: "ATS_MAX_CONNECTIONS_PER_ADDRESS",

@@ -128,7 +128,7 @@ export async function startNode(parameters: StartNodeParameters): Promise<Runnin
   try {
     app = buildRestApp(context, { tls });
     streams = attachStreamServer(app.server, context);
-    await app.listen({ host: config.host, port: config.restPort }).catch((error: unknown) => {
+    await app.listen({ host: config.host, port: config.restPort, backlog: config.listenBacklog }).catch((error: unknown) => {
       throw listenError(error, "restPort", config.host, config.restPort);
     });
     const restAddress = app.server.address();
@@ -143,6 +143,7 @@ export async function startNode(parameters: StartNodeParameters): Promise<Runnin
       gateway = await startTemporalGateway({
         host: config.host,
         port: config.rpcPort,
+        backlog: config.listenBacklog,
         upstreamUrl: config.rpcUpstreamUrl,
         dataDir: config.dataDir,
         time: {

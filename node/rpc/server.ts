@@ -20,6 +20,8 @@ import { attachGatewaySockets } from "./ws";
 export interface TemporalGatewayOptions {
   host: string;
   port: number;
+  /** Listen backlog (connections the kernel queues until they are accepted); Node's default (511) when absent. */
+  backlog?: number;
   upstreamUrl: string;
   dataDir: string;
   time: TemporalTimeSource;
@@ -166,7 +168,7 @@ export async function startTemporalGateway(options: TemporalGatewayOptions): Pro
   server.requestTimeout = 30_000;
   await new Promise<void>((resolve, reject) => {
     server.once("error", reject);
-    server.listen(options.port, options.host, () => resolve());
+    server.listen({ port: options.port, host: options.host, ...(options.backlog === undefined ? {} : { backlog: options.backlog }) }, () => resolve());
   });
   const { port } = server.address() as AddressInfo;
 

@@ -6,7 +6,7 @@ import { createDevIdentity } from "../../../protocol/devca";
 import { saveKeyDir } from "../../../protocol/keystore";
 import { loadConfig } from "../../../node/config";
 import { startNode } from "../../../node/server";
-import { testLogger } from "./helpers";
+import { handshakesWhileBlocked, kernelAcceptQueueCap, startTestNode, testLogger } from "./helpers";
 
 describe("node/server startNode", function () {
   it("builds the service from config (key directory), listens on free loopback ports, and closes everything", async function () {
@@ -48,4 +48,27 @@ describe("node/server startNode", function () {
       rmSync(dir, { recursive: true, force: true });
     }
   });
+});
+
+describe("node/server listen backlog (listenBacklog)", function () {
+  this.timeout(30_000);
+
+  // 600 connections: more than Node's default backlog (511) would queue, within a default `ulimit -n` of 1,024. A
+  // kernel whose somaxconn is lower caps every backlog, the default's included: then that cap + 1 is what fits.
+  const queued = Math.min(600, kernelAcceptQueueCap() + 1);
+  for (const [label, backlog, attempts, check] of [
+    ["the default (4,096) queues a burst of connections beyond Node's 511 that the node has not accepted yet", undefined, 600, (n: number) => expect(n).to.equal(queued)],
+    // Linux holds backlog + 1; a handshake already under way when the queue fills may still complete client-side.
+    ["a small backlog drops the SYNs beyond it (the setting reaches listen)", 4, 40, (n: number) => expect(n).to.be.within(1, 20)],
+  ] as const) {
+    it(label, async function () {
+      const node = await startTestNode(backlog === undefined ? {} : { overrides: { listenBacklog: backlog } });
+      try {
+        expect(node.config.listenBacklog).to.equal(backlog ?? 4_096);
+        check(await handshakesWhileBlocked(Number(new URL(node.node.endpoints.rest).port), attempts, 300));
+      } finally {
+        await node.close();
+      }
+    });
+  }
 });
