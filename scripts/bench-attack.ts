@@ -43,7 +43,8 @@
  * normal schedule delivered within scheduleDeliveryTimeoutMs + 1 s). With ~50 answers a second, p99 is about
  * the third slowest answer of a 5 s phase: one stall fails it. Notes after the table give the normal client's
  * slowest answer per second, what the attacker saw, the node's event-loop delay and the timerpc_*_total
- * counters that grew (from /metrics), and the most frequent log lines.
+ * counters that grew (from /metrics), the machine's listen-queue overflows (dropped SYNs: a 1 s retry for the
+ * client), and the most frequent log lines.
  *
  * Safety: everything is on loopback, bounded in count and time, and stops by itself; every socket, server and
  * child is released when an attack ends or throws; an attack is cut short when the node's RSS passes
@@ -230,6 +231,23 @@ function httpRequest(url: string, options: { method?: string; body?: string; age
 
 /** Whether processes can be pinned: taskset present, ≥ 2 cores, not turned off. */
 
+
+/**
+ * The kernel's count of accept-queue overflows (TcpExt ListenOverflows in /proc/net/netstat), all sockets of the
+ * machine together; NaN where it cannot be read.
+ */
+function listenOverflows(): number {
+  try {
+    const lines = readFileSync("/proc/net/netstat", "utf8").split("\n");
+    const header = lines.findIndex((line) => line.startsWith("TcpExt:") && line.includes("ListenOverflows"));
+    const names = lines[header]?.split(/\s+/) ?? [];
+    const values = lines[header + 1]?.split(/\s+/) ?? [];
+    const index = names.indexOf("ListenOverflows");
+    return index > 0 && values[0] === "TcpExt:" ? Number(values[index]) : Number.NaN;
+  } catch {
+    return Number.NaN;
+  }
+}
 
 /** VmRSS of a process, MB; NaN when it is gone. */
 function rssMb(pid: number | undefined): number {
@@ -1356,6 +1374,7 @@ async function runPhase(node: NodeUnderAttack, client: NormalClient, attack: Att
   }, 250);
   const logBefore = node.logBytes();
   const logFileBefore = statSync(node.logPath).size;
+  const listenOverflowsBefore = listenOverflows();
 
   await client.startMeasuring();
   const started = performance.now();
@@ -1403,6 +1422,8 @@ async function runPhase(node: NodeUnderAttack, client: NormalClient, attack: Att
         : `node event-loop delay during the phase (nodejs_eventloop_lag): max ${fmt(scrapeAfter.loopMaxMs, 1)} ms, p99 ${fmt(scrapeAfter.loopP99Ms, 1)} ms`,
     );
     notes.push(`node counters that grew (timerpc_*_total): ${counterDeltas(scrapeBefore, scrapeAfter)}`);
+    const overflows = listenOverflows() - listenOverflowsBefore;
+    if (!Number.isNaN(overflows)) notes.push(`listen queue overflows, whole machine (TcpExt ListenOverflows: SYNs dropped, each a 1 s retry for its client): ${fmt(overflows)}`);
     if (attack.after !== undefined) {
       try {
         await Promise.race([attack.after(ctx), sleep(30_000)]);
