@@ -18,6 +18,7 @@
  *
  * Phases, each BENCH_ATTACK_S seconds (default 5) beside the normal client, then a settle pause:
  *   idle  no attack: the normal client's p50/p99 here is the reference of every row.
+ *   control  no attack either, right after idle and judged like an attack: the measure's own noise.
  *   1     hanging callbacks: a receiver on loopback that accepts callback POSTs and never answers; ~1,000
  *         deliveries scheduled to it (executeAt 1 s in the past; 80 from each of 13 addresses, 4 at a time per
  *         address, however long that takes up to 15 s), then one normal schedule
@@ -1331,6 +1332,19 @@ const IDLE: Attack = {
   },
 };
 
+/**
+ * A second idle phase right after the reference, judged like an attack: how far two back-to-back 5 s windows
+ * without any attack already differ (a single garbage-collection pause of the node can decide a p99 of ~250
+ * answers). An attack's ratio means something only where it stands clear of this one's.
+ */
+const CONTROL: Attack = {
+  id: "control",
+  title: "idle again (control: no attack)",
+  async run(ctx) {
+    await waitUntil(ctx.deadline, ctx.signal);
+  },
+};
+
 // ---------------------------------------------------------------------------------------------------------------
 // The harness
 
@@ -1552,7 +1566,7 @@ async function main(): Promise<void> {
     await client.stopMeasuring();
 
     idle = await runPhase(node, client, IDLE);
-    for (const attack of attacks) {
+    for (const attack of [CONTROL, ...attacks]) {
       if (!node.alive) {
         stoppedEarly = `node exited (${node.exit?.code ?? node.exit?.signal}) before attack ${attack.id}:\n${tailOf(node.logPath, 1_500)}`;
         break;
