@@ -320,7 +320,7 @@ export const SETTINGS = {
     kind: "integer",
     env: "ATS_LISTEN_BACKLOG",
     description:
-      "Connections the kernel queues on the REST/WebSocket and temporal RPC ports until the node accepts them (the listen backlog; Linux caps it at net.core.somaxconn). When the queue is full a new connection's SYN is dropped and its client retries only after 1 s, then 3 s: Node's default of 511 fills in a fraction of a second under a connection flood. The node accepts what is queued in one event-loop turn (~0.1 ms per connection here), so a lower value shortens the longest such turn and drops more SYNs.",
+      "Connections the kernel queues on the REST/WebSocket and temporal RPC ports until the node accepts them (the listen backlog; Linux caps it at net.core.somaxconn). When the queue is full a new connection's SYN is dropped and its client retries only after 1 s, then 3 s: Node's default of 511 fills in a fraction of a second under a connection flood. Node accepts one queued connection per event-loop turn, so a longer queue lengthens no turn: a connection queued behind others waits their turns instead of a SYN retry.",
     default: 4_096,
     min: 1,
     max: 65_535,
