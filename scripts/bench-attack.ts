@@ -18,7 +18,8 @@
  *
  * Phases, each BENCH_ATTACK_S seconds (default 5) beside the normal client, then a settle pause:
  *   idle  no attack: the normal client's p50/p99 here is the reference of every row.
- *   control  no attack either, right after idle and judged like an attack: the measure's own noise.
+ *   control  no attack either, right after idle and judged like an attack: the measure's own noise (it runs
+ *         whatever BENCH_ATTACK_ONLY says).
  *   1     hanging callbacks: a receiver on loopback that accepts callback POSTs and never answers; ~1,000
  *         deliveries scheduled to it (executeAt 1 s in the past; 80 from each of 13 addresses, 4 at a time per
  *         address, however long that takes up to 15 s), then one normal schedule
@@ -44,8 +45,8 @@
  * normal schedule delivered within scheduleDeliveryTimeoutMs + 1 s). With ~50 answers a second, p99 is about
  * the third slowest answer of a 5 s phase: one stall fails it. Notes after the table give the normal client's
  * slowest answer per second, what the attacker saw, the node's event-loop delay and the timerpc_*_total
- * counters that grew (from /metrics), the machine's listen-queue overflows (dropped SYNs: a 1 s retry for the
- * client), and the most frequent log lines.
+ * counters that grew (from /metrics), the listen-queue overflows of this network namespace (a dropped SYN costs its
+ * client a 1 s retry), and the most frequent log lines.
  *
  * Safety: everything is on loopback, bounded in count and time, and stops by itself; every socket, server and
  * child is released when an attack ends or throws; an attack is cut short when the node's RSS passes
@@ -234,8 +235,8 @@ function httpRequest(url: string, options: { method?: string; body?: string; age
 
 
 /**
- * The kernel's count of accept-queue overflows (TcpExt ListenOverflows in /proc/net/netstat), all sockets of the
- * machine together; NaN where it cannot be read.
+ * The kernel's count of accept-queue overflow events (TcpExt ListenOverflows in /proc/net/netstat), all sockets of
+ * this network namespace together; NaN where it cannot be read.
  */
 function listenOverflows(): number {
   try {
@@ -1437,7 +1438,7 @@ async function runPhase(node: NodeUnderAttack, client: NormalClient, attack: Att
     );
     notes.push(`node counters that grew (timerpc_*_total): ${counterDeltas(scrapeBefore, scrapeAfter)}`);
     const overflows = listenOverflows() - listenOverflowsBefore;
-    if (!Number.isNaN(overflows)) notes.push(`listen queue overflows, whole machine (TcpExt ListenOverflows: SYNs dropped, each a 1 s retry for its client): ${fmt(overflows)}`);
+    if (!Number.isNaN(overflows)) notes.push(`listen queue overflows in this network namespace (TcpExt ListenOverflows: dropped SYNs and final ACKs; a dropped SYN costs its client a 1 s retry): ${fmt(overflows)}`);
     if (attack.after !== undefined) {
       try {
         await Promise.race([attack.after(ctx), sleep(30_000)]);

@@ -2,11 +2,9 @@
  * Test nodes: a real TimeService (dev card, real signatures, SQLite in a temporary folder) behind the real
  * transports, listening on 127.0.0.1 with free ports. Every test closes what it starts (`close()` in after/finally).
  */
-import { once } from "node:events";
-import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { Worker } from "node:worker_threads";
 import * as grpc from "@grpc/grpc-js";
 import pino, { type Logger } from "pino";
 import WebSocket, { type ClientOptions } from "ws";
@@ -161,54 +159,4 @@ export function grpcCurrentProof(target: string, credentials: grpc.ChannelCreden
       else resolve(proofJsonFromMessage(response.nano_moment, response.proof));
     });
   });
-}
-
-/**
- * Opens `attempts` connections to `port` from a worker thread while this thread (the event loop of the server under
- * test) is blocked, so the server accepts none of them: returns how many completed their TCP handshake within `waitMs`. A connection
- * completes only while the listen backlog (the kernel's accept queue) has room; beyond it the SYN is dropped and the
- * client would retry after 1 s.
- */
-export async function handshakesWhileBlocked(port: number, attempts: number, waitMs: number): Promise<number> {
-  const worker = new Worker(
-    `
-    const { parentPort, workerData } = require("node:worker_threads");
-    const { connect } = require("node:net");
-    parentPort.once("message", () => {
-      let connected = 0;
-      const sockets = [];
-      for (let i = 0; i < workerData.attempts; i++) {
-        const socket = connect({ host: "127.0.0.1", port: workerData.port });
-        socket.on("connect", () => { connected += 1; });
-        socket.on("error", () => {});
-        sockets.push(socket);
-      }
-      setTimeout(() => {
-        for (const socket of sockets) socket.destroy();
-        parentPort.postMessage(connected);
-      }, workerData.waitMs);
-    });
-    parentPort.postMessage("ready");
-    `,
-    { eval: true, workerData: { port, attempts, waitMs } },
-  );
-  try {
-    await once(worker, "message");
-    const counted = once(worker, "message");
-    worker.postMessage("go");
-    Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, waitMs + 300);
-    const [connected] = (await counted) as [number];
-    return connected;
-  } finally {
-    await worker.terminate();
-  }
-}
-
-/** The kernel's cap on any listen backlog (net.core.somaxconn; Linux's default since 5.4 when it cannot be read). */
-export function kernelAcceptQueueCap(): number {
-  try {
-    return Number(readFileSync("/proc/sys/net/core/somaxconn", "utf8").trim());
-  } catch {
-    return 4_096;
-  }
 }

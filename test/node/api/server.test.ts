@@ -4,9 +4,10 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { createDevIdentity } from "../../../protocol/devca";
 import { saveKeyDir } from "../../../protocol/keystore";
-import { loadConfig } from "../../../node/config";
+import { loadConfig, SETTINGS } from "../../../node/config";
 import { startNode } from "../../../node/server";
-import { handshakesWhileBlocked, kernelAcceptQueueCap, startTestNode, testLogger } from "./helpers";
+import { handshakesWhileBlocked, kernelAcceptQueueCap } from "./acceptQueue";
+import { startTestNode, testLogger } from "./helpers";
 
 describe("node/server startNode", function () {
   it("builds the service from config (key directory), listens on free loopback ports, and closes everything", async function () {
@@ -52,23 +53,34 @@ describe("node/server startNode", function () {
 
 describe("node/server listen backlog (listenBacklog)", function () {
   this.timeout(30_000);
+  const portOf = (url: string): number => Number(new URL(url).port);
 
-  // 600 connections: more than Node's default backlog (511) would queue, within a default `ulimit -n` of 1,024. A
-  // kernel whose somaxconn is lower caps every backlog, the default's included: then that cap + 1 is what fits.
-  const queued = Math.min(600, kernelAcceptQueueCap() + 1);
-  for (const [label, backlog, attempts, check] of [
-    ["the default (4,096) queues a burst of connections beyond Node's 511 that the node has not accepted yet", undefined, 600, (n: number) => expect(n).to.equal(queued)],
-    // Linux holds backlog + 1; a handshake already under way when the queue fills may still complete client-side.
-    ["a small backlog drops the SYNs beyond it (the setting reaches listen)", 4, 40, (n: number) => expect(n).to.be.within(1, 20)],
-  ] as const) {
-    it(label, async function () {
-      const node = await startTestNode(backlog === undefined ? {} : { overrides: { listenBacklog: backlog } });
-      try {
-        expect(node.config.listenBacklog).to.equal(backlog ?? 4_096);
-        check(await handshakesWhileBlocked(Number(new URL(node.node.endpoints.rest).port), attempts, 300));
-      } finally {
-        await node.close();
-      }
-    });
-  }
+  it("by default queues a burst of connections beyond Node's own 511 that the node has not accepted yet", async function () {
+    const cap = kernelAcceptQueueCap();
+    // Skipped where the kernel would cap every backlog, the default's and Node's alike, below the burst (not Linux,
+    // or net.core.somaxconn under 600): there the test could not tell them apart.
+    if (!(cap >= 600)) this.skip();
+    const node = await startTestNode();
+    try {
+      expect(node.config.listenBacklog).to.equal(SETTINGS.listenBacklog.default);
+      // 600 connections: more than Node's default backlog would queue, within a default `ulimit -n` of 1,024.
+      expect(await handshakesWhileBlocked(portOf(node.node.endpoints.rest), 600, 300)).to.equal(600);
+    } finally {
+      await node.close();
+    }
+  });
+
+  it("gives the REST/WebSocket and temporal RPC ports the backlog it is set to: a small one drops the SYNs beyond it", async function () {
+    if (Number.isNaN(kernelAcceptQueueCap())) this.skip(); // not Linux: the accept queue is not what is measured here
+    // The gateway starts without its chain (an unreachable upstream only fails its block polls).
+    const node = await startTestNode({ overrides: { listenBacklog: 4, rpcUpstreamUrl: "http://127.0.0.1:1", rpcPort: 0 } });
+    try {
+      // Linux holds backlog + 1; a handshake already under way when the queue fills may still complete client-side.
+      expect(await handshakesWhileBlocked(portOf(node.node.endpoints.rest), 40, 300)).to.be.within(1, 20);
+      expect(node.node.endpoints.rpc).to.match(/^http:\/\/127\.0\.0\.1:[1-9][0-9]*/);
+      expect(await handshakesWhileBlocked(portOf(node.node.endpoints.rpc), 40, 300)).to.be.within(1, 20);
+    } finally {
+      await node.close();
+    }
+  });
 });

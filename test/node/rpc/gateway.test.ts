@@ -20,7 +20,6 @@ import { METHODS } from "../../../node/rpc/methods";
 import { startTemporalGateway, type RunningGateway } from "../../../node/rpc/server";
 import { startChainProcess, stopChainProcess, type ChainProcess } from "../../../scripts/chainProcess";
 import { HARDHAT_DEV_KEYS } from "../../../scripts/network";
-import { handshakesWhileBlocked } from "../api/helpers";
 
 const LONE: MeshStateReport = {
   convergenceState: "Initializing",
@@ -73,11 +72,10 @@ describe("temporal JSON-RPC gateway (node/rpc) in front of a Hardhat node", func
   let dir: string;
   let gateway: RunningGateway;
 
-  function start(overrides: { legacyNumbers?: boolean; limits?: Partial<typeof LIMITS>; dataDir?: string; backlog?: number } = {}): Promise<RunningGateway> {
+  function start(overrides: { legacyNumbers?: boolean; limits?: Partial<typeof LIMITS>; dataDir?: string } = {}): Promise<RunningGateway> {
     return startTemporalGateway({
       host: "127.0.0.1",
       port: 0,
-      ...(overrides.backlog === undefined ? {} : { backlog: overrides.backlog }),
       upstreamUrl: chain.rpcUrl,
       dataDir: overrides.dataDir ?? dir,
       time: { consensusNowNs: nowNs, meshState: () => LONE },
@@ -258,15 +256,6 @@ describe("temporal JSON-RPC gateway (node/rpc) in front of a Hardhat node", func
         expect(answers.filter((a) => a.error?.code === -32005).every((a) => a.error!.message === "Rate limit exceeded")).to.equal(true);
       } finally {
         await limited.close();
-      }
-    });
-
-    it("listens with the backlog it is given (the node passes listenBacklog): a small one drops the SYNs beyond it", async () => {
-      const small = await start({ backlog: 4 });
-      try {
-        expect(await handshakesWhileBlocked(Number(new URL(small.url).port), 40, 300)).to.be.within(1, 20);
-      } finally {
-        await small.close();
       }
     });
   });
