@@ -207,20 +207,13 @@ export function createRecoveryMemo(parameters: CreateRecoveryMemoParameters = {}
   return new RecoveryMemo(parameters);
 }
 
-/** nodeAddressMemoKeyOf of checked hex words (hex digits of either case: they decode to the same bytes). */
 function nodeAddressMemoKey(digest: Hex, r: Hex, yParityAndS: Hex): string {
-  return nodeAddressMemoKeyOf(Buffer.from(digest.slice(2), "hex"), Buffer.from(`${r.slice(2)}${yParityAndS.slice(2)}`, "hex"));
+  return `${digest}${r.slice(2)}${yParityAndS.slice(2)}`.toLowerCase();
 }
 
-/**
- * A memo key: the 96 bytes digest (32) ‖ r ‖ yParityAndS (64), one character per byte (latin1 maps bytes to
- * characters one to one). One flat 96-character string: a node seeds an entry per attestation (1,000 a second at a
- * 1 ms tick) and keeps 4,096, so each lives a few seconds and is promoted to V8's old generation; the 0x-hex key of
- * before was four strings, ~500 bytes in all (a concatenation, flattened when hashed), which the idle node's young
- * collections promoted at ~0.2 MB/s.
- */
+/** nodeAddressMemoKey of bytes: digest (32) and the entry's r ‖ yParityAndS (64). Buffer hex is lowercase. */
 function nodeAddressMemoKeyOf(digest: Buffer, signature: Buffer): string {
-  return Buffer.concat([digest, signature], 96).toString("latin1");
+  return `0x${digest.toString("hex")}${signature.toString("hex")}`;
 }
 
 /** Splits EIP-2098 yParityAndS into the y parity (bit 255) and s (low 255 bits). */
