@@ -38,11 +38,11 @@
  *   6     gRPC refusal flood: 2 channels calling GetCurrentTime with 64 calls in flight each, as fast as they
  *         can, so that nearly all are RESOURCE_EXHAUSTED (the default 100 req/s per client).
  *
- * Per attack: normal client p50/p99 and errors, p99 over the reference (idle) p99, node RSS (VmRSS of the node process)
- * before / at the end (and peak) / after the settle pause, node log bytes per second during the attack and over
- * the whole phase (a node that buffered the flood logs it late), and pass/fail: no normal-client errors, p99 ≤
- * 3 × reference p99, RSS after settling ≤ 1.2 × RSS before the attack, log ≤ 10 kB/s both ways (and for attack 1, the
- * normal schedule delivered within scheduleDeliveryTimeoutMs + 1 s). With ~50 answers a second, p99 is about
+ * Per attack: normal client p50/p99 and errors, p99 over the reference (idle) p99, node RSS (VmRSS of the node
+ * process) before / at the end (and peak) / after the settle pause, node log bytes per second during the attack
+ * and over the whole phase (a node that buffered the flood logs it late), and pass/fail: no normal-client errors,
+ * p99 ≤ 3 × reference p99, RSS after settling ≤ 1.2 × RSS before the attack, log ≤ 10 kB/s both ways (and for
+ * attack 1, the normal schedule delivered within scheduleDeliveryTimeoutMs + 1 s). With ~50 answers a second, p99 is about
  * the third slowest answer of a 5 s phase: one stall fails it. Notes after the table give the normal client's
  * slowest answer per second, what the attacker saw, the node's event-loop delay and the timerpc_*_total
  * counters that grew (from /metrics), the listen-queue overflows of this network namespace (a dropped SYN costs its
@@ -230,9 +230,6 @@ function httpRequest(url: string, options: { method?: string; body?: string; age
     request.end(body);
   });
 }
-
-/** Whether processes can be pinned: taskset present, ≥ 2 cores, not turned off. */
-
 
 /**
  * The kernel's count of accept-queue overflow events (TcpExt ListenOverflows in /proc/net/netstat), all sockets of
