@@ -330,7 +330,7 @@ export const SETTINGS = {
     kind: "integer",
     env: "ATS_LISTEN_BACKLOG",
     description:
-      "Listen backlog: connections the kernel queues on the REST/WebSocket and temporal RPC ports until the node accepts them (Linux caps it at net.core.somaxconn; gRPC's port keeps Node's 511). When the queue is full a new connection's SYN is dropped and its client retries after 1 s, then 2 s later, then 4 s later: Node's 511 filled in a fraction of a second under a connection flood. Node accepts one queued connection per event-loop turn, so a longer queue lengthens no turn: a connection queued behind others waits their turns instead of a SYN retry.",
+      "Listen backlog: connections the kernel queues on the REST/WebSocket and temporal RPC ports until the node accepts them (Linux caps it at net.core.somaxconn: the node warns at start when it does; gRPC's port keeps Node's 511). When the queue is full a new connection's SYN is dropped and its client retries after 1 s, then 2 s later, then 4 s later: Node's 511 filled in a fraction of a second under a connection flood. Node accepts one queued connection per event-loop turn, so a longer queue lengthens no turn: a connection queued behind others waits their turns instead of a SYN retry.",
     default: 4_096,
     min: 1,
     max: 65_535,

@@ -11,6 +11,7 @@
 import type { FastifyInstance } from "fastify";
 import type { Logger } from "pino";
 import { UnavailableError } from "../protocol/errors";
+import { effectiveListenBacklog, kernelListenBacklogCap } from "../lib/listenBacklog";
 import { SETTINGS, type NodeConfig } from "./config";
 import { loadTlsMaterial } from "./api/tls";
 import { createTimeServiceFromConfig } from "./core";
@@ -177,7 +178,12 @@ export async function startNode(parameters: StartNodeParameters): Promise<Runnin
       rpc: gateway?.url ?? "",
     };
     const certificate = tls === null ? {} : { certificate: { subject: tls.subject, validTo: tls.validTo } };
-    logger.info({ endpoints, ...certificate, authRequired: context.auth.required, maxRequestsPerSecond: config.maxRequestsPerSecond }, "node listening");
+    const somaxconn = kernelListenBacklogCap();
+    const listenBacklog = effectiveListenBacklog(config.listenBacklog, somaxconn);
+    if (listenBacklog < config.listenBacklog) {
+      logger.warn({ listenBacklog: config.listenBacklog, somaxconn }, "the kernel caps the listen backlog below listenBacklog: raise net.core.somaxconn to have it");
+    }
+    logger.info({ endpoints, ...certificate, authRequired: context.auth.required, maxRequestsPerSecond: config.maxRequestsPerSecond, listenBacklog }, "node listening");
     return { endpoints, service, metrics, close };
   } catch (error) {
     await close().catch((closeError: unknown) => logger.error({ err: closeError }, "cleanup after failed start failed"));

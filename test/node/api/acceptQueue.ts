@@ -1,18 +1,8 @@
 /**
  * Listen-backlog probes: how many TCP handshakes a server's accept queue takes while the server accepts nothing.
- * Linux only (the kernel's accept queue and its cap, /proc/sys/net/core/somaxconn).
+ * Linux only (the kernel's accept queue and its cap: lib/listenBacklog.ts).
  */
-import { readFileSync } from "node:fs";
 import { Worker } from "node:worker_threads";
-
-/** The kernel's cap on any listen backlog (net.core.somaxconn); NaN where it cannot be read (not Linux). */
-export function kernelAcceptQueueCap(): number {
-  try {
-    return Number.parseInt(readFileSync("/proc/sys/net/core/somaxconn", "utf8"), 10);
-  } catch {
-    return Number.NaN;
-  }
-}
 
 /** What the worker below does: connect `attempts` times, count the handshakes seen within `waitMs`, report. */
 const CONNECTING_WORKER = `

@@ -35,6 +35,8 @@ export interface StartTestNodeOptions {
   limits?: Partial<TransportLimits>;
   /** Reuse keys (e.g. the oracle fixture's registered card and node). */
   identity?: DevIdentity;
+  /** The node's logger (default: testLogger()). */
+  logger?: Logger;
 }
 
 /** A silent logger; set ATS_TEST_LOG=debug to see the node's structured logs. */
@@ -45,7 +47,7 @@ export function testLogger(): Logger {
 export async function startTestNode(options: StartTestNodeOptions = {}): Promise<TestNode> {
   const dir = mkdtempSync(join(tmpdir(), "ats-nodeapi-"));
   const identity = options.identity ?? (await createDevIdentity());
-  const logger = testLogger();
+  const logger = options.logger ?? testLogger();
   const config = loadConfig({
     env: {},
     cwd: dir,

@@ -1,4 +1,5 @@
 import { expect } from "chai";
+import pino from "pino";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -6,7 +7,8 @@ import { createDevIdentity } from "../../../protocol/devca";
 import { saveKeyDir } from "../../../protocol/keystore";
 import { loadConfig, SETTINGS } from "../../../node/config";
 import { startNode } from "../../../node/server";
-import { handshakesWhileBlocked, kernelAcceptQueueCap } from "./acceptQueue";
+import { kernelListenBacklogCap } from "../../../lib/listenBacklog";
+import { handshakesWhileBlocked } from "./acceptQueue";
 import { startTestNode, testLogger } from "./helpers";
 
 describe("node/server startNode", function () {
@@ -56,10 +58,9 @@ describe("node/server listen backlog (listenBacklog)", function () {
   const portOf = (url: string): number => Number(new URL(url).port);
 
   it("by default queues a burst of connections beyond Node's own 511 that the node has not accepted yet", async function () {
-    const cap = kernelAcceptQueueCap();
     // Skipped where the kernel would cap every backlog, the default's and Node's alike, below the burst (not Linux,
     // or net.core.somaxconn under 600): there the test could not tell them apart.
-    if (!(cap >= 600)) this.skip();
+    if (!((kernelListenBacklogCap() ?? 0) >= 600)) this.skip();
     const node = await startTestNode();
     try {
       expect(node.config.listenBacklog).to.equal(SETTINGS.listenBacklog.default);
@@ -71,7 +72,7 @@ describe("node/server listen backlog (listenBacklog)", function () {
   });
 
   it("gives the REST/WebSocket and temporal RPC ports the backlog it is set to: a small one drops the SYNs beyond it", async function () {
-    if (Number.isNaN(kernelAcceptQueueCap())) this.skip(); // not Linux: the accept queue is not what is measured here
+    if (kernelListenBacklogCap() === undefined) this.skip(); // not Linux: the accept queue is not what is measured here
     // The gateway starts without its chain (an unreachable upstream only fails its block polls).
     const node = await startTestNode({ overrides: { listenBacklog: 4, rpcUpstreamUrl: "http://127.0.0.1:1", rpcPort: 0 } });
     try {
@@ -79,6 +80,21 @@ describe("node/server listen backlog (listenBacklog)", function () {
       expect(await handshakesWhileBlocked(portOf(node.node.endpoints.rest), 40, 300)).to.be.within(1, 20);
       expect(node.node.endpoints.rpc).to.match(/^http:\/\/127\.0\.0\.1:[1-9][0-9]*/);
       expect(await handshakesWhileBlocked(portOf(node.node.endpoints.rpc), 40, 300)).to.be.within(1, 20);
+    } finally {
+      await node.close();
+    }
+  });
+
+  it("logs the backlog the kernel allows, and warns when net.core.somaxconn caps listenBacklog", async function () {
+    const asked = 65_535; // the setting's maximum, above any usual somaxconn
+    const cap = kernelListenBacklogCap();
+    if (cap === undefined || cap >= asked) this.skip(); // no readable cap (not Linux), or none below what is asked
+    const lines: { level: number; msg: string; listenBacklog?: number; somaxconn?: number }[] = [];
+    const logger = pino({ level: "info" }, { write: (line: string) => void lines.push(JSON.parse(line) as (typeof lines)[number]) });
+    const node = await startTestNode({ overrides: { listenBacklog: asked }, logger });
+    try {
+      expect(lines.find((line) => line.msg.startsWith("the kernel caps the listen backlog"))).to.include({ level: 40, listenBacklog: asked, somaxconn: cap });
+      expect(lines.find((line) => line.msg === "node listening")).to.include({ listenBacklog: cap });
     } finally {
       await node.close();
     }
