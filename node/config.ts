@@ -502,7 +502,7 @@ export const SETTINGS = {
   rpcMaxBatchItems: setting({
     kind: "integer",
     env: "ATS_RPC_MAX_BATCH_ITEMS",
-    description: "Most items of a batch answered; each item beyond gets its own -32600.",
+    description: "Most items in one JSON-RPC batch; a longer batch is refused whole with one -32600 error.",
     default: 100,
     min: 1,
     max: 1_000,
@@ -511,7 +511,7 @@ export const SETTINGS = {
   rpcMaxResponseBytes: setting({
     kind: "integer",
     env: "ATS_RPC_MAX_RESPONSE_BYTES",
-    description: "Largest answer of one item, bytes; beyond it the item gets -32006 (Response too large).",
+    description: "Largest answer of one item, and of a batch as a whole, bytes; an item beyond it gets -32006 (Response too large).",
     default: 4_194_304,
     min: 1_024,
     max: 67_108_864,

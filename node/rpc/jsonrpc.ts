@@ -1,8 +1,13 @@
 /**
- * JSON-RPC 2.0 framing for the temporal gateway, pure: a body becomes a list of calls (or one parse error), each
- * call is checked on its own, and each gets its own answer. In a batch an invalid item, an unknown method or an
- * item over a limit gets its own error object and the others their answers: never a dropped socket, never a whole
- * batch failed for one item. Notifications (no `id`) are run and get no answer.
+ * JSON-RPC 2.0 framing for the temporal gateway, pure: a body becomes a list of calls (or one error for the whole
+ * body), each call is checked on its own, and each gets its own answer. In a batch within the limits an invalid
+ * item, an unknown method or an item over the rate gets its own error object and the others their answers: never a
+ * dropped socket, never a whole batch failed for one item. Notifications (no `id`) are run and get no answer.
+ *
+ * What is refused as a whole, before any item is looked at, because answering item by item would let a small body
+ * buy a large answer (a 260 kB batch of 130,000 invalid items once bought a 17.5 MB answer): a body that is not
+ * UTF-8, nests deeper than {@link MAX_JSON_DEPTH}, or is a batch longer than the batch limit. A batch's answer as a
+ * whole is bounded by {@link serializeBatch}.
  *
  * Codes: the standard -32700 (parse error), -32600 (invalid request), -32601 (method not found), -32602 (invalid
  * params), -32603 (internal error); and RATE_LIMITED (-32005, "Rate limit exceeded", as Infura and Alchemy use it)
@@ -59,6 +64,22 @@ export type ParsedBody =
 
 const METHOD_PATTERN = /^[A-Za-z][A-Za-z0-9_]{0,63}$/;
 
+/**
+ * Deepest nesting of arrays and objects in a body (a batch is one level, a request two, its params three). The
+ * deepest real request (eth_call with a state override) needs about 6; a deeper one is refused before JSON.parse,
+ * which is iterative and would spend ~80 ms on 256 kB of brackets, and before anything recursive (a stringify on the
+ * way upstream) overflows the stack.
+ */
+export const MAX_JSON_DEPTH = 32;
+
+const UTF8 = new TextDecoder("utf-8", { fatal: true });
+const OPEN_BRACKET = 0x5b;
+const OPEN_BRACE = 0x7b;
+const CLOSE_BRACKET = 0x5d;
+const CLOSE_BRACE = 0x7d;
+const QUOTE = 0x22;
+const BACKSLASH = 0x5c;
+
 export function errorResponse(id: JsonRpcId, code: number, message: string, data?: unknown): JsonRpcResponse {
   return { jsonrpc: "2.0", id, error: data === undefined ? { code, message } : { code, message, data } };
 }
@@ -87,23 +108,83 @@ export function parseItem(value: unknown): ParsedItem {
   return { ok: true, call: { id: hasId ? (request.id as JsonRpcId) : undefined, method: request.method, params: params as JsonRpcCall["params"] } };
 }
 
-/** Parses a body: a single call, a batch (non-empty, at most `maxBatch` items), or the one error it earns. */
-export function parseBody(text: string, maxBatch: number): ParsedBody {
+/**
+ * The deepest nesting of arrays and objects in JSON text, counted outside strings; stops counting once past
+ * `limit` (the text need not be valid JSON: JSON.parse judges that afterwards).
+ */
+export function jsonDepthExceeds(text: string, limit: number): boolean {
+  let depth = 0;
+  let inString = false;
+  for (let i = 0; i < text.length; i++) {
+    const code = text.charCodeAt(i);
+    if (inString) {
+      if (code === BACKSLASH) i++;
+      else if (code === QUOTE) inString = false;
+    } else if (code === QUOTE) {
+      inString = true;
+    } else if (code === OPEN_BRACKET || code === OPEN_BRACE) {
+      if (++depth > limit) return true;
+    } else if (code === CLOSE_BRACKET || code === CLOSE_BRACE) {
+      depth--;
+    }
+  }
+  return false;
+}
+
+function bodyError(code: number, message: string, data?: unknown): ParsedBody {
+  return { kind: "error", response: errorResponse(null, code, message, data) };
+}
+
+/**
+ * Parses a body (bytes as received, or text already decoded): a single call, a batch (1 to `maxBatch` items), or
+ * the one error the whole body earns.
+ */
+export function parseBody(body: Uint8Array | string, maxBatch: number): ParsedBody {
+  let text: string;
+  if (typeof body === "string") {
+    text = body;
+  } else {
+    try {
+      text = UTF8.decode(body);
+    } catch {
+      return bodyError(JSON_RPC_ERRORS.PARSE_ERROR, "Parse error", "the body is not valid UTF-8");
+    }
+  }
+  if (jsonDepthExceeds(text, MAX_JSON_DEPTH)) {
+    return bodyError(JSON_RPC_ERRORS.INVALID_REQUEST, "Invalid Request", `arrays and objects nested deeper than ${MAX_JSON_DEPTH} levels`);
+  }
   let json: unknown;
   try {
     json = JSON.parse(text);
   } catch {
-    return { kind: "error", response: errorResponse(null, JSON_RPC_ERRORS.PARSE_ERROR, "Parse error") };
+    return bodyError(JSON_RPC_ERRORS.PARSE_ERROR, "Parse error");
   }
   if (!Array.isArray(json)) return { kind: "single", item: parseItem(json) };
-  if (json.length === 0) return { kind: "error", response: errorResponse(null, JSON_RPC_ERRORS.INVALID_REQUEST, "Invalid Request", "an empty batch") };
-  // Items beyond the limit get their own error: the others are still answered.
-  return {
-    kind: "batch",
-    items: json.map((value, index) => {
-      if (index < maxBatch) return parseItem(value);
-      const id = typeof value === "object" && value !== null && validId((value as { id?: unknown }).id) ? ((value as { id: JsonRpcId }).id ?? null) : null;
-      return { ok: false, response: errorResponse(id, JSON_RPC_ERRORS.INVALID_REQUEST, "Invalid Request", `batch item ${index} is beyond the ${maxBatch}-item limit`) };
-    }),
-  };
+  if (json.length === 0) return bodyError(JSON_RPC_ERRORS.INVALID_REQUEST, "Invalid Request", "an empty batch");
+  // Refused whole, as geth refuses "batch too large": an error per extra item would make the answer grow with the body.
+  if (json.length > maxBatch) {
+    return bodyError(JSON_RPC_ERRORS.INVALID_REQUEST, "Invalid Request", `a batch of ${json.length} items; at most ${maxBatch}`);
+  }
+  return { kind: "batch", items: json.map(parseItem) };
+}
+
+/**
+ * A batch's answers as one JSON array of at most about `maxBytes`: each answer is already serialized (and each
+ * within `maxBytes` on its own); once the next one would take the array past `maxBytes`, it and every later one are
+ * replaced by a short RESPONSE_TOO_LARGE error with its id, so the answer stays bounded whatever the items asked.
+ */
+export function serializeBatch(answers: readonly { id: JsonRpcId; json: string }[], maxBytes: number): string {
+  const parts: string[] = [];
+  let bytes = 2; // the brackets
+  let overBudget = false;
+  for (const answer of answers) {
+    const separator = parts.length === 0 ? 0 : 1;
+    overBudget ||= bytes + separator + Buffer.byteLength(answer.json) > maxBytes;
+    const json = overBudget
+      ? JSON.stringify(errorResponse(answer.id, JSON_RPC_ERRORS.RESPONSE_TOO_LARGE, "Response too large", `the batch's answer would exceed ${maxBytes} bytes; split the batch`))
+      : answer.json;
+    bytes += separator + Buffer.byteLength(json);
+    parts.push(json);
+  }
+  return `[${parts.join(",")}]`;
 }

@@ -2,8 +2,9 @@
  * The temporal JSON-RPC gateway of a node (docs/protocol.md §9.5): HTTP POST (and WebSocket, ./ws.ts) on its own port in front of an EVM
  * chain, with the framing of ./jsonrpc.ts, the methods of ./methods.ts, the store of ./store.ts and the block
  * follower of ./observer.ts. Limits, published by `temporal_getLimits`: body size (HTTP 413 beyond it), batch
- * length and response size (an item over them gets its own error), requests per second per client address (each
- * item over it gets -32005), connections. Bad input never crashes it and never earns a stack trace.
+ * length (a longer batch is refused whole), response size (an item over it gets its own error, and a batch's
+ * answer as a whole stays within it), requests per second per client address (every item counts, invalid ones
+ * too; each item over it gets -32005), connections. Bad input never crashes it and never earns a stack trace.
  */
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
@@ -11,7 +12,7 @@ import { stringify } from "lossless-json";
 import type { Logger } from "pino";
 import { RateLimiter } from "../../lib/rateLimit";
 import { toJsonRpcError } from "../../wire/errorMapping";
-import { errorResponse, JSON_RPC_ERRORS, JsonRpcError, parseBody, type JsonRpcResponse, type ParsedItem } from "./jsonrpc";
+import { errorResponse, JSON_RPC_ERRORS, JsonRpcError, parseBody, serializeBatch, type JsonRpcResponse, type ParsedItem } from "./jsonrpc";
 import { resolveMethod, type MethodContext, type PublishedLimits, type TemporalTimeSource, type Upstream } from "./methods";
 import { BlockObserver } from "./observer";
 import { TemporalStore } from "./store";
@@ -67,7 +68,8 @@ export function httpUpstream(url: string): Upstream {
   };
 }
 
-function readBody(request: IncomingMessage, maxBytes: number): Promise<string | "too-large"> {
+/** The body's bytes, undecoded: parseBody refuses invalid UTF-8 rather than reading it as U+FFFD. */
+function readBody(request: IncomingMessage, maxBytes: number): Promise<Buffer | "too-large"> {
   return new Promise((resolve, reject) => {
     const chunks: Buffer[] = [];
     let size = 0;
@@ -81,9 +83,19 @@ function readBody(request: IncomingMessage, maxBytes: number): Promise<string | 
       }
       chunks.push(chunk);
     });
-    request.on("end", () => resolve(Buffer.concat(chunks).toString("utf8")));
+    request.on("end", () => resolve(Buffer.concat(chunks)));
     request.on("error", reject);
   });
+}
+
+/** An answer and its JSON text, serialized once. */
+export interface AnsweredItem {
+  id: JsonRpcResponse["id"];
+  json: string;
+}
+
+function serialized(response: JsonRpcResponse): AnsweredItem {
+  return { id: response.id, json: stringify(response)! };
 }
 
 export async function startTemporalGateway(options: TemporalGatewayOptions): Promise<RunningGateway> {
@@ -102,14 +114,17 @@ export async function startTemporalGateway(options: TemporalGatewayOptions): Pro
     legacyNumbers: options.legacyNumbers,
   };
 
-  async function answer(item: ParsedItem, clientKey: string): Promise<JsonRpcResponse | null> {
-    if (!item.ok) return item.response;
-    const { call } = item;
-    const id = call.id ?? null;
-    const notification = call.id === undefined;
-    if (!rateLimiter.tryTake(clientKey)) {
-      return notification ? null : errorResponse(id, JSON_RPC_ERRORS.RATE_LIMITED, "Rate limit exceeded", `at most ${limits.requestsPerSecondPerClient} requests per second per client`);
+  /** One item's answer as JSON text (null for a notification), within maxResponseBytes. */
+  async function answer(item: ParsedItem, clientKey: string): Promise<AnsweredItem | null> {
+    // Every item takes a token, an invalid one too: refusing costs the gateway work as well.
+    const allowed = rateLimiter.tryTake(clientKey);
+    const id = item.ok ? (item.call.id ?? null) : item.response.id;
+    const notification = item.ok && item.call.id === undefined;
+    if (!allowed) {
+      return notification ? null : serialized(errorResponse(id, JSON_RPC_ERRORS.RATE_LIMITED, "Rate limit exceeded", `at most ${limits.requestsPerSecondPerClient} requests per second per client`));
     }
+    if (!item.ok) return serialized(item.response);
+    const { call } = item;
     let response: JsonRpcResponse;
     try {
       const result = await resolveMethod(call.method)(call.params, context);
@@ -125,16 +140,19 @@ export async function startTemporalGateway(options: TemporalGatewayOptions): Pro
       }
     }
     if (notification) return null;
-    if (stringify(response)!.length > limits.maxResponseBytes) {
-      return errorResponse(id, JSON_RPC_ERRORS.RESPONSE_TOO_LARGE, "Response too large", `more than ${limits.maxResponseBytes} bytes; narrow the request`);
+    // Errors too: an upstream error's data is the chain's, of any size.
+    const answered = serialized(response);
+    if (Buffer.byteLength(answered.json) > limits.maxResponseBytes) {
+      return serialized(errorResponse(id, JSON_RPC_ERRORS.RESPONSE_TOO_LARGE, "Response too large", `more than ${limits.maxResponseBytes} bytes; narrow the request`));
     }
-    return response;
+    return answered;
   }
 
   async function handle(request: IncomingMessage, response: ServerResponse): Promise<void> {
-    const send = (status: number, body: unknown) => {
-      response.writeHead(status, { "content-type": "application/json" }).end(body === null ? "" : stringify(body));
+    const sendJson = (status: number, json: string): void => {
+      response.writeHead(status, { "content-type": "application/json" }).end(json);
     };
+    const send = (status: number, body: unknown) => sendJson(status, body === null ? "" : stringify(body)!);
     if (request.method !== "POST") {
       send(405, errorResponse(null, JSON_RPC_ERRORS.INVALID_REQUEST, "Invalid Request", "JSON-RPC is served over POST"));
       return;
@@ -149,10 +167,10 @@ export async function startTemporalGateway(options: TemporalGatewayOptions): Pro
     if (parsed.kind === "error") return send(200, parsed.response);
     if (parsed.kind === "single") {
       const single = await answer(parsed.item, clientKey);
-      return single === null ? send(204, null) : send(200, single);
+      return single === null ? send(204, null) : sendJson(200, single.json);
     }
-    const answers = (await Promise.all(parsed.items.map((item) => answer(item, clientKey)))).filter((a): a is JsonRpcResponse => a !== null);
-    return answers.length === 0 ? send(204, null) : send(200, answers);
+    const answers = (await Promise.all(parsed.items.map((item) => answer(item, clientKey)))).filter((a): a is AnsweredItem => a !== null);
+    return answers.length === 0 ? send(204, null) : sendJson(200, serializeBatch(answers, limits.maxResponseBytes));
   }
 
   const server: Server = createServer((request, response) => {

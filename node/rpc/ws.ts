@@ -16,7 +16,7 @@
 import type { Server } from "node:http";
 import { stringify } from "lossless-json";
 import { WebSocketServer, type RawData, type WebSocket } from "ws";
-import { errorResponse, JSON_RPC_ERRORS, JsonRpcError, parseBody, type JsonRpcCall, type JsonRpcResponse, type ParsedItem } from "./jsonrpc";
+import { errorResponse, JSON_RPC_ERRORS, JsonRpcError, parseBody, type JsonRpcCall, type ParsedItem } from "./jsonrpc";
 import { blockNumberParam } from "./methods";
 import type { TemporalStore } from "./store";
 
@@ -44,7 +44,7 @@ export function attachGatewaySockets(options: {
   maxPayloadBytes: number;
   maxConnections: number;
   /** The HTTP path's answer for one parsed item (the same methods). */
-  answer: (item: ParsedItem, clientKey: string) => Promise<JsonRpcResponse | null>;
+  answer: (item: ParsedItem, clientKey: string) => Promise<{ json: string } | null>;
 }): GatewaySocketServer {
   const { store } = options;
   const wss = new WebSocketServer({ noServer: true, maxPayload: options.maxPayloadBytes, clientTracking: true });
@@ -57,11 +57,15 @@ export function attachGatewaySockets(options: {
   }
 
   function send(socket: WebSocket, message: unknown): void {
+    sendText(socket, stringify(message)!);
+  }
+
+  function sendText(socket: WebSocket, json: string): void {
     if (socket.bufferedAmount > MAX_BUFFERED_BYTES) {
       socket.close(1008, "notifications not read");
       return;
     }
-    socket.send(stringify(message)!);
+    socket.send(json);
   }
 
   function pumpOne(socket: WebSocket, subscription: Subscription): void {
@@ -105,7 +109,8 @@ export function attachGatewaySockets(options: {
   }
 
   async function onMessage(socket: WebSocket, data: RawData, clientKey: string): Promise<void> {
-    const parsed = parseBody(data.toString(), 1); // one call per frame over WebSocket
+    // One call per frame over WebSocket; the bytes as received, so that invalid UTF-8 in a binary frame is refused.
+    const parsed = parseBody(Buffer.isBuffer(data) ? data : Array.isArray(data) ? Buffer.concat(data) : new Uint8Array(data), 1);
     if (parsed.kind !== "single") {
       send(socket, parsed.kind === "error" ? parsed.response : errorResponse(null, JSON_RPC_ERRORS.INVALID_REQUEST, "Invalid Request", "one call per WebSocket message"));
       return;
@@ -122,8 +127,8 @@ export function attachGatewaySockets(options: {
       }
       return;
     }
-    const response = await options.answer(item, clientKey);
-    if (response !== null) send(socket, response);
+    const answered = await options.answer(item, clientKey);
+    if (answered !== null) sendText(socket, answered.json);
   }
 
   options.server.on("upgrade", (request, socket, head) => {

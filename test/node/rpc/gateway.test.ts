@@ -214,26 +214,78 @@ describe("temporal JSON-RPC gateway (node/rpc) in front of a Hardhat node", func
       expect((await call(gateway.url, "temporal_getTransactionTimestamp", [`0x${"00".repeat(32)}`])).result).to.equal(null);
     });
 
-    it("a batch answers each item on its own: invalid ones, ones beyond the batch limit, and notifications (no answer)", async () => {
+    it("a batch answers each item on its own: invalid ones, an unknown method, and notifications (no answer)", async () => {
       const items = [
         { jsonrpc: "2.0", id: 1, method: "eth_chainId" },
         { jsonrpc: "2.0", id: 2, method: "temporal_nope" },
         "not an object",
         { jsonrpc: "2.0", method: "eth_chainId" }, // a notification
         { jsonrpc: "2.0", id: 5, method: "system_chain" },
-        { jsonrpc: "2.0", id: 6, method: "eth_chainId" }, // beyond the 5-item limit
       ];
       const { status, json } = await post(gateway.url, items);
       expect(status).to.equal(200);
       const answers = json as Answer[];
-      expect(answers.map((a) => a.id)).to.deep.equal([1, 2, null, 5, 6]);
+      expect(answers.map((a) => a.id)).to.deep.equal([1, 2, null, 5]);
       expect(answers[0]!.result).to.equal("0x7a69");
       expect(answers[1]!.error!.code).to.equal(-32601);
       expect(answers[2]!.error!.code).to.equal(-32600);
       expect(answers[3]!.result).to.equal("hardhat-local");
-      expect(answers[4]!.error).to.deep.include({ code: -32600, data: "batch item 5 is beyond the 5-item limit" });
       expect(((await post(gateway.url, [])).json as Answer).error!.code).to.equal(-32600);
       expect((await post(gateway.url, { jsonrpc: "2.0", method: "eth_chainId" })).status).to.equal(204);
+    });
+
+    it("refuses a batch over the item limit as a whole with one short error, however many items it holds (no amplification)", async () => {
+      const six = await post(gateway.url, [1, 2, 3, 4, 5, 6].map((id) => ({ jsonrpc: "2.0", id, method: "eth_chainId" })));
+      expect(six.status).to.equal(200);
+      expect(six.json).to.deep.equal({ jsonrpc: "2.0", id: null, error: { code: -32600, message: "Invalid Request", data: "a batch of 6 items; at most 5" } });
+      // The attack: thousands of `1`s in a body within the size limit once earned an error object each.
+      const ones = `[${Array.from({ length: 4_000 }, () => "1").join(",")}]`;
+      expect(Buffer.byteLength(ones)).to.be.below(LIMITS.maxBodyBytes);
+      const flood = await post(gateway.url, ones);
+      expect(flood.json).to.deep.equal({ jsonrpc: "2.0", id: null, error: { code: -32600, message: "Invalid Request", data: "a batch of 4000 items; at most 5" } });
+      expect(flood.text.length).to.be.below(200);
+    });
+
+    it("keeps a batch's whole answer within maxResponseBytes: items past it get -32006 with their ids", async () => {
+      const small = await start({ limits: { maxResponseBytes: 2_048 } });
+      try {
+        const batch = [1, 2, 3, 4, 5].map((id) => ({ jsonrpc: "2.0", id, method: "eth_getBlockByNumber", params: ["0x0", false] }));
+        const { text, json } = await post(small.url, batch);
+        const answers = json as Answer[];
+        expect(answers.map((a) => a.id)).to.deep.equal([1, 2, 3, 4, 5]);
+        expect(answers[0]!.result).to.be.an("object");
+        const refused = answers.filter((a) => a.error?.code === -32006);
+        expect(refused.length).to.be.greaterThan(0);
+        for (const answer of refused) expect(answer.error!.data).to.equal("the batch's answer would exceed 2048 bytes; split the batch");
+        expect(Buffer.byteLength(text)).to.be.below(2_048 + refused.length * 160);
+      } finally {
+        await small.close();
+      }
+    });
+
+    it("refuses invalid UTF-8 (-32700) and params nested 10,000 deep (-32600, not an upstream error), over HTTP and WebSocket", async () => {
+      const wide = await start({ limits: { maxBodyBytes: 65_536 } });
+      try {
+        const invalid = Buffer.concat([Buffer.from('{"jsonrpc":"2.0","id":1,"method":"system_chain","params":["'), Buffer.from([0xc3, 0x28]), Buffer.from('"]}')]);
+        const response = await fetch(wide.url, { method: "POST", headers: { "content-type": "application/json" }, body: invalid });
+        expect(await response.json()).to.deep.equal({ jsonrpc: "2.0", id: null, error: { code: -32700, message: "Parse error", data: "the body is not valid UTF-8" } });
+        const deep = `{"jsonrpc":"2.0","id":1,"method":"eth_call","params":${"[".repeat(10_000)}${"]".repeat(10_000)}}`;
+        expect((await post(wide.url, deep)).json).to.deep.equal({ jsonrpc: "2.0", id: null, error: { code: -32600, message: "Invalid Request", data: "arrays and objects nested deeper than 32 levels" } });
+        const socket = new WebSocket(wide.url.replace(/^http/, "ws"));
+        try {
+          await new Promise((resolve, reject) => socket.once("open", resolve).once("error", reject));
+          const answers: unknown[] = [];
+          const received = new Promise<void>((resolve) => socket.on("message", (data: Buffer) => answers.push(JSON.parse(data.toString())) === 2 && resolve()));
+          socket.send(invalid, { binary: true });
+          socket.send(deep);
+          await received;
+          expect(answers.map((a) => (a as Answer).error!.code)).to.deep.equal([-32700, -32600]);
+        } finally {
+          socket.close();
+        }
+      } finally {
+        await wide.close();
+      }
     });
 
     it("a body over the limit is HTTP 413 with a JSON-RPC error; GET is 405", async () => {
@@ -254,6 +306,20 @@ describe("temporal JSON-RPC gateway (node/rpc) in front of a Hardhat node", func
         const answers = (await post(limited.url, batch)).json as Answer[];
         expect(answers.filter((a) => a.error?.code === -32005).length).to.be.greaterThan(0);
         expect(answers.filter((a) => a.error?.code === -32005).every((a) => a.error!.message === "Rate limit exceeded")).to.equal(true);
+      } finally {
+        await limited.close();
+      }
+    });
+
+    it("counts every batch item against the rate limit, invalid ones too", async () => {
+      const limited = await start({ limits: { requestsPerSecondPerClient: 3 } });
+      try {
+        // One turn takes every item's token: three invalid items empty the bucket (burst 3), so the valid call after
+        // them, and the invalid one after it, are over the rate.
+        const mixed = await post(limited.url, [1, 2, 3, { jsonrpc: "2.0", id: 4, method: "system_chain" }, 5]);
+        const answers = mixed.json as Answer[];
+        expect(answers.map((a) => a.error!.code)).to.deep.equal([-32600, -32600, -32600, -32005, -32005]);
+        expect(answers[3]!.id).to.equal(4);
       } finally {
         await limited.close();
       }
