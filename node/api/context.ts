@@ -57,7 +57,7 @@ export interface TransportLimits {
   streamMaxPushesPerSecond: number;
   /** Connection caps, pipelining depth and refusal bounds of the REST/WebSocket server (connectionGuard.ts). */
   connections: ConnectionLimits;
-  /** Web origins whose pages may read the public GET routes (cors.ts; `corsAllowedOrigins`); empty = no CORS. */
+  /** Web origins whose pages may read the public GET routes and open the stream (cors.ts; `corsAllowedOrigins`); empty = none. */
   corsAllowedOrigins: readonly string[];
 }
 
@@ -128,7 +128,7 @@ export interface TransportContext {
   /** This process's event-loop utilisation (GET /node/info `currentLoad`); stopped when the node closes. */
   load: LoadGauge;
   limits: TransportLimits;
-  /** CORS of the public GET routes (fastify's and the GET /time/current fast path's), from `limits.corsAllowedOrigins`. */
+  /** CORS of the public GET routes (fastify's and the GET /time/current fast path's) and the stream's Origin check, from `limits.corsAllowedOrigins`. */
   cors: CorsPolicy;
 }
 

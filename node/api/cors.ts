@@ -8,6 +8,15 @@
  * An answer on a covered route says `Vary: Origin` whenever CORS is on (a shared cache must not hand one origin's
  * answer to another); `Access-Control-Allow-Origin` only for an origin on the list (or `*` when the list is `*`).
  * An origin not on the list gets no CORS headers at all, so its browser keeps the answer from the page.
+ *
+ * The stream's WebSocket (`/v1/stream`, ws.ts) follows the same list, checked by the node itself: browsers apply no
+ * same-origin rule to WebSockets, so without the check any page could open a visitor's streams (and use up the
+ * visitor's maxStreamsPerClient slots). An upgrade whose `Origin` is on the list (any, with `*`) is admitted; one
+ * with another Origin is refused with 403 before it takes a slot or a rate-limit token; one without Origin (not a
+ * browser: the Node client, wscat, a relay) is admitted as before. The empty default admits no browser page at all:
+ * the safe reading of "no other site's page may use the node". A page served from the node's own origin (behind a
+ * reverse proxy) is listed like any other: the node cannot tell its public origin (a proxy may rewrite Host, and
+ * trusting Host would let a DNS-rebinding page pass as the node's own).
  */
 
 /** How long a browser may reuse a preflight's answer, s: short, so that a changed list takes effect soon. */
@@ -29,6 +38,8 @@ export interface CorsPolicy {
   preflightHeaders(origin: string | undefined): Record<string, string>;
   /** Whether GET /time/current is covered: only where it is public, i.e. the node requires no API key. */
   coversCurrentTime(authRequired: boolean): boolean;
+  /** Whether a WebSocket upgrade with this `Origin` header may open the stream: none (not a browser), or one allowed. */
+  admitsStreamOrigin(origin: string | undefined): boolean;
 }
 
 /** The policy of a validated `corsAllowedOrigins` (origins exactly as browsers send them, or `*` alone). */
@@ -62,6 +73,9 @@ export function createCorsPolicy(allowedOrigins: readonly string[]): CorsPolicy 
     },
     coversCurrentTime(authRequired) {
       return enabled && !authRequired;
+    },
+    admitsStreamOrigin(origin) {
+      return origin === undefined || allowedValue(origin) !== null;
     },
   };
 }

@@ -9,8 +9,14 @@
  *
  * A UTF-8 byte order mark is refused too (400): RFC 8259 forbids sending one and only allows a parser to ignore
  * it; refusing tells the client its encoder is off instead of accepting bytes the next JSON reader may not.
+ *
+ * And a lone UTF-16 surrogate escape (`"\ud800"`, a high one not followed by a low one, or a low one alone) in any
+ * string, key or value (400, naming the field and the character): the bytes are valid UTF-8, but the parsed string
+ * holds a code unit no UTF-8 can encode, so SQLite stored it as U+FFFD (RFC 8259 §8.2: such strings make readers
+ * behave unpredictably). The same bytes strict decoding refuses as raw UTF-8 (ED A0 80) are refused as an escape.
  */
 import { errorCodes } from "fastify";
+import { LosslessNumber } from "lossless-json";
 import { ValidationError } from "../../protocol/errors";
 import { parseJsonLossless } from "../../protocol/json";
 
@@ -36,7 +42,52 @@ export function checkJsonCharset(contentType: string | undefined): void {
   }
 }
 
-/** The value of a raw JSON body: strict UTF-8 without BOM, lossless numbers, bounded nesting. Errors name "body". */
+/** A surrogate escape (`\uD800`–`\uDFFF`, any case) in JSON text: without one, no parsed string can hold a lone surrogate. */
+const SURROGATE_ESCAPE = /\\u[dD][89a-fA-F]/u;
+/** The first lone surrogate of a string (code units, hence no `u` flag): a high one without a low one after it, or a low one without a high one before it. */
+const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
+/** Keys named as `.key` in a field path; any other as `["…"]`, at most this many characters of it. */
+const PLAIN_KEY = /^[A-Za-z_$][A-Za-z0-9_$]{0,63}$/u;
+const MAX_ECHOED_KEY_CHARS = 32;
+const SURROGATE_PAIR_HINT = "write a character outside the Basic Multilingual Plane as a surrogate pair, high then low (RFC 8259 §7, §8.2)";
+
+function loneSurrogateIn(text: string): { index: number; escape: string } | null {
+  const match = LONE_SURROGATE.exec(text);
+  if (match === null) return null;
+  return { index: match.index, escape: `\\u${text.charCodeAt(match.index).toString(16)}` };
+}
+
+function keyPath(path: string, key: string): string {
+  return PLAIN_KEY.test(key) ? `${path}.${key}` : `${path}[${JSON.stringify(key.slice(0, MAX_ECHOED_KEY_CHARS) + (key.length > MAX_ECHOED_KEY_CHARS ? "…" : ""))}]`;
+}
+
+/**
+ * Throws a ValidationError naming the first string (a key: its object) of a parsed JSON value that holds a lone
+ * UTF-16 surrogate, and where in it. Recursion is bounded by the parser's nesting bound (32 levels).
+ */
+export function rejectLoneSurrogates(value: unknown, path: string): void {
+  if (typeof value === "string") {
+    const found = loneSurrogateIn(value);
+    if (found !== null) {
+      throw new ValidationError(path, `contains a lone UTF-16 surrogate (${found.escape} at character ${found.index}); ${SURROGATE_PAIR_HINT}`, found);
+    }
+  } else if (Array.isArray(value)) {
+    value.forEach((item, index) => rejectLoneSurrogates(item, `${path}[${index}]`));
+  } else if (typeof value === "object" && value !== null && !(value instanceof LosslessNumber)) {
+    for (const [key, item] of Object.entries(value)) {
+      const found = loneSurrogateIn(key);
+      if (found !== null) {
+        throw new ValidationError(path, `a key contains a lone UTF-16 surrogate (${found.escape} at character ${found.index}); ${SURROGATE_PAIR_HINT}`, found);
+      }
+      rejectLoneSurrogates(item, keyPath(path, key));
+    }
+  }
+}
+
+/**
+ * The value of a raw JSON body: strict UTF-8 without BOM, lossless numbers, bounded nesting, no lone surrogate.
+ * Errors name "body" (a lone surrogate: its field, `body.callback`).
+ */
 export function parseJsonBody(body: Buffer): unknown {
   if (body.subarray(0, UTF8_BOM.length).equals(UTF8_BOM)) {
     throw new ValidationError("body", "must not start with a byte order mark (send UTF-8 JSON without one, RFC 8259 §8.1)");
@@ -47,5 +98,8 @@ export function parseJsonBody(body: Buffer): unknown {
   } catch (cause) {
     throw new ValidationError("body", "is not valid UTF-8", {}, { cause });
   }
-  return parseJsonLossless(text, "body");
+  const value = parseJsonLossless(text, "body");
+  // Only an escape can make a lone surrogate (the text itself is strict UTF-8): most bodies skip the walk.
+  if (SURROGATE_ESCAPE.test(text)) rejectLoneSurrogates(value, "body");
+  return value;
 }

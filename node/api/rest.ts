@@ -235,7 +235,10 @@ export function buildRestApp(context: TransportContext, options: RestAppOptions 
   const corsPaths: string[] = cors.enabled ? [...CORS_OPEN_READ_PATHS] : [];
   if (cors.coversCurrentTime(auth.required)) corsPaths.push(CURRENT_TIME_PATH);
   for (const path of corsPaths) {
-    app.options(path, { ...openHooks }, (request, reply) => {
+    // corsHooks too: a preflight refused by the rate limit (429) carries the origin's CORS headers, so the browser
+    // reports the status rather than a missing Access-Control-Allow-Origin (its page still cannot read the answer:
+    // the Fetch standard fails every preflight without an ok status).
+    app.options(path, { ...openHooks, ...corsHooks }, (request, reply) => {
       void reply.code(204).headers(cors.preflightHeaders(request.headers.origin)).send();
     });
   }

@@ -2,10 +2,13 @@
  * WebSocket transport: path `/v1/stream` on the REST server (the `ws` library in noServer mode, attached to the
  * HTTP server's `upgrade` event).
  *
- * Upgrade: requires header `x-api-key` when keys are configured (browsers cannot set headers on a WebSocket; they
- * should go through a server-side relay — there is deliberately no query-string key, which would end up in logs).
- * The upgrade counts against the caller's rate limit. Refusals are plain HTTP answers with a JSON body:
- * 401 (auth), 429 "Rate limit exceeded", 503 (too many connections, or the card is tampered), 404 (other paths).
+ * Upgrade: a browser's (one with an `Origin` header) only from an origin in `corsAllowedOrigins` (cors.ts; the empty
+ * default admits none), checked first, so a refused page takes neither a stream slot nor a rate-limit token; an
+ * upgrade without Origin (not a browser) is not affected. Requires header `x-api-key` when keys are configured
+ * (browsers cannot set headers on a WebSocket; they should go through a server-side relay — there is deliberately
+ * no query-string key, which would end up in logs). The upgrade counts against the caller's rate limit. Refusals
+ * are plain HTTP answers with a JSON body: 403 (Origin not allowed), 401 (auth), 429 "Rate limit exceeded", 503
+ * (too many connections, or the card is tampered), 404 (other paths).
  *
  * Client → server (text frames, JSON, at most wsMaxMessageBytes):
  *   {"type":"subscribe","interval":<ns, JSON integer>,"accuracy":"hardware","includeProof"?:<bool>}
@@ -45,6 +48,8 @@ export const WS_STREAM_PATH = "/v1/stream";
 const NS_PER_MS = 1_000_000n;
 /** RFC 6455: a close reason is at most 123 bytes of UTF-8. */
 const MAX_CLOSE_REASON_BYTES = 123;
+/** How much of a refused Origin header the 403 repeats (the header is the client's text; origins are short). */
+const MAX_ECHOED_ORIGIN_CHARS = 100;
 
 export interface StreamServer {
   /** Open connections. */
@@ -252,6 +257,17 @@ export function attachStreamServer(server: Server, context: TransportContext): S
     const path = (request.url ?? "").split("?")[0];
     if (path !== WS_STREAM_PATH) {
       refuseUpgrade(socket, 404, "Not Found", `No WebSocket endpoint at ${path ?? ""}`);
+      return;
+    }
+    // A browser names the page's origin (RFC 6455 §4.1: Origin; protocol version 8 said Sec-WebSocket-Origin).
+    const originHeader = request.headers.origin ?? request.headers["sec-websocket-origin"];
+    const origin = Array.isArray(originHeader) ? originHeader.join(", ") : originHeader;
+    if (origin !== undefined && !context.cors.admitsStreamOrigin(origin)) {
+      const echoed = origin.length > MAX_ECHOED_ORIGIN_CHARS ? `${origin.slice(0, MAX_ECHOED_ORIGIN_CHARS)}…` : origin;
+      const message = `Origin ${JSON.stringify(echoed)} may not open the stream: it is not in the node's corsAllowedOrigins`;
+      clientErrorLog.clientError({ transport: "ws", status: "403", route: "upgrade", error: new Error(message) });
+      metrics.countRequest("ws", "upgrade", "403");
+      refuseUpgrade(socket, 403, "Forbidden", message);
       return;
     }
     let clientKey: string;

@@ -123,6 +123,23 @@ describe("node/api/cors", function () {
     }
   });
 
+  it("answers a preflight refused with 429 with the CORS headers of a listed origin, so a browser sees the 429, not a CORS failure", async function () {
+    const t = await startTestNode({ overrides: { corsAllowedOrigins: [ALLOWED], maxRequestsPerSecond: 1 } });
+    try {
+      const base = t.node.endpoints.rest;
+      const preflight = { "access-control-request-method": "GET" };
+      // One token per second per address: the first preflight is answered, the next two within the second are refused.
+      expect(await corsOf(base, "OPTIONS", "/node/info", { ...preflight, origin: ALLOWED })).to.deep.include({ status: 204, allowOrigin: ALLOWED });
+      const refused = await corsOf(base, "OPTIONS", "/node/info", { ...preflight, origin: ALLOWED });
+      expect(refused).to.deep.equal({ status: 429, allowOrigin: ALLOWED, allowCredentials: null, allowMethods: null, maxAge: null, vary: "Origin" });
+      // An origin not on the list still gets none.
+      const foreign = await corsOf(base, "OPTIONS", "/node/info", { ...preflight, origin: OTHER });
+      expect(foreign).to.deep.equal({ status: 429, allowOrigin: null, allowCredentials: null, allowMethods: null, maxAge: null, vary: "Origin" });
+    } finally {
+      await t.close();
+    }
+  });
+
   it("is off by default: no CORS header, no Vary, no preflight route", async function () {
     const t = await startTestNode();
     try {

@@ -271,6 +271,43 @@ describe("node/api/rest", function () {
         await app.close();
       }
     });
+
+    it("refuses a lone UTF-16 surrogate escape in any string, key included, with 400 naming the field, and stores nothing", async function () {
+      let stored = 0;
+      const counting = Object.create(t.service) as typeof t.service;
+      counting.schedule = (executeAtNs, callbackUrl, clientKey) => {
+        stored += 1;
+        return t.service.schedule(executeAtNs, callbackUrl, clientKey);
+      };
+      const app = buildRestApp(createTransportContext({ service: counting, logger: testLogger() }));
+      const executeAt = (nowNs() + 3_600_000_000_000n).toString();
+      // JSON text as a client writes it: the escapes are six ASCII characters each, valid UTF-8 bytes. Parsed, a lone
+      // one is a string no UTF-8 can hold: SQLite stored it as U+FFFD.
+      const withCallback = (callback: string) => `{"executeAt":"${executeAt}","callback":"${callback}"}`;
+      const hint = "; write a character outside the Basic Multilingual Plane as a surrogate pair, high then low (RFC 8259 §7, §8.2)";
+      const cases: Array<[string, string, string]> = [
+        ["a lone high surrogate", withCallback("http://127.0.0.1:9/hook-\\ud800"), "body.callback: contains a lone UTF-16 surrogate (\\ud800 at character 24)"],
+        ["a lone high surrogate, upper-case escape", withCallback("http://127.0.0.1:9/\\uDBFFx"), "body.callback: contains a lone UTF-16 surrogate (\\udbff at character 19)"],
+        ["a lone low surrogate", withCallback("\\udc00http://127.0.0.1:9/hook"), "body.callback: contains a lone UTF-16 surrogate (\\udc00 at character 0)"],
+        ["a pair in the wrong order", withCallback("http://127.0.0.1:9/\\udc00\\ud800"), "body.callback: contains a lone UTF-16 surrogate (\\udc00 at character 19)"],
+        ["a key", `{"executeAt":"${executeAt}","callback":"http://127.0.0.1:9/hook","x\\ud800":1}`, "body: a key contains a lone UTF-16 surrogate (\\ud800 at character 1)"],
+        ["inside an array", `{"executeAt":"${executeAt}","callback":"http://127.0.0.1:9/hook","list":[1,{"a":"\\ud800"}]}`, "body.list[1].a: contains a lone UTF-16 surrogate (\\ud800 at character 0)"],
+      ];
+      try {
+        for (const [label, payload, message] of cases) {
+          const response = await app.inject({ method: "POST", url: "/time/schedule", headers: { "content-type": "application/json" }, payload });
+          expect(response.statusCode, label).to.equal(400);
+          expect(response.json(), label).to.include({ statusCode: 400, message: message + hint });
+        }
+        expect(stored).to.equal(0);
+        // A surrogate pair is one character: parsed as such and stored (the URL keeps it percent-encoded or as is).
+        const pair = await app.inject({ method: "POST", url: "/time/schedule", headers: { "content-type": "application/json" }, payload: withCallback("http://127.0.0.1:9/hook-\\ud83d\\ude00") });
+        expect(pair.statusCode, pair.body).to.equal(201);
+        expect(stored).to.equal(1);
+      } finally {
+        await app.close();
+      }
+    });
   });
 
   describe("open routes", function () {

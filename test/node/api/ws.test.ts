@@ -355,3 +355,68 @@ describe("node/api/ws auth, rate limit, connection bound and tamper", function (
     }
   });
 });
+
+describe("node/api/ws Origin (corsAllowedOrigins)", function () {
+  const ALLOWED = "https://app.example.org";
+  const OTHER = "https://evil.example.net";
+
+  /** The status and body of an upgrade to `url` with `origin` as its Origin header (none when undefined). */
+  function upgradeWithOrigin(url: string, origin: string | undefined): Promise<{ status: number; body: string }> {
+    return new Promise((resolve, reject) => {
+      const socket = new WebSocket(url, origin === undefined ? {} : { origin });
+      socket.once("unexpected-response", (_request, response) => {
+        let body = "";
+        response.setEncoding("utf8");
+        response.on("data", (chunk: string) => (body += chunk));
+        response.on("end", () => {
+          resolve({ status: response.statusCode ?? 0, body });
+          socket.terminate();
+        });
+      });
+      socket.once("open", () => {
+        resolve({ status: 101, body: "" });
+        socket.terminate();
+      });
+      socket.once("error", (error) => reject(error));
+    });
+  }
+
+  it("refuses a browser's upgrade from any page by default (403, no slot, no token); a client without Origin still connects", async function () {
+    // One stream per client and one request per second: a refused upgrade that took either would fail the last open.
+    const t = await startTestNode({ overrides: { maxStreamsPerClient: 1, maxRequestsPerSecond: 1 } });
+    try {
+      for (const origin of [OTHER, ALLOWED, "null", "http://127.0.0.1"]) {
+        const refused = await upgradeWithOrigin(t.node.endpoints.ws, origin);
+        expect(refused.status, origin).to.equal(403);
+        expect(JSON.parse(refused.body), origin).to.deep.equal({
+          statusCode: 403,
+          error: "Forbidden",
+          message: `Origin ${JSON.stringify(origin)} may not open the stream: it is not in the node's corsAllowedOrigins`,
+        });
+      }
+      expect((await upgradeWithOrigin(t.node.endpoints.ws, undefined)).status).to.equal(101);
+      expect(await t.node.metrics.render()).to.match(/timerpc_requests_total\{transport="ws",route="upgrade",status="403"\} 4\n/);
+    } finally {
+      await t.close();
+    }
+  });
+
+  it("lets only a listed origin open the stream, and any origin with '*'", async function () {
+    const listed = await startTestNode({ overrides: { corsAllowedOrigins: [ALLOWED] } });
+    try {
+      expect((await upgradeWithOrigin(listed.node.endpoints.ws, ALLOWED)).status).to.equal(101);
+      expect((await upgradeWithOrigin(listed.node.endpoints.ws, undefined)).status).to.equal(101);
+      for (const origin of [OTHER, "null", `${ALLOWED}:443`, "https://APP.example.org"]) {
+        expect((await upgradeWithOrigin(listed.node.endpoints.ws, origin)).status, origin).to.equal(403);
+      }
+    } finally {
+      await listed.close();
+    }
+    const any = await startTestNode({ overrides: { corsAllowedOrigins: ["*"] } });
+    try {
+      for (const origin of [OTHER, "null", undefined]) expect((await upgradeWithOrigin(any.node.endpoints.ws, origin)).status, String(origin)).to.equal(101);
+    } finally {
+      await any.close();
+    }
+  });
+});
