@@ -93,6 +93,12 @@ contract TimeScheduler is ITimeScheduler, ReentrancyGuard {
         if (nanoMoment < request.executeAt) revert SchedulerTooEarly(request.executeAt, nanoMoment);
         uint256 deadline = uint256(request.executeAt) + request.window;
         if (nanoMoment > deadline) revert SchedulerTooLate(deadline, nanoMoment);
+        // The chain clock too: a proof stays fresh for the oracle's maxAttestationAge after its moment, so a proof
+        // from inside the window could otherwise run the callee after the window closed, racing {expireCall}. The
+        // boundary is expireCall's own (it needs nowNs > deadline), so at any chain clock exactly one of the two can
+        // settle the call.
+        uint256 nowNs = _nowNs();
+        if (nowNs > deadline) revert SchedulerChainPastDeadline(deadline, nowNs);
         // A view call: the oracle cannot re-enter here, and it never reverts on a malformed proof (it answers false).
         if (!_TIME_ORACLE.verifyTimeProof(proof)) revert SchedulerInvalidProof(callId, nanoMoment);
 

@@ -53,6 +53,7 @@ export const SCHEDULER_ABI = parseAbi([
   "error SchedulerCallNotScheduled(bytes32 callId, uint8 status)",
   "error SchedulerTooEarly(uint128 executeAt, uint128 nanoMoment)",
   "error SchedulerTooLate(uint256 deadline, uint128 nanoMoment)",
+  "error SchedulerChainPastDeadline(uint256 deadline, uint256 nowNs)",
   "error SchedulerInvalidProof(bytes32 callId, uint128 nanoMoment)",
   "error SchedulerInsufficientGas(uint256 gasLimit, uint256 gasRequired, uint256 gasAvailable)",
   "error SchedulerNotExpired(uint256 deadline, uint256 nowNs)",

@@ -41,6 +41,9 @@ export const REVERT_POLICY: Readonly<Record<ItemKind, Readonly<Record<string, Re
     SchedulerCallNotScheduled: { verdict: "done", note: "settled by someone else" },
     SchedulerTooEarly: { verdict: "wait", note: "the proof is earlier than executeAt" },
     SchedulerTooLate: { verdict: "wait", note: "the proof is past the window: the call is expired once the chain clock passes it" },
+    // Never executable again, but not dead: the call still needs settling, and the next decision (decideCall) sees
+    // the chain clock past the deadline and expires it, refunding the bounty to its scheduler.
+    SchedulerChainPastDeadline: { verdict: "wait", note: "the chain clock is past the deadline: the call can only be expired now" },
     SchedulerNotExpired: { verdict: "wait", note: "the chain clock has not passed the deadline yet" },
     SchedulerInvalidProof: { verdict: "retry", note: "the scheduler's oracle refused the node's proof (SchedulerInvalidProof)" },
     SchedulerInsufficientGas: { verdict: "retry", note: "not enough gas for the call's gasLimit (SchedulerInsufficientGas)" },

@@ -3,7 +3,7 @@
  * One function, so that the generator and its check cannot disagree.
  */
 import { readFileSync } from "node:fs";
-import { join } from "node:path";
+import { join, resolve } from "node:path";
 
 /** Contracts a dApp or the test kit deploys: ABI and creation bytecode. */
 export const DEPLOYABLE_CONTRACTS = [
@@ -28,7 +28,8 @@ interface Artifact {
 }
 
 function readArtifact(root: string, path: string): Artifact {
-  return JSON.parse(readFileSync(join(root, "artifacts", path), "utf8")) as Artifact;
+  // The build folder hardhat.config.ts uses: ATS_ARTIFACTS when set (parallel runs), else ./artifacts.
+  return JSON.parse(readFileSync(join(resolve(root, process.env.ATS_ARTIFACTS ?? "artifacts"), path), "utf8")) as Artifact;
 }
 
 /** `TimeOracle` → `timeOracle`, `ITimeOracle` → `iTimeOracle`. */

@@ -36,7 +36,8 @@ interface ITimeScheduler {
      * @param nonce Scheduler-wide sequence number, so that two otherwise identical requests differ.
      * @param executeAt First attested moment (ns) at which the call may run.
      * @param window Length (ns) of the execution window: the call may run with a proof whose nanoMoment lies in
-     * `[executeAt, executeAt + window]`; once the chain clock is past that deadline it may be expired.
+     * `[executeAt, executeAt + window]` while the chain clock has not passed that deadline; once it has, the call
+     * may only be expired.
      * @param gasLimit Gas the callee receives, exactly (the executor must supply it, see {SchedulerInsufficientGas}).
      * @param bounty Wei paid to whoever executes the call; refunded to `caller` on cancellation or expiry.
      * @param data Calldata sent to `caller`.
@@ -99,6 +100,15 @@ interface ITimeScheduler {
     /// @notice The proof's moment is after the call's deadline (`executeAt + window`).
     error SchedulerTooLate(uint256 deadline, uint128 nanoMoment);
 
+    /**
+     * @notice The chain clock (`nowNs`, `block.timestamp` in ns) is already past the call's deadline
+     * (`executeAt + window`, ns), even though the proof's moment is inside the window: a proof stays fresh for the
+     * oracle's `maxAttestationAge` after the moment it shows, so without this the callee could run after its
+     * window closed. From this chain clock on the call can only be expired ({expireCall}): at every chain clock
+     * exactly one of the two is allowed (execute while `nowNs <= deadline`, expire once `nowNs > deadline`).
+     */
+    error SchedulerChainPastDeadline(uint256 deadline, uint256 nowNs);
+
     /// @notice The oracle ({timeOracle}) rejects the time proof offered to execute the call.
     error SchedulerInvalidProof(bytes32 callId, uint128 nanoMoment);
 
@@ -143,9 +153,10 @@ interface ITimeScheduler {
 
     /**
      * @notice Runs a scheduled call. Anyone may call this with the request (from {CallScheduled}) and a time proof
-     * the oracle accepts whose moment lies in the call's window. The call is marked before it runs; a reverting
-     * callee marks it `Failed` without reverting this transaction. The executor (`msg.sender`) receives the bounty
-     * either way.
+     * the oracle accepts whose moment lies in the call's window, while the chain clock is not past the call's
+     * deadline ({SchedulerChainPastDeadline}; then only {expireCall} settles it). The call is marked before it runs;
+     * a reverting callee marks it `Failed` without reverting this transaction. The executor (`msg.sender`) receives
+     * the bounty either way.
      * @return success Whether the callee returned without reverting.
      */
     function executeCall(ScheduledCall calldata request, TimeProof calldata proof) external returns (bool success);

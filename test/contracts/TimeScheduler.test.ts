@@ -489,6 +489,49 @@ describe("TimeScheduler", () => {
     }
   });
 
+  describe("the deadline on the chain clock: executeCall and expireCall never race", () => {
+    // A proof stays fresh for the oracle's maxAttestationAge after its moment, so a proof from inside the window can
+    // still be offered after the window closed. Execution therefore needs the chain clock at or before the deadline,
+    // exactly where expiry is refused: at every chain clock one of the two settles the call, never both.
+
+    it("past the deadline on the chain clock, a proof inside the window no longer executes; the call expires", async () => {
+      const { scheduler, asExecutor, asStranger, schedule, expectEnded, calldata } = await loadFixture(deploySchedulerFixture);
+      const { callId, request } = await schedule(calldata.ping(1n));
+      const pastNs = DEADLINE + NS_PER_SECOND;
+      await scheduler.write.setNow([pastNs / NS_PER_SECOND]);
+      for (const nanoMoment of [EXECUTE_AT, DEADLINE - 1n, DEADLINE]) {
+        await expectRevert(asExecutor.simulate.executeCall([request, proofAt(nanoMoment)]), "SchedulerChainPastDeadline", [DEADLINE, pastNs]);
+      }
+      await expectEnded(await asStranger.write.expireCall([request]), "CallExpired", callId, request, Status.Expired);
+    });
+
+    it("at the deadline on the chain clock, a proof inside the window still executes and the call cannot be expired", async () => {
+      const { scheduler, callee, asStranger, schedule, execute, calldata } = await loadFixture(deploySchedulerFixture);
+      const { callId, request } = await schedule(calldata.ping(7n));
+      await scheduler.write.setNow([DEADLINE / NS_PER_SECOND]);
+      await expectRevert(asStranger.simulate.expireCall([request]), "SchedulerNotExpired", [DEADLINE, DEADLINE]);
+      await execute(request, DEADLINE);
+      expect(await scheduler.read.callStatus([callId])).to.equal(Status.Executed);
+      expect(await callee.read.pings()).to.equal(7n);
+      await expectRevert(asStranger.simulate.expireCall([request]), "SchedulerCallNotScheduled", [callId, Status.Executed]);
+    });
+
+    it("at every chain clock around the deadline exactly one of executeCall and expireCall is allowed", async () => {
+      const { scheduler, asExecutor, asStranger, schedule, calldata } = await loadFixture(deploySchedulerFixture);
+      const { request } = await schedule(calldata.ping(1n));
+      const deadlineSeconds = DEADLINE / NS_PER_SECOND;
+      for (const nowSeconds of [EXECUTE_AT / NS_PER_SECOND, deadlineSeconds - 1n, deadlineSeconds, deadlineSeconds + 1n, deadlineSeconds + 60n]) {
+        await scheduler.write.setNow([nowSeconds]);
+        const allowed = async (promise: Promise<unknown>): Promise<boolean> => promise.then(() => true, () => false);
+        const canExecute = await allowed(asExecutor.simulate.executeCall([request, proofAt(DEADLINE)]));
+        const canExpire = await allowed(asStranger.simulate.expireCall([request]));
+        expect([canExecute, canExpire], `chain clock ${nowSeconds} s, deadline ${deadlineSeconds} s`).to.deep.equal(
+          nowSeconds <= deadlineSeconds ? [true, false] : [false, true],
+        );
+      }
+    });
+  });
+
   describe("scheduleCall(uint128 executeAt, bytes data): the defaults", () => {
     it("offers exactly that signature, payable, beside the full form", async () => {
       const { scheduler } = await loadFixture(deploySchedulerFixture);
@@ -648,6 +691,27 @@ describe("TimeScheduler", () => {
         scheduled.callId,
         executeAt,
       ]);
+    });
+
+    it("a proof the oracle still finds fresh does not execute once the chain clock is past the deadline", async () => {
+      const { oracle, scheduler, callee, asStranger, proofAt: realProofAt, publicClient } = await loadFixture(deployWithOracleFixture);
+      const executeAt = FIXTURE_NOW_NS - 5n * NS_PER_SECOND;
+      const data = encodeFunctionData({ abi: callee.abi, functionName: "ping", args: [1n] });
+      const hash = await callee.write.schedule([executeAt, WINDOW, GAS_LIMIT, data], { value: BOUNTY });
+      const scheduled = eventOf(scheduler.abi, await publicClient.waitForTransactionReceipt({ hash }), "CallScheduled");
+      const request = scheduled.request as ScheduledCall;
+      const deadline = executeAt + WINDOW;
+      // Both clocks one second past the deadline: the proof of the deadline's moment is one second old, well inside
+      // the oracle's maxAttestationAge (60 s).
+      const pastSeconds = deadline / NS_PER_SECOND + 1n;
+      await oracle.write.setNow([pastSeconds]);
+      await scheduler.write.setNow([pastSeconds]);
+      const proof = realProofAt(deadline);
+      expect(await oracle.read.verifyTimeProof([proof])).to.equal(true);
+      await expectRevert(asStranger.simulate.executeCall([request, proof]), "SchedulerChainPastDeadline", [deadline, pastSeconds * NS_PER_SECOND]);
+      await asStranger.write.expireCall([request]);
+      expect(await scheduler.read.callStatus([scheduled.callId as Hex])).to.equal(Status.Expired);
+      expect(await callee.read.pings()).to.equal(0n);
     });
 
     it("the production TimeScheduler, on the chain clock, runs scheduleCall(executeAt, data) with a fresh proof", async () => {

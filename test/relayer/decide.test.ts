@@ -3,7 +3,7 @@
  */
 import { expect } from "chai";
 import { readFileSync } from "node:fs";
-import { join } from "node:path";
+import { join, resolve } from "node:path";
 import { toFunctionSignature, type Abi, type AbiEvent, type AbiFunction } from "viem";
 
 type AbiError = Extract<Abi[number], { type: "error" }>;
@@ -14,7 +14,9 @@ const ROOT = join(__dirname, "..", "..");
 const NS = 1_000_000n;
 
 function artifactAbi(contract: string): Abi {
-  return (JSON.parse(readFileSync(join(ROOT, "artifacts", "contracts", `${contract}.sol`, `${contract}.json`), "utf8")) as { abi: Abi }).abi;
+  // The build folder hardhat.config.ts uses: ATS_ARTIFACTS when set (parallel runs), else ./artifacts.
+  const artifacts = resolve(ROOT, process.env.ATS_ARTIFACTS ?? "artifacts");
+  return (JSON.parse(readFileSync(join(artifacts, "contracts", `${contract}.sol`, `${contract}.json`), "utf8")) as { abi: Abi }).abi;
 }
 
 function signatures(abi: Abi): Set<string> {
@@ -66,6 +68,10 @@ describe("relayer/decide", () => {
       expect(classifyRevert("call", "SchedulerCallNotScheduled").verdict).to.equal("done");
       expect(classifyRevert("call", "SchedulerTooEarly").verdict).to.equal("wait");
       expect(classifyRevert("call", "SchedulerNotExpired").verdict).to.equal("wait");
+      // Past the deadline on the chain clock the call is never executed, but it still has to be expired: decided
+      // again, decideCall then expires it.
+      expect(classifyRevert("call", "SchedulerChainPastDeadline").verdict).to.equal("wait");
+      expect(classifyRevert("call", "SchedulerTooLate").verdict).to.equal("wait");
       expect(classifyRevert("push", "TimeOracleTimeProofNotNewer").verdict).to.equal("done");
     });
 
