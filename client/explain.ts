@@ -12,6 +12,7 @@
  */
 import { getAddress, parseAbi, type Address, type PublicClient } from "viem";
 import { decodeHardwareSignature, decodeNodeEntries, timeAttestationForProof } from "../protocol/codec";
+import { ACCURACY_TIERS, accuracyTierFor, type AccuracyTier } from "../protocol/constants";
 import { p256PublicKeyToUncompressed } from "../protocol/keys";
 import { recoverNodeAddress } from "../protocol/sign";
 import type { CardRecord, Hex, TimeProof } from "../protocol/types";
@@ -27,6 +28,7 @@ const ORACLE_READS = parseAbi([
   "function getCard(bytes32 cardId) view returns ((bytes32 publicKeyX, bytes32 publicKeyY, uint64 validFromNs, uint64 validUntilNs, uint8 status) card)",
   "function verifyTimeProof((uint128 nanoMoment, bytes hardwareSignature, bytes nodeSignature, uint32 accuracy) proof) view returns (bool valid)",
 ]);
+const CONSUMER_READS = parseAbi(["function timeOracle() view returns (address)", "function maxAccuracyNs() view returns (uint32)"]);
 /** Registered nodes read at most (the oracle caps its registry well below this). */
 const MAX_NODES_READ = 256;
 const ACTIVE = 1;
@@ -159,4 +161,60 @@ export async function explainTimeProof(publicClient: PublicClient, oracle: Addre
       registeredNodes: registered.length,
     },
   };
+}
+
+/** The two revert strings a TimeConsumer guard fixes for a proof it refuses (docs/protocol.md §6.7). */
+export type ConsumerRefusal = "Invalid time proof" | "Insufficient accuracy";
+
+export interface ExplainedConsumerProof {
+  /** Whether the consumer's `_verifiedTime` (every guard's first step) accepts the proof. */
+  accepted: boolean;
+  /** The revert string the guard gives, null when accepted. */
+  refusal: ConsumerRefusal | null;
+  /** One sentence: the signed bound against the consumer's, and the tier a network needs for this consumer. */
+  explanation: string;
+  consumer: Address;
+  /** The consumer's bound, ns (its constructor's choice). */
+  maxAccuracyNs: number;
+  /** The proof's signed bound, ns. */
+  accuracyNs: number;
+  /** The loosest tier of AccuracyTiers.sol the consumer accepts; null when its bound is tighter than every tier. */
+  tierNeeded: AccuracyTier | null;
+  /** The oracle's verdict on the proof, with its evidence. */
+  oracle: ExplainedProof;
+}
+
+function formatNs(ns: number): string {
+  return `${ns.toLocaleString("en-US")} ns`;
+}
+
+/**
+ * What a TimeConsumer-based contract does with `proof`: accepts it, or refuses it with `Invalid time proof` (the
+ * oracle's rules, explained by {@link explainTimeProof}) or `Insufficient accuracy` (the signed bound above the
+ * consumer's), naming the tier of network its bound needs. It covers the checks every guard makes first; the
+ * per-key "strictly newer" rule and a guard's own time window are the caller's to judge.
+ */
+export async function explainConsumerProof(publicClient: PublicClient, consumer: Address, proof: TimeProof): Promise<ExplainedConsumerProof> {
+  const [oracleAddress, maxAccuracyNs] = await Promise.all([
+    publicClient.readContract({ address: consumer, abi: CONSUMER_READS, functionName: "timeOracle" }),
+    publicClient.readContract({ address: consumer, abi: CONSUMER_READS, functionName: "maxAccuracyNs" }),
+  ]);
+  const oracle = await explainTimeProof(publicClient, oracleAddress, proof);
+  const tierNeeded = accuracyTierFor(maxAccuracyNs) ?? null;
+  const tierText =
+    tierNeeded === null
+      ? `no kind of network we know signs that little (the tightest tier, ${ACCURACY_TIERS[0].name}, is ${formatNs(ACCURACY_TIERS[0].maxAccuracyNs)})`
+      : `this contract needs ${tierNeeded.network}, tier AccuracyTiers.${tierNeeded.name} (${formatNs(tierNeeded.maxAccuracyNs)})`;
+  let refusal: ConsumerRefusal | null = null;
+  let explanation: string;
+  if (!oracle.onChainValid) {
+    refusal = "Invalid time proof";
+    explanation = `refused with "Invalid time proof": the oracle refuses the proof (${oracle.reason ?? "valid by the TypeScript rules"}: ${oracle.detail})${oracle.hint === null ? "" : `; ${oracle.hint}`}`;
+  } else if (proof.accuracy > maxAccuracyNs) {
+    refusal = "Insufficient accuracy";
+    explanation = `refused with "Insufficient accuracy": the proof's signed bound is ${formatNs(proof.accuracy)} and the contract accepts at most ${formatNs(maxAccuracyNs)}; ${tierText}`;
+  } else {
+    explanation = `accepted: the proof's signed bound ${formatNs(proof.accuracy)} is within the contract's ${formatNs(maxAccuracyNs)}`;
+  }
+  return { accepted: refusal === null, refusal, explanation, consumer, maxAccuracyNs, accuracyNs: proof.accuracy, tierNeeded, oracle };
 }

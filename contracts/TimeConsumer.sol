@@ -8,18 +8,24 @@ import {ITimeConsumer} from "./interfaces/ITimeConsumer.sol";
 
 /**
  * @title TimeConsumer
- * @notice Base contract for dApps that act on attested time. Inherit it, pass the oracle to the constructor and
- * guard state-changing functions with {consumesTime}, {onlyAfter}, {onlyBefore} or {onlyWithin}, passing the
- * caller-supplied {TimeProof} through:
+ * @notice Base contract for dApps that act on attested time. Inherit it, pass the oracle and the largest signed
+ * accuracy you accept to the constructor, and guard state-changing functions with {consumesTime}, {onlyAfter},
+ * {onlyBefore} or {onlyWithin}, passing the caller-supplied {TimeProof} through:
  *
  * ```solidity
+ * constructor(ITimeOracle oracle) TimeConsumer(oracle, AccuracyTiers.SOFTWARE_MESH_NS) {}
+ *
  * function claim(uint256 lockId, TimeProof calldata proof) external onlyAfter(proof, bytes32(lockId), unlockAt) { ... }
  * ```
  *
+ * The accuracy bound has no default on purpose: a bound tighter than the network can honestly sign refuses every
+ * proof it makes (`Insufficient accuracy`), and one looser than the action needs trusts a moment more than it
+ * deserves. {AccuracyTiers} names what each kind of network signs (table in docs/protocol.md §6.7).
+ *
  * Every guard verifies the proof with the oracle (reverting `Invalid time proof`), demands
- * `accuracy <= _maxAccuracyNs()` (reverting `Insufficient accuracy`; 100 ns unless overridden) and refuses a proof
- * that is not strictly newer than the last one consumed **for the same action key** ({TimeConsumerProofNotNewer}):
- * the oracle accepts any proof up to `maxAttestationAge` old, so without that rule a caller could replay an older,
+ * `accuracy <= _maxAccuracyNs()` (reverting `Insufficient accuracy`; the constructor's bound unless overridden) and
+ * refuses a proof that is not strictly newer than the last one consumed **for the same action key**
+ * ({TimeConsumerProofNotNewer}): the oracle accepts any proof up to `maxAttestationAge` old, so without that rule a caller could replay an older,
  * still fresh proof to act "before a deadline" after it passed. The key is the consumer's choice (the account, the
  * lock, the auction): proofs are public, and one watermark shared by every user would let anyone block everyone
  * else by consuming a newer proof first (docs/protocol.md §6.7). Each watermark remembers the oracle's registry
@@ -33,9 +39,6 @@ import {ITimeConsumer} from "./interfaces/ITimeConsumer.sol";
  * deadline could act long after the deadline ({TimeConsumerChainPastDeadline}).
  */
 abstract contract TimeConsumer is ITimeConsumer {
-    /// @dev The accuracy bound of the example consumer of docs/protocol.md §6.7, in ns.
-    uint32 private constant _DEFAULT_MAX_ACCURACY_NS = 100;
-
     /// @dev A watermark and the registry epoch it was set in: one slot.
     struct Watermark {
         uint128 nanoMoment;
@@ -43,12 +46,19 @@ abstract contract TimeConsumer is ITimeConsumer {
     }
 
     ITimeOracle private immutable _TIME_ORACLE;
+    uint32 private immutable _MAX_ACCURACY_NS;
     mapping(bytes32 actionKey => Watermark) private _lastConsumed;
 
-    /// @param oracle The oracle whose registry and settings decide which proofs are valid.
-    constructor(ITimeOracle oracle) {
+    /**
+     * @param oracle The oracle whose registry and settings decide which proofs are valid.
+     * @param maxAccuracyNs_ The largest signed `accuracy` (ns) accepted; at least what the network honestly signs
+     * ({AccuracyTiers}), and at most what the action can tolerate. Not 0 ({TimeConsumerZeroMaxAccuracy}).
+     */
+    constructor(ITimeOracle oracle, uint32 maxAccuracyNs_) {
         if (address(oracle) == address(0)) revert TimeConsumerZeroOracle();
+        if (maxAccuracyNs_ == 0) revert TimeConsumerZeroMaxAccuracy();
         _TIME_ORACLE = oracle;
+        _MAX_ACCURACY_NS = maxAccuracyNs_;
     }
 
     /// @notice Verifies and consumes `proof` for `actionKey` (see {_consumeTime}).
@@ -167,8 +177,8 @@ abstract contract TimeConsumer is ITimeConsumer {
         return block.timestamp * 1e9;
     }
 
-    /// @dev The largest accepted `accuracy` (ns). Override to demand more or less than 100 ns.
+    /// @dev The largest accepted `accuracy` (ns): the constructor's bound. Override for a bound that changes.
     function _maxAccuracyNs() internal view virtual returns (uint32) {
-        return _DEFAULT_MAX_ACCURACY_NS;
+        return _MAX_ACCURACY_NS;
     }
 }

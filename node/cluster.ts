@@ -13,6 +13,7 @@
  */
 import { createSocket } from "node:dgram";
 import type { Logger } from "pino";
+import { SOFTWARE_MESH_ACCURACY_NS } from "../protocol/constants";
 import { createDevIdentity, createDevManufacturerCa } from "../protocol/devca";
 import { ValidationError } from "../protocol/errors";
 import type { Address, Hex } from "../protocol/types";
@@ -23,8 +24,8 @@ import { startDevNode, type DevNode, type NodeHandle, type StartNodeFunction } f
 export const MAX_CLUSTER_NODES = 32;
 /** W of a loopback cluster, ns (see the module comment). */
 export const CLUSTER_WINDOW_NS = 1_000_000n;
-/** The verify() accuracy bound of a loopback cluster, ns. */
-export const CLUSTER_MAX_ACCEPTABLE_DRIFT_NS = 10_000_000n;
+/** The verify() accuracy bound of a loopback cluster, ns: the software-mesh tier of consumers (AccuracyTiers.sol). */
+export const CLUSTER_MAX_ACCEPTABLE_DRIFT_NS = BigInt(SOFTWARE_MESH_ACCURACY_NS);
 
 export interface ClusterNode {
   readonly nodeId: Address;

@@ -102,10 +102,45 @@ export const DEFAULT_MAX_FUTURE_DRIFT_NS = 15n * NS_PER_SECOND;
 export const DEFAULT_MAX_ACCEPTABLE_DRIFT_NS = 1_000n;
 export const DEFAULT_NODE_QUORUM = 1;
 /**
- * Accuracy of the golden vectors' and test fixtures' development card (the example consumer requires accuracy ≤ 100
- * ns). Fixed: the golden vectors sign it.
+ * Accuracy of the golden vectors' and test fixtures' development card. Fixed: the golden vectors sign it. Not what a
+ * network signs (see LOCAL_MESH_ACCURACY_NS).
  */
 export const DEV_CARD_ACCURACY_NS = 50;
+
+/** AccuracyTiers.HARDWARE_TIMESTAMPED_NS: a consumer's bound for a hardware-timestamped network, ns. */
+export const HARDWARE_TIMESTAMPED_ACCURACY_NS = 100;
+/** AccuracyTiers.SOFTWARE_MESH_NS: a consumer's bound for a mesh of software clocks, ns; the local network's oracle bound too. */
+export const SOFTWARE_MESH_ACCURACY_NS = 10_000_000;
+
+/**
+ * contracts/libraries/AccuracyTiers.sol, mirrored (test/contracts/accuracyTiers.test.ts compares them): the bound, ns,
+ * a consumer passes to TimeConsumer's constructor for each kind of network, tightest first.
+ */
+export const ACCURACY_TIERS = [
+  {
+    name: "HARDWARE_TIMESTAMPED_NS",
+    maxAccuracyNs: HARDWARE_TIMESTAMPED_ACCURACY_NS,
+    network: "a hardware-timestamped network (PTP-capable NICs, a GPS/PPS-disciplined time card)",
+  },
+  {
+    name: "SOFTWARE_MESH_NS",
+    maxAccuracyNs: SOFTWARE_MESH_ACCURACY_NS,
+    network: "a mesh of software clocks on commodity hosts (the local network's loopback mesh included)",
+  },
+] as const;
+export type AccuracyTier = (typeof ACCURACY_TIERS)[number];
+
+/** The loosest tier a consumer with this bound (ns) accepts proofs from; undefined when it is tighter than every tier. */
+export function accuracyTierFor(maxAccuracyNs: number): AccuracyTier | undefined {
+  return [...ACCURACY_TIERS].reverse().find((tier) => tier.maxAccuracyNs <= maxAccuracyNs);
+}
+
+/**
+ * What the local network's mesh signs: the p99 of the signed accuracy `npm run bench:mesh` measured on loopback,
+ * rounded up to 10 µs (the mesh table in the README; test/testing/kit.test.ts pins the two together). The test kit
+ * signs it by default, so that a dApp's tests meet the bound a real network proof has, not the card's 50 ns.
+ */
+export const LOCAL_MESH_ACCURACY_NS = 150_000;
 /**
  * Accuracy a node running the development card driver advertises by default: the card reads the host clock,
  * anchored to it at a millisecond edge to within a few hundred ns at worst (node/card/hostClock.ts), so 1 µs is a

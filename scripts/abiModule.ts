@@ -11,6 +11,7 @@ export const DEPLOYABLE_CONTRACTS = [
   ["TimeScheduler", "contracts/TimeScheduler.sol/TimeScheduler.json"],
   ["TimeBridge", "contracts/TimeBridge.sol/TimeBridge.json"],
   ["TimeLockedVault", "contracts/examples/TimeLockedVault.sol/TimeLockedVault.json"],
+  ["AttestedCheckpoint", "contracts/examples/AttestedCheckpoint.sol/AttestedCheckpoint.json"],
 ] as const;
 
 /** Interfaces a dApp calls: ABI only. */

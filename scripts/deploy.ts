@@ -22,7 +22,7 @@ import type { HardhatRuntimeEnvironment } from "hardhat/types";
 import type {} from "@nomicfoundation/hardhat-viem";
 import type { PublicClient, WalletClient } from "@nomicfoundation/hardhat-viem/types";
 import { getAddress, getContract, parseEventLogs, type Abi, type Address, type Hash, type Hex } from "viem";
-import { timeBridgeAbi, timeBridgeBytecode, timeLockedVaultAbi, timeLockedVaultBytecode, timeOracleAbi, timeOracleBytecode, timeSchedulerAbi, timeSchedulerBytecode } from "../abi";
+import { attestedCheckpointAbi, attestedCheckpointBytecode, timeBridgeAbi, timeBridgeBytecode, timeLockedVaultAbi, timeLockedVaultBytecode, timeOracleAbi, timeOracleBytecode, timeSchedulerAbi, timeSchedulerBytecode } from "../abi";
 import {
   loadKeyDir,
   nodeAddressFromPrivateKey,
@@ -90,7 +90,10 @@ export interface DeployAttestedTimeOptions {
   scheduler?: boolean;
   /** Deploy the bridge (default true). */
   bridge?: boolean;
-  /** Deploy the example consumer, TimeLockedVault (default true). */
+  /**
+   * Deploy the example consumers (default true): TimeLockedVault (the sample: hardware-timestamped networks only,
+   * 100 ns) and AttestedCheckpoint (a mesh of software clocks, 10 ms).
+   */
   example?: boolean;
   /** Progress lines (default: silent). */
   log?: (message: string) => void;
@@ -106,6 +109,7 @@ export interface AttestedTimeDeployment {
   scheduler: Address | undefined;
   bridge: Address | undefined;
   vault: Address | undefined;
+  checkpoint: Address | undefined;
   /** Card ids (sha256 of the uncompressed key), in registration order. */
   cardIds: Hex[];
   nodes: Address[];
@@ -237,9 +241,12 @@ export async function deployAttestedTime(
     log(`TimeBridge deployed at ${bridge}`);
   }
   let vault: Address | undefined;
+  let checkpoint: Address | undefined;
   if (options.example ?? true) {
     vault = await deployShipped("TimeLockedVault", timeLockedVaultAbi, timeLockedVaultBytecode, [oracle.address]);
     log(`TimeLockedVault deployed at ${vault}`);
+    checkpoint = await deployShipped("AttestedCheckpoint", attestedCheckpointAbi, attestedCheckpointBytecode, [oracle.address]);
+    log(`AttestedCheckpoint deployed at ${checkpoint}`);
   }
 
   return {
@@ -250,6 +257,7 @@ export async function deployAttestedTime(
     scheduler: scheduler === undefined ? undefined : getAddress(scheduler),
     bridge: bridge === undefined ? undefined : getAddress(bridge),
     vault: vault === undefined ? undefined : getAddress(vault),
+    checkpoint: checkpoint === undefined ? undefined : getAddress(checkpoint),
     cardIds,
     nodes: nodes.map((node) => getAddress(node.address)),
     admin: deployerAddress,

@@ -21,6 +21,10 @@ interface ITimeConsumer {
     /// @notice The oracle address given to the constructor is the zero address.
     error TimeConsumerZeroOracle();
 
+    /// @notice The accuracy bound given to the constructor is 0 ns: no network signs a zero error bound, so every
+    /// proof would be refused.
+    error TimeConsumerZeroMaxAccuracy();
+
     /// @notice The proof is not newer than the last one consumed for `actionKey` (replay of an older proof).
     error TimeConsumerProofNotNewer(bytes32 actionKey, uint128 nanoMoment, uint128 lastConsumedNanoMoment);
 
@@ -44,6 +48,6 @@ interface ITimeConsumer {
      */
     function lastConsumedNanoMoment(bytes32 actionKey) external view returns (uint128);
 
-    /// @notice The largest `accuracy` (ns) this consumer accepts.
+    /// @notice The largest `accuracy` (ns) this consumer accepts: its deployer's explicit choice ({AccuracyTiers}).
     function maxAccuracyNs() external view returns (uint32);
 }

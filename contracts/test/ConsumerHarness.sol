@@ -10,7 +10,7 @@ contract ConsumerHarness is TimeConsumer {
     /// @dev The chain clock the guards see, ns; 0: block.timestamp (the oracle harness pins its clock the same way).
     uint256 public chainNowNs;
 
-    constructor(ITimeOracle oracle) TimeConsumer(oracle) {}
+    constructor(ITimeOracle oracle, uint32 maxAccuracyNs_) TimeConsumer(oracle, maxAccuracyNs_) {}
 
     function setChainNowNs(uint256 nowNs) external {
         chainNowNs = nowNs;

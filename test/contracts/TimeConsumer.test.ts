@@ -20,7 +20,8 @@ const LATER = FIXTURE_NOW_NS + 5n * NS_PER_SECOND;
 
 async function deployConsumerFixture() {
   const base = await deployOracleFixture();
-  const consumer = await hre.viem.deployContract("ConsumerHarness", [base.oracle.address]);
+  // The hardware-timestamped tier (100 ns), so that the bound sits inside the fixture oracle's 1,000 ns.
+  const consumer = await hre.viem.deployContract("ConsumerHarness", [base.oracle.address, 100]);
   const strict = await hre.viem.deployContract("ConsumerHarnessStrict", [base.oracle.address]);
   // The guards' chain clock, pinned where the oracle harness pins its own.
   await consumer.write.setChainNowNs([FIXTURE_NOW_NS]);
@@ -52,7 +53,7 @@ describe("TimeConsumer", () => {
     await expectRevert(consumer.read.verifiedTime([forged]), "Error", ["Invalid time proof"]);
   });
 
-  it("reverts with exactly `Insufficient accuracy` when accuracy > 100 ns, and accepts 100 ns", async () => {
+  it("reverts with exactly `Insufficient accuracy` when accuracy > the constructor's bound (100 ns here), and accepts 100 ns", async () => {
     const { consumer, proofAt } = await loadFixture(deployConsumerFixture);
     expect(await consumer.read.maxAccuracyNs()).to.equal(100);
     await expectRevert(consumer.simulate.consume([proofAt(T1, { accuracy: 101 }), KEY]), "Error", [
@@ -141,9 +142,19 @@ describe("TimeConsumer", () => {
 
   it("refuses the zero address as oracle", async () => {
     await expectRevert(
-      hre.viem.deployContract("ConsumerHarness", ["0x0000000000000000000000000000000000000000"]),
+      hre.viem.deployContract("ConsumerHarness", ["0x0000000000000000000000000000000000000000", 100]),
       "TimeConsumerZeroOracle",
       [],
     );
+  });
+
+  it("takes its accuracy bound from the constructor, with no default, and refuses a bound of 0 ns", async () => {
+    const { oracle, proofAt } = await loadFixture(deployConsumerFixture);
+    const loose = await hre.viem.deployContract("ConsumerHarness", [oracle.address, 1_000]);
+    await loose.write.setChainNowNs([FIXTURE_NOW_NS]);
+    expect(await loose.read.maxAccuracyNs()).to.equal(1_000);
+    await loose.write.consume([proofAt(T1, { accuracy: 1_000 }), KEY]);
+    expect(await loose.read.lastConsumedNanoMoment([KEY])).to.equal(T1);
+    await expectRevert(hre.viem.deployContract("ConsumerHarness", [oracle.address, 0]), "TimeConsumerZeroMaxAccuracy", []);
   });
 });

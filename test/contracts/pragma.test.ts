@@ -9,19 +9,20 @@ import { join } from "node:path";
 
 const ROOT = join(__dirname, "..", "..");
 /** The files a dApp imports: each with a floating pragma. */
-const IMPORTED = ["TimeConsumer.sol", "interfaces/ITimeOracle.sol", "interfaces/ITimeConsumer.sol", "interfaces/ITimeScheduler.sol", "interfaces/ITimeBridge.sol"];
+const IMPORTED = ["TimeConsumer.sol", "libraries/AccuracyTiers.sol", "interfaces/ITimeOracle.sol", "interfaces/ITimeConsumer.sol", "interfaces/ITimeScheduler.sol", "interfaces/ITimeBridge.sol"];
 
 const USER_CONTRACT = `// SPDX-License-Identifier: MIT
 pragma solidity 0.8.24;
 
 import {TimeConsumer} from "attested-time/contracts/TimeConsumer.sol";
 import {ITimeOracle, TimeProof} from "attested-time/contracts/interfaces/ITimeOracle.sol";
+import {AccuracyTiers} from "attested-time/contracts/libraries/AccuracyTiers.sol";
 
 contract Auction is TimeConsumer {
     uint128 public immutable biddingEnd;
     mapping(address bidder => uint256 amount) public bids;
 
-    constructor(ITimeOracle oracle, uint128 end) TimeConsumer(oracle) {
+    constructor(ITimeOracle oracle, uint128 end) TimeConsumer(oracle, AccuracyTiers.SOFTWARE_MESH_NS) {
         biddingEnd = end;
     }
 

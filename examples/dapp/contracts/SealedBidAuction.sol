@@ -3,6 +3,7 @@ pragma solidity ^0.8.24;
 
 import {TimeConsumer} from "attested-time/contracts/TimeConsumer.sol";
 import {ITimeOracle, TimeProof} from "attested-time/contracts/interfaces/ITimeOracle.sol";
+import {AccuracyTiers} from "attested-time/contracts/libraries/AccuracyTiers.sol";
 
 /**
  * @title SealedBidAuction
@@ -39,7 +40,12 @@ contract SealedBidAuction is TimeConsumer {
     error AuctionAlreadyEnded();
     error AuctionTransferFailed(address to, uint256 amount);
 
-    constructor(ITimeOracle oracle, uint128 biddingEnd, uint128 revealEnd) TimeConsumer(oracle) {
+    /// @dev Proofs from a mesh of software clocks are accepted (10 ms): the local network's, and the test kit's.
+    constructor(
+        ITimeOracle oracle,
+        uint128 biddingEnd,
+        uint128 revealEnd
+    ) TimeConsumer(oracle, AccuracyTiers.SOFTWARE_MESH_NS) {
         if (revealEnd <= biddingEnd) revert AuctionInvalidWindow(biddingEnd, revealEnd);
         seller = msg.sender;
         biddingEndNs = biddingEnd;
