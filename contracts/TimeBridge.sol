@@ -19,9 +19,11 @@ import {CrossChainTime, ITimeBridge} from "./interfaces/ITimeBridge.sol";
  * accepts a message only when its `networkTime` is strictly newer than the latest time it delivered
  * ({TimeBridgeNotNewer}), so within a registry epoch the latest time never goes backwards and an older, still-fresh
  * proof cannot be delivered after a newer one. When a key lost trust since that delivery (the oracle's registry
- * epoch moved), the latest time is clamped to the epoch and no longer reported as delivered: a time a compromised
- * key dated ahead neither blocks honest messages nor keeps being served ({ITimeOracle-registryEpoch}); a reader of
- * {latestDelivery} must therefore not assume it only increases across epochs.
+ * epoch moved), the delivery is no longer reported as vouched for, and the latest time reads as at most the chain
+ * clock plus the oracle's `maxFutureDrift`: a time a compromised key dated ahead is not served beyond what the
+ * oracle accepts now, while no moment delivered before can be delivered again (every proof the oracle accepts now
+ * lies at or below that bound; {_latestTime}, docs/protocol.md §14.17). A reader of {latestDelivery} must not assume
+ * it only increases across epochs.
  * Freshness comes from the target oracle: its `verifyTimeProof` accepts a proof only while it is at most
  * `maxAttestationAge` old against the target chain's clock, so a relayer has that long to deliver. The proof bytes
  * must be the canonical `abi.encode(TimeProof)`, so that one proof has one encoding and hence one id.
@@ -30,6 +32,8 @@ import {CrossChainTime, ITimeBridge} from "./interfaces/ITimeBridge.sol";
  * epoch of the latest delivery, and one slot per delivered message (its block). The messages live in the events.
  */
 contract TimeBridge is ITimeBridge {
+    uint256 private constant _NS_PER_SECOND = 1e9;
+
     ITimeOracle private immutable _TIME_ORACLE;
 
     uint64 private _sentCount;
@@ -125,12 +129,28 @@ contract TimeBridge is ITimeBridge {
 
     /**
      * @dev The latest delivered time as it stands in registry epoch `epoch`, and whether it was delivered in that
-     * epoch. From an earlier epoch it is clamped to the epoch (see the contract's notice).
+     * epoch. Delivered in an earlier one (a key lost trust since): at most `_now() * 1e9 + maxFutureDrift`, the
+     * latest moment the oracle accepts now (the current setting, read on this path only). A moment delivered before
+     * lies at or below the latest time, and can only pass the oracle again at or below that bound, so it stays
+     * refused ({TimeBridgeNotNewer}): the same moment is never delivered twice, across any registry change. For the
+     * same reason the bound never lets a message through that the unclamped time would refuse; it only keeps
+     * {latestDelivery} from reporting a time beyond what the oracle accepts now (docs/protocol.md §14.17).
      */
     function _latestTime(uint64 epoch) private view returns (uint128 networkTime, bool current) {
         networkTime = _latestNetworkTime;
         current = _latestRegistryEpoch == epoch;
-        if (!current && networkTime > epoch) networkTime = epoch;
+        if (current) return (networkTime, current);
+        uint256 nowNs = _now() * _NS_PER_SECOND;
+        // Not ahead of the chain clock (nothing delivered yet, or long ago): below the bound, no setting to read.
+        if (networkTime <= nowNs) return (networkTime, current);
+        uint256 boundNs = nowNs + _TIME_ORACLE.maxFutureDrift();
+        if (networkTime > boundNs) networkTime = uint128(boundNs); // boundNs < networkTime: fits
+    }
+
+    /// @dev The chain clock in seconds: `block.timestamp`, the oracle's freshness clock. Virtual for tests
+    /// (BridgeHarness pins it, as TimeOracleHarness pins the oracle's).
+    function _now() internal view virtual returns (uint256) {
+        return block.timestamp;
     }
 
     /// @dev Decodes the proof, refusing bytes that do not decode or are not the canonical encoding.

@@ -25,13 +25,16 @@ import {ITimeConsumer} from "./interfaces/ITimeConsumer.sol";
  * Every guard verifies the proof with the oracle (reverting `Invalid time proof`), demands
  * `accuracy <= _maxAccuracyNs()` (reverting `Insufficient accuracy`; the constructor's bound unless overridden) and
  * refuses a proof that is not strictly newer than the last one consumed **for the same action key**
- * ({TimeConsumerProofNotNewer}): the oracle accepts any proof up to `maxAttestationAge` old, so without that rule a caller could replay an older,
- * still fresh proof to act "before a deadline" after it passed. The key is the consumer's choice (the account, the
- * lock, the auction): proofs are public, and one watermark shared by every user would let anyone block everyone
- * else by consuming a newer proof first (docs/protocol.md §6.7). Each watermark remembers the oracle's registry
- * epoch it was set in: once a key has lost trust (a card revoked, a node deactivated), a watermark set before is
- * clamped to the epoch, the chain clock of the removal, so that time a compromised key dated ahead does not lock
- * the key until real time catches up ({ITimeOracle-registryEpoch}, docs/protocol.md §6.7).
+ * ({TimeConsumerProofNotNewer}): the oracle accepts any proof up to `maxAttestationAge` old, so without that rule a
+ * caller could replay an older, still fresh proof to act "before a deadline" after it passed. The key is the
+ * consumer's choice; make it one that only the party it protects can advance: the acting account (one key per
+ * bidder, as the example auction does), or a lock only its owner may open. Proofs are public, so under a key anyone
+ * may act for (one watermark shared by every user, or one per auction) anyone can consume a newer proof first, for
+ * instance one copied from another bidder's pending transaction, and make that bidder's proof "not newer"
+ * (docs/protocol.md §6.7). Each watermark remembers the oracle's registry epoch it was set in; once a key has lost
+ * trust since (a card revoked, a node deactivated), the watermark reads as at most the chain clock plus the oracle's
+ * `maxFutureDrift`, a bound no proof consumed before can exceed, so none can be replayed ({_effectiveWatermark},
+ * {ITimeOracle-registryEpoch}, docs/protocol.md §14.17).
  *
  * Time windows are half-open: "after t" means `nanoMoment >= t`, "before t" means `nanoMoment < t`, so the two
  * partition time and `[start, end)` is {onlyWithin}. A "before" guard also bounds the chain clock: a proof stays
@@ -132,16 +135,28 @@ abstract contract TimeConsumer is ITimeConsumer {
     }
 
     /**
-     * @dev The watermark as it stands in registry epoch `epoch`: as recorded when set in this epoch, otherwise at
-     * most the epoch (the end of the chain clock's second in which a key last lost trust). Whatever a removed key
-     * dated beyond that no longer blocks. A proof consumed before the removal stays refused unless it was dated past
-     * the end of the removal's second; such a proof (dated ahead of the chain clock by more than the rest of that
-     * second) could be consumed once more for the key while fresh (docs/protocol.md §14.17). The watermark is
-     * monotonic within an epoch, not across one.
+     * @dev The watermark as it stands in registry epoch `epoch`. Set in this epoch: as recorded (the common path,
+     * no further read). Set in an earlier one, before a key lost trust: at most `_chainNowNs() + maxFutureDrift`,
+     * the latest moment the oracle accepts now (the current setting is read, on this path only).
+     *
+     * No replay: the recorded moment is the newest proof ever consumed for the key, and a proof consumed before can
+     * only act again if the oracle accepts it now, i.e. if it lies at or below `_chainNowNs() + maxFutureDrift`; it
+     * is then at or below both terms of the minimum, so it stays refused, whatever the epoch change was (a routine
+     * end date for an unrelated node too). For the same reason no proof the oracle accepts lies between the clamped
+     * value and the recorded one: for acceptance the clamp equals the recorded watermark, and a watermark a removed
+     * key dated ahead stops blocking once real time passes it, at most the `maxFutureDrift` of its own block after
+     * it was consumed (lowering the setting does not shorten that: it lowers what the oracle accepts by as much).
+     * What the clamp changes is what {lastConsumedNanoMoment} reports: never a time beyond what the oracle accepts
+     * now (docs/protocol.md §14.17). All of this holds because {_chainNowNs} is the oracle's own freshness clock.
      */
-    function _effectiveWatermark(Watermark memory watermark, uint64 epoch) private pure returns (uint128) {
-        if (watermark.registryEpoch == epoch || watermark.nanoMoment <= epoch) return watermark.nanoMoment;
-        return epoch;
+    function _effectiveWatermark(Watermark memory watermark, uint64 epoch) private view returns (uint128) {
+        uint128 nanoMoment = watermark.nanoMoment;
+        if (watermark.registryEpoch == epoch) return nanoMoment;
+        uint256 chainNowNs = _chainNowNs();
+        // Not ahead of the chain clock (a key never used, or used long ago): below the bound, no setting to read.
+        if (nanoMoment <= chainNowNs) return nanoMoment;
+        uint256 boundNs = chainNowNs + _TIME_ORACLE.maxFutureDrift();
+        return nanoMoment <= boundNs ? nanoMoment : uint128(boundNs); // boundNs < nanoMoment: fits
     }
 
     /// @dev {_consumeTime}, requiring the moment (and the chain clock, for the deadline) in `[notBefore, deadline)`.

@@ -336,15 +336,15 @@ contract TimeOracle is ITimeOracle, AccessControlDefaultAdminRules {
 
     /**
      * @dev A key lost trust (card revoked, node deactivated, a validity window narrowed): what it signed may be
-     * false time, up to `maxFutureDrift` ahead. Clears the stored proof and starts a new registry epoch, which
-     * consumers and the bridge honour by clamping their "strictly newer" watermarks to it ({registryEpoch}).
+     * false time, up to `maxFutureDrift` ahead. Clears the stored proof and starts a new registry epoch, on which
+     * consumers and the bridge stop reporting watermarks beyond what the oracle accepts now ({registryEpoch}).
      */
     function _distrustEarlierTime() private {
         _clearStoredProof();
         uint64 previous = _snapshot.registryEpoch;
-        // The last nanosecond of the chain clock's current second: block timestamps have whole seconds, so honest
-        // proofs consumed in this block may be dated up to a second past `block.timestamp`; clamping to the end of
-        // the second keeps them refused (no replay), at the cost of honest proofs waiting for the next second.
+        // The last nanosecond of the chain clock's current second, as {registryEpoch} documents. Consumers and the
+        // bridge only compare it for equality (they bound old watermarks by the chain clock and maxFutureDrift, not
+        // by this value); the time in it tells an observer when trust was last withdrawn.
         uint256 secondEndNs = _clockNs() + TimeProofLib.NS_PER_SECOND - 1;
         // Strictly increasing, so that two removals in one block are two epochs; saturates in the year 2554.
         uint256 epoch = secondEndNs > previous ? secondEndNs : uint256(previous) + 1;

@@ -102,7 +102,8 @@ interface ITimeBridge {
      * @notice The latest delivered time (ns), its message and the block it arrived in; zeros before the first.
      * `networkTime` is always the time a new message must exceed. After a key lost trust (the oracle's registry
      * epoch moved since the delivery), the delivery is no longer vouched for: `messageId` and `targetBlock` read 0
-     * and `networkTime` is the delivered time clamped to the epoch ({ITimeOracle-registryEpoch}).
+     * and `networkTime` is the delivered time, at most the chain clock plus the oracle's `maxFutureDrift` (the
+     * latest moment the oracle accepts now; {ITimeOracle-registryEpoch}).
      */
     function latestDelivery() external view returns (bytes32 messageId, uint128 networkTime, uint256 targetBlock);
 

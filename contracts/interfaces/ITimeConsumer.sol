@@ -43,8 +43,10 @@ interface ITimeConsumer {
 
     /**
      * @notice The watermark of `actionKey`: a proof must be strictly newer to act for it. It is the moment (ns) of
-     * the last proof consumed for the key (0 before the first), clamped to the oracle's registry epoch when a key
-     * lost trust since ({ITimeOracle-registryEpoch}).
+     * the last proof consumed for the key (0 before the first); once a key lost trust since (the oracle's
+     * {ITimeOracle-registryEpoch} moved), at most the chain clock plus the oracle's `maxFutureDrift`, the latest
+     * moment the oracle accepts now. It only increases within an epoch; across one it may read lower, though never
+     * low enough to let a proof consumed before act again (docs/protocol.md §14.17).
      */
     function lastConsumedNanoMoment(bytes32 actionKey) external view returns (uint128);
 

@@ -280,12 +280,16 @@ interface ITimeOracle {
     /**
      * @notice The registry epoch: the end (last ns) of the chain clock's second in which a key last lost trust (a card
      * revoked, a node deactivated, a validity window narrowed), made strictly increasing; 0 before the first.
-     * @dev A compromised key (with a node quorum) can have proofs dated up to `maxFutureDrift` ahead accepted and
-     * consumed, pushing "strictly newer" watermarks ahead of real time, where they would block honest proofs until
-     * real time catches up (a day at the allowed maximum). A contract that keeps such a watermark records the
-     * epoch with it and, once the epoch has moved, clamps it to the epoch: honest proofs made after the removal's
-     * second pass at once. Such a watermark is therefore monotonic within an epoch, not across one.
-     * {TimeConsumer} and {TimeBridge} do this.
+     * @dev A contract that keeps "strictly newer" watermarks ({TimeConsumer}, {TimeBridge}) records the epoch with
+     * each, and once the epoch has moved reads a watermark set before as at most `chain clock + maxFutureDrift` (the
+     * current setting), the latest moment accepted now. A proof consumed before lies at or below its watermark and
+     * can only pass again at or below that bound, so it stays refused: no replay across any registry change, a
+     * routine one included. For the same reason the bound lets nothing through that the watermark itself would
+     * refuse: a watermark a compromised key (with a node quorum) dated ahead blocks honest proofs until real time
+     * passes it, at most the `maxFutureDrift` in force when it was consumed (15 s by default, a day at the allowed
+     * maximum; lowering the setting afterwards does not shorten it). What the epoch changes is what such a contract
+     * reports (never a time beyond what is accepted now; a delivery no longer vouched for), so a reported watermark
+     * is monotonic within an epoch, not across one. The epoch's value matters to them only as "changed".
      */
     function registryEpoch() external view returns (uint64);
 }

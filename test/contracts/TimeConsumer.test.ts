@@ -12,7 +12,7 @@ import { deployOracleFixture, expectRevert, FIXTURE_NOW_NS, loadFixture } from "
 const T0 = FIXTURE_NOW_NS - 10n * NS_PER_SECOND; // fresh: the default maxAttestationAge is 60 s
 const T1 = T0 + 1n;
 const T2 = T0 + 2n;
-/** Action keys: the consumer's choice (an account, a lock, an auction). */
+/** Action keys: the consumer's choice (an account, a lock: one only the party it protects can advance). */
 const KEY = `0x${"11".repeat(32)}` as const;
 const OTHER_KEY = `0x${"22".repeat(32)}` as const;
 /** A deadline the chain clock (pinned to FIXTURE_NOW_NS, like the oracle's) has not reached. */
