@@ -232,8 +232,11 @@ contract TimeOracle is ITimeOracle, AccessControlDefaultAdminRules {
         record.validFromNs = validFromNs;
         record.validUntilNs = validUntilNs;
         emit NodeRegistered(node, validFromNs, validUntilNs);
-        _writeSnapshot();
-        if (windowNarrowed) _distrustEarlierTime();
+        SnapshotLib.Node[] memory nodeRecords = _writeSnapshot();
+        if (windowNarrowed) {
+            _distrustEarlierTime();
+            _reportUnreachableQuorum(nodeRecords);
+        }
     }
 
     /// @inheritdoc ITimeOracle
@@ -244,8 +247,9 @@ contract TimeOracle is ITimeOracle, AccessControlDefaultAdminRules {
         record.status = NodeStatus.Inactive;
         _removeNodeFromList(record);
         emit NodeDeactivated(node, msg.sender);
-        _writeSnapshot();
+        SnapshotLib.Node[] memory nodeRecords = _writeSnapshot();
         _distrustEarlierTime();
+        _reportUnreachableQuorum(nodeRecords);
     }
 
     // ================================================================================================ settings
@@ -287,7 +291,10 @@ contract TimeOracle is ITimeOracle, AccessControlDefaultAdminRules {
         uint64 previous = _settings.nodeQuorum;
         emit SettingChanged(Setting.NodeQuorum, previous, quorum);
         _settings.nodeQuorum = quorum;
-        _writeSnapshot();
+        // A quorum the active nodes cannot meet makes every proof invalid, silently: refuse it. Counted from the
+        // records the snapshot write has just read (the revert undoes the write).
+        uint256 activeNodes = _activeNodeCount(_writeSnapshot());
+        if (quorum > activeNodes) revert TimeOracleQuorumAboveActiveNodes(quorum, activeNodes);
         // Raised: the stored proof may carry fewer node entries than now required.
         if (quorum > previous) _clearStoredProof();
     }
@@ -729,12 +736,13 @@ contract TimeOracle is ITimeOracle, AccessControlDefaultAdminRules {
 
     /**
      * @dev Writes a new snapshot of the settings and the active nodes and cards ({SnapshotLib.write}, which sorts
-     * the nodes). Bounded: at most 32 + 32·36 + 32·112 = 4,768 bytes.
+     * the nodes). Bounded: at most 32 + 32·36 + 32·112 = 4,768 bytes. Returns the node records it wrote (the
+     * listed nodes with their windows), for callers that count the active ones.
      */
-    function _writeSnapshot() private {
+    function _writeSnapshot() private returns (SnapshotLib.Node[] memory nodeRecords) {
         uint256 nodeCount = _nodeList.length; // ≤ MAX_NODES
         uint256 cardCount = _cardList.length; // ≤ MAX_CARDS
-        SnapshotLib.Node[] memory nodeRecords = new SnapshotLib.Node[](nodeCount);
+        nodeRecords = new SnapshotLib.Node[](nodeCount);
         for (uint256 i = 0; i < nodeCount; ++i) {
             address node = _nodeList[i];
             NodeRecord storage record = _nodes[node];
@@ -765,6 +773,29 @@ contract TimeOracle is ITimeOracle, AccessControlDefaultAdminRules {
     }
 
     // ================================================================================================ helpers
+
+    /**
+     * @dev Of `nodeRecords` (the snapshot's: the listed nodes, i.e. registered and not deactivated), those inside
+     * their validity window at this chain clock: exactly the nodes {_verifyFast} accepts as signers now.
+     */
+    function _activeNodeCount(SnapshotLib.Node[] memory nodeRecords) private view returns (uint256 count) {
+        uint256 nowNs = _clockNs();
+        uint256 listed = nodeRecords.length; // ≤ MAX_NODES
+        for (uint256 i = 0; i < listed; ++i) {
+            SnapshotLib.Node memory record = nodeRecords[i];
+            if (record.validFromNs <= nowNs && nowNs <= record.validUntilNs) ++count;
+        }
+    }
+
+    /**
+     * @dev After a node lost trust: evidence ({NodeQuorumUnreachable}) when the quorum can no longer be met. Not a
+     * revert: refusing to remove a compromised node until a replacement is registered would keep it trusted.
+     */
+    function _reportUnreachableQuorum(SnapshotLib.Node[] memory nodeRecords) private {
+        uint64 quorum = _settings.nodeQuorum;
+        uint256 activeNodes = _activeNodeCount(nodeRecords);
+        if (quorum > activeNodes) emit NodeQuorumUnreachable(quorum, activeNodes);
+    }
 
     function _checkRegistrarOrGuardian() private view {
         if (!hasRole(GUARDIAN_ROLE, msg.sender) && !hasRole(REGISTRAR_ROLE, msg.sender)) {

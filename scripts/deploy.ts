@@ -57,6 +57,7 @@ export interface OracleSettings {
   maxAttestationAgeNs?: bigint;
   maxFutureDriftNs?: bigint;
   maxAcceptableDriftNs?: bigint;
+  /** At most the nodes registered here whose windows are open now: the oracle refuses a higher quorum. */
   nodeQuorum?: bigint;
 }
 
@@ -192,6 +193,8 @@ export async function deployAttestedTime(
     log(`node ${getAddress(node.address)} registered`);
   }
 
+  // Settings after the registrations: setNodeQuorum refuses a quorum above the nodes active now
+  // (TimeOracleQuorumAboveActiveNodes), so the nodes must be registered first.
   const settings = options.settings ?? {};
   const setters = [
     ["setMaxAttestationAge", settings.maxAttestationAgeNs],

@@ -125,6 +125,14 @@ interface ITimeOracle {
     /// @notice A key lost trust and a new registry epoch began, `epoch` ({registryEpoch}).
     event RegistryEpochStarted(uint64 epoch);
 
+    /**
+     * @notice After a node was deactivated or its validity window narrowed, fewer nodes are active now
+     * (`activeNodes`: registered, not deactivated, inside their validity window at the chain clock) than
+     * `quorum` requires: no proof verifies until nodes are registered again or the admin lowers the quorum.
+     * Emitted, not refused: removing a compromised node must never wait for a replacement.
+     */
+    event NodeQuorumUnreachable(uint64 quorum, uint256 activeNodes);
+
     // ---------------------------------------------------------------------------------------------- errors
 
     /// @notice `(x, y)` is not a point on the P-256 curve.
@@ -153,6 +161,13 @@ interface ITimeOracle {
 
     /// @notice A setting is outside its allowed range `[min, max]`.
     error TimeOracleSettingOutOfRange(Setting setting, uint256 value, uint256 min, uint256 max);
+
+    /**
+     * @notice `setNodeQuorum(quorum)` asks for more co-signing nodes than are active now (`activeNodes`: registered,
+     * not deactivated, inside their validity window at the chain clock, exactly the nodes verification accepts):
+     * every proof would fail. Register (or open the windows of) enough nodes first.
+     */
+    error TimeOracleQuorumAboveActiveNodes(uint64 quorum, uint256 activeNodes);
 
     /// @notice Deploying the verification snapshot failed (out of gas).
     error TimeOracleSnapshotWriteFailed();
@@ -203,7 +218,8 @@ interface ITimeOracle {
     /// @notice Deactivates a node, and discards the stored proof ({TimeProofCleared}).
     /// `REGISTRAR_ROLE` or `GUARDIAN_ROLE`.
     /// @dev Deactivating below `nodeQuorum` active nodes is allowed on purpose: it is the guardian's emergency
-    /// brake, after which no proof verifies until nodes are registered again or the admin lowers the quorum.
+    /// brake, after which no proof verifies until nodes are registered again or the admin lowers the quorum. It
+    /// then emits {NodeQuorumUnreachable}, as does a {registerNode} that narrows a window below the quorum.
     function deactivateNode(address node) external;
 
     /// @notice Sets how old (ns, against the chain clock) an accepted proof may be. Only `DEFAULT_ADMIN_ROLE`.
@@ -215,10 +231,16 @@ interface ITimeOracle {
     /// @notice Sets the largest accepted `accuracy` (ns). Only `DEFAULT_ADMIN_ROLE`.
     function setMaxAcceptableDrift(uint64 maxAcceptableDriftNs) external;
 
-    /// @notice Sets how many distinct active nodes must co-sign a proof (1 ≤ quorum ≤ MAX_NODES).
-    /// Only `DEFAULT_ADMIN_ROLE`.
-    /// @dev Not bounded by the number of currently active nodes, so nodes can be registered after the quorum is
-    /// raised; until enough are active, no proof verifies (`verifyTimeProof` returns false).
+    /**
+     * @notice Sets how many distinct active nodes must co-sign a proof: 1 ≤ quorum ≤ MAX_NODES
+     * ({TimeOracleSettingOutOfRange}), and at most the nodes active now ({TimeOracleQuorumAboveActiveNodes}).
+     * Only `DEFAULT_ADMIN_ROLE`.
+     * @dev "Active now" is what verification accepts at this chain clock: registered, not deactivated, and inside
+     * the node's validity window. A node whose window opens later does not count yet, so register nodes (and let
+     * their windows open) before raising the quorum; a quorum above them would make every proof invalid until
+     * then. The count can still fall below the quorum afterwards: by a deactivation or a narrowed window (which
+     * emit {NodeQuorumUnreachable}) or by a window that closes with time, which no transaction marks.
+     */
     function setNodeQuorum(uint64 quorum) external;
 
     // ---------------------------------------------------------------------------------------------- time

@@ -7,7 +7,7 @@ import hre from "hardhat";
 import { p256 } from "@noble/curves/nist.js";
 import { bytesToHex, concatHex, getAddress, keccak256, parseEventLogs, sha256, toHex, type Abi, type Address, type Hex } from "viem";
 import { DEFAULT_MAX_ACCEPTABLE_DRIFT_NS, DEFAULT_MAX_ATTESTATION_AGE_NS, DEFAULT_MAX_FUTURE_DRIFT_NS, NS_PER_SECOND, NodeKey } from "../../protocol";
-import { FOREVER_NS, deployOracleFixture, expectRevert, loadFixture, testScalar, type OracleFixture } from "./fixtures";
+import { FIXTURE_NOW_NS, FIXTURE_NOW_SECONDS, FOREVER_NS, deployOracleFixture, expectRevert, loadFixture, testScalar, type OracleFixture } from "./fixtures";
 
 const CardStatus = { None: 0, Active: 1, Revoked: 2 } as const;
 const NodeStatus = { None: 0, Active: 1, Inactive: 2 } as const;
@@ -233,9 +233,65 @@ describe("TimeOracle registry and settings", () => {
       await expectRevert(f.oracle.write.setMaxAcceptableDrift([u32max + 1n]), "TimeOracleSettingOutOfRange", [Setting.MaxAcceptableDrift, u32max + 1n, 0n, u32max]);
       await expectRevert(f.oracle.write.setNodeQuorum([0n]), "TimeOracleSettingOutOfRange", [Setting.NodeQuorum, 0n, 1n, max]);
       await expectRevert(f.oracle.write.setNodeQuorum([(max as bigint) + 1n]), "TimeOracleSettingOutOfRange", [Setting.NodeQuorum, (max as bigint) + 1n, 1n, max]);
-      // The edges themselves are accepted.
+      // The edges themselves are accepted (the quorum's upper edge once MAX_NODES nodes are active).
       await f.oracle.write.setMaxAttestationAge([DAY_NS]);
+      for (let i = ((await f.oracle.read.nodes()) as Address[]).length; i < Number(max); i += 1) {
+        await f.asRegistrar.write.registerNode([NodeKey.fromPrivateKey(testScalar(`quorum edge node ${i}`)).address, 0n, FOREVER_NS]);
+      }
       await f.oracle.write.setNodeQuorum([max as bigint]);
+      expect(await f.oracle.read.nodeQuorum()).to.equal(max);
+    });
+  });
+
+  describe("the node quorum against the nodes active now", () => {
+    // Active now = what verification accepts at the chain clock: registered, not deactivated, inside its window.
+
+    it("setNodeQuorum refuses a quorum above the active nodes, with the count as evidence; up to it is accepted", async () => {
+      await expectRevert(f.oracle.write.setNodeQuorum([4n]), "TimeOracleQuorumAboveActiveNodes", [4n, 3n]);
+      expect(await f.oracle.read.nodeQuorum()).to.equal(1n);
+      await f.oracle.write.setNodeQuorum([3n]);
+      expect(await f.oracle.read.nodeQuorum()).to.equal(3n);
+      // Three active nodes meet it: the quorum set is one a proof can reach.
+      expect(await f.oracle.read.verifyTimeProof([f.freshProof({ nodes: f.nodeKeys })])).to.equal(true);
+    });
+
+    it("counts neither a deactivated node nor one outside its validity window, exactly as verification does", async () => {
+      const stranger = f.strangerNode;
+      // A window that opens a second after the chain clock: registered, but not active yet.
+      await f.asRegistrar.write.registerNode([stranger.address, FIXTURE_NOW_NS + NS_PER_SECOND, FOREVER_NS]);
+      expect(await f.oracle.read.verifyTimeProof([f.freshProof({ nodes: [stranger] })])).to.equal(false);
+      await expectRevert(f.oracle.write.setNodeQuorum([4n]), "TimeOracleQuorumAboveActiveNodes", [4n, 3n]);
+      // Once the window is open it counts (and verifies).
+      await f.oracle.write.setNow([FIXTURE_NOW_SECONDS + 1n]);
+      expect(await f.oracle.read.verifyTimeProof([f.freshProof({ nodes: [stranger] })])).to.equal(true);
+      await f.oracle.write.setNodeQuorum([4n]);
+      await f.oracle.write.setNodeQuorum([1n]);
+      // A window that closed before the chain clock, and a deactivated node, do not count.
+      await f.asRegistrar.write.registerNode([f.nodeKeys[1]!.address, 0n, FIXTURE_NOW_NS]);
+      await f.asGuardian.write.deactivateNode([f.nodeKeys[2]!.address]);
+      await expectRevert(f.oracle.write.setNodeQuorum([3n]), "TimeOracleQuorumAboveActiveNodes", [3n, 2n]);
+      await f.oracle.write.setNodeQuorum([2n]);
+    });
+
+    it("deactivating or narrowing a window below the quorum is not refused, and emits NodeQuorumUnreachable as evidence", async () => {
+      await f.oracle.write.setNodeQuorum([2n]);
+      // Above the quorum afterwards: no evidence needed.
+      await f.asRegistrar.write.registerNode([f.strangerNode.address, 0n, FOREVER_NS]);
+      let events = await eventsOf(f, await f.asGuardian.write.deactivateNode([f.strangerNode.address]));
+      expect(events.map((e) => e.eventName)).to.not.include("NodeQuorumUnreachable");
+      events = await eventsOf(f, await f.asGuardian.write.deactivateNode([f.nodeKeys[2]!.address]));
+      expect(events.map((e) => e.eventName)).to.not.include("NodeQuorumUnreachable");
+
+      // The guardian's brake: the removal happens, the quorum stays, and the event says it cannot be met.
+      events = await eventsOf(f, await f.asGuardian.write.deactivateNode([f.nodeKeys[1]!.address]));
+      expect(events.map((e) => e.eventName)).to.include("NodeDeactivated");
+      expect(events.find((e) => e.eventName === "NodeQuorumUnreachable")?.args).to.deep.equal({ quorum: 2n, activeNodes: 1n });
+      expect(await f.oracle.read.nodeQuorum()).to.equal(2n);
+      expect(await f.oracle.read.nodes()).to.deep.equal([getAddress(f.dev.nodeAddress)]);
+
+      // A window narrowed to close before the chain clock counts as a removal too.
+      events = await eventsOf(f, await f.asRegistrar.write.registerNode([f.dev.nodeAddress, 0n, FIXTURE_NOW_NS - 1n]));
+      expect(events.find((e) => e.eventName === "NodeQuorumUnreachable")?.args).to.deep.equal({ quorum: 2n, activeNodes: 0n });
     });
   });
 
