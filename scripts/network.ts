@@ -212,6 +212,7 @@ export async function startLocalNetwork(options: StartLocalNetworkOptions): Prom
         ...(alphaDeployment.scheduler !== undefined ? { TimeScheduler: alphaDeployment.scheduler } : {}),
         ...(alphaDeployment.bridge !== undefined ? { TimeBridge: alphaDeployment.bridge } : {}),
         ...(alphaDeployment.vault !== undefined ? { TimeLockedVault: alphaDeployment.vault } : {}),
+        ...(alphaDeployment.checkpoint !== undefined ? { AttestedCheckpoint: alphaDeployment.checkpoint } : {}),
       },
       trustedCardRootsPem: [trustedRootPem],
     });

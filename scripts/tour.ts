@@ -4,16 +4,20 @@
  *
  *   1. a proof from the attesting nodes verifies on-chain (with the oracle's quorum), and a copy whose accuracy a
  *      relayer lowered is refused on-chain and by the node (the nodes signed the accuracy);
- *   2. a proof pushed: the relayer's pusher stores a fresh proof in each chain's oracle;
- *   3. a scheduled call fulfilled: a user schedules a call on alpha three seconds ahead, the relayer's keeper
+ *   2. the same live proof sent to two consumers: the sample vault (hardware-timestamped networks only, 100 ns)
+ *      refuses it with `Insufficient accuracy`, explained (signed bound against the contract's, and the tier the
+ *      contract needs); AttestedCheckpoint (a software mesh's bound, 10 ms) accepts it;
+ *   3. a proof pushed: the relayer's pusher stores a fresh proof in each chain's oracle;
+ *   4. a scheduled call fulfilled: a user schedules a call on alpha three seconds ahead, the relayer's keeper
  *      executes it with an attested proof and collects the bounty;
- *   4. a time message bridged: a user sends alpha's time to beta, the relayer delivers it;
- *   5. a replay refused: delivering the same message again reverts with TimeBridgeAlreadyDelivered.
+ *   5. a time message bridged: a user sends alpha's time to beta, the relayer delivers it;
+ *   6. a replay refused: delivering the same message again reverts with TimeBridgeAlreadyDelivered.
  *
  * Returns what it saw, for the tests (test/relayer/network.test.ts).
  */
-import { parseAbi, parseEther, parseEventLogs, type Abi, type Hex } from "viem";
-import { createClusterClient, createTimeClient } from "../client";
+import { keccak256, parseAbi, parseEther, parseEventLogs, toHex, type Abi, type Hex } from "viem";
+import { attestedCheckpointAbi, timeLockedVaultAbi } from "../abi";
+import { createClusterClient, createTimeClient, explainConsumerProof, type ExplainedConsumerProof } from "../client";
 import { decodeRevert } from "../lib/revert";
 import type { TimeProof } from "../protocol/types";
 import { BRIDGE_ABI, CALL_STATUS, ORACLE_ABI, SCHEDULER_ABI } from "../relayer/abi";
@@ -26,8 +30,16 @@ const USER_SCHEDULER_ABI = parseAbi(["function scheduleCall(uint128 executeAt, b
 /** The call's lead time: long enough that the keeper has to wait for it. */
 const CALL_LEAD_MS = 3_000n;
 
+/** What one consumer did with the live proof: the revert string it gave (null: accepted) and the explanation. */
+export interface ConsumerOutcome {
+  contract: string;
+  revertReason: string | null;
+  explained: ExplainedConsumerProof;
+}
+
 export interface TourResult {
   proof: { endpoint: string; entries: number; quorum: bigint; validOnChain: boolean; tamperedValidOnChain: boolean; tamperedOffChainReason: string | null };
+  consumers: { vault: ConsumerOutcome; checkpoint: ConsumerOutcome };
   pushed: { chain: string; nanoMoment: bigint }[];
   call: { callId: Hex; executeAtNs: bigint; executedAtNs: bigint; latenessMs: number; status: string };
   message: { messageId: Hex; sourceBlock: bigint; targetBlock: bigint; networkTimeNs: bigint };
@@ -44,9 +56,11 @@ export async function runTour(network: LocalNetwork, log: (line: string) => void
   log("1. A proof from the attesting nodes, verified on-chain; a copy with a lowered accuracy refused");
   const cluster = createClusterClient({ endpoints: network.nodes });
   let proofResult: TourResult["proof"];
+  let liveProof: TimeProof;
   try {
     const fetched = await pollUntil(() => cluster.getCurrentTime(), "a proof from the nodes", timeoutMs);
     const { proof } = fetched;
+    liveProof = proof;
     const entries = (proof.nodeSignature.length - 2) / 160;
     const quorum = await alpha.publicClient.readContract({ address: alpha.deployment.oracle, abi: QUORUM_ABI, functionName: "nodeQuorum" });
     const verifies = (candidate: TimeProof) =>
@@ -67,7 +81,10 @@ export async function runTour(network: LocalNetwork, log: (line: string) => void
     cluster.close();
   }
 
-  log("2. Proof pushed: the relayer keeps each oracle's stored proof fresh");
+  log("2. The same proof sent to two contracts: the sample vault (hardware tier) and AttestedCheckpoint (software mesh tier)");
+  const consumers = await sendToConsumers(alpha, liveProof, log);
+
+  log("3. Proof pushed: the relayer keeps each oracle's stored proof fresh");
   const pushed: TourResult["pushed"] = [];
   for (const chain of network.chains) {
     const proof = await pollUntil(
@@ -79,7 +96,7 @@ export async function runTour(network: LocalNetwork, log: (line: string) => void
     log(`   ${chain.name}: oracle ${chain.deployment.oracle} holds a proof of ${iso(proof.nanoMoment)} (accuracy ${proof.accuracy} ns)`);
   }
 
-  log("3. Scheduled call fulfilled: a user schedules a call 3 s ahead on alpha; the relayer's keeper executes it");
+  log("4. Scheduled call fulfilled: a user schedules a call 3 s ahead on alpha; the relayer's keeper executes it");
   const executeAtNs = BigInt(Date.now()) * NS_PER_MS + CALL_LEAD_MS * NS_PER_MS;
   const scheduled = await confirmed(alpha, alpha.user.writeContract({
     address: alpha.deployment.scheduler!,
@@ -112,7 +129,7 @@ export async function runTour(network: LocalNetwork, log: (line: string) => void
   const latenessMs = Number(executedAtNs - executeAtNs) / 1e6;
   log(`   status ${status}: executed by ${executed?.args.executor ?? "?"} with a proof of ${iso(executedAtNs)}, ${latenessMs.toFixed(1)} ms after executeAt (block ${executed?.blockNumber ?? "?"})`);
 
-  log("4. Time message bridged: a user sends alpha's time to beta; the relayer delivers it");
+  log("5. Time message bridged: a user sends alpha's time to beta; the relayer delivers it");
   const sent = await confirmed(alpha, alpha.user.writeContract({
     address: alpha.deployment.bridge!,
     abi: BRIDGE_ABI,
@@ -133,7 +150,7 @@ export async function runTour(network: LocalNetwork, log: (line: string) => void
   );
   log(`   beta bridge: delivered in block ${targetBlock}`);
 
-  log("5. Replay refused: delivering the same message again");
+  log("6. Replay refused: delivering the same message again");
   let errorName = "none";
   try {
     await beta.publicClient.simulateContract({
@@ -150,9 +167,47 @@ export async function runTour(network: LocalNetwork, log: (line: string) => void
 
   return {
     proof: proofResult,
+    consumers,
     pushed,
     call: { callId, executeAtNs, executedAtNs, latenessMs, status: status ?? "unknown" },
     message: { messageId, sourceBlock: sent.blockNumber, targetBlock, networkTimeNs: message.networkTime },
     replay: { errorName },
   };
+}
+
+/**
+ * Step 2: a user sends the live proof to the sample vault (a deposit, then a withdrawal it refuses; simulated, as a
+ * wallet would before sending) and to AttestedCheckpoint (a transaction it accepts), and each outcome is explained.
+ */
+async function sendToConsumers(alpha: LocalChain, proof: TimeProof, log: (line: string) => void): Promise<TourResult["consumers"]> {
+  const { vault: vaultAddress, checkpoint: checkpointAddress } = alpha.deployment;
+  if (vaultAddress === undefined || checkpointAddress === undefined) throw new Error("the local network deploys the example consumers (deploy option example)");
+  const account = alpha.user.account!;
+  const deposited = await confirmed(alpha, alpha.user.writeContract({ address: vaultAddress, abi: timeLockedVaultAbi, functionName: "deposit", args: [0n], value: parseEther("0.001"), account, chain: alpha.user.chain }));
+  const lockId = parseEventLogs({ abi: timeLockedVaultAbi, logs: deposited.logs, eventName: "Deposited" })[0]!.args.lockId;
+  let vaultRevert: string | null = null;
+  try {
+    await alpha.publicClient.simulateContract({ address: vaultAddress, abi: timeLockedVaultAbi, functionName: "withdraw", args: [lockId, proof], account });
+  } catch (error) {
+    const decoded = decodeRevert(error, timeLockedVaultAbi as Abi);
+    vaultRevert = decoded === undefined ? "unknown" : decoded.errorName === "Error" ? String(decoded.args[0]) : decoded.errorName;
+  }
+  const vault: ConsumerOutcome = { contract: "TimeLockedVault", revertReason: vaultRevert, explained: await explainConsumerProof(alpha.publicClient, vaultAddress, proof) };
+  log(`   TimeLockedVault withdraw(lock ${lockId}, proof): ${vaultRevert === null ? "accepted" : `reverts "${vaultRevert}"`}`);
+  log(`     why: ${vault.explained.explanation}`);
+
+  const subject = keccak256(toHex("the local network's tour"));
+  let checkpointRevert: string | null = null;
+  try {
+    const receipt = await confirmed(alpha, alpha.user.writeContract({ address: checkpointAddress, abi: attestedCheckpointAbi, functionName: "checkpoint", args: [subject, proof], account, chain: alpha.user.chain }));
+    const recorded = parseEventLogs({ abi: attestedCheckpointAbi, logs: receipt.logs, eventName: "Checkpointed" })[0]!.args;
+    log(`   AttestedCheckpoint checkpoint(subject, proof): accepted, Checkpointed at ${iso(recorded.nanoMoment)} within ${recorded.accuracy} ns (block ${receipt.blockNumber})`);
+  } catch (error) {
+    const decoded = decodeRevert(error, attestedCheckpointAbi as Abi);
+    checkpointRevert = decoded === undefined ? String(error) : decoded.errorName === "Error" ? String(decoded.args[0]) : decoded.errorName;
+    log(`   AttestedCheckpoint checkpoint(subject, proof): reverts "${checkpointRevert}"`);
+  }
+  const checkpoint: ConsumerOutcome = { contract: "AttestedCheckpoint", revertReason: checkpointRevert, explained: await explainConsumerProof(alpha.publicClient, checkpointAddress, proof) };
+  log(`     why: ${checkpoint.explained.explanation}`);
+  return { vault, checkpoint };
 }

@@ -11,11 +11,11 @@ import {AccuracyTiers} from "../libraries/AccuracyTiers.sol";
  * @notice Example dApp on attested time: ether deposited here stays locked until an attested moment, chosen by the
  * depositor, and only a valid, accurate, fresh time proof showing that moment releases it.
  *
- * **It accepts only proofs from hardware-timestamped networks** (accuracy ≤ 100 ns, {AccuracyTiers-HARDWARE_TIMESTAMPED_NS}:
- * PTP-capable NICs, GPS/PPS-disciplined time cards). A mesh of software clocks, the local network's included,
- * honestly signs ~0.1 ms or more, and this vault refuses its proofs with `Insufficient accuracy`; that is the
- * sample's point, not a fault. A consumer meant for such a network passes {AccuracyTiers-SOFTWARE_MESH_NS} instead
- * (as {AttestedCheckpoint} does).
+ * **It accepts only proofs from hardware-timestamped networks**: accuracy ≤ 100 ns
+ * ({AccuracyTiers-HARDWARE_TIMESTAMPED_NS}: PTP-capable NICs, GPS/PPS-disciplined time cards). A mesh of software
+ * clocks, the local network's included, honestly signs ~0.1 ms or more, and this vault refuses its proofs with
+ * `Insufficient accuracy`; that is the sample's point, not a fault. A consumer meant for such a network passes
+ * {AccuracyTiers-SOFTWARE_MESH_NS} instead (as {AttestedCheckpoint} does).
  *
  * How it uses {TimeConsumer}:
  * - the constructor passes the oracle on;

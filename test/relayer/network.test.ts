@@ -68,11 +68,17 @@ describe("relayer end to end (2 Hardhat node chains, an attesting node, ats-rela
     }
   }
 
-  it("runs the tour: a proof pushed, a scheduled call executed by the keeper, a message bridged, its replay refused", async () => {
+  it("runs the tour: a live proof refused by the sample vault (explained) and accepted by AttestedCheckpoint, a proof pushed, a scheduled call executed by the keeper, a message bridged, its replay refused", async () => {
     await network.startRelayer();
     const result = await runTour(network, () => undefined);
     expect(result.proof).to.include({ entries: 1, quorum: 1n, validOnChain: true, tamperedValidOnChain: false });
     expect(result.proof.tamperedOffChainReason).to.be.a("string").and.not.equal("");
+    // The live proof: the sample vault (100 ns) refuses it, explained; the software-mesh consumer accepts it.
+    expect(result.consumers.vault.revertReason).to.equal("Insufficient accuracy");
+    expect(result.consumers.vault.explained).to.include({ accepted: false, refusal: "Insufficient accuracy", maxAccuracyNs: 100 });
+    expect(result.consumers.vault.explained.explanation).to.match(/^refused with "Insufficient accuracy": the proof's signed bound is [\d,]+ ns and the contract accepts at most 100 ns; this contract needs a hardware-timestamped network .*tier AccuracyTiers\.HARDWARE_TIMESTAMPED_NS \(100 ns\)$/);
+    expect(result.consumers.checkpoint.revertReason).to.equal(null);
+    expect(result.consumers.checkpoint.explained).to.include({ accepted: true, refusal: null, maxAccuracyNs: 10_000_000 });
     expect(result.pushed.map((p) => p.chain)).to.deep.equal(["alpha", "beta"]);
     expect(result.call.status).to.equal("Executed");
     expect(result.call.executedAtNs >= result.call.executeAtNs).to.equal(true);

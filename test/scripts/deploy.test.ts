@@ -34,15 +34,20 @@ async function deployFixture() {
 }
 
 describe("scripts/deploy.ts deployAttestedTime", () => {
-  it("deploys the oracle, then the scheduler, the bridge and the example vault, each wired to the oracle", async () => {
+  it("deploys the oracle, then the scheduler, the bridge and the two example consumers, each wired to the oracle", async () => {
     const { deployment, deployer } = await loadFixture(deployFixture);
     const scheduler = await hre.viem.getContractAt("TimeScheduler", deployment.scheduler!);
     const bridge = await hre.viem.getContractAt("TimeBridge", deployment.bridge!);
     const vault = await hre.viem.getContractAt("TimeLockedVault", deployment.vault!);
+    const checkpoint = await hre.viem.getContractAt("AttestedCheckpoint", deployment.checkpoint!);
     expect(getAddress((await scheduler.read.timeOracle()) as Address)).to.equal(deployment.oracle);
-    expect(new Set([deployment.oracle, deployment.scheduler, deployment.bridge, deployment.vault]).size).to.equal(4);
+    expect(new Set([deployment.oracle, deployment.scheduler, deployment.bridge, deployment.vault, deployment.checkpoint]).size).to.equal(5);
     expect(getAddress((await bridge.read.timeOracle()) as Address)).to.equal(deployment.oracle);
     expect(getAddress((await vault.read.timeOracle()) as Address)).to.equal(deployment.oracle);
+    expect(getAddress((await checkpoint.read.timeOracle()) as Address)).to.equal(deployment.oracle);
+    // The sample vault accepts only hardware-timestamped networks; the checkpoint a software mesh.
+    expect(await vault.read.maxAccuracyNs()).to.equal(100);
+    expect(await checkpoint.read.maxAccuracyNs()).to.equal(10_000_000);
     expect(deployment.chainId).to.equal(31337);
     expect(deployment.deployer).to.equal(getAddress(deployer.account.address));
     expect(deployment.oracleContract).to.equal("TimeOracle");

@@ -45,7 +45,7 @@ describe("testing: createTimeTestKit", () => {
     const checkpoint = await hre.viem.deployContract("AttestedCheckpoint", [kit.oracle]);
     await checkpoint.write.checkpoint([`0x${"ab".repeat(32)}`, await kit.proofNow()]);
     const [event] = await checkpoint.getEvents.Checkpointed();
-    expect(event!.args.accuracy).to.equal(LOCAL_MESH_ACCURACY_NS);
+    expect((event!.args as { accuracy?: number }).accuracy).to.equal(LOCAL_MESH_ACCURACY_NS);
   });
 
   it("does not hide reality: the sample vault (hardware tier) refuses the kit's default proof with `Insufficient accuracy`", async () => {
@@ -87,7 +87,7 @@ describe("testing: createTimeTestKit", () => {
   });
 
   it("pins its default accuracy to the mesh's signed p99 that bench:mesh reports in the README (rounded up to 10 µs)", () => {
-    // The README's mesh table row; docs/benchmarks.md once the tables move there.
+    // The mesh table row of the README (the benchmark tables may move to a docs page: move this with them).
     const readme = readFileSync(join(__dirname, "..", "..", "README.md"), "utf8");
     const row = /\| signed accuracy \(§7\.2\) of those proofs \| p50 [^|]*, p99 ([\d.]+)(?:–([\d.]+))? µs/.exec(readme);
     expect(row, "the README's bench:mesh signed-accuracy row").to.not.equal(null);
