@@ -8,7 +8,7 @@
 import { createHash } from "node:crypto";
 import { readdirSync, readFileSync, statSync } from "node:fs";
 import { join } from "node:path";
-import type { TarEntry } from "./tar";
+import type { ExtractedFile, TarEntry } from "./tar";
 
 export const SHA256_HEX = /^[0-9a-f]{64}$/;
 
@@ -34,6 +34,11 @@ export function treeDigestOfEntries(entries: readonly TarEntry[]): string {
   return digestLines(
     entries.filter((entry) => entry.type === "file").map((entry) => ({ path: entry.path, line: treeLine(entry.path, sha256Hex(entry.content!), entry.executable === true) })),
   );
+}
+
+/** The tree digest of an extracted archive, from the digests its extraction computed (upgrade/tar.ts extractTarGz). */
+export function treeDigestOfExtracted(files: readonly ExtractedFile[]): string {
+  return digestLines(files.map((file) => ({ path: file.path, line: treeLine(file.path, file.sha256, file.executable) })));
 }
 
 /** The tree digest of a folder on disk (regular files; a symlink or other file kind throws, naming it). */

@@ -10,7 +10,8 @@
  * 3. the bundle's digest is the plan's approved artifact ("moved-tag": the tag now serves another build);
  * 4. release_id and source_revision are the approved ones ("unapproved-release");
  * 5. the bundle was built for this platform, CPU and Node ABI ("wrong-platform");
- * 6. the archive holds only plain files and folders, and its tree digest is the metadata's;
+ * 6. the archive holds only plain files and folders, each path once, within the reader's bounds (upgrade/tar.ts),
+ *    and its tree digest is the metadata's: checked while it is streamed into the private folder (`treeDir`);
  * 7. its BUILD-REVISION.json (what the node will report as its revision) names the approved source revision
  *    ("unapproved-release").
  *
@@ -20,21 +21,25 @@
 import { copyFileSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { sha256Hex, treeDigestOfEntries } from "./digest";
+import { sha256Hex, treeDigestOfExtracted } from "./digest";
 import { UpgradeRefusal } from "./errors";
 import { boundedGet } from "./httpGet";
 import { hostRuntime, METADATA_FILE, parseBuildMetadata, type BuildMetadata } from "./metadata";
 import type { BundlePlan } from "./plan";
 import { MAX_BUNDLE_BYTES, REVISION_FILE, revisionFileContent } from "./release";
 import { parseSums, SUMS_FILE } from "./sums";
-import { readTarGz, type TarEntry } from "./tar";
+import { extractTarGz, type TarLimits } from "./tar";
 
 export interface VerifiedRelease {
   metadata: BuildMetadata;
-  entries: readonly TarEntry[];
+  /** The verified bundle, extracted (read-only files) inside the private folder: installs are copied from it. */
+  treeDir: string;
   /** Removes the private folder. */
   dispose(): void;
 }
+
+/** The private folder's subfolder the bundle is extracted into (no release file has this name: they end in .json, .tar.gz or are SHA256SUMS). */
+const TREE_DIR = "tree";
 
 function checksum(name: string, bytes: Buffer, sums: Map<string, string>): string {
   const listed = sums.get(name);
@@ -58,6 +63,8 @@ export interface FetchOptions {
   downloadTimeoutMs?: number | undefined;
   /** The bundle's download is refused past this many bytes. */
   maxBundleBytes?: number | undefined;
+  /** Lower bounds on what the bundle may unpack to (upgrade/tar.ts; default and ceiling: its constants). */
+  tarLimits?: Partial<TarLimits> | undefined;
 }
 
 /** Puts the release file `name` into the private folder, as published; `maxBytes` bounds a download. */
@@ -126,14 +133,16 @@ export async function fetchVerifiedRelease(release: BundlePlan["release"], optio
     if (metadata.runtime.platform !== host.platform || metadata.runtime.arch !== host.arch || metadata.runtime.abi !== host.abi) {
       throw new UpgradeRefusal("wrong-platform", `bundle built for ${metadata.runtime.platform}-${metadata.runtime.arch} ABI ${metadata.runtime.abi}; this host is ${host.platform}-${host.arch} ABI ${host.abi}`);
     }
-    const entries = readTarGz(bundle);
-    const tree = treeDigestOfEntries(entries);
+    // Streamed to disk from the private copy, never inflated into memory; a refusal leaves no file of it behind.
+    const treeDir = join(privateDir, TREE_DIR);
+    const { files } = await extractTarGz(join(privateDir, metadata.bundle.name), treeDir, options.tarLimits ?? {});
+    const tree = treeDigestOfExtracted(files);
     if (tree !== metadata.bundle.tree_sha256) throw new UpgradeRefusal("bad-checksum", `bundle tree digest ${tree} but ${METADATA_FILE} says ${metadata.bundle.tree_sha256}`);
-    const revisionFile = entries.find((entry) => entry.path === REVISION_FILE && entry.type === "file");
-    if (revisionFile === undefined || !revisionFile.content!.equals(revisionFileContent(release.source_revision))) {
+    const revisionFile = files.find((file) => file.path === REVISION_FILE);
+    if (revisionFile === undefined || revisionFile.sha256 !== sha256Hex(revisionFileContent(release.source_revision))) {
       throw new UpgradeRefusal("unapproved-release", `the bundle's ${REVISION_FILE} ${revisionFile === undefined ? "is missing" : "names another source revision"}; the plan approved ${release.source_revision}`);
     }
-    return { metadata, entries, dispose };
+    return { metadata, treeDir, dispose };
   } catch (error) {
     dispose();
     throw error;

@@ -5,7 +5,7 @@
  * deleted: the previous one stays for rollback, and an existing folder whose tree differs from the release is a
  * conflict the agent refuses rather than repairs.
  */
-import { existsSync, readFileSync, renameSync, writeFileSync } from "node:fs";
+import { chmodSync, constants as fsConstants, copyFileSync, existsSync, mkdirSync, readdirSync, readFileSync, renameSync, statSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { treeDigestOfDirectory } from "./digest";
 import { UpgradeRefusal } from "./errors";
@@ -14,7 +14,6 @@ import type { InstallRecord } from "./installEnv";
 import { parseBuildMetadata, SOURCE_REVISION_PATTERN, type BuildMetadata } from "./metadata";
 import { MODULES_DIR } from "./moduleFiles";
 import { REVISION_FILE } from "./release";
-import { extractEntries } from "./tar";
 
 export function installDirOf(installRoot: string, releaseId: string): string {
   return join(installRoot, releaseId);
@@ -50,6 +49,23 @@ export function bundlesModules(installDir: string): boolean {
   return existsSync(join(installDir, MODULES_DIR));
 }
 
+/**
+ * Copies the verified release's tree (`from`, made by upgrade/tar.ts extractTarGz: files and folders only) to `to`,
+ * which must not exist: file by file (the kernel copies, nothing is held), read-only like the source.
+ */
+function copyTree(from: string, to: string): void {
+  mkdirSync(to, { recursive: false, mode: 0o755 });
+  for (const entry of readdirSync(from, { withFileTypes: true })) {
+    const source = join(from, entry.name);
+    const target = join(to, entry.name);
+    if (entry.isDirectory()) copyTree(source, target);
+    else if (entry.isFile()) {
+      copyFileSync(source, target, fsConstants.COPYFILE_EXCL);
+      chmodSync(target, (statSync(source).mode & 0o111) !== 0 ? 0o555 : 0o444);
+    } else throw new Error(`${source} is neither a file nor a folder`);
+  }
+}
+
 /** Stages the release beside the other installs (or finds it already staged, identical); returns its record. */
 export function stageInstall(installRoot: string, release: VerifiedRelease): InstallRecord {
   const { metadata } = release;
@@ -63,7 +79,7 @@ export function stageInstall(installRoot: string, release: VerifiedRelease): Ins
     return record;
   }
   const staging = join(installRoot, `.staging-${metadata.release_id}-${process.pid}`);
-  extractEntries(release.entries, staging);
+  copyTree(release.treeDir, staging);
   const staged = treeDigestOfDirectory(staging);
   if (staged !== metadata.bundle.tree_sha256) throw new UpgradeRefusal("bad-checksum", `staged tree ${staged} differs from the release's ${metadata.bundle.tree_sha256}`, { installDir: staging });
   // A run killed between this write and the rename left the same metadata behind: it is checked, not rewritten.

@@ -19,7 +19,7 @@ import { UpgradeRefusal } from "../../upgrade/errors";
 import { verifyBundleRelease } from "../../upgrade/installSwitch";
 import type { PlanNode } from "../../upgrade/plan";
 import { buildRelease, LAUNCHER_FILE, type BuiltRelease } from "../../upgrade/release";
-import { extractEntries, readTarGz } from "../../upgrade/tar";
+import { extractTarGz } from "../../upgrade/tar";
 import type { VerifiedArtifact } from "../../upgrade/target";
 import type { UnitStatus } from "../../upgrade/unit";
 import { fakeDist } from "./helpers";
@@ -42,7 +42,7 @@ describe("upgrade: adopting a node without an install record (bundles)", () => {
     release = await verifyBundleRelease(approved);
     // Installed by hand: the bundle extracted into a folder the agent did not stage, with no install.env.
     installDir = join(root, "ats-node-by-hand");
-    extractEntries(readTarGz(readFileSync(built.bundlePath)), installDir);
+    await extractTarGz(built.bundlePath, installDir);
     node = {
       host: "node-a",
       role: "primary",

@@ -4,11 +4,11 @@
  * outside their folder or carry links.
  */
 import { expect } from "chai";
-import { mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { gzipSync } from "node:zlib";
-import { sha256File, sha256Hex, treeDigestOfDirectory, treeDigestOfEntries } from "../../upgrade/digest";
+import { sha256File, sha256Hex, treeDigestOfDirectory, treeDigestOfEntries, treeDigestOfExtracted } from "../../upgrade/digest";
 import { UpgradeRefusal } from "../../upgrade/errors";
 import { METADATA_FILE, parseBuildMetadata } from "../../upgrade/metadata";
 import { BUILD_REVISION_FILE, readBuildRevision } from "../../node/core/buildRevision";
@@ -16,8 +16,8 @@ import { fetchVerifiedRelease } from "../../upgrade/fetchRelease";
 import { installedRevision } from "../../upgrade/installs";
 import { buildRelease, LAUNCHER_FILE, REVISION_FILE } from "../../upgrade/release";
 import { formatSums, parseSums, SUMS_FILE } from "../../upgrade/sums";
-import { extractEntries, readTarGz, writeTarGz } from "../../upgrade/tar";
-import { fakeDist } from "./helpers";
+import { extractTarGz, writeTarGz, type TarEntry } from "../../upgrade/tar";
+import { fakeDist, rejection } from "./helpers";
 
 const REVISION = "0123456789abcdef0123456789abcdef01234567";
 
@@ -69,16 +69,14 @@ describe("upgrade: releases", () => {
     expect(statSync(first.bundlePath).mode & 0o777).to.equal(0o444);
   });
 
-  it("bundles dist/ without its build stamp, plus the launcher and the revision file; the tree digest is the extracted install's", () => {
+  it("bundles dist/ without its build stamp, plus the launcher and the revision file; the tree digest is the extracted install's", async () => {
     const dist = fakeDist(root, "1.2.3");
     writeFileSync(join(dist, REVISION_FILE), JSON.stringify({ source_revision: "f".repeat(40) })); // dist/ cannot choose the revision
     const release = build(dist, "out");
-    const entries = readTarGz(readFileSync(release.bundlePath));
-    const files = entries.filter((entry) => entry.type === "file").map((entry) => entry.path);
-    expect(files).to.deep.equal([REVISION_FILE, LAUNCHER_FILE, "node/cli.js", "package.json"]);
-    expect(treeDigestOfEntries(entries)).to.equal(release.metadata.bundle.tree_sha256);
     const install = join(root, "install");
-    extractEntries(entries, install);
+    const extracted = await extractTarGz(release.bundlePath, install);
+    expect(extracted.files.map((file) => file.path)).to.deep.equal([REVISION_FILE, LAUNCHER_FILE, "node/cli.js", "package.json"]);
+    expect(treeDigestOfExtracted(extracted.files)).to.equal(release.metadata.bundle.tree_sha256);
     expect(treeDigestOfDirectory(install)).to.equal(release.metadata.bundle.tree_sha256);
     expect(statSync(join(install, "node", "cli.js")).mode & 0o777).to.equal(0o444);
     expect(statSync(join(install, LAUNCHER_FILE)).mode & 0o777).to.equal(0o555);
@@ -96,7 +94,13 @@ describe("upgrade: releases", () => {
     // The same bytes republished with another revision file: digests and metadata consistent, the file not.
     const forged = join(root, "forged");
     mkdirSync(forged);
-    const entries = readTarGz(readFileSync(release.bundlePath)).map((entry) => (entry.path === REVISION_FILE ? { ...entry, content: Buffer.from(`${JSON.stringify({ source_revision: "f".repeat(40) })}\n`) } : entry));
+    const unpacked = join(root, "unpacked");
+    const entries: TarEntry[] = (await extractTarGz(release.bundlePath, unpacked)).files.map((file) => ({
+      path: file.path,
+      type: "file",
+      content: file.path === REVISION_FILE ? Buffer.from(`${JSON.stringify({ source_revision: "f".repeat(40) })}\n`) : readFileSync(join(unpacked, file.path)),
+      executable: file.executable,
+    }));
     const bundle = writeTarGz(entries, 1_700_000_000);
     const metadata = { ...release.metadata, bundle: { ...release.metadata.bundle, sha256: sha256Hex(bundle), tree_sha256: treeDigestOfEntries(entries) } };
     const metadataText = `${JSON.stringify(metadata)}\n`;
@@ -124,26 +128,33 @@ describe("upgrade: releases", () => {
     expect(() => parseBuildMetadata({ ...release.metadata, source_revision: "main" }, "test")).to.throw(/source_revision/);
   });
 
-  it("refuses archives with a path out of the folder, an absolute path or a link, before writing anything", () => {
+  it("refuses archives with a path out of the folder, an absolute path or a link, and leaves nothing written", async () => {
+    const out = join(root, "out");
     for (const [archive, why] of [
       [craftedArchive("../evil", "0"), /path leaves the bundle/],
       [craftedArchive("/etc/evil", "0"), /not a plain relative path/],
       [craftedArchive("link", "2", "/etc/passwd"), /entry type "2"/],
       [craftedArchive("hard", "1", "node/cli.js"), /entry type "1"/],
     ] as const) {
-      expect(() => readTarGz(archive), String(why)).to.throw(UpgradeRefusal, why);
+      writeFileSync(join(root, "crafted.tar.gz"), archive);
+      await rejection(extractTarGz(join(root, "crafted.tar.gz"), out), UpgradeRefusal, why);
+      expect(existsSync(out), String(why)).to.equal(false);
     }
     const corrupted = writeTarGz([{ path: "a", type: "file", content: Buffer.from("x") }], 0);
-    expect(() => readTarGz(corrupted.subarray(0, corrupted.length - 4))).to.throw(UpgradeRefusal);
+    writeFileSync(join(root, "corrupted.tar.gz"), corrupted.subarray(0, corrupted.length - 4));
+    await rejection(extractTarGz(join(root, "corrupted.tar.gz"), out), UpgradeRefusal, /not gzip, or cut short/);
   });
 
-  it("refuses an archive that unpacks beyond the bound (a gzip bomb), without unpacking it whole", () => {
-    // 64 MiB of zeros gzip to ~64 kB; the reader stops at its bound instead of holding them.
-    const bomb = writeTarGz([{ path: "zeros", type: "file", content: Buffer.alloc(64 * 1024 * 1024) }], 0);
-    expect(bomb.length).to.be.below(256 * 1024);
-    expect(() => readTarGz(bomb, 1024 * 1024)).to.throw(UpgradeRefusal, /unpack to more than 1048576/);
-    expect(() => readTarGz(bomb, 0)).to.throw(RangeError, /maxUnpackedBytes/);
-    expect(readTarGz(bomb).map((entry) => entry.path)).to.deep.equal(["zeros"]); // within the default bound
+  it("refuses an archive that unpacks beyond the bound (a gzip bomb), before writing the entry that passes it", async () => {
+    // 64 MiB of zeros gzip to ~64 kB; the reader refuses on the entry's declared size and never inflates it.
+    const bomb = join(root, "bomb.tar.gz");
+    writeFileSync(bomb, writeTarGz([{ path: "zeros", type: "file", content: Buffer.alloc(64 * 1024 * 1024) }], 0));
+    expect(statSync(bomb).size).to.be.below(256 * 1024);
+    const out = join(root, "out");
+    await rejection(extractTarGz(bomb, out, { maxUnpackedBytes: 1024 * 1024 }), UpgradeRefusal, /a file of 67108864 bytes that takes the archive past its bound of 1048576 bytes unpacked: "zeros"/);
+    expect(existsSync(out)).to.equal(false);
+    await rejection(extractTarGz(bomb, out, { maxUnpackedBytes: 0 }), RangeError, /maxUnpackedBytes/);
+    expect((await extractTarGz(bomb, out)).files.map((file) => file.path)).to.deep.equal(["zeros"]); // within the default bounds
   });
 
   it("parses SHA256SUMS strictly", () => {

@@ -21,7 +21,7 @@ import { sha256File, treeDigestOfDirectory } from "../../upgrade/digest";
 import { moduleEntries } from "../../upgrade/moduleFiles";
 import { InstalledTreeMismatch, productionPackages } from "../../upgrade/productionTree";
 import { buildRelease, LAUNCHER_FILE, type BuiltRelease } from "../../upgrade/release";
-import { extractEntries, readTarGz } from "../../upgrade/tar";
+import { extractTarGz } from "../../upgrade/tar";
 import { fakeDist } from "./helpers";
 
 const ROOT = join(__dirname, "..", "..");
@@ -150,7 +150,7 @@ describe("upgrade: releases with node_modules (a made-up project)", () => {
     expect(() => moduleEntries(project, packages)).to.throw(/node_modules\/d\/outside\.js links to .*outside\.js, outside /);
   });
 
-  it("builds the same bundle twice, whose extracted install holds the tree at its locations", () => {
+  it("builds the same bundle twice, whose extracted install holds the tree at its locations", async () => {
     const project = madeUpProject(join(root, "project"), MANIFEST, PACKAGES);
     const dist = fakeDist(root, "1.2.3");
     const build = (out: string) =>
@@ -160,13 +160,13 @@ describe("upgrade: releases with node_modules (a made-up project)", () => {
     expect(sha256File(first.bundlePath)).to.equal(sha256File(second.bundlePath));
     expect(first.bundledPackages).to.equal(6);
     const install = join(root, "install");
-    extractEntries(readTarGz(readFileSync(first.bundlePath)), install);
+    await extractTarGz(first.bundlePath, install);
     expect(treeDigestOfDirectory(install)).to.equal(first.metadata.bundle.tree_sha256);
     expect(readFileSync(join(install, "node_modules", "a", "node_modules", "b", "index.js"), "utf8")).to.include("node_modules/a/node_modules/b");
     expect(buildRelease({ distDir: dist, outDir: join(root, "without"), sourceRevision: REVISION, sourceTreeDirty: false, sourceDateEpochS: 1_700_000_000, buildTime: new Date() }).bundledPackages).to.equal(null);
   });
 
-  it("runs an install with node_modules/ on its own tree, ignoring NODE_PATH; one without finds its packages through NODE_PATH", () => {
+  it("runs an install with node_modules/ on its own tree, ignoring NODE_PATH; one without finds its packages through NODE_PATH", async () => {
     const project = madeUpProject(join(root, "project"), MANIFEST, PACKAGES);
     const host = madeUpProject(join(root, "host"), { dependencies: { "only-on-host": "^1.0.0", a: "^1.0.0" } }, { "node_modules/only-on-host": { version: "1.0.0" }, "node_modules/a": { version: "1.0.0" } });
     // A dist/ whose CLI reports where its packages come from.
@@ -178,17 +178,17 @@ describe("upgrade: releases with node_modules (a made-up project)", () => {
   console.log(JSON.stringify({ a: where("a"), host: where("only-on-host"), nodePath: process.env.NODE_PATH ?? null }));
 };\n`,
     );
-    const run = (modules: boolean) => {
+    const run = async (modules: boolean) => {
       const release = buildRelease({ distDir: dist, outDir: join(root, `out-${modules}`), sourceRevision: REVISION, sourceTreeDirty: false, sourceDateEpochS: 1_700_000_000, buildTime: new Date(), ...(modules ? { modules: { projectDir: project, runtimePeers: RUNTIME_PEERS } } : {}) });
       const install = join(root, `install-${modules}`);
-      extractEntries(readTarGz(readFileSync(release.bundlePath)), install);
+      await extractTarGz(release.bundlePath, install);
       const result = spawnSync(process.execPath, [join(install, LAUNCHER_FILE)], { cwd: root, env: { NODE_PATH: join(host, "node_modules") }, encoding: "utf8" });
       expect(result.status, result.stderr).to.equal(0);
       return { install, seen: JSON.parse(result.stdout) as { a: string | null; host: string | null; nodePath: string | null } };
     };
-    const bundled = run(true);
+    const bundled = await run(true);
     expect(bundled.seen).to.deep.equal({ a: join(bundled.install, "node_modules", "a", "index.js"), host: null, nodePath: null });
-    const without = run(false);
+    const without = await run(false);
     expect(without.seen).to.deep.equal({ a: join(host, "node_modules", "a", "index.js"), host: join(host, "node_modules", "only-on-host", "index.js"), nodePath: join(host, "node_modules") });
   });
 });
@@ -217,7 +217,7 @@ describe("upgrade: a release of this repository with node_modules", function () 
   let paths: string[];
   let install: string;
 
-  before(function () {
+  before(async function () {
     // eslint-disable-next-line @typescript-eslint/no-require-imports
     (require("../../bin/build-dist.js") as { ensureBuilt(): boolean }).ensureBuilt();
     // eslint-disable-next-line @typescript-eslint/no-require-imports
@@ -227,10 +227,8 @@ describe("upgrade: a release of this repository with node_modules", function () 
       buildRelease({ distDir: join(ROOT, "dist"), outDir: join(root, out), sourceRevision: REVISION, sourceTreeDirty: true, sourceDateEpochS: 1_700_000_000, buildTime: new Date(), modules: { projectDir: ROOT, runtimePeers: OPERATOR_PACKAGES } });
     first = build("a");
     second = build("b");
-    const entries = readTarGz(readFileSync(first.bundlePath));
-    paths = entries.filter((entry) => entry.type === "file").map((entry) => entry.path);
     install = join(root, "install");
-    extractEntries(entries, install);
+    paths = (await extractTarGz(first.bundlePath, install)).files.map((file) => file.path);
   });
 
   after(() => {
