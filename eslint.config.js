@@ -63,7 +63,7 @@ module.exports = tseslint.config(
     rules: {
       "no-restricted-imports": forbid(
         ["**/node/**", "**/relayer/**", "**/test/**"],
-        "The test kit is for dApp tests: it imports protocol/ and the deploy tool only, never a server.",
+        "The test kit is for dApp tests: it imports protocol/, the client and the deploy tool only, never a server.",
       ),
     },
   },
