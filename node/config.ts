@@ -538,7 +538,8 @@ export const SETTINGS = {
   meshPort: setting({
     kind: "integer",
     env: "ATS_MESH_PORT",
-    description: "UDP port of the mesh (docs/protocol.md §7.3), on `host`. Used only with meshPeers; 0 picks a free port.",
+    description:
+      "UDP port of the mesh (docs/protocol.md §7.3), on `host`. Used only with meshPeers; 0 picks a free port. The node binds it once per peer (a socket connected to that peer's meshPeers address, SO_REUSEADDR) plus once for everything else (counted as unknown-source, never decoded); start fails with EADDRINUSE when another socket holds it.",
     default: 50061,
     min: 0,
     max: MAX_PORT,
@@ -548,7 +549,7 @@ export const SETTINGS = {
     kind: "list",
     env: "ATS_MESH_PEERS",
     description:
-      "The other mesh members as <nodeId>@<host>:<port>[/<role>] (node id: the peer's secp256k1 address; role primary (default), secondary, archive or bridge: this node's word on the peer, and a peer announcing another role is refused, docs/protocol.md §7.6). Empty: a lone node, serving one-entry proofs. Non-empty: the node serves co-signed proofs of ⌈2n/3⌉ of the n = peers + 1 members.",
+      "The other mesh members as <nodeId>@<host>:<port>[/<role>] (node id: the peer's secp256k1 address; role primary (default), secondary, archive or bridge: this node's word on the peer, and a peer announcing another role is refused, docs/protocol.md §7.6). Empty: a lone node, serving one-entry proofs. Non-empty: the node serves co-signed proofs of ⌈2n/3⌉ of the n = peers + 1 members. A peer's packets must come from the host and port its entry names (its own meshPort; no NAT rewriting ports between members): anything else is dropped unread.",
     default: [],
     max: 31,
     pattern: /^0x[0-9a-fA-F]{40}@[0-9A-Za-z.-]{1,253}:[0-9]{1,5}(\/(primary|secondary|archive|bridge))?$/,

@@ -1,14 +1,18 @@
 /**
- * The mesh transport: one UDP socket, authenticated packets to and from the configured peers only
- * (docs/protocol.md §7.3, proto/mesh.proto, wire/mesh.ts).
+ * The mesh transport: authenticated packets to and from the configured peers only, over the UDP sockets of the mesh
+ * port (docs/protocol.md §7.3, proto/mesh.proto, wire/mesh.ts).
  *
+ * - Strangers are shed by the kernel: each peer has a socket of its own connected to its configured address and
+ *   port (peerSockets.ts), so its packets have their own receive queue; everything else lands on a catch-all
+ *   socket (strangerSocket.ts) where it is counted (`unknown-source`) and never decoded, within a budget beyond
+ *   which that socket closes for a while. A flood from elsewhere can neither crowd out a peer's packets nor make
+ *   this node decode anything.
  * - Hellos are signed with the node key and carry its public key; from a peer's hello both sides derive the pair
  *   key (static ECDH), and every later packet carries an HMAC tag under it. Until a peer's hello is in, only
  *   hellos go to and come from it.
- * - Every packet is checked, in this order, and dropped with a counted reason otherwise: decodes (size bound),
- *   addressed to this node, from a configured peer; for a hello, from an address the peer's configured host
- *   resolves to (peerSources.ts) and within the hello limiter of that (peer, source address); signature or tag; for
- *   a hello, the role this node configured for the peer; nonce fresh (its millisecond part within maxClockSkewMs of
+ * - Every packet from a peer's socket is checked, in this order, and dropped with a counted reason otherwise:
+ *   decodes (size bound), addressed to this node, sent by the peer whose socket it arrived on; for a hello, within
+ *   that peer's hello limiter; signature or tag; for a hello, the role this node configured for the peer; nonce fresh (its millisecond part within maxClockSkewMs of
  *   this host's clock) and never seen (a 1,024-nonce window per sender, the way IPsec and WireGuard keep theirs);
  *   for co-sign requests, relayed proofs and alerts, within the peer's budget (peerLimits.ts). Nothing
  *   unauthenticated moves the window or spends a peer's budget.
@@ -22,7 +26,7 @@
  * decoding and authentication count as the responder's processing time, not as path delay.
  */
 import { randomBytes } from "node:crypto";
-import { createSocket, type Socket } from "node:dgram";
+import { createSocket, type SocketType } from "node:dgram";
 import type { Logger } from "pino";
 import { UnavailableError } from "../../protocol/errors";
 import type { NodeKey } from "../../protocol/keys";
@@ -47,7 +51,8 @@ import {
   type MeshRole,
 } from "../../wire/mesh";
 import { isLimitedKind, PeerMessageLimits, type LimitedKind, type PeerMessageRates } from "./peerLimits";
-import { canonicalIp, PeerSourceAddresses, type HostLookup } from "./peerSources";
+import { PeerSockets, type HostLookup } from "./peerSockets";
+import { StrangerSocket } from "./strangerSocket";
 
 /** A configured peer: its node id, where it listens, and its role as this node's configuration states it. */
 export interface MeshPeerAddress {
@@ -66,16 +71,16 @@ export const REPLAY_WINDOW = 1_024n;
 const NONCE_PER_MS = 4_096n;
 
 /**
- * Least time between two hello signature checks for one claimed sender from one source address, ms. A hello costs
- * an ECDSA recovery; peer ids are public, so without this bound anyone could make a node spend a core on forged
- * hellos naming a peer. Hellos from an address the peer is not configured at never reach this limiter, so a forger
- * elsewhere cannot spend the genuine peer's checks. An honest peer greets once per probe interval until it has a
- * session.
+ * Least time between two hello signature checks for one peer, ms. A hello costs an ECDSA recovery; only datagrams
+ * from the peer's configured address reach this limiter (its own socket), so only someone able to send with that
+ * source address (on the path, or spoofing it) can spend the peer's checks. An honest peer greets once per probe
+ * interval until it has a session.
  */
 export const HELLO_CHECK_INTERVAL_MS = 50;
 
 /** Why a packet was dropped (counted in stats, sampled in logs). */
 export type MeshDropReason =
+  | "unknown-source"
   | "malformed"
   | "wrong-receiver"
   | "unknown-sender"
@@ -93,6 +98,7 @@ export type MeshDropReason =
   | "alert-rate";
 
 const DROP_REASONS: readonly MeshDropReason[] = [
+  "unknown-source",
   "malformed",
   "wrong-receiver",
   "unknown-sender",
@@ -141,9 +147,9 @@ export interface MeshTransportOptions {
   readonly maxClockSkewMs: number;
   /** Per-peer budgets of co-sign requests and relayed proofs (settings meshPeerCoSignRequestsPerSecond, …). */
   readonly peerMessageRates: PeerMessageRates;
-  /** A monotonic clock, ms: the per-peer budgets' buckets. Default performance.now. */
+  /** A monotonic clock, ms: the per-peer budgets' buckets and the strangers' budget. Default performance.now. */
   readonly monotonicNowMs?: () => number;
-  /** Resolves a peer's configured hostname (hello source check). Default: the system resolver. */
+  /** Resolves a peer's configured hostname (the address its socket connects to). Default: the system resolver. */
   readonly lookupHost?: HostLookup;
   readonly logger: Logger;
 }
@@ -175,11 +181,8 @@ interface PeerState {
   hello: HelloPayload | null;
   key: Buffer | null;
   readonly replay: ReplayWindow;
-  /**
-   * Host clock of the last hello signature check for this sender, ms, per source address (only the peer's own
-   * addresses get here: at most a handful of entries).
-   */
-  readonly lastHelloCheckMs: Map<string, number>;
+  /** Host clock of the last hello signature check for this peer, ms. */
+  lastHelloCheckMs: number;
 }
 
 interface PendingRequest {
@@ -208,11 +211,12 @@ export class MeshTransport {
   readonly #drops = new Map<MeshDropReason, number>();
   readonly #wallNowMs: () => number;
   readonly #logger: Logger;
-  readonly #sources: PeerSourceAddresses;
   readonly #limits: PeerMessageLimits;
+  readonly #monotonicNowMs: () => number;
   /** This boot's session id (hellos carry it; pair keys bind it). */
   readonly #sessionId = randomBytes(MESH_SESSION_ID_LENGTH);
-  #socket: Socket | null = null;
+  #peerSockets: PeerSockets | null = null;
+  #strangerSocket: StrangerSocket | null = null;
   #lastNonce = 0n;
   #lastDropLogMs = 0;
 
@@ -226,32 +230,37 @@ export class MeshTransport {
       const id = address.nodeId.toLowerCase();
       if (id === this.#selfLower) throw new RangeError(`meshPeers lists this node itself (${address.nodeId})`);
       if (this.#peers.has(id)) throw new RangeError(`meshPeers lists ${address.nodeId} twice`);
-      this.#peers.set(id, { nodeId: address.nodeId, address, hello: null, key: null, replay: new ReplayWindow(), lastHelloCheckMs: new Map() });
+      this.#peers.set(id, { nodeId: address.nodeId, address, hello: null, key: null, replay: new ReplayWindow(), lastHelloCheckMs: Number.NEGATIVE_INFINITY });
     }
-    this.#sources = new PeerSourceAddresses(new Map([...this.#peers].map(([id, peer]) => [id, peer.address.host])), {
-      ...(options.lookupHost === undefined ? {} : { lookup: options.lookupHost }),
-      nowMs: this.#wallNowMs,
-      onLookupError: (host, error) => this.#logger.warn({ host, err: error }, "cannot resolve a mesh peer's host: its hellos are dropped until it resolves"),
-    });
+    this.#monotonicNowMs = options.monotonicNowMs ?? (() => performance.now());
     this.#limits = new PeerMessageLimits(options.peerMessageRates, this.#peers.size, options.monotonicNowMs);
   }
 
-  /** Binds the socket. Resolves with the bound address; rejects with the bind error (port in use, …). */
+  /**
+   * Binds the mesh port: the catch-all socket, then one connected socket per peer. Resolves with the bound address;
+   * rejects with the bind error (port in use, …).
+   */
   async start(): Promise<{ host: string; port: number }> {
-    const socket = createSocket({ type: this.#options.host.includes(":") ? "udp6" : "udp4", recvBufferSize: 1 << 20 });
-    this.#socket = socket;
-    await this.#sources.resolveAll();
-    socket.on("message", (datagram, remote) => this.#receive(datagram, remote.address));
-    socket.on("error", (error) => this.#logger.warn({ err: error }, "mesh socket error"));
-    await new Promise<void>((resolve, reject) => {
-      socket.once("error", reject);
-      socket.bind(this.#options.port, this.#options.host, () => {
-        socket.off("error", reject);
-        resolve();
-      });
+    const { host } = this.#options;
+    const type: SocketType = host.includes(":") ? "udp6" : "udp4";
+    const port = await claimPort(type, host, this.#options.port);
+    const onStranger = (source: { address: string; port: number }, bytes: number): void =>
+      this.#drop("unknown-source", { source: `${source.address}:${source.port}`, bytes });
+    this.#strangerSocket = new StrangerSocket({ type, host, port, onDatagram: onStranger, nowMs: this.#monotonicNowMs, logger: this.#logger });
+    await this.#strangerSocket.open();
+    this.#peerSockets = new PeerSockets({
+      type,
+      host,
+      port,
+      peers: [...this.#peers].map(([id, peer]) => ({ id, host: peer.address.host, port: peer.address.port })),
+      onDatagram: (peerId, datagram) => this.#receive(datagram, this.#peers.get(peerId)!),
+      onStranger,
+      nowMs: this.#wallNowMs,
+      logger: this.#logger,
+      ...(this.#options.lookupHost === undefined ? {} : { lookupHost: this.#options.lookupHost }),
     });
-    const bound = socket.address();
-    return { host: bound.address, port: bound.port };
+    await this.#peerSockets.open();
+    return { host, port };
   }
 
   async close(): Promise<void> {
@@ -260,9 +269,10 @@ export class MeshTransport {
       pending.reject(new UnavailableError("mesh transport closed", {}));
       this.#pending.delete(nonce);
     }
-    const socket = this.#socket;
-    this.#socket = null;
-    if (socket !== null) await new Promise<void>((resolve) => socket.close(() => resolve()));
+    const sockets = [this.#peerSockets, this.#strangerSocket];
+    this.#peerSockets = null;
+    this.#strangerSocket = null;
+    await Promise.all(sockets.map((socket) => socket?.close()));
   }
 
   /** The handler answering requests of `kind` (one per kind). A null answer sends nothing. */
@@ -323,9 +333,13 @@ export class MeshTransport {
     return true;
   }
 
-  /** Sends a hello to every peer without a session yet (and to all with `all`). */
+  /**
+   * Sends a hello to every peer without a session yet (and to all with `all`). A peer without a session is also
+   * looked up again when configured by hostname (it may have moved; rate-bounded by peerSockets.ts).
+   */
   greet(all = false): void {
-    for (const peer of this.#peers.values()) {
+    for (const [id, peer] of this.#peers) {
+      if (peer.key === null) this.#peerSockets?.refresh(id);
       if (!all && peer.key !== null) continue;
       this.request(peer.nodeId, { kind: "hello", hello: this.#hello() }, 1_000).catch(() => undefined);
     }
@@ -342,8 +356,8 @@ export class MeshTransport {
   }
 
   #send(peer: PeerState, nonce: bigint, inReplyTo: bigint, payload: MeshPayload): void {
-    const socket = this.#socket;
-    if (socket === null) return;
+    const sockets = this.#peerSockets;
+    if (sockets === null) return;
     const body = encodeEnvelope({ sender: this.#self, receiver: peer.nodeId, nonce, inReplyTo, payload });
     const signed = isSignedKind(payload.kind);
     const packet = encodePacket({
@@ -351,7 +365,7 @@ export class MeshTransport {
       signature: signed ? signHello(this.#options.nodeKey, body) : Buffer.alloc(0),
       mac: signed ? Buffer.alloc(0) : packetMac(peer.key!, body),
     });
-    socket.send(packet, peer.address.port, peer.address.host);
+    sockets.send(peer.nodeId.toLowerCase(), packet); // the peer's configured address: its socket is connected there
   }
 
   #drop(reason: MeshDropReason, details: Record<string, unknown>): void {
@@ -364,8 +378,10 @@ export class MeshTransport {
     }
   }
 
-  #receive(datagram: Buffer, sourceHost: string): void {
+  /** A datagram that arrived on `from`'s socket: from the address and port that peer is configured at. */
+  #receive(datagram: Buffer, from: PeerState): void {
     const receivedAtNs = this.#options.clockNs();
+    const sourceHost = from.address.host;
     if (datagram.length > MAX_MESH_PACKET_BYTES) return this.#drop("malformed", { sourceHost, bytes: datagram.length });
     let envelope: MeshEnvelope;
     let body: Buffer;
@@ -378,22 +394,20 @@ export class MeshTransport {
       return this.#drop("malformed", { sourceHost, problem: error instanceof Error ? error.message : String(error) });
     }
     if (envelope.receiver.toLowerCase() !== this.#selfLower) return this.#drop("wrong-receiver", { sourceHost, receiver: envelope.receiver });
-    const peer = this.#peers.get(envelope.sender.toLowerCase());
-    if (peer === undefined) return this.#drop("unknown-sender", { sourceHost, sender: envelope.sender });
+    const sender = envelope.sender.toLowerCase();
+    // A packet naming another sender than the peer whose address it came from: a member's packets come from its
+    // own configured address, so this is a forgery (or a misconfigured member), refused before any signature work.
+    if (sender !== from.nodeId.toLowerCase()) {
+      return this.#drop(this.#peers.has(sender) ? "wrong-source" : "unknown-sender", { sender: envelope.sender, sourceHost, arrivedAs: from.nodeId });
+    }
+    const peer = from;
     const { payload } = envelope;
     if (isSignedKind(payload.kind)) {
       if (payload.kind !== "hello" && payload.kind !== "helloReply") return;
-      // Cheap checks before the limiter and the ECDSA recovery: a hello naming a peer but sent from an address
-      // that peer is not configured at spends nothing of the peer's hello budget.
-      if (!this.#sources.allows(envelope.sender.toLowerCase(), sourceHost)) {
-        return this.#drop("wrong-source", { sender: envelope.sender, sourceHost, configuredHost: peer.address.host });
-      }
+      // The limiter before the ECDSA recovery.
       const nowMs = this.#wallNowMs();
-      const source = canonicalIp(sourceHost);
-      if (nowMs - (peer.lastHelloCheckMs.get(source) ?? Number.NEGATIVE_INFINITY) < HELLO_CHECK_INTERVAL_MS) {
-        return this.#drop("hello-rate", { sender: envelope.sender, sourceHost });
-      }
-      peer.lastHelloCheckMs.set(source, nowMs);
+      if (nowMs - peer.lastHelloCheckMs < HELLO_CHECK_INTERVAL_MS) return this.#drop("hello-rate", { sender: envelope.sender, sourceHost });
+      peer.lastHelloCheckMs = nowMs;
       try {
         const signer = helloSigner(body, packet.signature, payload.hello);
         if (signer.toLowerCase() !== peer.nodeId.toLowerCase()) return this.#drop("bad-signature", { sender: envelope.sender, signer });
@@ -457,5 +471,33 @@ export class MeshTransport {
     this.#pending.delete(envelope.inReplyTo);
     clearTimeout(pending.timer);
     pending.resolve({ payload: envelope.payload, receivedAtNs });
+  }
+}
+
+/**
+ * Checks that nobody holds the mesh port (the exclusive bind of a plain socket fails with EADDRINUSE, as before this
+ * node shared its port between its own sockets) and returns the port (a free one for 0). The mesh's sockets then
+ * bind it with SO_REUSEADDR: without this check a second node configured with the same port would bind it too and
+ * silently split the traffic.
+ */
+async function claimPort(type: SocketType, host: string, port: number): Promise<number> {
+  const probe = createSocket({ type });
+  try {
+    await new Promise<void>((resolve, reject) => {
+      probe.once("error", reject);
+      probe.bind({ port, address: host, exclusive: true }, () => {
+        probe.off("error", reject);
+        resolve();
+      });
+    });
+    return probe.address().port;
+  } finally {
+    await new Promise<void>((resolve) => {
+      try {
+        probe.close(() => resolve());
+      } catch {
+        resolve(); // never bound
+      }
+    });
   }
 }
