@@ -37,6 +37,11 @@
  *         127.0.0.130, each with 8 subscriptions (wsMaxSubscriptionsPerConnection) at a 1 ms interval.
  *   6     gRPC refusal flood: 2 channels calling GetCurrentTime with 64 calls in flight each, as fast as they
  *         can, so that nearly all are RESOURCE_EXHAUSTED (the default 100 req/s per client).
+ *   7     JSON-RPC batch amplification: 4 keep-alive connections to the node's temporal JSON-RPC gateway (in front
+ *         of a Hardhat chain process the benchmark starts, pinned beside the attackers), each POSTing, one after
+ *         another, a body just under rpcMaxBodyBytes holding one JSON array of `1`s (130,000 invalid items); the
+ *         notes give the answers' size (one short error each since the batch is refused whole; 17.5 MB each
+ *         before) and status counts.
  *
  * Per attack: normal client p50/p99 and errors, p99 over the reference (idle) p99, node RSS (VmRSS of the node
  * process) before / at the end (and peak) / after the settle pause, node log bytes per second during the attack
@@ -70,6 +75,7 @@ import { KEY_FILES, saveKeyDir } from "../protocol/keystore";
 import { SETTINGS } from "../node/config";
 import { loadProtos } from "../wire/grpc";
 import { fmt, percentile, pin, PINNING } from "./benchUtil";
+import { startChainProcess, stopChainProcess, type ChainProcess } from "./chainProcess";
 
 // ---------------------------------------------------------------------------------------------------------------
 // Settings of the benchmark
@@ -604,6 +610,8 @@ interface Endpoints {
   rest: string;
   grpc: string;
   ws: string;
+  /** The temporal JSON-RPC gateway (attack 7), "" when the node has no upstream chain. */
+  rpc?: string;
 }
 
 class NodeUnderAttack {
@@ -625,7 +633,7 @@ class NodeUnderAttack {
     });
   }
 
-  static async start(dir: string, onSpawn: (child: ChildProcess) => void): Promise<NodeUnderAttack> {
+  static async start(dir: string, onSpawn: (child: ChildProcess) => void, rpcUpstreamUrl?: string): Promise<NodeUnderAttack> {
     const identity = await createDevIdentity();
     const keyDir = join(dir, "keys");
     await saveKeyDir(keyDir, identity);
@@ -639,6 +647,8 @@ class NodeUnderAttack {
       logLevel: "info",
       shutdownGraceMs: 1_000,
     };
+    // Attack 7's target: the gateway on its own port, in front of the benchmark's chain.
+    if (rpcUpstreamUrl !== undefined) Object.assign(config, { rpcUpstreamUrl, rpcPort: 0 });
     // Room for attack 1's ~1,000 schedules whatever the per-client default becomes (they come from 13 addresses).
     if ("scheduleMaxPendingPerClient" in SETTINGS) config.scheduleMaxPendingPerClient = 10_000;
     const configPath = join(dir, "node-config.json");
@@ -1324,6 +1334,55 @@ function grpcRefusalFlood(): Attack {
   };
 }
 
+function batchAmplification(): Attack {
+  const CONNECTIONS = 4;
+  // rpcMaxBodyBytes' default (256 KiB) less room for the brackets: "1," per item.
+  const ITEMS = 130_000;
+  const body = `[${Array.from({ length: ITEMS }, () => "1").join(",")}]`;
+  return {
+    id: "7",
+    title: `7. JSON-RPC batch amplification: ${CONNECTIONS} connections POSTing ${fmt(body.length / 1024)} kB batches of ${fmt(ITEMS)} invalid items to the gateway`,
+    async run(ctx) {
+      const rpcUrl = ctx.node.endpoints.rpc;
+      if (rpcUrl === undefined || rpcUrl === "") throw new Error("the node serves no gateway (no upstream chain)");
+      const statuses = new Map<string, number>();
+      let posts = 0;
+      let answerBytes = 0;
+      let largestAnswerBytes = 0;
+      const started = performance.now();
+      const expired = (): boolean => ctx.signal.aborted || performance.now() >= ctx.deadline;
+      await Promise.all(
+        range(CONNECTIONS).map(async (index) => {
+          // Each connection from its own address, never the normal client's.
+          const agent = new http.Agent({ keepAlive: true, maxSockets: 1, localAddress: `127.0.0.${201 + index}` } as http.AgentOptions);
+          ctx.resources.add(() => agent.destroy());
+          while (!expired()) {
+            posts += 1;
+            const { status, bytes } = await new Promise<{ status: string; bytes: number }>((resolve) => {
+              const request = http.request(rpcUrl, { method: "POST", agent, headers: { "content-type": "application/json" }, timeout: 10_000 }, (response) => {
+                let received = 0;
+                response.on("data", (chunk: Buffer) => (received += chunk.length));
+                response.on("end", () => resolve({ status: String(response.statusCode), bytes: received }));
+                response.on("error", () => resolve({ status: "error", bytes: received }));
+              });
+              request.on("error", (error) => resolve({ status: error.message.slice(0, 40), bytes: 0 }));
+              request.on("timeout", () => request.destroy(new Error("timeout")));
+              request.end(body);
+            });
+            increment(statuses, status);
+            answerBytes += bytes;
+            largestAnswerBytes = Math.max(largestAnswerBytes, bytes);
+          }
+        }),
+      );
+      const elapsedS = (performance.now() - started) / 1000;
+      ctx.note(
+        `attacker: ${fmt(posts)} batches (${fmt(posts / elapsedS)}/s, ${fmt((posts * body.length) / elapsedS / 1e6, 1)} MB/s sent): ${tally(statuses)}; answers ${fmt(answerBytes / Math.max(1, posts))} bytes on average, largest ${fmt(largestAnswerBytes)} bytes`,
+      );
+    },
+  };
+}
+
 /** The idle phase: the normal client alone. */
 const IDLE: Attack = {
   id: "idle",
@@ -1503,12 +1562,12 @@ function verdict(result: PhaseResult, idleP99Ms: number): { text: string; p99Rat
 }
 
 function selectedAttacks(connectionLimit: number): Attack[] {
-  const all = [hangingCallbacks(), pipeliningFlood(), pipeliningWithoutReading(), connectionFlood(connectionLimit), websocketSubscriptions(), grpcRefusalFlood()];
+  const all = [hangingCallbacks(), pipeliningFlood(), pipeliningWithoutReading(), connectionFlood(connectionLimit), websocketSubscriptions(), grpcRefusalFlood(), batchAmplification()];
   const only = process.env.BENCH_ATTACK_ONLY;
   if (only === undefined || only.trim() === "") return all;
   const wanted = new Set(only.split(",").map((item) => item.trim()));
   const chosen = all.filter((attack) => wanted.has(attack.id));
-  if (chosen.length === 0) throw new Error(`BENCH_ATTACK_ONLY=${only} names no attack (1–6)`);
+  if (chosen.length === 0) throw new Error(`BENCH_ATTACK_ONLY=${only} names no attack (1–7)`);
   return chosen;
 }
 
@@ -1549,10 +1608,19 @@ async function main(): Promise<void> {
   const results: PhaseResult[] = [];
   let idle: PhaseResult | undefined;
   let stoppedEarly: string | null = null;
+  let chain: ChainProcess | undefined;
   try {
-    node = await NodeUnderAttack.start(dir, (child) => {
-      nodeChild = child;
-    });
+    if (attacks.some((attack) => attack.id === "7")) {
+      chain = await startChainProcess(31337);
+      pin(chain.child.pid, LOAD_CORE);
+    }
+    node = await NodeUnderAttack.start(
+      dir,
+      (child) => {
+        nodeChild = child;
+      },
+      chain?.rpcUrl,
+    );
     client = await NormalClient.start(node.endpoints.rest);
     // From here on the attackers (this process) run on the load core at a lower priority than the normal client.
     pin(process.pid, LOAD_CORE);
@@ -1583,6 +1651,7 @@ async function main(): Promise<void> {
   } finally {
     await client?.stop().catch(() => undefined);
     await node?.stop().catch(() => undefined);
+    await stopChainProcess(chain).catch(() => undefined);
   }
   if (idle === undefined || node === undefined) throw new Error("no idle measurement");
 

@@ -4,7 +4,8 @@
  * follower of ./observer.ts. Limits, published by `temporal_getLimits`: body size (HTTP 413 beyond it), batch
  * length (a longer batch is refused whole), response size (an item over it gets its own error, and a batch's
  * answer as a whole stays within it), requests per second per client address (every item counts, invalid ones
- * too; each item over it gets -32005), connections. Bad input never crashes it and never earns a stack trace.
+ * too, and a body refused whole; each item over it gets -32005, and a client already over it gets HTTP 429 before
+ * its body is parsed), connections. Bad input never crashes it and never earns a stack trace.
  */
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
@@ -163,8 +164,17 @@ export async function startTemporalGateway(options: TemporalGatewayOptions): Pro
       return;
     }
     const clientKey = request.socket.remoteAddress ?? "unknown";
+    // A client over its rate is refused before its body is parsed: parsing is the work a flood would buy.
+    const retryAfterMs = rateLimiter.msUntilNextToken(clientKey);
+    if (retryAfterMs > 0) {
+      response.setHeader("retry-after", String(Math.ceil(retryAfterMs / 1000)));
+      return send(429, errorResponse(null, JSON_RPC_ERRORS.RATE_LIMITED, "Rate limit exceeded", `at most ${limits.requestsPerSecondPerClient} requests per second per client`));
+    }
     const parsed = parseBody(body, limits.maxBatchItems);
-    if (parsed.kind === "error") return send(200, parsed.response);
+    if (parsed.kind === "error") {
+      rateLimiter.tryTake(clientKey); // a body refused whole cost the gateway work too
+      return send(200, parsed.response);
+    }
     if (parsed.kind === "single") {
       const single = await answer(parsed.item, clientKey);
       return single === null ? send(204, null) : sendJson(200, single.json);

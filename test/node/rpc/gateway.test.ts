@@ -237,12 +237,12 @@ describe("temporal JSON-RPC gateway (node/rpc) in front of a Hardhat node", func
     it("refuses a batch over the item limit as a whole with one short error, however many items it holds (no amplification)", async () => {
       const six = await post(gateway.url, [1, 2, 3, 4, 5, 6].map((id) => ({ jsonrpc: "2.0", id, method: "eth_chainId" })));
       expect(six.status).to.equal(200);
-      expect(six.json).to.deep.equal({ jsonrpc: "2.0", id: null, error: { code: -32600, message: "Invalid Request", data: "a batch of 6 items; at most 5" } });
+      expect(six.json).to.deep.equal({ jsonrpc: "2.0", id: null, error: { code: -32600, message: "Invalid Request", data: "a batch of more than 5 items" } });
       // The attack: thousands of `1`s in a body within the size limit once earned an error object each.
       const ones = `[${Array.from({ length: 4_000 }, () => "1").join(",")}]`;
       expect(Buffer.byteLength(ones)).to.be.below(LIMITS.maxBodyBytes);
       const flood = await post(gateway.url, ones);
-      expect(flood.json).to.deep.equal({ jsonrpc: "2.0", id: null, error: { code: -32600, message: "Invalid Request", data: "a batch of 4000 items; at most 5" } });
+      expect(flood.json).to.deep.equal({ jsonrpc: "2.0", id: null, error: { code: -32600, message: "Invalid Request", data: "a batch of more than 5 items" } });
       expect(flood.text.length).to.be.below(200);
     });
 
@@ -306,6 +306,21 @@ describe("temporal JSON-RPC gateway (node/rpc) in front of a Hardhat node", func
         const answers = (await post(limited.url, batch)).json as Answer[];
         expect(answers.filter((a) => a.error?.code === -32005).length).to.be.greaterThan(0);
         expect(answers.filter((a) => a.error?.code === -32005).every((a) => a.error!.message === "Rate limit exceeded")).to.equal(true);
+      } finally {
+        await limited.close();
+      }
+    });
+
+    it("refuses a client over its rate with HTTP 429 before parsing its body, and a body refused whole takes a token", async () => {
+      const limited = await start({ limits: { requestsPerSecondPerClient: 1 } });
+      try {
+        // The one token (burst 1) goes to a body refused whole: a parse error.
+        expect(((await post(limited.url, "[")).json as Answer).error!.code).to.equal(-32700);
+        // Within the next second the bucket is empty: the next body, however malformed, is not even parsed.
+        const refused = await fetch(limited.url, { method: "POST", headers: { "content-type": "application/json" }, body: "[" });
+        expect(refused.status).to.equal(429);
+        expect(refused.headers.get("retry-after")).to.equal("1");
+        expect(await refused.json()).to.deep.equal({ jsonrpc: "2.0", id: null, error: { code: -32005, message: "Rate limit exceeded", data: "at most 1 requests per second per client" } });
       } finally {
         await limited.close();
       }

@@ -3,7 +3,7 @@
  * item is looked at, and the bound on a batch's answer.
  */
 import { expect } from "chai";
-import { errorResponse, jsonDepthExceeds, MAX_JSON_DEPTH, parseBody, serializeBatch } from "../../../node/rpc/jsonrpc";
+import { errorResponse, MAX_JSON_DEPTH, parseBody, scanJson, serializeBatch } from "../../../node/rpc/jsonrpc";
 
 const call = (id: number) => ({ jsonrpc: "2.0", id, method: "eth_chainId" });
 
@@ -13,9 +13,23 @@ describe("gateway JSON-RPC framing (node/rpc/jsonrpc)", () => {
     const parsed = parseBody(body, 100);
     expect(parsed.kind).to.equal("error");
     if (parsed.kind !== "error") return;
-    expect(parsed.response).to.deep.equal(errorResponse(null, -32600, "Invalid Request", "a batch of 130000 items; at most 100"));
+    expect(parsed.response).to.deep.equal(errorResponse(null, -32600, "Invalid Request", "a batch of more than 100 items"));
     expect(parseBody(JSON.stringify([call(1), call(2)]), 2).kind).to.equal("batch");
     expect(parseBody(JSON.stringify([call(1), call(2), call(3)]), 2).kind).to.equal("error");
+    // Commas inside strings or nested values are not items.
+    expect(parseBody(JSON.stringify([{ ...call(1), params: [1, 2, 3, "a,b,c"] }, call(2)]), 2).kind).to.equal("batch");
+  });
+
+  it("stops scanning at the first item past the limit: refusing a huge batch costs what its first items cost", () => {
+    // A body whose tail is not even JSON: the scan never reaches it, so the refusal is the batch limit's.
+    const huge = `[1,2,3,${"x".repeat(1_000_000)}`;
+    expect(scanJson(Buffer.from(huge), 32, 3)).to.equal("too-many-items");
+    expect(parseBody(huge, 3)).to.deep.equal({ kind: "error", response: errorResponse(null, -32600, "Invalid Request", "a batch of more than 3 items") });
+    expect(scanJson(Buffer.from("[1,2,3]"), 32, 3)).to.equal("ok");
+    expect(scanJson(Buffer.from('  [1,"2,3",[4,5]]'), 32, 3)).to.equal("ok");
+    expect(scanJson(Buffer.from('{"a":1,"b":2,"c":3,"d":4}'), 32, 3)).to.equal("ok");
+    // Multi-byte characters never hide a delimiter: "é,ü" is one string.
+    expect(scanJson(Buffer.from('["é,ü","€"]'), 32, 2)).to.equal("ok");
   });
 
   it("refuses a body that is not UTF-8 as a parse error, and reads a valid one from its bytes", () => {
@@ -40,10 +54,10 @@ describe("gateway JSON-RPC framing (node/rpc/jsonrpc)", () => {
   });
 
   it("counts depth outside strings only: brackets and escaped quotes inside a string do not nest", () => {
-    expect(jsonDepthExceeds(`["${"[".repeat(100)}"]`, 2)).to.equal(false);
-    expect(jsonDepthExceeds(`["\\"${"[".repeat(100)}"]`, 2)).to.equal(false);
-    expect(jsonDepthExceeds(`["\\\\", [[[]]]]`, 3)).to.equal(true);
-    expect(jsonDepthExceeds("[[[]]]", 3)).to.equal(false);
+    expect(scanJson(Buffer.from(`["${"[".repeat(100)}"]`), 2, 100)).to.equal("ok");
+    expect(scanJson(Buffer.from(`["\\"${"[".repeat(100)}"]`), 2, 100)).to.equal("ok");
+    expect(scanJson(Buffer.from(`["\\\\", [[[]]]]`), 3, 100)).to.equal("too-deep");
+    expect(scanJson(Buffer.from("[[[]]]"), 3, 100)).to.equal("ok");
   });
 
   it("keeps a batch's answer within the byte budget: answers past it become short -32006 errors with their ids", () => {
