@@ -43,13 +43,18 @@ describe("npm start -- --once (scripts/start.ts)", function () {
   });
   afterEach(() => rmSync(dir, { recursive: true, force: true }));
 
-  it("runs the local network with a 4-node mesh and the whole tour, writes the network file, and exits 0", async () => {
+  it("runs the local network with a 4-node mesh and the whole tour (a mesh proof refused by the sample vault, accepted by AttestedCheckpoint), writes the network file, and exits 0", async () => {
     const { code, stdout, stderr } = await runStart(["--once"], 200_000);
     expect(code, `stderr:\n${stderr.slice(-3_000)}`).to.equal(0);
     expect(stdout).to.include("a mesh of 4 attesting nodes, 2 chains, the relayer");
     expect(stdout).to.match(/alpha oracle verifyTimeProof: true/);
     expect(stdout).to.match(/\d node entries \(oracle nodeQuorum 3\)/);
     expect(stdout).to.match(/with accuracy \d+ ns \(a relayer's edit\): on-chain false/);
+    // The live mesh proof: the sample vault refuses it, explained with the tier it needs; the README's contract
+    // (AttestedCheckpoint, software-mesh bound) accepts it.
+    expect(stdout).to.include('TimeLockedVault withdraw(lock 0, proof): reverts "Insufficient accuracy"');
+    expect(stdout).to.match(/why: refused with "Insufficient accuracy": the proof's signed bound is [\d,]+ ns and the contract accepts at most 100 ns; this contract needs a hardware-timestamped network .* tier AccuracyTiers\.HARDWARE_TIMESTAMPED_NS \(100 ns\)/);
+    expect(stdout).to.match(/AttestedCheckpoint checkpoint\(subject, proof\): accepted, Checkpointed at \S+ within \d+ ns/);
     expect(stdout).to.match(/status Executed: executed by 0x70997970C51812dc3A010C7d01b50e0d17dc79C8/);
     expect(stdout).to.match(/beta bridge: delivered in block \d+/);
     expect(stdout).to.include("reverts with TimeBridgeAlreadyDelivered");
