@@ -11,7 +11,7 @@
  * never half of one. The node's own config, keys, data and bind addresses are in other files the agent never
  * opens for writing.
  */
-import { existsSync, readFileSync, renameSync, writeFileSync } from "node:fs";
+import { existsSync, readFileSync, renameSync, rmSync, writeFileSync } from "node:fs";
 import { SHA256_HEX } from "./digest";
 import { UpgradeRefusal } from "./errors";
 import { RELEASE_ID_PATTERN } from "./metadata";
@@ -72,8 +72,9 @@ export function replaceKeepingPrevious(file: string, content: string): void {
   // The new content first: if it cannot be written (a full disk), `.previous` still holds the real rollback target;
   // `.previous` itself is replaced whole or not at all.
   const temporary = writeTemporary(file, content);
-  if (existsSync(file)) writeFileAtomically(`${file}.previous`, readFileSync(file));
-  renameSync(temporary, file);
+  renameOrRemove(temporary, file, () => {
+    if (existsSync(file)) writeFileAtomically(`${file}.previous`, readFileSync(file));
+  });
 }
 
 /**
@@ -82,12 +83,31 @@ export function replaceKeepingPrevious(file: string, content: string): void {
  * whole, never a truncated one.
  */
 export function writeFileAtomically(file: string, content: string | Buffer): void {
-  renameSync(writeTemporary(file, content), file);
+  renameOrRemove(writeTemporary(file, content), file);
 }
 
-/** `content` in a temporary file beside `file` (same folder, so a rename replaces `file` atomically); its path. */
+/**
+ * `content` in a temporary file beside `file` (same folder, so a rename replaces `file` atomically); its path. A
+ * failed write (a full disk) removes what it left, so no `.tmp-<pid>` file outlives the error.
+ */
 function writeTemporary(file: string, content: string | Buffer): string {
   const temporary = `${file}.tmp-${process.pid}`;
-  writeFileSync(temporary, content, { mode: 0o644 });
+  try {
+    writeFileSync(temporary, content, { mode: 0o644 });
+  } catch (error) {
+    rmSync(temporary, { force: true });
+    throw error;
+  }
   return temporary;
+}
+
+/** Runs `before`, then renames `temporary` over `file`; when either throws, `temporary` is removed and the error rethrown. */
+function renameOrRemove(temporary: string, file: string, before: () => void = () => undefined): void {
+  try {
+    before();
+    renameSync(temporary, file);
+  } catch (error) {
+    rmSync(temporary, { force: true });
+    throw error;
+  }
 }
