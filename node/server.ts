@@ -5,6 +5,7 @@
  * files are read and checked before anything starts. Port 0 picks a free port; `endpoints` reports the real ones.
  * `close()` stops accepting, closes streams (WebSocket 1001, gRPC streams cut after a short grace), lets in-flight
  * requests finish within config.shutdownGraceMs, then stops the service if startNode built it.
+ * With config.ntpEnabled the NTP time host (node/ntp) answers on config.ntpHost:ntpPort (UDP) as well.
  *
  * A passed-in `service` is owned by the caller: startNode neither starts nor stops it.
  */
@@ -22,6 +23,8 @@ import { createNodeMetrics, type NodeMetrics } from "./api/metrics";
 import { buildRestApp } from "./api/rest";
 import { attachStreamServer, WS_STREAM_PATH, type StreamServer } from "./api/ws";
 import { startTemporalGateway, type RunningGateway } from "./rpc/server";
+import { createServiceNtpClock, type ServiceNtpClock } from "./ntp/source";
+import { startNtpServer, type RunningNtpServer } from "./ntp/server";
 
 export interface NodeEndpoints {
   /** e.g. "http://127.0.0.1:8080", "https://…" with TLS (REST base URL, no trailing slash). */
@@ -36,6 +39,8 @@ export interface NodeEndpoints {
   mesh: string;
   /** The temporal JSON-RPC gateway (docs/protocol.md §9.5); "" without rpcUpstreamUrl. */
   rpc: string;
+  /** e.g. "ntp://127.0.0.1:123": the NTP time host (docs/protocol.md §9.8); "" unless config.ntpEnabled. */
+  ntp: string;
 }
 
 export interface StartNodeParameters {
@@ -107,6 +112,9 @@ export async function startNode(parameters: StartNodeParameters): Promise<Runnin
   let streams: StreamServer | undefined;
   let grpcServer: GrpcServerHandle | undefined;
   let gateway: RunningGateway | undefined;
+  let ntpClock: ServiceNtpClock | undefined;
+  let ntpServer: RunningNtpServer | undefined;
+  let unbindNtpMetrics: (() => void) | undefined;
   const sweepTimer = setInterval(() => context.rateLimiter.sweepIdle(), RATE_LIMIT_SWEEP_INTERVAL_MS);
   sweepTimer.unref();
 
@@ -116,11 +124,14 @@ export async function startNode(parameters: StartNodeParameters): Promise<Runnin
     clearInterval(sweepTimer);
     const graceTimer = new Promise<void>((resolve) => setTimeout(resolve, config.shutdownGraceMs).unref());
     await streams?.close();
+    await ntpServer?.close();
+    ntpClock?.close();
     await Promise.race([Promise.all([app?.close(), grpcServer?.close(), gateway?.close()]), graceTimer]);
     grpcServer?.server.forceShutdown();
     context.pushes.close();
     context.load.stop();
     unbindMetrics();
+    unbindNtpMetrics?.();
     context.clientErrorLog.flush(); // the counts of the last sampling window, before "node stopped"
     if (ownsService) await service.stop();
     logger.info("node stopped");
@@ -168,6 +179,20 @@ export async function startNode(parameters: StartNodeParameters): Promise<Runnin
       });
     }
 
+    if (config.ntpEnabled) {
+      ntpClock = createServiceNtpClock(service);
+      ntpServer = await startNtpServer({
+        host: config.ntpHost,
+        port: config.ntpPort,
+        clock: ntpClock,
+        clientIntervalMs: config.ntpClientIntervalMs,
+        clientBurst: config.ntpClientBurst,
+        logger,
+        settingNames: { port: `${SETTINGS.ntpPort.env} or ntpPort`, host: `${SETTINGS.ntpHost.env} or ntpHost` },
+      });
+      unbindNtpMetrics = metrics.bindNtp(ntpServer.stats);
+    }
+
     const host = urlHost(config.host);
     const endpoints: NodeEndpoints = {
       rest: `${tls === null ? "http" : "https"}://${host}:${restPort}`,
@@ -176,6 +201,7 @@ export async function startNode(parameters: StartNodeParameters): Promise<Runnin
       tls: tls !== null,
       mesh: config.meshPeers.length === 0 ? "" : `udp://${host}:${config.meshPort}`,
       rpc: gateway?.url ?? "",
+      ntp: ntpServer?.url ?? "",
     };
     const certificate = tls === null ? {} : { certificate: { subject: tls.subject, validTo: tls.validTo } };
     const somaxconn = kernelListenBacklogCap();

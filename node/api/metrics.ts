@@ -25,12 +25,18 @@
  *   push budget (streamMaxPushesPerSecond) was spent.
  * - timerpc_connections_dropped_total{reason}: REST/WebSocket connections closed by the connection guard
  *   (server_full, address_full, penalised: on accept; pipelining, refusals, stalled: while open).
+ * - timerpc_ntp_requests_total{outcome}: NTP client requests of the time host (node/ntp) by outcome: "answered",
+ *   "rate_limited" (a Kiss-o'-Death RATE sent), "rate_limited_dropped" (over rate, and the node-wide Kiss-o'-Death
+ *   budget spent: no reply), "send_error"; read at scrape time.
+ * - timerpc_ntp_packets_dropped_total{reason}: datagrams the NTP time host dropped unanswered: "short" (< 48
+ *   bytes), "control" (mode 6/7 control and monitor queries), "mode" (not a client request), "version" (not 1–4).
  * - timerpc_proof_age_ns{transport}: age of each proof handed out (node clock − nanoMoment when the response is
  *   built), nanoseconds: the freshness clients get, tick interval and event-loop delay included.
  */
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from "prom-client";
 import type { ServiceStats, SignedTime, TimeService } from "../core/types";
 import type { DropReason } from "./connectionGuard";
+import type { NtpServerStats } from "../ntp/server";
 import { CounterTally, flushAll, HotHistogram, type HotHistogramChild } from "../../lib/metrics";
 
 export const METRIC_NAMES = {
@@ -49,6 +55,8 @@ export const METRIC_NAMES = {
   meshRoundsTotal: "timerpc_mesh_rounds_total",
   meshPacketsDroppedTotal: "timerpc_mesh_packets_dropped_total",
   streamPushesSkippedTotal: "timerpc_stream_pushes_skipped_total",
+  ntpRequestsTotal: "timerpc_ntp_requests_total",
+  ntpPacketsDroppedTotal: "timerpc_ntp_packets_dropped_total",
 } as const;
 
 /** Bucket bounds of timerpc_proof_age_ns: fine around the 1 ms target, coarse up to the 60 s maximum age. */
@@ -85,6 +93,8 @@ export interface NodeMetrics {
   countDroppedConnection(reason: DropReason): void;
   /** Observes every attestation and tamper event of the service; returns the unbind function. */
   bindService(service: TimeService): () => void;
+  /** Reads the NTP time host's counts at scrape time (node/ntp/server.ts); returns the unbind function. */
+  bindNtp(stats: () => NtpServerStats): () => void;
   /** Prometheus text exposition. */
   render(): Promise<string>;
   readonly contentType: string;
@@ -241,6 +251,36 @@ export function createNodeMetrics(options: { defaultMetrics?: boolean } = {}): N
     (state) => state.refused.packets,
   );
 
+  // The NTP time host keeps plain counts (its hot path touches no prom-client object); they are copied when scraped.
+  let ntpSource: (() => NtpServerStats) | null = null;
+  new Counter({
+    name: METRIC_NAMES.ntpRequestsTotal,
+    help: "NTP client requests of the time host, by outcome (answered, rate_limited: Kiss-o'-Death sent, rate_limited_dropped, send_error)",
+    labelNames: ["outcome"] as const,
+    registers: [registry],
+    collect() {
+      this.reset();
+      const stats = ntpSource?.();
+      if (stats === undefined) return;
+      this.inc({ outcome: "answered" }, stats.answeredTotal);
+      this.inc({ outcome: "rate_limited" }, stats.kissOfDeathTotal);
+      this.inc({ outcome: "rate_limited_dropped" }, stats.rateLimitedDroppedTotal);
+      this.inc({ outcome: "send_error" }, stats.sendErrorsTotal);
+    },
+  });
+  new Counter({
+    name: METRIC_NAMES.ntpPacketsDroppedTotal,
+    help: "Datagrams the NTP time host dropped unanswered, by reason (short, control: mode 6/7, mode, version)",
+    labelNames: ["reason"] as const,
+    registers: [registry],
+    collect() {
+      this.reset();
+      const stats = ntpSource?.();
+      if (stats === undefined) return;
+      for (const [reason, count] of Object.entries(stats.dropped)) this.inc({ reason }, count);
+    },
+  });
+
   // Until a service is bound there is no node clock: served proofs are counted, their age is not observed.
   let clockNs: (() => bigint) | null = null;
 
@@ -298,6 +338,12 @@ export function createNodeMetrics(options: { defaultMetrics?: boolean } = {}): N
         meshSource = null;
         clockNs = null;
         signerSource = null;
+      };
+    },
+    bindNtp(stats) {
+      ntpSource = stats;
+      return () => {
+        if (ntpSource === stats) ntpSource = null;
       };
     },
     render: () => registry.metrics(),

@@ -285,6 +285,7 @@ export function createTimeService(parameters: CreateTimeServiceParameters): Core
   const service: CoreTimeService = {
     current: () => (roleRefusal !== null && served.latest === null ? refuseByRole() : served.current()),
     nowNs: nodeClockNs,
+    cardNowNs: () => card.readTimeNs(),
 
     attestNow: async () => {
       if (!running) throw new UnavailableError("node is not started", {});

@@ -221,6 +221,11 @@ export interface TimeService {
   current(): SignedTime;
   /** The node's clock, ns since the Unix epoch (what proof ages are measured against). */
   nowNs(): bigint;
+  /**
+   * The card's clock, ns since the Unix epoch (TimeCard.readTimeNs: what nanoMoments are read from). The NTP time
+   * host (node/ntp) serves it; transports still never touch the card itself.
+   */
+  cardNowNs(): bigint;
   /** On-demand fresh attestation; throws UnavailableError when tampered or the accuracy bound is exceeded. */
   attestNow(): Promise<SignedTime>;
   /**

@@ -87,8 +87,11 @@ export interface NtpServerState {
   readonly rootDelayNs: bigint;
   /** Root dispersion, ns: the rest of the bound (docs/protocol.md §9.8). */
   readonly rootDispersionNs: bigint;
-  /** Reference id: four ASCII characters (a stratum-1 source code such as "GPS", "LOCL"), NUL-padded on the wire. */
-  readonly referenceId: string;
+  /**
+   * Reference id: a stratum-1 source code of 1–4 ASCII characters ("GPS", "LOCL"), NUL-padded on the wire; or, for
+   * stratum ≥ 2, the upstream server's 32-bit id (§7.3: its IPv4 address or a hash of its IPv6 one).
+   */
+  readonly referenceId: string | number;
   /** When the clock was last checked against its reference, Unix ns; 0n for never (encoded as NTP zero). */
   readonly referenceTimeNs: bigint;
 }
@@ -141,8 +144,17 @@ export function nsFromNtpShort(value: number): bigint {
   return (BigInt(value >>> 0) * NS_PER_SECOND + 0xffffn) >> 16n;
 }
 
-/** A 4-character reference id or kiss code as its 32-bit wire value: ASCII, left-justified, NUL-padded (§7.3). */
-export function referenceIdBytes(code: string): Uint8Array {
+/**
+ * A reference id or kiss code as its 32-bit wire value: a code is ASCII, left-justified, NUL-padded (§7.3); a number
+ * (a stratum ≥ 2 upstream's id) is written big-endian.
+ */
+export function referenceIdBytes(code: string | number): Uint8Array {
+  if (typeof code === "number") {
+    if (!Number.isInteger(code) || code < 0 || code > UINT32_MAX) throw new RangeError(`a numeric NTP reference id is a uint32, got ${code}`);
+    const bytes = new Uint8Array(4);
+    new DataView(bytes.buffer).setUint32(0, code);
+    return bytes;
+  }
   if (!/^[\x20-\x7e]{1,4}$/.test(code)) throw new RangeError(`an NTP reference id is 1–4 printable ASCII characters, got ${JSON.stringify(code)}`);
   const bytes = new Uint8Array(4);
   for (let index = 0; index < code.length; index += 1) bytes[index] = code.charCodeAt(index);
