@@ -112,10 +112,55 @@ export const SETTINGS = {
   cardDriver: setting({
     kind: "choice",
     env: "ATS_CARD_DRIVER",
-    description: "Time card driver. 'dev': P-256 key from keyDir, host clock (process.hrtime anchored to the wall clock).",
+    description:
+      "Time card driver. 'dev': P-256 key from keyDir, host clock (process.hrtime anchored to the wall clock), signs accuracyNs. 'chrony': P-256 key from keyDir, the host clock disciplined by chronyd, signs the error bound chrony's tracking figures prove (ClockBound's formula, docs/protocol.md §14.17) and nothing while chrony is unsynchronised or that bound exceeds chronyMaxBoundNs (settings chrony*).",
     default: "dev",
     // The names of node/card CARD_DRIVERS (not imported: settings load without any driver; a test pins the two).
-    choices: ["dev"],
+    choices: ["dev", "chrony"],
+    secret: false,
+  }),
+  chronySocketPath: setting({
+    kind: "path",
+    env: "ATS_CHRONY_SOCKET_PATH",
+    description: "cardDriver 'chrony': chronyd's command socket (its bindcmdaddress), which chronyc is pointed at with -h. The node's user must be allowed to open it.",
+    default: "/run/chrony/chronyd.sock",
+    secret: false,
+  }),
+  chronycPath: setting({
+    kind: "path",
+    env: "ATS_CHRONYC_PATH",
+    description: "cardDriver 'chrony': the chronyc program run (`chronyc -h <chronySocketPath> -c -n tracking`, no shell, 2 s timeout, 1 KiB of output at most).",
+    default: "/usr/bin/chronyc",
+    secret: false,
+  }),
+  chronyPollIntervalMs: setting({
+    kind: "integer",
+    env: "ATS_CHRONY_POLL_INTERVAL_MS",
+    description:
+      "cardDriver 'chrony': how often chronyc runs, ms. Ticks never run it: each uses the last reading and adds the frequency error's growth since then, so a longer interval signs a looser bound between readings. A reading older than 3 intervals + 2 s makes the node degraded.",
+    default: 1_000,
+    min: 100,
+    max: 60_000,
+    secret: false,
+  }),
+  chronyMaxBoundNs: setting({
+    kind: "integer",
+    env: "ATS_CHRONY_MAX_BOUND_NS",
+    description:
+      "cardDriver 'chrony': the largest error bound the node signs, ns; above it the node is degraded and signs nothing. It is also the accuracy GET /node/info advertises. Must not exceed maxAcceptableDriftNs.",
+    default: 1_000_000,
+    min: 1,
+    max: UINT32_MAX,
+    secret: false,
+  }),
+  chronyMaxClockErrorPpb: setting({
+    kind: "integer",
+    env: "ATS_CHRONY_MAX_CLOCK_ERROR_PPB",
+    description:
+      "cardDriver 'chrony': the host oscillator's assumed maximum frequency error, ppb; the bound grows at this plus chrony's skew and |residual frequency| between readings. At least chronyd's maxclockerror (1 ppm by default); the default is RFC 5905's PHI, 15 ppm.",
+    default: 15_000,
+    min: 0,
+    max: 1_000_000,
     secret: false,
   }),
   tickIntervalNs: setting({
@@ -772,51 +817,6 @@ export const SETTINGS = {
     patternHint: "a host name, an IP address or '*'",
     secret: false,
   }),
-  ntpEnabled: setting({
-    kind: "boolean",
-    env: "ATS_NTP_ENABLED",
-    description:
-      "Serve the card's time over NTPv4 (RFC 5905 server mode, UDP; docs/protocol.md §9.8) on ntpHost:ntpPort: stratum 1, the signed accuracy as root dispersion, leap indicator 3 while the node would not sign. No NTS, no mode 6/7 queries. Off by default.",
-    default: false,
-    secret: false,
-  }),
-  ntpHost: setting({
-    kind: "string",
-    env: "ATS_NTP_HOST",
-    description: "Interface the NTP time host binds to (its own, so that NTP can be public while the other servers stay on loopback). Loopback by default.",
-    default: "127.0.0.1",
-    pattern: /^[0-9A-Za-z.:\-[\]]{1,255}$/,
-    patternHint: "a host name or IP address",
-    secret: false,
-  }),
-  ntpPort: setting({
-    kind: "integer",
-    env: "ATS_NTP_PORT",
-    description: "UDP port of the NTP time host. 123, the NTP port, needs root or CAP_NET_BIND_SERVICE; 0 picks a free port (printed at start).",
-    default: 123,
-    min: 0,
-    max: MAX_PORT,
-    secret: false,
-  }),
-  ntpClientIntervalMs: setting({
-    kind: "integer",
-    env: "ATS_NTP_CLIENT_INTERVAL_MS",
-    description:
-      "The average interval one client address may keep up between NTP requests, ms; faster, it is answered with a Kiss-o'-Death RATE (RFC 5905 §7.4). Clients poll every 64–1024 s; 0: no limit.",
-    default: 2_000,
-    min: 0,
-    max: 3_600_000,
-    secret: false,
-  }),
-  ntpClientBurst: setting({
-    kind: "integer",
-    env: "ATS_NTP_CLIENT_BURST",
-    description: "NTP requests one client address may send at once before ntpClientIntervalMs applies (an iburst start sends 4–8).",
-    default: 8,
-    min: 1,
-    max: 1_000,
-    secret: false,
-  }),
   archiveIntervalNs: setting({
     kind: "ns",
     env: "ATS_ARCHIVE_INTERVAL_NS",
@@ -926,12 +926,12 @@ function checkCrossFieldRules(config: NodeConfig, fail: SettingFailure): void {
       fail(name, `must be at least 1000 / meshRoundIntervalMs (${roundsPerSecond}), or an honest primary's rounds are refused`, config[name]);
     }
   }
+  if (config.cardDriver === "chrony" && BigInt(config.chronyMaxBoundNs) > config.maxAcceptableDriftNs) {
+    fail("chronyMaxBoundNs", `must not exceed maxAcceptableDriftNs (${config.maxAcceptableDriftNs}), or the node's own proofs fail verification`, config.chronyMaxBoundNs);
+  }
   if (BigInt(config.accuracyNs) > config.maxAcceptableDriftNs) {
     // Not fatal for the node itself, but then its own proofs fail its own verify(): refuse the mistake early.
     fail("accuracyNs", `must not exceed maxAcceptableDriftNs (${config.maxAcceptableDriftNs}), or the node's own proofs fail verification`, config.accuracyNs);
-  }
-  if (config.ntpEnabled && config.meshPeers.length > 0 && config.ntpPort !== 0 && config.ntpPort === config.meshPort && config.ntpHost === config.host) {
-    fail("ntpPort", "must differ from meshPort: both are UDP sockets on the same host", config.ntpPort);
   }
 }
 
@@ -956,9 +956,21 @@ function checkCorsAllowedOrigins(origins: readonly string[], fail: SettingFailur
   });
 }
 
-/** The threshold above which the attestor refuses to sign (maxMeasuredErrorNs, or accuracyNs when 0). */
+/**
+ * The threshold above which the attestor refuses to sign (maxMeasuredErrorNs, or accuracyNs when 0). With the
+ * chrony card, chronyMaxBoundNs: the card's own bound is checked against it (attestor.ts).
+ */
 export function signingErrorBoundNs(config: NodeConfig): number {
+  if (config.cardDriver === "chrony") return config.chronyMaxBoundNs;
   return config.maxMeasuredErrorNs === 0 ? config.accuracyNs : config.maxMeasuredErrorNs;
+}
+
+/**
+ * The accuracy the node advertises (GET /node/info, the mesh hello, the NTP root dispersion): accuracyNs, or with
+ * the chrony card chronyMaxBoundNs, the most it ever signs (each proof carries the card's bound at its moment).
+ */
+export function advertisedAccuracyNs(config: NodeConfig): number {
+  return config.cardDriver === "chrony" ? config.chronyMaxBoundNs : config.accuracyNs;
 }
 
 // ---------------------------------------------------------------------------------------------------------------

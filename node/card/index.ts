@@ -8,25 +8,41 @@
  * driver is the special case of an asynchronous one, not the other way round.
  */
 import type { KeyMaterial } from "../../protocol/keystore";
+import { SETTING_DEFAULTS, type NodeConfig } from "../config";
+import { ChronyTimeCard, chronycRunner, fileCardKey } from "./chrony";
 import { DevTimeCard } from "./dev";
 import type { TimeCard } from "./types";
 
 /** What a driver is built from: the card's key and certificate chain, as keyDir holds them. */
 export type CardKeyMaterial = Pick<KeyMaterial, "cardKey" | "certificateChainPem">;
 
-export type { TamperState, TimeCard } from "./types";
+/** The settings a driver reads besides its keys (the chrony driver's; the dev card reads none). */
+export type CardDriverSettings = Pick<NodeConfig, "chronySocketPath" | "chronycPath" | "chronyPollIntervalMs" | "chronyMaxBoundNs" | "chronyMaxClockErrorPpb">;
+
+export type { CardStatus, TamperState, TimeCard } from "./types";
 export { DevTimeCard, type DevTimeCardOptions } from "./dev";
+export { ChronyTimeCard, chronycRunner, fileCardKey, type ChronyCardKey, type ChronyTimeCardOptions } from "./chrony";
 
 export const CARD_DRIVERS = {
   /** P-256 key from keyDir, host clock (process.hrtime anchored to the wall clock). */
   dev: (keys: CardKeyMaterial): TimeCard => new DevTimeCard({ cardKey: keys.cardKey, certificateChainPem: keys.certificateChainPem }),
-} as const satisfies Record<string, (keys: CardKeyMaterial) => TimeCard>;
+  /** P-256 key from keyDir, the host clock with the bound chronyd's tracking figures prove (chrony.ts). */
+  chrony: (keys: CardKeyMaterial, settings: CardDriverSettings): TimeCard =>
+    new ChronyTimeCard({
+      key: fileCardKey(keys.cardKey),
+      certificateChainPem: keys.certificateChainPem,
+      runChronyc: chronycRunner({ chronycPath: settings.chronycPath, socketPath: settings.chronySocketPath }),
+      pollIntervalMs: settings.chronyPollIntervalMs,
+      maxBoundNs: settings.chronyMaxBoundNs,
+      maxClockErrorPpb: settings.chronyMaxClockErrorPpb,
+    }),
+} as const satisfies Record<string, (keys: CardKeyMaterial, settings: CardDriverSettings) => TimeCard>;
 
 export type CardDriverName = keyof typeof CARD_DRIVERS;
 
 /** The driver the setting names; config validation admits only CARD_DRIVERS' names. */
-export function createCard(driver: string, keys: CardKeyMaterial): TimeCard {
+export function createCard(driver: string, keys: CardKeyMaterial, settings: CardDriverSettings = SETTING_DEFAULTS): TimeCard {
   if (!Object.hasOwn(CARD_DRIVERS, driver)) throw new RangeError(`unknown cardDriver "${driver}" (known: ${Object.keys(CARD_DRIVERS).join(", ")})`);
-  return CARD_DRIVERS[driver as CardDriverName](keys);
+  return CARD_DRIVERS[driver as CardDriverName](keys, settings);
 }
 export { createAnchoredClock, SYSTEM_CLOCK_SOURCES, type HostClockSources } from "./hostClock";

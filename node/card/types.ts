@@ -12,6 +12,21 @@ export interface TamperState {
   reason: string | null;
 }
 
+/** What a card driver reports of its clock source (GET /node/info, /health, metrics): the chrony driver's state. */
+export interface CardStatus {
+  /** The `cardDriver` setting's name of the driver. */
+  readonly driver: string;
+  /** "serving": the card may sign; "degraded": it may not (reason says why); "starting": no reading yet. */
+  readonly state: "starting" | "serving" | "degraded";
+  readonly reason: string | null;
+  /** The error bound the card proves now, ns (what the node signs); null when it proves none. */
+  readonly accuracyBoundNs: number | null;
+  /** The clock's offset from its reference as last measured, ns (signed); null when unknown. */
+  readonly offsetNs: number | null;
+  /** The card's reference, as its source names it (e.g. "chrony 7F000001 127.0.0.1 stratum 2"); null when none. */
+  readonly source: string | null;
+}
+
 export interface TimeCard {
   /** SHA-256 of the card's uncompressed P-256 public key (32 bytes, lowercase hex). */
   readonly cardId: Hex;
@@ -53,6 +68,15 @@ export interface TimeCard {
    * never offers it: its clock is read through its driver.
    */
   clockAnchorForSignerThread?(): WallClockAnchor | null;
+  /**
+   * Optional, for a card whose accuracy is measured rather than configured (the chrony driver): the error bound it
+   * proves for its clock reading `atNs` (a moment it returned from readTimeNs), whole ns rounded up, which the node
+   * signs instead of the configured accuracyNs; null while it proves none (its status() says why). The node signs
+   * nothing while this is null or above its signing bound (attestor.ts).
+   */
+  accuracyBoundNs?(atNs: bigint): number | null;
+  /** Optional: the card's clock source and state, for reports. */
+  status?(): CardStatus;
   /** Releases driver resources. */
   close(): void;
 }

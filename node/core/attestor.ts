@@ -43,7 +43,9 @@
  * Safety rules:
  * - the node refuses to sign while the card's measured error exceeds the accuracy bound (the accuracy in the
  *   proof is signed, so it must be true); the cache keeps the previous proof, which ages and stops being served
- *   once older than maxServeAgeNs;
+ *   once older than maxServeAgeNs. A card that proves its own bound (TimeCard.accuracyBoundNs: the chrony card)
+ *   has that bound signed for each moment instead of accuracyNs, and nothing signed while it proves none or one
+ *   above signingErrorBoundNs;
  * - on tamper the attestor stops at once, drops the cached proof (current() throws UnavailableError with the
  *   reason), notifies tamper listeners and raises an alert; a worker reply that arrives after the tamper is
  *   discarded and the worker is terminated. Tamper is latched: only a restart with a healthy card resumes
@@ -72,9 +74,12 @@ import type { NodeAlert, SignedTime } from "./types";
 export interface AttestorOptions {
   card: TimeCard;
   nodeKey: NodeKey;
-  /** Signed into every proof, ns. */
+  /**
+   * Signed into every proof, ns; a card that proves its own bound (TimeCard.accuracyBoundNs) has that signed
+   * instead, and this is then the most it may sign (the advertised accuracy).
+   */
   accuracyNs: number;
-  /** Refuse to sign while card.measuredErrorNs() exceeds this, ns (≤ accuracyNs). */
+  /** Refuse to sign while card.measuredErrorNs(), or the card's own bound, exceeds this, ns (≤ accuracyNs). */
   signingErrorBoundNs: number;
   /** Interval between ticks, ns. */
   tickIntervalNs: bigint;
@@ -243,8 +248,11 @@ export class Attestor {
     }
     if (this.#options.ticks === false) return;
     const refreshAfterNs = this.#options.refreshAfterNs ?? 0n;
-    // On-demand refreshes sign in the serving thread: asking for them rules out the self-ticking default.
-    if (this.#options.signInWorker ?? defaultSignInWorker(refreshAfterNs === 0n && this.#selfTickingPossible())) {
+    // On-demand refreshes sign in the serving thread: asking for them rules out the self-ticking default. A node key
+    // held by a token (PKCS#11) signs where the token's session is, on this thread: the signer thread is given its
+    // keys as bytes, which such a key never becomes (the configuration refuses signerThread 'on' with it).
+    const threadCanHoldNodeKey = this.#options.nodeKey.holdsPrivateKey;
+    if (threadCanHoldNodeKey && (this.#options.signInWorker ?? defaultSignInWorker(refreshAfterNs === 0n && this.#selfTickingPossible()))) {
       // Only 'auto' with pure-JS signing gets here with it set ('on' with it is refused by the configuration).
       if (refreshAfterNs > 0n) this.#logger.warn({ refreshAfterNs: refreshAfterNs.toString() }, "refreshAfterNs has no effect: ticks sign in the signer thread (pure-JS secp256k1)");
       this.#startSigner();
@@ -408,11 +416,11 @@ export class Attestor {
 
   /** #prepare(), leaving the card's signature to the signer thread when `cardSigns` is false (it holds the key). */
   #prepareFor(cardSigns: boolean): ThreadSignRequest {
-    const { card, accuracyNs, nodeClockNs } = this.#options;
+    const { card, nodeClockNs } = this.#options;
     this.assertCanSign();
     try {
       const nanoMoment = card.readTimeNs();
-      const base = { nanoMoment, accuracy: accuracyNs };
+      const base = { nanoMoment, accuracy: this.#accuracyToSign(nanoMoment) };
       return cardSigns ? { ...base, hardwareSignature: card.signHardware(nanoMoment), nodeTimestampNs: nodeClockNs() } : { ...base, nodeTimestampNs: nodeClockNs() };
     } catch (error) {
       this.#checkTamperAfterFailure();
@@ -434,9 +442,19 @@ export class Attestor {
       this.#handleTamper(reason);
       throw tamperedError(reason);
     }
+    if (card.accuracyBoundNs !== undefined) {
+      // A card that proves its own bound (the chrony card) signs only while it proves one within the signing bound.
+      const boundNs = card.accuracyBoundNs(card.readTimeNs());
+      if (boundNs === null || !(boundNs <= signingErrorBoundNs)) {
+        const why = boundNs === null ? `card proves no error bound: ${card.status?.().reason ?? "no reason given"}` : `card error bound ${boundNs} ns exceeds the signing bound ${signingErrorBoundNs} ns`;
+        this.#refuse(`${why}; refusing to sign`, { cardBoundNs: boundNs, signingErrorBoundNs });
+        throw new UnavailableError(this.#refusalReason ?? why, { cardBoundNs: boundNs, signingErrorBoundNs });
+      }
+    }
     const measuredErrorNs = card.measuredErrorNs();
     if (!(measuredErrorNs <= signingErrorBoundNs)) {
-      this.#refuse(measuredErrorNs);
+      const { accuracyNs } = this.#options;
+      this.#refuse(`card measured error ${measuredErrorNs} ns exceeds the signing bound ${signingErrorBoundNs} ns (advertised accuracy ${accuracyNs} ns); refusing to sign`, { measuredErrorNs, signingErrorBoundNs, accuracyNs });
       throw new UnavailableError(this.#refusalReason ?? "accuracy bound exceeded", {
         measuredErrorNs,
         signingErrorBoundNs,
@@ -446,6 +464,22 @@ export class Attestor {
       this.#logger.info({ measuredErrorNs, signingErrorBoundNs }, "card back within the accuracy bound; signing resumed");
       this.#refusalReason = null;
     }
+  }
+
+  /**
+   * The accuracy signed with the card's moment `nanoMoment`: the configured accuracyNs, or the bound a card that
+   * proves its own gives for that moment (TimeCard.accuracyBoundNs), checked against the signing bound once more
+   * (assertCanSign read it a moment earlier).
+   */
+  #accuracyToSign(nanoMoment: bigint): number {
+    const { card, accuracyNs, signingErrorBoundNs } = this.#options;
+    if (card.accuracyBoundNs === undefined) return accuracyNs;
+    const boundNs = card.accuracyBoundNs(nanoMoment);
+    if (boundNs === null || !(boundNs <= signingErrorBoundNs) || !Number.isSafeInteger(boundNs) || boundNs < 0) {
+      this.assertCanSign(); // refuses with the card's reason (logged, alerted) when it still holds
+      throw new UnavailableError(`card error bound ${String(boundNs)} ns for moment ${nanoMoment} is not signable (signing bound ${signingErrorBoundNs} ns)`, { cardBoundNs: boundNs, signingErrorBoundNs });
+    }
+    return boundNs;
   }
 
   /** Nothing is signed or served once the card was found tampered (latched). */
@@ -708,6 +742,8 @@ export class Attestor {
    * requested by this thread, one at a time (#tickInWorker).
    */
   #selfTickingSettings(): SelfTicking | undefined {
+    // The thread signs one fixed accuracy: a card that proves its own bound per moment is asked per tick instead.
+    if (this.#options.card.accuracyBoundNs !== undefined) return undefined;
     const cardClock = this.#options.card.clockAnchorForSignerThread?.() ?? null;
     const nodeClock = this.#options.nodeClockAnchor;
     if (cardClock === null || nodeClock === undefined) return undefined;
@@ -775,12 +811,12 @@ export class Attestor {
     this.#timer.unref();
   }
 
-  #refuse(measuredErrorNs: number): void {
+  #refuse(reason: string, evidence: Record<string, unknown>): void {
     this.#stats.accuracyRefusalsTotal += 1;
     if (this.#refusalReason !== null) return; // log and alert on the transition only, not at every tick
-    const { card, nodeKey, signingErrorBoundNs, accuracyNs } = this.#options;
-    this.#refusalReason = `card measured error ${measuredErrorNs} ns exceeds the signing bound ${signingErrorBoundNs} ns (advertised accuracy ${accuracyNs} ns); refusing to sign`;
-    this.#logger.warn({ measuredErrorNs, signingErrorBoundNs, accuracyNs, cardId: card.cardId }, "refusing to sign: accuracy bound exceeded");
+    const { card, nodeKey } = this.#options;
+    this.#refusalReason = reason;
+    this.#logger.warn({ ...evidence, cardId: card.cardId, reason }, "refusing to sign: accuracy bound exceeded");
     this.#alertListeners.emit({
       kind: "accuracy",
       nodeId: nodeKey.address,

@@ -45,7 +45,7 @@ export async function createTimeServiceFromConfig(
   options: CreateTimeServiceFromConfigOptions,
 ): Promise<CoreTimeService> {
   const keys = await loadKeyDir(config.keyDir, config.keystorePassword === "" ? {} : { password: config.keystorePassword });
-  const card = createCard(config.cardDriver, keys);
+  const card = createCard(config.cardDriver, keys, config);
   const consensus = createMeshStage({ config, nodeKey: keys.nodeKey, card, logger: options.logger });
   return createTimeService({
     config,

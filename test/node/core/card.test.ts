@@ -136,7 +136,7 @@ describe("card drivers (cardDriver setting)", () => {
     }
     expect(() => createCard("pcie", { cardKey: identity.cardKey, certificateChainPem: identity.certificateChainPem })).to.throw(
       RangeError,
-      'unknown cardDriver "pcie" (known: dev)',
+      'unknown cardDriver "pcie" (known: dev, chrony)',
     );
   });
 });

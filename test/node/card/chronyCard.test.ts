@@ -1,0 +1,174 @@
+import { expect } from "chai";
+import { UnavailableError } from "../../../protocol/errors";
+import { decodeHardwareSignature } from "../../../protocol/codec";
+import { ChronyTimeCard, chronycRunner, fileCardKey, type ChronycRunner } from "../../../node/card/chrony";
+import { boundAtNs, parseTracking } from "../../../node/card/chronyTracking";
+import type { CardStatus } from "../../../node/card/types";
+import { Attestor } from "../../../node/core/attestor";
+import { attestorSetup, devIdentity, silentLogger } from "../core/helpers";
+
+const SYNCED = "7F000001,127.0.0.1,2,1795836881.775814668,-0.000001752,-0.000000012,0.000000023,-0.016,-0.002,0.083,0.000006583,0.000002910,0.1,Normal\n";
+const NOT_SYNCHRONISED = "00000000,,0,0.000000000,0.000000000,0.000000000,0.000000000,0.000,0.000,0.000,1.000000000,1.000000000,0.0,Not synchronised\n";
+/** chrony's root dispersion 1 s (source long gone): a bound far above any maximum used here. */
+const LOOSE = SYNCED.replace("0.000002910", "1.000000000");
+
+/** A chronyc that prints what the test sets (or fails with it), counting its runs. */
+function fakeChronyc(initial: string | Error): { run: ChronycRunner; set(next: string | Error): void; runs(): number } {
+  let next = initial;
+  let runs = 0;
+  return {
+    run: () => {
+      runs += 1;
+      return next instanceof Error ? Promise.reject(next) : Promise.resolve(next);
+    },
+    set: (value) => {
+      next = value;
+    },
+    runs: () => runs,
+  };
+}
+
+async function chronyCard(chronyc: ReturnType<typeof fakeChronyc>, options: { maxBoundNs?: number; pollIntervalMs?: number } = {}) {
+  const identity = await devIdentity();
+  const states: CardStatus[] = [];
+  const card = new ChronyTimeCard({
+    key: fileCardKey(identity.cardKey),
+    certificateChainPem: identity.certificateChainPem,
+    runChronyc: chronyc.run,
+    // Long: the tests drive readings with pollNow(), the timer never fires during a test.
+    pollIntervalMs: options.pollIntervalMs ?? 60_000,
+    maxBoundNs: options.maxBoundNs ?? 100_000,
+    maxClockErrorPpb: 15_000,
+    onStateChange: (status) => states.push(status),
+  });
+  return { card, identity, states };
+}
+
+describe("ChronyTimeCard (node/card/chrony.ts) with a fake chronyc", () => {
+  it("is starting before its first reading, then serving with chrony's bound for each moment", async () => {
+    const chronyc = fakeChronyc(SYNCED);
+    const { card } = await chronyCard(chronyc);
+    try {
+      const before = card.status();
+      if (card.polls === 0) {
+        expect(before).to.deep.include({ driver: "chrony", state: "starting", accuracyBoundNs: null });
+        expect(card.accuracyBoundNs(card.readTimeNs())).to.equal(null);
+        expect(card.measuredErrorNs()).to.equal(Number.POSITIVE_INFINITY);
+      }
+      const status = await card.pollNow();
+      expect(status).to.deep.include({ driver: "chrony", state: "serving", reason: null, offsetNs: -1752, source: "chrony 7F000001 127.0.0.1 stratum 2, leap status Normal" });
+      const reading = card.reading!;
+      expect(reading.tracking.line).to.equal(SYNCED.trimEnd());
+      // The bound at a moment: chrony's figures (7954 ns) grown at 15 ppm + skew + |residual| since the reading,
+      // plus the host-clock anchor's uncertainty.
+      const momentNs = card.readTimeNs();
+      const expected = boundAtNs(parseTracking(SYNCED), momentNs - reading.cardNs, 15_000n) + reading.clockExtraNs;
+      expect(card.accuracyBoundNs(momentNs)).to.equal(Number(expected));
+      expect(card.accuracyBoundNs(reading.cardNs + 1_000_000_000n)).to.equal(Number(7_954n + 15_085n + reading.clockExtraNs));
+      expect(card.measuredErrorNs()).to.equal(1752);
+      const signature = card.signHardware(momentNs);
+      expect(decodeHardwareSignature(signature).cardId).to.equal(card.cardId);
+      expect(card.gpsReference()).to.equal(null);
+    } finally {
+      card.close();
+    }
+  });
+
+  it("is degraded when chrony is not synchronised, its bound exceeds the maximum, or chronyc fails or prints garbage", async () => {
+    const chronyc = fakeChronyc(SYNCED);
+    const { card, states } = await chronyCard(chronyc);
+    try {
+      await card.pollNow();
+      chronyc.set(NOT_SYNCHRONISED);
+      expect((await card.pollNow()).reason).to.match(/not synchronised/);
+      chronyc.set(LOOSE);
+      const loose = await card.pollNow();
+      expect(loose.state).to.equal("degraded");
+      expect(loose.reason).to.match(/^chrony's error bound \d+ ns exceeds chronyMaxBoundNs 100000 ns$/);
+      expect(card.accuracyBoundNs(card.readTimeNs())).to.equal(null);
+      chronyc.set(new Error("/usr/bin/chronyc -h /x.sock -c -n tracking failed (exit 1): 506 Cannot talk to daemon"));
+      expect((await card.pollNow()).reason).to.equal("chrony unreadable: /usr/bin/chronyc -h /x.sock -c -n tracking failed (exit 1): 506 Cannot talk to daemon");
+      chronyc.set(SYNCED.replace("0.000002910", "NaN"));
+      const garbage = await card.pollNow();
+      expect(garbage.state).to.equal("degraded");
+      expect(garbage.reason).to.contain("rootDispersion is not a decimal number");
+      expect(garbage.reason).to.contain("7F000001,127.0.0.1"); // the line as evidence
+      // A failed poll drops trust in the older good reading too: no bound at all, not the old one.
+      expect(card.accuracyBoundNs(card.readTimeNs())).to.equal(null);
+      chronyc.set(SYNCED);
+      expect((await card.pollNow()).state).to.equal("serving");
+      // State changes are reported once each, in order (the first may be "starting" if the constructor's poll lost the race).
+      expect(states.map((status) => status.state).filter((state) => state !== "starting")).to.deep.equal(["serving", "degraded", "serving"]);
+    } finally {
+      card.close();
+    }
+  });
+
+  it("polls on its own timer, one chronyc run at a time, and stops when closed", async () => {
+    const chronyc = fakeChronyc(SYNCED);
+    const { card } = await chronyCard(chronyc, { pollIntervalMs: 100 });
+    const deadline = Date.now() + 10_000;
+    while (card.polls < 3 && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 20));
+    card.close();
+    expect(card.polls).to.be.at.least(3);
+    const runs = chronyc.runs();
+    await new Promise((resolve) => setTimeout(resolve, 250));
+    expect(chronyc.runs()).to.equal(runs);
+  });
+
+  it("runs a chronyc program with a timeout and reports what it said", async () => {
+    // `false` stands in for a chronyc that fails: the error names the program, its arguments and the exit.
+    const failing = chronycRunner({ chronycPath: "/bin/false", socketPath: "/nonexistent/chronyd.sock", timeoutMs: 1_000 });
+    let message = "";
+    await failing().catch((error: Error) => {
+      message = error.message;
+    });
+    expect(message).to.equal("/bin/false -h /nonexistent/chronyd.sock -c -n tracking failed (exit 1)");
+    const missing = chronycRunner({ chronycPath: "/nonexistent/chronyc", socketPath: "/x.sock" });
+    await missing().then(
+      () => expect.fail("a missing chronyc must fail"),
+      (error: Error) => expect(error.message).to.match(/^\/nonexistent\/chronyc -h \/x.sock -c -n tracking failed \(exit ENOENT\)/),
+    );
+  });
+
+  describe("in the attestor", () => {
+    it("signs the card's bound for each moment, not accuracyNs, and refuses while the card is degraded", async () => {
+      const chronyc = fakeChronyc(SYNCED);
+      const { card } = await chronyCard(chronyc);
+      const { options } = await attestorSetup();
+      const attestor = new Attestor({ ...options, card, accuracyNs: 100_000, signingErrorBoundNs: 100_000, nodeClockNs: () => card.readTimeNs(), signInWorker: false, ticks: false, logger: silentLogger() });
+      const alerts: string[] = [];
+      attestor.onAlert((alert) => alerts.push(alert.reason));
+      try {
+        attestor.start();
+        await card.pollNow();
+        const signed = attestor.attest();
+        const reading = card.reading!;
+        const expected = boundAtNs(reading.tracking, signed.proof.nanoMoment - reading.cardNs, 15_000n) + reading.clockExtraNs;
+        expect(signed.proof.accuracy).to.equal(Number(expected));
+        expect(signed.proof.accuracy).to.be.below(100_000);
+
+        chronyc.set(NOT_SYNCHRONISED);
+        await card.pollNow();
+        expect(() => attestor.attest()).to.throw(UnavailableError, /card proves no error bound: chrony is not synchronised/);
+        expect(() => attestor.assertCanSign()).to.throw(UnavailableError);
+        expect(attestor.refusalReason).to.match(/not synchronised/);
+        expect(alerts).to.have.length(1);
+
+        chronyc.set(SYNCED);
+        await card.pollNow();
+        expect(attestor.attest().proof.accuracy).to.be.below(100_000);
+        expect(attestor.refusalReason).to.equal(null);
+
+        // A bound within chrony's maximum but above the node's signing bound is refused too.
+        const strict = new Attestor({ ...options, card, accuracyNs: 100, signingErrorBoundNs: 100, nodeClockNs: () => card.readTimeNs(), signInWorker: false, ticks: false, logger: silentLogger() });
+        strict.start();
+        expect(() => strict.attest()).to.throw(UnavailableError, /card error bound \d+ ns exceeds the signing bound 100 ns/);
+        strict.stop();
+      } finally {
+        attestor.stop();
+        card.close();
+      }
+    });
+  });
+});
