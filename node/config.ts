@@ -817,6 +817,51 @@ export const SETTINGS = {
     patternHint: "a host name, an IP address or '*'",
     secret: false,
   }),
+  ntpEnabled: setting({
+    kind: "boolean",
+    env: "ATS_NTP_ENABLED",
+    description:
+      "Serve the card's time over NTPv4 (RFC 5905 server mode, UDP; docs/protocol.md §9.8) on ntpHost:ntpPort: stratum 1, the signed accuracy as root dispersion, leap indicator 3 while the node would not sign. No NTS, no mode 6/7 queries. Off by default.",
+    default: false,
+    secret: false,
+  }),
+  ntpHost: setting({
+    kind: "string",
+    env: "ATS_NTP_HOST",
+    description: "Interface the NTP time host binds to (its own, so that NTP can be public while the other servers stay on loopback). Loopback by default.",
+    default: "127.0.0.1",
+    pattern: /^[0-9A-Za-z.:\-[\]]{1,255}$/,
+    patternHint: "a host name or IP address",
+    secret: false,
+  }),
+  ntpPort: setting({
+    kind: "integer",
+    env: "ATS_NTP_PORT",
+    description: "UDP port of the NTP time host. 123, the NTP port, needs root or CAP_NET_BIND_SERVICE; 0 picks a free port (printed at start).",
+    default: 123,
+    min: 0,
+    max: MAX_PORT,
+    secret: false,
+  }),
+  ntpClientIntervalMs: setting({
+    kind: "integer",
+    env: "ATS_NTP_CLIENT_INTERVAL_MS",
+    description:
+      "The average interval one client address may keep up between NTP requests, ms; faster, it is answered with a Kiss-o'-Death RATE (RFC 5905 §7.4). Clients poll every 64–1024 s; 0: no limit.",
+    default: 2_000,
+    min: 0,
+    max: 3_600_000,
+    secret: false,
+  }),
+  ntpClientBurst: setting({
+    kind: "integer",
+    env: "ATS_NTP_CLIENT_BURST",
+    description: "NTP requests one client address may send at once before ntpClientIntervalMs applies (an iburst start sends 4–8).",
+    default: 8,
+    min: 1,
+    max: 1_000,
+    secret: false,
+  }),
   archiveIntervalNs: setting({
     kind: "ns",
     env: "ATS_ARCHIVE_INTERVAL_NS",
@@ -932,6 +977,9 @@ function checkCrossFieldRules(config: NodeConfig, fail: SettingFailure): void {
   if (BigInt(config.accuracyNs) > config.maxAcceptableDriftNs) {
     // Not fatal for the node itself, but then its own proofs fail its own verify(): refuse the mistake early.
     fail("accuracyNs", `must not exceed maxAcceptableDriftNs (${config.maxAcceptableDriftNs}), or the node's own proofs fail verification`, config.accuracyNs);
+  }
+  if (config.ntpEnabled && config.meshPeers.length > 0 && config.ntpPort !== 0 && config.ntpPort === config.meshPort && config.ntpHost === config.host) {
+    fail("ntpPort", "must differ from meshPort: both are UDP sockets on the same host", config.ntpPort);
   }
 }
 
