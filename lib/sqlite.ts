@@ -3,7 +3,7 @@
  * big-endian BLOBs. SQLite INTEGER is a signed 64-bit value (ns overflow it in 2262 and uint128 values at
  * once); fixed-width big-endian BLOBs hold any uint128 exactly and sort in numeric order under memcmp.
  */
-import { mkdirSync, realpathSync } from "node:fs";
+import { mkdirSync, realpathSync, statSync } from "node:fs";
 import { open } from "node:fs/promises";
 import { dirname, join } from "node:path";
 import Database from "better-sqlite3";
@@ -143,11 +143,17 @@ export function isFlushFailure(error: unknown): error is Error & { code: "SQLITE
  * fsync the kernel may have dropped the unwritten pages and report the next fsync as a success, and a log frame
  * lost in the middle makes SQLite's recovery drop every commit after it. So nothing is acknowledged as durable
  * after a failure (the fsyncgate lesson that PostgreSQL learned in 2018); `failure` tells callers to refuse before
- * they write. One failure stays unseen, as it does at synchronous = FULL: SQLite's automatic checkpoint discards
- * the error of its own fsync of the log (its default WAL hook returns OK whatever happened), and Linux reports a
- * writeback error once to each descriptor, and only to one opened before it was first seen, so neither SQLite's
- * own next FULL commit nor this flush (its descriptor opened afterwards) is told.
+ * they write. SQLite's automatic checkpoint would hide one failure: it discards the error of its own fsyncs (its
+ * default WAL hook returns OK whatever happened), and Linux reports a writeback error once to each descriptor, and
+ * only to one opened before it was first seen, so neither SQLite's next FULL commit nor this flush (its descriptor
+ * opened afterwards) would be told. So WalSync takes checkpoints over: it turns the automatic ones off
+ * (`wal_autocheckpoint = 0`) and the store calls {@link WalSync.checkpointIfDue} after its commits, which runs
+ * `wal_checkpoint(PASSIVE)` once the log passes `checkpointWalBytes` (SQLite's own default: 1,000 pages of 4 KiB)
+ * and notes a failed flush there like any other.
  */
+/** Log size at which WalSync checkpoints: SQLite's automatic default, 1,000 pages of 4 KiB. */
+export const DEFAULT_CHECKPOINT_WAL_BYTES = 1_000 * 4_096;
+
 export class WalSync {
   readonly #db: SqliteDatabase;
   readonly #logPath: string;
@@ -159,10 +165,14 @@ export class WalSync {
   #running = false;
   #waiting: SyncWaiter[] = [];
   #idleWaiters: (() => void)[] = [];
+  readonly #checkpointWalBytes: number;
 
-  constructor(db: SqliteDatabase, options: { syncFile?: FileSync } = {}) {
+  constructor(db: SqliteDatabase, options: { syncFile?: FileSync; checkpointWalBytes?: number } = {}) {
     if (db.memory) throw new RangeError("WalSync needs a database file, not an in-memory database");
     this.#db = db;
+    this.#checkpointWalBytes = options.checkpointWalBytes ?? DEFAULT_CHECKPOINT_WAL_BYTES;
+    // Checkpoints are ours from here on (see the class comment): SQLite's would discard their fsync errors.
+    db.pragma("wal_autocheckpoint = 0");
     // SQLite names the log after the database file's real path (a symbolic link resolved), absolute.
     let databasePath: string;
     try {
@@ -183,6 +193,29 @@ export class WalSync {
   /** Records a failed flush that SQLite reported on this connection (isFlushFailure): later syncs fail too. */
   noteFailure(error: Error & { code: string }): void {
     this.#failure ??= new WalSyncError(`SQLite could not flush ${this.#logPath} to disk (${error.code})`, error.code, this.#logPath, { cause: error });
+  }
+
+  /**
+   * Checkpoints the log into the database file once it holds `checkpointWalBytes` or more (a stat of the log
+   * otherwise). Call it after commits, outside any transaction; it throws what {@link checkpoint} throws.
+   */
+  checkpointIfDue(): void {
+    const size = statSync(this.#logPath, { throwIfNoEntry: false })?.size ?? 0;
+    if (size >= this.#checkpointWalBytes) this.checkpoint();
+  }
+
+  /**
+   * `wal_checkpoint(PASSIVE)` on the event loop, as SQLite's automatic checkpoint ran inside a commit: copies what
+   * no reader still needs into the database file and flushes it. A failed flush is noted (every later sync fails,
+   * see the class comment) and rethrown, as is any other error of SQLite's.
+   */
+  checkpoint(): void {
+    try {
+      this.#db.pragma("wal_checkpoint(PASSIVE)");
+    } catch (error) {
+      if (isFlushFailure(error)) this.noteFailure(error);
+      throw error;
+    }
   }
 
   /** Resolves once every commit that returned before this call is on disk; rejects with a WalSyncError. */

@@ -545,6 +545,7 @@ export class ScheduleService {
   readonly #inserts: GroupCommit<NewRow>;
   /** Flushes the write-ahead log after the inserts' commits, off the event loop. */
   readonly #walSync: WalSync;
+  #checkpointScheduled = false;
   /**
    * Delivery state changes, committed together once per event-loop turn: each was its own durable commit (~0.5 ms
    * of event loop, two per delivery), which bounded deliveries to about a thousand a second and held every other
@@ -663,6 +664,7 @@ export class ScheduleService {
         const failure = this.#walSync.failure;
         if (failure !== null) throw storeFailedEarlier(failure);
         insertAll(rows);
+        this.#checkpointSoon();
       },
       sync: () => this.#walSync.sync(),
       maxBatch: MAX_INSERTS_PER_COMMIT,
@@ -672,7 +674,11 @@ export class ScheduleService {
     });
     // A failure is final news for the client (it may schedule again): durable; the rest is bookkeeping (header).
     this.#updates = new GroupCommit({
-      write: (updates) => (updates.some((update) => update.kind === "failed") ? commitDurably(this.#db, () => updateAll(updates)) : updateAll(updates)),
+      write: (updates) => {
+        if (updates.some((update) => update.kind === "failed")) commitDurably(this.#db, () => updateAll(updates));
+        else updateAll(updates);
+        this.#checkpointSoon();
+      },
       maxBatch: MAX_INSERTS_PER_COMMIT,
     });
     for (const { client_key, n } of this.#statements.pendingByClient.all() as { client_key: string; n: number }[]) {
@@ -983,6 +989,26 @@ export class ScheduleService {
     // queued now (no POST, still an attempt: a tampered node gives up after maxAttempts).
     await (progress.delivering ?? this.#commit({ kind: "delivering", id, proofJson: null, untilBlob: nsToBlob(this.#options.nowNs()), changes: 0 }));
     await this.#failAttempt(id, clientKey, attempt, failure, log);
+  }
+
+  /**
+   * Checkpoints the log, when due, after this turn's commits (WalSync takes SQLite's automatic checkpoints over so
+   * that their fsync errors are seen): outside any caller's write, so that a failed checkpoint fails no write that
+   * already committed, and ends new schedules instead (#noteStoreWriteFailure).
+   */
+  #checkpointSoon(): void {
+    if (this.#checkpointScheduled) return;
+    this.#checkpointScheduled = true;
+    setImmediate(() => {
+      this.#checkpointScheduled = false;
+      if (!this.#db.open) return;
+      try {
+        this.#walSync.checkpointIfDue();
+      } catch (error) {
+        this.#noteStoreWriteFailure(error);
+        this.#logger.error({ err: (error as Error).message, code: (error as { code?: unknown }).code }, "schedule store: checkpoint failed");
+      }
+    });
   }
 
   /**

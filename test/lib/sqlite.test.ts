@@ -5,7 +5,7 @@
  */
 import { expect } from "chai";
 import Database from "better-sqlite3";
-import { mkdtempSync, realpathSync, rmSync, symlinkSync, unlinkSync } from "node:fs";
+import { mkdtempSync, realpathSync, rmSync, statSync, symlinkSync, unlinkSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { commitDurably, datasync, type FileSync, openDatabase, type SqliteDatabase, WalSync, WalSyncError } from "../../lib/sqlite";
@@ -134,6 +134,37 @@ describe("lib/sqlite WalSync", () => {
     db.close();
     await walSync.sync();
     expect(calls, "the database file is never opened here (that would drop SQLite's locks)").to.deep.equal([`file ${join(dir, "test.sqlite-wal")}`]);
+  });
+
+  it("takes SQLite's automatic checkpoints over, and checkpoints once the log passes its size", () => {
+    expect(db.pragma("wal_autocheckpoint", { simple: true }), "SQLite's default").to.equal(1_000);
+    const walSync = new WalSync(db, { checkpointWalBytes: 64 * 1024 });
+    expect(db.pragma("wal_autocheckpoint", { simple: true })).to.equal(0);
+    const uncheckpointedFrames = () => (db.pragma("wal_checkpoint(PASSIVE)") as { log: number; checkpointed: number }[])[0]!;
+    insert(1);
+    walSync.checkpointIfDue(); // a small log: not due
+    const before = statSync(join(dir, "test.sqlite")).size;
+    for (let i = 2; i < 400; i += 1) insert(i); // each commit a few pages: well past 64 KiB
+    expect(statSync(join(dir, "test.sqlite-wal")).size).to.be.greaterThan(64 * 1024);
+    expect(statSync(join(dir, "test.sqlite")).size, "nothing checkpointed automatically").to.equal(before);
+    walSync.checkpointIfDue();
+    expect(statSync(join(dir, "test.sqlite")).size, "the log's pages copied into the database file").to.be.greaterThan(before);
+    const { log, checkpointed } = uncheckpointedFrames();
+    expect(checkpointed).to.equal(log);
+  });
+
+  it("notes a checkpoint whose flush failed: it rethrows, and every later sync fails", async () => {
+    const walSync = new WalSync(db);
+    insert(1);
+    const pragma = db.pragma.bind(db);
+    const fsyncFailure = new Database.SqliteError("disk I/O error", "SQLITE_IOERR_FSYNC");
+    (db as { pragma: unknown }).pragma = (source: string, options?: Database.PragmaOptions) => {
+      if (source.startsWith("wal_checkpoint")) throw fsyncFailure;
+      return pragma(source, options);
+    };
+    expect(() => walSync.checkpoint()).to.throw(fsyncFailure);
+    expect(walSync.failure).to.include({ code: "SQLITE_IOERR_FSYNC" });
+    expect(await syncFailure(walSync)).to.include({ code: "WAL_SYNC_FAILED_EARLIER" });
   });
 
   it("fails when the log is missing while the connection is open, and every later sync", async () => {
