@@ -86,6 +86,83 @@ export const SETTINGS = {
     default: "",
     secret: true,
   }),
+  cardKeySource: setting({
+    kind: "choice",
+    env: "ATS_CARD_KEY_SOURCE",
+    description:
+      "Where the card's P-256 key is, whatever the card driver: 'file' (default): keyDir/card.key.pem. 'pkcs11': a sensitive, non-extractable key in the PKCS#11 token of the pkcs11* settings, labelled pkcs11CardKeyLabel (keyDir still holds the card's certificate chain, card.pem, and the trusted root, ca.pem; `ats-node keys init --pkcs11` writes both). A token card key signs on the serving thread.",
+    default: "file",
+    choices: ["file", "pkcs11"],
+    secret: false,
+  }),
+  nodeKeySource: setting({
+    kind: "choice",
+    env: "ATS_NODE_KEY_SOURCE",
+    description:
+      "Where the node's secp256k1 key is: 'file' (default): keyDir/node.json. 'pkcs11': a sensitive, non-extractable key in the PKCS#11 token of the pkcs11* settings, labelled pkcs11NodeKeyLabel; the token signs the EIP-712 digest on the serving thread (signerThread 'on' is refused), and a mesh (meshPeers) is refused: its transport keys are derived from the node key by ECDH, which the node does not ask of a token yet.",
+    default: "file",
+    choices: ["file", "pkcs11"],
+    secret: false,
+  }),
+  pkcs11Module: setting({
+    kind: "path",
+    env: "ATS_PKCS11_MODULE",
+    description: "The PKCS#11 module (.so) of the token holding the 'pkcs11' keys, e.g. /usr/lib/softhsm/libsofthsm2.so (SoftHSM2) or the HSM vendor's library.",
+    default: "",
+    secret: false,
+  }),
+  pkcs11TokenLabel: setting({
+    kind: "string",
+    env: "ATS_PKCS11_TOKEN_LABEL",
+    description: "The token's label (at most 32 characters): the node uses the slot whose token has it. Set this or pkcs11SlotId, not both.",
+    default: "",
+    pattern: /^[\x20-\x7e]{0,32}$/,
+    patternHint: "at most 32 printable ASCII characters",
+    secret: false,
+  }),
+  pkcs11SlotId: setting({
+    kind: "integer",
+    env: "ATS_PKCS11_SLOT_ID",
+    description: "The token's slot id (as `softhsm2-util --show-slots` or `pkcs11-tool -L` print it); -1 (default): find the slot by pkcs11TokenLabel.",
+    default: -1,
+    min: -1,
+    max: Number.MAX_SAFE_INTEGER,
+    secret: false,
+  }),
+  pkcs11CardKeyLabel: setting({
+    kind: "string",
+    env: "ATS_PKCS11_CARD_KEY_LABEL",
+    description: "CKA_LABEL of the card's P-256 key pair in the token (cardKeySource 'pkcs11').",
+    default: "ats-card",
+    pattern: /^[\x20-\x7e]{1,64}$/,
+    patternHint: "1 to 64 printable ASCII characters",
+    secret: false,
+  }),
+  pkcs11NodeKeyLabel: setting({
+    kind: "string",
+    env: "ATS_PKCS11_NODE_KEY_LABEL",
+    description: "CKA_LABEL of the node's secp256k1 key pair in the token (nodeKeySource 'pkcs11').",
+    default: "ats-node",
+    pattern: /^[\x20-\x7e]{1,64}$/,
+    patternHint: "1 to 64 printable ASCII characters",
+    secret: false,
+  }),
+  pkcs11PinEnv: setting({
+    kind: "string",
+    env: "ATS_PKCS11_PIN_ENV",
+    description: "The NAME of the environment variable that holds the token's user PIN (read when pkcs11PinFile is empty). The PIN itself is never a setting: it is not in any config file or log.",
+    default: "ATS_PKCS11_PIN",
+    pattern: /^[A-Za-z_][A-Za-z0-9_]{0,127}$/,
+    patternHint: "an environment variable name",
+    secret: false,
+  }),
+  pkcs11PinFile: setting({
+    kind: "path",
+    env: "ATS_PKCS11_PIN_FILE",
+    description: "A file holding the token's user PIN (one line; mode 600, or it is refused). Empty (default): the PIN comes from the variable pkcs11PinEnv names.",
+    default: "",
+    secret: false,
+  }),
   tlsCertFile: setting({
     kind: "path",
     env: "ATS_TLS_CERT_FILE",
@@ -959,6 +1036,7 @@ function checkCrossFieldRules(config: NodeConfig, fail: SettingFailure): void {
   }
   checkTlsPair(config);
   checkCorsAllowedOrigins(config.corsAllowedOrigins, fail);
+  checkPkcs11Settings(config, fail);
   if (config.meshPeers.length > 0 && config.meshPort !== 0 && (config.meshPort === config.restPort || (config.grpcEnabled && config.meshPort === config.grpcPort))) {
     // UDP and TCP ports do not collide, but one number for two services is a configuration mistake worth naming.
     fail("meshPort", "must differ from restPort and grpcPort", config.meshPort);
@@ -980,6 +1058,29 @@ function checkCrossFieldRules(config: NodeConfig, fail: SettingFailure): void {
   }
   if (config.ntpEnabled && config.meshPeers.length > 0 && config.ntpPort !== 0 && config.ntpPort === config.meshPort && config.ntpHost === config.host) {
     fail("ntpPort", "must differ from meshPort: both are UDP sockets on the same host", config.ntpPort);
+  }
+}
+
+/**
+ * The token settings, when a key lives in a token: a module, one way to find the token, two labels, and what a token
+ * node key cannot do (sign in the signer thread, derive the mesh's ECDH keys).
+ */
+function checkPkcs11Settings(config: NodeConfig, fail: SettingFailure): void {
+  const cardInToken = config.cardKeySource === "pkcs11";
+  const nodeInToken = config.nodeKeySource === "pkcs11";
+  if (!cardInToken && !nodeInToken) return;
+  if (config.pkcs11Module === "") fail("pkcs11Module", "must name the PKCS#11 module when cardKeySource or nodeKeySource is 'pkcs11'", "");
+  if ((config.pkcs11SlotId === -1) === (config.pkcs11TokenLabel === "")) {
+    fail("pkcs11TokenLabel", "set exactly one of pkcs11TokenLabel and pkcs11SlotId, to name the token", config.pkcs11TokenLabel);
+  }
+  if (cardInToken && nodeInToken && config.pkcs11CardKeyLabel === config.pkcs11NodeKeyLabel) {
+    fail("pkcs11NodeKeyLabel", "must differ from pkcs11CardKeyLabel (one label names one key pair)", config.pkcs11NodeKeyLabel);
+  }
+  if (nodeInToken && config.signerThread === "on") {
+    fail("signerThread", "'on' cannot be used with nodeKeySource 'pkcs11': the signer thread signs with key bytes, which a token key never becomes; use 'auto' or 'off'", "on");
+  }
+  if (nodeInToken && config.meshPeers.length > 0) {
+    fail("nodeKeySource", "'pkcs11' cannot serve a mesh yet (meshPeers is set): the mesh derives its transport keys from the node key by ECDH", "pkcs11");
   }
 }
 

@@ -157,10 +157,29 @@ export function nodeAddressFromPrivateKey(privateKey: Hex): Address {
 
 /** The uncompressed secp256k1 public key (65 bytes, 0x04 ‖ X ‖ Y) of a node key. */
 export function nodePublicKeyUncompressed(key: NodeKeyInput): Buffer {
+  const external = typeof key === "string" ? undefined : NODE_KEY_SIGNER.get(key);
+  if (external !== undefined) return Buffer.from(external.publicKey);
   return Buffer.from(secp256k1.getPublicKey(hexToByteArray(nodePrivateKeyHex(key)), false));
 }
 
+/**
+ * A node key whose private half lives outside this process (a PKCS#11 token: node/keys/pkcs11.ts): its public key
+ * and a function that signs a 32-byte digest. The signer owns the low-S rule and the recovery id: it returns the
+ * EIP-2098 compact form r ‖ yParityAndS, exactly what signDigestCompact returns for an in-memory key.
+ */
+export interface ExternalNodeSigner {
+  /** Uncompressed secp256k1 public key, 65 bytes. */
+  readonly publicKey: Uint8Array;
+  signDigestCompact(digest: Uint8Array): Uint8Array;
+}
+
 const NODE_KEY_SCALAR = new WeakMap<NodeKey, Hex>();
+const NODE_KEY_SIGNER = new WeakMap<NodeKey, ExternalNodeSigner>();
+
+/** The external signer of a NodeKey made by NodeKey.fromExternalSigner; undefined for an in-memory key. */
+export function externalNodeSignerOf(key: NodeKeyInput): ExternalNodeSigner | undefined {
+  return typeof key === "string" ? undefined : NODE_KEY_SIGNER.get(key);
+}
 
 /**
  * A node's secp256k1 private key that does not leak: JSON.stringify, util.inspect and template strings show
@@ -170,9 +189,24 @@ const NODE_KEY_SCALAR = new WeakMap<NodeKey, Hex>();
 export class NodeKey {
   readonly address: Address;
 
-  private constructor(privateKey: Hex) {
-    this.address = nodeAddressFromPrivateKey(privateKey);
-    NODE_KEY_SCALAR.set(this, toFixedHex(privateKey, 32, "nodePrivateKey"));
+  private constructor(key: Hex | ExternalNodeSigner) {
+    if (typeof key === "string") {
+      this.address = nodeAddressFromPrivateKey(key);
+      NODE_KEY_SCALAR.set(this, toFixedHex(key, 32, "nodePrivateKey"));
+    } else {
+      this.address = secp256k1PublicKeyToAddress(key.publicKey);
+      NODE_KEY_SIGNER.set(this, key);
+    }
+  }
+
+  /** A key held by an external signer (a token): it signs through `signer`, and exportPrivateKey() refuses. */
+  static fromExternalSigner(signer: ExternalNodeSigner): NodeKey {
+    return new NodeKey(signer);
+  }
+
+  /** Whether this process holds the scalar (false: an external signer holds it, e.g. a PKCS#11 token). */
+  get holdsPrivateKey(): boolean {
+    return NODE_KEY_SCALAR.has(this);
   }
 
   /** Wraps a 32-byte hex scalar (validated on secp256k1). */
@@ -188,6 +222,9 @@ export class NodeKey {
   /** The raw scalar. Only for writing a keystore or signing; never log the result. */
   exportPrivateKey(): Hex {
     const scalar = NODE_KEY_SCALAR.get(this);
+    if (scalar === undefined && NODE_KEY_SIGNER.has(this)) {
+      throw new ProtocolError("NodeKey is held by an external signer (a token): its private key cannot be exported", { address: this.address });
+    }
     if (scalar === undefined) throw new ProtocolError("NodeKey has no key material", { address: this.address });
     return scalar;
   }

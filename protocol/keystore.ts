@@ -229,7 +229,8 @@ export async function saveKeyDir(dir: string, material: KeyMaterial, options: Ke
   return summarizeKeyMaterial(material);
 }
 
-async function readKeyFile(dir: string, name: string, required: boolean): Promise<string | undefined> {
+/** One file of a key directory; key files (not ca.pem, card.pem) readable by group or others are refused. */
+export async function readKeyFile(dir: string, name: string, required: boolean): Promise<string | undefined> {
   const path = join(dir, name);
   let mode: number;
   try {

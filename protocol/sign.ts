@@ -13,7 +13,7 @@ import { NODE_ENTRY_LENGTH, P256_HALF_N, P256_N, SECP256K1_HALF_N, SECP256K1_N }
 import { ProtocolError } from "./errors";
 import { asBuffer, bigintToBytes, bigintToFixedHex, bytesToHexString, concatHexStrings, hexToBigint, hexToByteArray, toFixedHex, writeUint128 } from "./bytes";
 import { cardIdFromPublicKey, decodeNodeEntry, encodeNodeEntry, hwMessage, timeAttestationDigestBuffer, timeAttestationForProof } from "./codec";
-import { addressOfUncompressedKey, nodeAddressFromPrivateKey, nodePrivateKeyHex, p256PublicKeyToUncompressed, type NodeKeyInput } from "./keys";
+import { addressOfUncompressedKey, externalNodeSignerOf, nodeAddressFromPrivateKey, nodePrivateKeyHex, p256PublicKeyToUncompressed, type NodeKeyInput } from "./keys";
 import { BoundedLru } from "./lru";
 import { recoverUncompressedPublicKey, signDigest } from "./secp256k1";
 import type { Address, Hex, NodeEntry, TimeAttestation, TimeProof } from "./types";
@@ -94,6 +94,8 @@ export function signHardware(cardKey: CardSigningKey, nanoMoment: bigint): Hex {
  */
 export function signDigestCompact(nodePrivateKey: NodeKeyInput, digest: Uint8Array): Buffer {
   if (digest.length !== 32) throw new ProtocolError("a digest is 32 bytes", { actualBytes: digest.length });
+  const external = externalNodeSignerOf(nodePrivateKey);
+  if (external !== undefined) return externalCompactSignature(external.signDigestCompact(digest));
   const signature = signDigest(digest, hexToByteArray(nodePrivateKeyHex(nodePrivateKey)));
   if (signature.recovery !== 0 && signature.recovery !== 1) {
     // Recovery ids 2/3 (r ≥ n − p) have probability ~2^-128 and EIP-2098 cannot express them.
@@ -103,6 +105,16 @@ export function signDigestCompact(nodePrivateKey: NodeKeyInput, digest: Uint8Arr
   const compact = Buffer.from(signature.compact);
   compact[32] = compact[32]! | (signature.recovery << 7);
   return compact;
+}
+
+/** An external signer's compact signature, checked for the shape and the low-S rule every node signature keeps. */
+function externalCompactSignature(compact: Uint8Array): Buffer {
+  if (compact.length !== 64) throw new ProtocolError("external node signer must return 64 bytes r ‖ yParityAndS", { actualBytes: compact.length });
+  const bytes = Buffer.from(compact);
+  const s = Buffer.from(bytes.subarray(32));
+  s[0] = s[0]! & 0x7f;
+  if (s.compare(SECP256K1_HALF_N_BYTES) > 0) throw new ProtocolError("external node signer returned a high-S signature", { s: `0x${s.toString("hex")}` });
+  return bytes;
 }
 
 /** The 80-byte entry and the 32-byte EIP-712 digest it signs (signNodeEntry, signNodeEntryWithDigest). */

@@ -6,11 +6,12 @@
  * discipline itself against the host clock afterwards (a real card disciplines its oscillator to GPS/PTP): see
  * docs/protocol.md §14.16. `simulateTamper` and `simulateMeasuredError` exist for tests and demos.
  */
-import type { KeyObject } from "node:crypto";
+import { KeyObject } from "node:crypto";
 import { UnavailableError } from "../../protocol/errors";
 import { p256PrivateScalar, p256PublicKeyToUncompressed } from "../../protocol/keys";
 import { cardIdOf, signHardware } from "../../protocol/sign";
 import type { GpsReference, Hex } from "../../protocol/types";
+import type { CardKey } from "../keysource/tokenKeys";
 import { anchorToWallClock, clockFromAnchor, type WallClockAnchor } from "./hostClock";
 
 /** Anchors looser than this are retried (a preempted spin), ns. */
@@ -29,8 +30,12 @@ function preciseAnchor(): WallClockAnchor {
 import type { TamperState, TimeCard } from "./types";
 
 export interface DevTimeCardOptions {
-  /** The card's P-256 private key. */
-  cardKey: KeyObject;
+  /**
+   * The card's P-256 private key (a key file), or a signer that holds it elsewhere (a PKCS#11 token:
+   * node/keysource/tokenKeys.ts). With a signer the key never enters this process, so the card offers no
+   * exportKeyForSignerThread and its signatures are signHardware() calls on the serving thread.
+   */
+  cardKey: KeyObject | CardKey;
   /** Leaf first, then the dev manufacturer CA. */
   certificateChainPem: readonly string[];
   /** Defaults to the host clock anchored to the wall clock once, at construction. */
@@ -43,7 +48,9 @@ export class DevTimeCard implements TimeCard {
   readonly cardId: Hex;
   readonly publicKey: Hex;
   readonly certificateChainPem: readonly string[];
-  readonly #cardKey: KeyObject;
+  readonly #cardKey: KeyObject | CardKey;
+  /** Only with a key file (types.ts): a token-held key cannot be copied to the signer thread. */
+  readonly exportKeyForSignerThread?: () => Hex;
   readonly #clockNs: () => bigint;
   /** The host-clock anchor #clockNs follows; null with an injected clock. */
   readonly #anchor: WallClockAnchor | null;
@@ -53,12 +60,20 @@ export class DevTimeCard implements TimeCard {
   #measuredErrorNs: number;
 
   constructor(options: DevTimeCardOptions) {
-    if (options.cardKey.type !== "private") {
-      throw new UnavailableError("the dev card needs a private P-256 key", { keyType: options.cardKey.type });
+    const { cardKey } = options;
+    if (cardKey instanceof KeyObject) {
+      if (cardKey.type !== "private") throw new UnavailableError("the dev card needs a private P-256 key", { keyType: cardKey.type });
+      this.cardId = cardIdOf(cardKey);
+      this.publicKey = p256PublicKeyToUncompressed(cardKey);
+      this.exportKeyForSignerThread = () => {
+        this.#throwIfTampered();
+        return p256PrivateScalar(cardKey);
+      };
+    } else {
+      this.cardId = cardKey.cardId;
+      this.publicKey = cardKey.publicKey;
     }
-    this.#cardKey = options.cardKey;
-    this.cardId = cardIdOf(options.cardKey);
-    this.publicKey = p256PublicKeyToUncompressed(options.cardKey);
+    this.#cardKey = cardKey;
     this.certificateChainPem = Object.freeze([...options.certificateChainPem]);
     if (options.clockNs === undefined) {
       const anchor = preciseAnchor();
@@ -80,18 +95,15 @@ export class DevTimeCard implements TimeCard {
   }
 
   signHardware(nanoMoment: bigint): Hex {
-    if (this.#tamperReason !== null) {
-      throw new UnavailableError(`time card tampered: ${this.#tamperReason}`, { cardId: this.cardId });
-    }
-    return signHardware(this.#cardKey, nanoMoment);
+    this.#throwIfTampered();
+    const cardKey = this.#cardKey;
+    return cardKey instanceof KeyObject ? signHardware(cardKey, nanoMoment) : cardKey.signHardware(nanoMoment);
   }
 
-  /** The key is process memory: the node's signer thread may sign with a copy (types.ts). */
-  exportKeyForSignerThread(): Hex {
+  #throwIfTampered(): void {
     if (this.#tamperReason !== null) {
       throw new UnavailableError(`time card tampered: ${this.#tamperReason}`, { cardId: this.cardId });
     }
-    return p256PrivateScalar(this.#cardKey);
   }
 
   /** The host-clock anchor the card reads, so the signer thread can read it too (types.ts); null with an injected clock. */

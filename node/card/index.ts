@@ -7,14 +7,21 @@
  * changes together with the attestor that signs off the serving thread (docs/architecture.md): a synchronous
  * driver is the special case of an asynchronous one, not the other way round.
  */
-import type { KeyMaterial } from "../../protocol/keystore";
+import { KeyObject } from "node:crypto";
+import type { CardKey } from "../keysource/tokenKeys";
 import { SETTING_DEFAULTS, type NodeConfig } from "../config";
 import { ChronyTimeCard, chronycRunner, fileCardKey } from "./chrony";
 import { DevTimeCard } from "./dev";
 import type { TimeCard } from "./types";
 
-/** What a driver is built from: the card's key and certificate chain, as keyDir holds them. */
-export type CardKeyMaterial = Pick<KeyMaterial, "cardKey" | "certificateChainPem">;
+/**
+ * What a driver is built from: the card's key (a key file's KeyObject, or a signer holding it elsewhere: a PKCS#11
+ * token, node/keysource/) and certificate chain (keyDir/card.pem). node/keysource/load.ts loads both.
+ */
+export interface CardKeyMaterial {
+  cardKey: KeyObject | CardKey;
+  certificateChainPem: readonly string[];
+}
 
 /** The settings a driver reads besides its keys (the chrony driver's; the dev card reads none). */
 export type CardDriverSettings = Pick<NodeConfig, "chronySocketPath" | "chronycPath" | "chronyPollIntervalMs" | "chronyMaxBoundNs" | "chronyMaxClockErrorPpb">;
@@ -29,7 +36,7 @@ export const CARD_DRIVERS = {
   /** P-256 key from keyDir, the host clock with the bound chronyd's tracking figures prove (chrony.ts). */
   chrony: (keys: CardKeyMaterial, settings: CardDriverSettings): TimeCard =>
     new ChronyTimeCard({
-      key: fileCardKey(keys.cardKey),
+      key: keys.cardKey instanceof KeyObject ? fileCardKey(keys.cardKey) : keys.cardKey,
       certificateChainPem: keys.certificateChainPem,
       runChronyc: chronycRunner({ chronycPath: settings.chronycPath, socketPath: settings.chronySocketPath }),
       pollIntervalMs: settings.chronyPollIntervalMs,

@@ -5,10 +5,10 @@
  * `createTimeService` and their own card, key and clock.
  */
 import type { Logger } from "pino";
-import { loadKeyDir } from "../../protocol/keystore";
 import { createCard } from "../card";
 import type { NodeConfig } from "../config";
 import { createMeshStage } from "../mesh";
+import { loadNodeKeys } from "../keysource/load";
 import { createTimeService, type CoreTimeService, type CreateTimeServiceParameters } from "./service";
 
 export * from "./types";
@@ -37,14 +37,15 @@ export interface CreateTimeServiceFromConfigOptions {
 }
 
 /**
- * Loads the key directory (config.keyDir), builds the configured card driver and returns a service that is not
+ * Loads the keys (config.keyDir, or a PKCS#11 token), builds the configured card driver and returns a service that is not
  * started yet. The service owns the card (stop() closes it).
  */
 export async function createTimeServiceFromConfig(
   config: NodeConfig,
   options: CreateTimeServiceFromConfigOptions,
 ): Promise<CoreTimeService> {
-  const keys = await loadKeyDir(config.keyDir, config.keystorePassword === "" ? {} : { password: config.keystorePassword });
+  // From the key directory or a PKCS#11 token, as cardKeySource and nodeKeySource say (node/keysource/load.ts).
+  const keys = await loadNodeKeys(config);
   const card = createCard(config.cardDriver, keys, config);
   const consensus = createMeshStage({ config, nodeKey: keys.nodeKey, card, logger: options.logger });
   return createTimeService({

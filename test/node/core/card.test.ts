@@ -105,7 +105,7 @@ describe("DevTimeCard", () => {
   it("latches tamper, notifies listeners once and refuses to sign or to hand its key to the signer thread", async () => {
     const identity = await devIdentity();
     const card = new DevTimeCard({ cardKey: identity.cardKey, certificateChainPem: identity.certificateChainPem });
-    expect(card.exportKeyForSignerThread()).to.equal(p256PrivateScalar(identity.cardKey));
+    expect(card.exportKeyForSignerThread!()).to.equal(p256PrivateScalar(identity.cardKey));
     const reasons: string[] = [];
     card.onTamper((reason) => reasons.push(reason));
     expect(card.tamperState()).to.deep.equal({ tampered: false, reason: null });
@@ -114,7 +114,7 @@ describe("DevTimeCard", () => {
     expect(reasons).to.deep.equal(["enclosure opened"]);
     expect(card.tamperState()).to.deep.equal({ tampered: true, reason: "enclosure opened" });
     expect(() => card.signHardware(card.readTimeNs())).to.throw(UnavailableError, "enclosure opened");
-    expect(() => card.exportKeyForSignerThread()).to.throw(UnavailableError, "enclosure opened");
+    expect(() => card.exportKeyForSignerThread!()).to.throw(UnavailableError, "enclosure opened");
   });
 
   it("prints no key material", async () => {

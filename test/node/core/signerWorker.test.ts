@@ -88,7 +88,7 @@ describe("Signer thread (node/core/signerWorker.ts)", () => {
 
   it("signs the hardware message too when it holds the card key: low-S, verifying with the card's public key, and the entry covers it", async () => {
     const { identity, card } = await setup();
-    const thread = new NodeSignerThread(identity.nodeKey, { cardPrivateKey: card.exportKeyForSignerThread() });
+    const thread = new NodeSignerThread(identity.nodeKey, { cardPrivateKey: card.exportKeyForSignerThread!() });
     threads.push(thread);
     await thread.ready;
     expect(thread.signsHardware).to.equal(true);
@@ -472,7 +472,7 @@ describe("Signer thread (node/core/signerWorker.ts)", () => {
     const cardClock = card.clockAnchorForSignerThread();
     expect(cardClock).to.not.equal(null);
     const thread = new NodeSignerThread(identity.nodeKey, {
-      cardPrivateKey: card.exportKeyForSignerThread(),
+      cardPrivateKey: card.exportKeyForSignerThread!(),
       selfTicking: { intervalNs: 1_000_000n, accuracyNs: 50, cardClock: cardClock!, nodeClock: anchorToWallClock() },
     });
     threads.push(thread);
@@ -501,7 +501,7 @@ describe("Signer thread (node/core/signerWorker.ts)", () => {
   it("self-ticking thread: the stall watchdog calls a live thread alive, and gives it a fresh period after the caller itself was stalled", async () => {
     const { identity, card } = await setup();
     const thread = new NodeSignerThread(identity.nodeKey, {
-      cardPrivateKey: card.exportKeyForSignerThread(),
+      cardPrivateKey: card.exportKeyForSignerThread!(),
       signTimeoutMs: 100,
       selfTicking: { intervalNs: 1_000_000n, accuracyNs: 50, cardClock: card.clockAnchorForSignerThread()!, nodeClock: anchorToWallClock() },
     });
