@@ -709,7 +709,8 @@ export const SETTINGS = {
   meshRoundTimeoutMs: setting({
     kind: "integer",
     env: "ATS_MESH_ROUND_TIMEOUT_MS",
-    description: "How long a round waits for each of its two exchanges; also the staleness a co-signer tolerates.",
+    description:
+      "How long a round waits for each of its two exchanges; also the staleness a co-signer tolerates. A peer that leaves 3 exchanges in a row unanswered this long is absent: rounds stop waiting for it until it answers a probe (docs/protocol.md §7.1).",
     default: 250,
     min: 1,
     max: 10_000,

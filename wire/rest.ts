@@ -281,6 +281,7 @@ export const MeshStateBody = Type.Object(
         coSignRequests: Type.Integer({ minimum: 0 }),
         relayedProofs: Type.Record(Type.String(), Type.Integer({ minimum: 0 })),
       },
+          absent: Type.Boolean(),
       { additionalProperties: false },
     ),
   },

@@ -39,6 +39,8 @@ export interface MeshPeerReport {
   excluded: boolean;
   excludedReason: string | null;
   faultsTotal: number;
+  /** Its recent exchanges went unanswered: rounds do not wait for it, probes go on until it answers (§7.1). */
+  absent: boolean;
 }
 
 /** The mesh as this node sees it (`GET /mesh/state`, health, node info). A lone node: Initializing, 0 peers. */

@@ -5,8 +5,9 @@
  *
  * A round (one proposer, its n − 1 peers, on a short tick and on demand; rounds never overlap):
  *   1. exchange: the proposer reads its card (M) and sends M as t1 of a four-timestamp exchange to every peer
- *      with a session (it signs M with the card while the answers travel); each answer gives that peer's
- *      delay-compensated reading of M (protocol/consensus.ts readingFromExchange);
+ *      with a session that is not absent (peers.ts: its last exchanges went unanswered; probes bring it back), and
+ *      signs M with the card while the answers travel; each answer gives that peer's delay-compensated reading of
+ *      M (protocol/consensus.ts readingFromExchange);
  *   2. consensus: runConsensusRound over the readings (its own included): ⌈2n/3⌉ responses, median, window W,
  *      the exact ConsensusErrors, and the accuracy bound to sign;
  *   3. co-signing: the proposer signs its own entry over (card attestation, that accuracy) and asks every valid
@@ -44,8 +45,8 @@ import { buildSignedTime } from "../core/signedTime";
 import type { MeshStateReport, SignedTime, TamperAlertReport } from "../core/types";
 import { ContradictionWatch } from "./contradictions";
 import { ConvergenceTracker } from "./convergence";
-import { newPeerRecord, peerReport, type PeerRecord } from "./peers";
-import type { MeshPeerLink, MeshTransport } from "./transport";
+import { isAbsent, MESH_ABSENT_AFTER_MISSED_EXCHANGES, newPeerRecord, peerReport, recordAnsweredExchange, recordMissedExchange, type PeerRecord } from "./peers";
+import { MeshRequestTimeoutError, type MeshPeerLink, type MeshTransport } from "./transport";
 
 /** A filter sample older than this does not stand in for a round's own exchange, ns (its drift allowance grows). */
 const MAX_FILTER_SAMPLE_AGE_NS = 2_000_000_000n;
@@ -100,6 +101,8 @@ export interface MeshStats {
   coSignaturesRefusedTotal: number;
   /** Relayed proofs refused (each also a fault of the sender), by RelayRefusal. */
   relayedProofsRefusedTotal: Partial<Record<RelayRefusal, number>>;
+  /** Round exchanges not sent to an absent peer (its recent exchanges went unanswered), so not waited for. */
+  roundExchangesSkippedTotal: number;
 }
 
 /** Why a relayed proof was refused (a fixed set: metric labels). */
@@ -143,6 +146,7 @@ export class Mesh {
     coSignaturesGivenTotal: 0,
     coSignaturesRefusedTotal: 0,
     relayedProofsRefusedTotal: {},
+    roundExchangesSkippedTotal: 0,
   };
   #latest: SignedTime | null = null;
   #roundCounter = 0n;
@@ -407,8 +411,22 @@ export class Mesh {
     const t1Ns = this.#options.card.readTimeNs();
     this.#options.transport
       .request(peer.nodeId, { kind: "probe", t1Ns, roundId: 0n }, this.#options.roundTimeoutMs)
-      .then((answer) => this.#recordExchange(peer, t1Ns, answer.payload, answer.receivedAtNs))
-      .catch(() => undefined); // an unanswered probe is what the reach register records
+      .then(
+        (answer) => this.#recordExchange(peer, t1Ns, answer.payload, answer.receivedAtNs),
+        (error: unknown) => this.#recordUnanswered(peer, error), // and the reach register records it
+      );
+  }
+
+  /**
+   * A request to the peer failed. Only an exchange the peer left unanswered for its whole timeout counts towards
+   * its absence; a local refusal (no session, too many requests pending) says nothing about the peer.
+   */
+  #recordUnanswered(peer: PeerRecord, error: unknown): void {
+    if (!(error instanceof MeshRequestTimeoutError) || !recordMissedExchange(peer)) return;
+    this.#logger.warn(
+      { peer: peer.nodeId, missedExchanges: MESH_ABSENT_AFTER_MISSED_EXCHANGES, probeIntervalMs: this.#options.probeIntervalMs },
+      "mesh peer absent: its recent exchanges went unanswered; rounds no longer wait for it (it still counts in n), probes go on until it answers",
+    );
   }
 
   /**
@@ -420,6 +438,7 @@ export class Mesh {
    */
   #recordExchange(peer: PeerRecord, t1Ns: bigint, payload: MeshPayload, t4Ns: bigint, round?: { momentNs: bigint }): ConsensusReading | null {
     if (payload.kind !== "probeReply") return null;
+    if (recordAnsweredExchange(peer)) this.#logger.info({ peer: peer.nodeId }, "mesh peer answered again: back in the rounds");
     const timestamps = { t1: t1Ns, t2: payload.t2Ns, t3: payload.t3Ns, t4: t4Ns };
     try {
       const sample = exchangeSample(timestamps);
@@ -703,15 +722,23 @@ export class Mesh {
     this.#options.assertCanSign();
     this.#roundCounter += 1n;
     const roundId = this.#roundCounter;
-    const participants = [...this.#peers.values()].filter((peer) => peer.excludedReason === null && transport.hasSession(peer.nodeId));
+    const reachable = [...this.#peers.values()].filter((peer) => peer.excludedReason === null && transport.hasSession(peer.nodeId));
+    // An absent peer gets no exchange, so the round does not wait out its timeout; it still counts in n (the
+    // threshold is the configured membership's), and its probes bring it back (#probeAll).
+    const participants = reachable.filter((peer) => !isAbsent(peer));
+    this.#stats.roundExchangesSkippedTotal += reachable.length - participants.length;
     const momentNs = card.readTimeNs();
     // Each exchange's t1 is read right before its own packet is built and sent, so a peer's measured delay does
     // not include the packets sent to the peers before it; the reading is then carried back to the moment.
     const exchanges = participants.map((peer) => {
       const t1Ns = card.readTimeNs();
-      return transport
-        .request(peer.nodeId, { kind: "probe", t1Ns, roundId }, this.#options.roundTimeoutMs)
-        .then((answer) => this.#recordExchange(peer, t1Ns, answer.payload, answer.receivedAtNs, { momentNs }));
+      return transport.request(peer.nodeId, { kind: "probe", t1Ns, roundId }, this.#options.roundTimeoutMs).then(
+        (answer) => this.#recordExchange(peer, t1Ns, answer.payload, answer.receivedAtNs, { momentNs }),
+        (error: unknown) => {
+          this.#recordUnanswered(peer, error);
+          throw error;
+        },
+      );
     });
     // The card signs while the exchanges travel: t1 is the moment itself, read before any of this work.
     const hardwareSignature = card.signHardware(momentNs);

@@ -1,13 +1,22 @@
 /**
  * What this node knows about each mesh peer (docs/protocol.md §7.4): the clock filter of its exchanges (offset,
  * delay, jitter of the minimum-delay sample among the last 8), the 8-bit reachability register, when it was
- * last heard, its card from its hello, its role from this node's configuration (meshPeers), and whether it is excluded (a verified tamper alert about
- * itself, or a co-signature that did not check). Pure bookkeeping: the mesh feeds it.
+ * last heard, its card from its hello, its role from this node's configuration (meshPeers), whether it is excluded (a verified tamper alert about
+ * itself, or a co-signature that did not check), and whether it is absent (its recent exchanges went unanswered:
+ * rounds stop waiting for it until it answers a probe). Pure bookkeeping: the mesh feeds it.
  */
 import type { Address, Hex } from "../../protocol/types";
 import type { MeshRole } from "../../wire/mesh";
 import type { MeshPeerReport } from "../core/types";
 import { ClockFilter, ReachRegister } from "./clockFilter";
+
+/**
+ * Exchanges (a round's or a probe's) a peer may leave unanswered in a row before it is absent: rounds then no
+ * longer send it their exchange, so they stop waiting out meshRoundTimeoutMs for a member that is down; probes,
+ * every meshProbeIntervalMs, go on, and the first one it answers brings it back. Three: one lost packet or one
+ * slow answer is not absence, and a member that is down costs at most three rounds their timeout.
+ */
+export const MESH_ABSENT_AFTER_MISSED_EXCHANGES = 3;
 
 export interface PeerRecord {
   readonly nodeId: Address;
@@ -31,6 +40,8 @@ export interface PeerRecord {
   excludedReason: string | null;
   /** Rounds in which its answer was refused (bad co-signature, reading outside the window), since start. */
   faultsTotal: number;
+  /** Its exchanges left unanswered since its last answer (bounded: counting stops at the absence threshold). */
+  missedExchangesInARow: number;
 }
 
 export function newPeerRecord(nodeId: Address, role: MeshRole): PeerRecord {
@@ -49,7 +60,27 @@ export function newPeerRecord(nodeId: Address, role: MeshRole): PeerRecord {
     reportedState: null,
     excludedReason: null,
     faultsTotal: 0,
+    missedExchangesInARow: 0,
   };
+}
+
+/** Whether rounds skip the peer: its last MESH_ABSENT_AFTER_MISSED_EXCHANGES exchanges went unanswered. */
+export function isAbsent(peer: PeerRecord): boolean {
+  return peer.missedExchangesInARow >= MESH_ABSENT_AFTER_MISSED_EXCHANGES;
+}
+
+/** An exchange with the peer went unanswered. True when that made it absent (it was not before). */
+export function recordMissedExchange(peer: PeerRecord): boolean {
+  if (isAbsent(peer)) return false;
+  peer.missedExchangesInARow += 1;
+  return isAbsent(peer);
+}
+
+/** The peer answered an exchange. True when it was absent until now. */
+export function recordAnsweredExchange(peer: PeerRecord): boolean {
+  const wasAbsent = isAbsent(peer);
+  peer.missedExchangesInARow = 0;
+  return wasAbsent;
 }
 
 /** The peer as GET /mesh/state reports it. */
@@ -68,6 +99,7 @@ export function peerReport(peer: PeerRecord): MeshPeerReport {
     reportedState: peer.reportedState,
     excluded: peer.excludedReason !== null,
     excludedReason: peer.excludedReason,
+    absent: isAbsent(peer),
     faultsTotal: peer.faultsTotal,
   };
 }

@@ -119,6 +119,9 @@ const DROP_REASONS: readonly MeshDropReason[] = [
 /** The drop reason of a message over its peer's budget. */
 const RATE_DROP: Readonly<Record<LimitedKind, MeshDropReason>> = { cosignRequest: "cosign-rate", relayedProof: "relayed-proof-rate", alert: "alert-rate" };
 
+/** A request the peer left unanswered for its whole timeout (not a local refusal: no session, too many pending). */
+export class MeshRequestTimeoutError extends UnavailableError {}
+
 /** A peer as the mesh sees it through the transport. */
 export interface MeshPeerLink {
   readonly nodeId: Address;
@@ -318,7 +321,7 @@ export class MeshTransport {
     return new Promise((resolve, reject) => {
       const timer = setTimeout(() => {
         this.#pending.delete(nonce);
-        reject(new UnavailableError(`mesh ${payload.kind} to ${peer.nodeId} unanswered after ${timeoutMs} ms`, { peer: peer.nodeId, timeoutMs }));
+        reject(new MeshRequestTimeoutError(`mesh ${payload.kind} to ${peer.nodeId} unanswered after ${timeoutMs} ms`, { peer: peer.nodeId, timeoutMs }));
       }, timeoutMs);
       this.#pending.set(nonce, { peer: peer.nodeId.toLowerCase(), expect, resolve, reject, timer });
       this.#send(peer, nonce, 0n, payload);
