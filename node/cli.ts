@@ -6,6 +6,12 @@
  *                                        public summary only. The folder keeps the CA's certificate (ca.pem, the
  *                                        trusted root), never its private key: that is discarded once the card
  *                                        certificate is signed (a node never needs it)
+ *   ats-node keys init <dir> --pkcs11 [--config <file>]   provision a PKCS#11 token (node/keysource/provision.ts):
+ *                                        the token generates the card (P-256) and node (secp256k1) keys,
+ *                                        non-extractable, under the labels of the pkcs11* settings (config file +
+ *                                        ATS_* environment; the PIN from the variable or file they name); <dir> gets
+ *                                        the token-signed card.csr.pem, a dev-CA card.pem and ca.pem; prints cardId,
+ *                                        card public key and node address
  *   ats-node start --config <file> [--pretty]   start a node from a JSON config file (+ ATS_* environment overrides)
  *   ats-node dev [--pretty] [--fresh-keys]   start a node in a temp folder on the public development card and
  *                                        node keys (protocol/devkeys.ts: the ones scripts/deploy.ts registers on a
@@ -64,6 +70,7 @@ export interface CliIo {
 
 const USAGE = `usage:
   ats-node keys init <dir> [--force]
+  ats-node keys init <dir> --pkcs11 [--config <file>]
   ats-node start --config <file> [--pretty]
   ats-node dev [--pretty] [--fresh-keys]
   ats-node cluster --nodes <N> [--pretty]
@@ -93,12 +100,17 @@ async function loadStartNode(io: Pick<CliIo, "startNode">): Promise<StartNodeFun
 }
 
 async function keysInit(args: string[], io: CliIo): Promise<number> {
-  const { values, positionals } = parseArgs({ args, options: { force: { type: "boolean", default: false } }, allowPositionals: true });
+  const { values, positionals } = parseArgs({
+    args,
+    options: { force: { type: "boolean", default: false }, pkcs11: { type: "boolean", default: false }, config: { type: "string" } },
+    allowPositionals: true,
+  });
   if (positionals.length !== 1) {
     io.stderr(`keys init needs exactly one directory\n${USAGE}`);
     return 2;
   }
   const dir = resolve(io.cwd, positionals[0]!);
+  if (values.pkcs11) return keysInitPkcs11(dir, values.config, io);
   if (!values.force && existsSync(join(dir, KEY_FILES.nodeKeystore))) {
     io.stderr(`${dir} already holds keys (${KEY_FILES.nodeKeystore}); pass --force to overwrite them`);
     return 1;
@@ -116,6 +128,33 @@ async function keysInit(args: string[], io: CliIo): Promise<number> {
     trustedRoot: join(dir, KEY_FILES.caCertificate),
   });
   io.stderr(`ats-node: the dev CA's private key was not kept (a node never needs it): ${KEY_FILES.caCertificate} is the trusted root`);
+  return 0;
+}
+
+/**
+ * `keys init --pkcs11`: the token and labels from the settings (both key sources set to 'pkcs11', so the settings'
+ * own rules check them), keys generated in the token, public files written (node/keysource/provision.ts).
+ */
+async function keysInitPkcs11(dir: string, configFile: string | undefined, io: CliIo): Promise<number> {
+  if (existsSync(join(dir, KEY_FILES.cardChain))) {
+    io.stderr(`${dir} already holds a card chain (${KEY_FILES.cardChain}); choose an empty folder`);
+    return 1;
+  }
+  const config = loadConfig({
+    ...(configFile === undefined ? {} : { file: resolve(io.cwd, configFile) }),
+    env: io.env,
+    cwd: io.cwd,
+    overrides: { cardKeySource: "pkcs11", nodeKeySource: "pkcs11" },
+  });
+  // Loaded on use: the PKCS#11 binding is an optional native addon.
+  const { provisionToken } = await import("./keysource/provision");
+  const { closeSharedTokens } = await import("./keysource/pkcs11");
+  try {
+    printJson(io, await provisionToken(config, io.env, dir));
+  } finally {
+    closeSharedTokens();
+  }
+  io.stderr(`ats-node: keys generated in the token (non-extractable); the dev CA's private key was not kept: ${KEY_FILES.caCertificate} is the trusted root`);
   return 0;
 }
 
