@@ -98,6 +98,36 @@ export class ChainClient {
         throw new StartupError(`chain ${name}: the ${label} at ${address} belongs to oracle ${oracle}, not ${this.config.oracle}`);
       }
     }
+    await this.checkStateAtSafeBlock();
+  }
+
+  /**
+   * The worker confirms every terminal decision by reading state at the safe block (worker.ts confirmedAtSafeBlock):
+   * an RPC that has pruned the state of that block (geth's default keeps the last 128 blocks' state; a "finalized"
+   * safe block is ~64–95 blocks back on Ethereum, and a deep confirmation count further) would fail every such read,
+   * and items would retry until their deadlines. So the start refuses such an RPC, naming the block.
+   */
+  private async checkStateAtSafeBlock(): Promise<void> {
+    const { name, rpcUrl, confirmations } = this.config;
+    let head: bigint;
+    let safe: bigint;
+    try {
+      head = await this.headBlock();
+      safe = await this.safeBlock(head);
+    } catch (error) {
+      throw new StartupError(`chain ${name}: ${rpcUrl} does not tell its head and safe block: ${(error as Error).message.split("\n")[0]}`);
+    }
+    if (safe < 0n) return; // younger than the confirmations: nothing is safe yet, every block is kept
+    try {
+      await this.client.getBalance({ address: this.account.address, blockNumber: safe });
+    } catch (error) {
+      // viem's first line is its generic wording ("Missing or invalid parameters"); `details` is the RPC's own.
+      const said = (error as { details?: unknown }).details;
+      const reason = typeof said === "string" && said !== "" ? said : (error as Error).message.split("\n")[0];
+      throw new StartupError(
+        `chain ${name}: ${rpcUrl} cannot read state at the safe block ${safe} (head ${head}, confirmations ${confirmations}): ${reason}; the relayer confirms its decisions there, so it needs an RPC that keeps that much state (an archive node, or enough recent history)`,
+      );
+    }
   }
 
   async headBlock(): Promise<bigint> {

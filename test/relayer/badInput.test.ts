@@ -17,6 +17,7 @@ import { loadRelayerConfig, type RelayerConfig } from "../../relayer/config";
 import { parseNetwork, type NetworkFileJson } from "../../relayer/network";
 import { signerAccount, startRelayer, type RunningRelayer } from "../../relayer/relayer";
 import { freeTcpPort } from "../../scripts/chainProcess";
+import { startChaosProxy } from "./chaosProxy";
 import { HARDHAT_DEV_KEYS, startLocalNetwork, type LocalNetwork } from "../../scripts/network";
 
 const ROOT = join(__dirname, "..", "..");
@@ -117,6 +118,18 @@ describe("relayer: bad input", function () {
       const chain = networkJson.chains[0]!;
       const file = writeNetwork("not-bridge.json", { ...networkJson, chains: [{ ...chain, bridge: chain.oracle }] });
       await expectStartupError(config({ networkFile: file }), /is not a bridge/);
+    });
+
+    it("refuses an RPC that cannot read state at the safe block (pruned), naming the block", async () => {
+      const proxy = await startChaosProxy(networkJson.chains[0]!.rpcUrl);
+      try {
+        proxy.inject({ method: "eth_getBalance", kind: "pruned-state", remaining: 1 });
+        const file = writeNetwork("pruned.json", { ...networkJson, chains: [{ ...networkJson.chains[0]!, rpcUrl: proxy.url }] });
+        await expectStartupError(config({ networkFile: file }), /cannot read state at the safe block \d+ \(head \d+, confirmations \d+\): .*missing trie node.*an RPC that keeps that much state/);
+        expect(proxy.hits["pruned-state"]).to.equal(1);
+      } finally {
+        await proxy.close();
+      }
     });
 
     it("refuses an unreachable chain, naming its URL", async () => {

@@ -6,6 +6,7 @@
  *   stale-nonce   answer eth_getTransactionCount with the real value minus `lag`
  *   underpriced   answer eth_sendRawTransaction with "replacement transaction underpriced", forwarding nothing
  *   timeout       hold the request and never answer (the client's timeout fires)
+ *   pruned-state  answer with geth's error for state it no longer keeps ("missing trie node"), forwarding nothing
  *
  * Each fault carries how many requests it hits. `hits` counts the faults that fired, so a test can assert that
  * the relayer met them.
@@ -13,7 +14,7 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import type { AddressInfo, Socket } from "node:net";
 
-export type FaultKind = "drop-answer" | "stale-nonce" | "underpriced" | "timeout";
+export type FaultKind = "drop-answer" | "stale-nonce" | "underpriced" | "timeout" | "pruned-state";
 
 export interface Fault {
   method: string;
@@ -48,7 +49,7 @@ function readBody(request: IncomingMessage): Promise<string> {
 
 export async function startChaosProxy(upstream: string): Promise<ChaosProxy> {
   const faults: Fault[] = [];
-  const hits: Record<FaultKind, number> = { "drop-answer": 0, "stale-nonce": 0, underpriced: 0, timeout: 0 };
+  const hits: Record<FaultKind, number> = { "drop-answer": 0, "stale-nonce": 0, underpriced: 0, timeout: 0, "pruned-state": 0 };
   const sockets = new Set<Socket>();
 
   function take(method: string): Fault | undefined {
@@ -80,6 +81,8 @@ export async function startChaosProxy(upstream: string): Promise<ChaosProxy> {
     switch (fault?.kind) {
       case "timeout":
         return; // never answered; the socket is destroyed at close()
+      case "pruned-state":
+        return reply(JSON.stringify({ jsonrpc: "2.0", id: call!.id, error: { code: -32000, message: "missing trie node 0b1c2d3e4f5a6b7c8d9e0f1a2b3c4d5e6f7a8b9c0d1e2f3a4b5c6d7e8f9a0b1c (path ) state is not available" } }));
       case "underpriced":
         return reply(JSON.stringify({ jsonrpc: "2.0", id: call!.id, error: { code: -32000, message: "replacement transaction underpriced" } }));
       case "drop-answer":
