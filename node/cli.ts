@@ -50,7 +50,7 @@ import { waitForSignal } from "../lib/signals";
 /** The part of node/server.ts the CLI needs (loaded lazily so `keys init` does not load the transports). */
 export interface NodeHandle {
   /** `rpc`: the temporal JSON-RPC gateway, "" when it is off (a test double may leave it out). */
-  endpoints: { rest: string; grpc: string; ws: string; rpc?: string };
+  endpoints: { rest: string; grpc: string; ws: string; rpc?: string; ntp?: string };
   close(): Promise<void>;
 }
 export type StartNodeFunction = (parameters: { config: NodeConfig; logger: Logger }) => Promise<NodeHandle>;

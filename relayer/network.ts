@@ -44,6 +44,8 @@ export const NetworkFileSchema = Type.Object(
     nodes: Type.Array(Type.String({ pattern: "^https?://", maxLength: 2048 }), { minItems: 1, maxItems: 32 }),
     /** The nodes' temporal JSON-RPC gateways (docs/protocol.md §9.5), for other tools; the relayer does not use them. */
     temporalRpc: Type.Optional(Type.Array(Type.String({ pattern: "^https?://", maxLength: 2048 }), { maxItems: 32 })),
+    /** The nodes' NTP time hosts as ntp://host:port (docs/protocol.md §9.8), for other tools; the relayer does not use them. */
+    ntp: Type.Optional(Type.Array(Type.String({ pattern: "^ntp://[^\\s]{1,2040}$" }), { maxItems: 32 })),
   },
   { additionalProperties: false },
 );

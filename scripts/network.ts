@@ -5,6 +5,8 @@
  * - two chains: Hardhat node processes with chain ids 31337 ("alpha") and 31338 ("beta"), each with the oracle,
  *   scheduler, bridge and example vault deployed, and every node's card and address registered (nodeQuorum =
  *   the mesh's threshold);
+ * - each node's NTP time host (node/ntp) on a free UDP port, named in the network file (`ntp`) and, node 1's, in
+ *   the manifest's catalog as `time-host` (ntp://127.0.0.1:PORT; `ntsVerified: false`: no NTS is offered);
  * - the network file (relayer/network.ts) and a relayer config beside it, in `dir`;
  * - optionally the relayer (`ats-relayer` as a child process).
  *
@@ -23,7 +25,7 @@ import { CLUSTER_MAX_ACCEPTABLE_DRIFT_NS, startDevCluster } from "../node/cluste
 import { verifyCardCertificateChain } from "../protocol";
 import { consensusThreshold } from "../protocol/consensus";
 import { NETWORK_FILE_VERSION, type NetworkFileJson } from "../relayer/network";
-import { MANIFEST_VERSION, parseManifest } from "../wire/manifest";
+import { MANIFEST_VERSION, parseManifest, TIME_HOST_SERVICE } from "../wire/manifest";
 import { startChainProcess, stopChainProcess, type ChainProcess } from "./chainProcess";
 import { deployAttestedTime, type AttestedTimeDeployment, type CardRegistration, type NodeRegistration } from "./deploy";
 import { startRelayerProcess, stopRelayerProcess, type RelayerProcess } from "./relayerProcess";
@@ -63,6 +65,8 @@ export interface LocalNetwork {
   readonly nodes: readonly string[];
   /** Each node's temporal JSON-RPC gateway, in front of the first chain (alpha). */
   readonly temporalRpc: readonly string[];
+  /** Each node's NTP time host, ntp://127.0.0.1:PORT. */
+  readonly ntp: readonly string[];
   readonly networkFile: string;
   /** The network manifest of alpha (wire/manifest.ts): `ats-node manifest verify` checks endpoints against it. */
   readonly manifestFile: string;
@@ -137,25 +141,35 @@ export async function startLocalNetwork(options: StartLocalNetworkOptions): Prom
       rpcPort: 0,
       rpcChainName: LOCAL_CHAINS[0].name,
       corsAllowedOrigins: ["*"],
+      // The NTP time host on a free port of loopback (123 needs privileges and may be taken by the host's own NTP).
+      ntpEnabled: true,
+      ntpHost: "127.0.0.1",
+      ntpPort: 0,
     };
     let endpoints: string[];
     let gateways: string[];
+    let ntp: string[];
     let trustedRootPem: string;
     if (options.meshNodes === 1) {
       const dev = await startDevNode({ env: {}, cwd: process.cwd(), logger: () => options.nodeLogger, overrides: nodeSettings });
       closers.push(() => dev.close());
       endpoints = [dev.node.endpoints.rest];
       gateways = [dev.node.endpoints.rpc ?? ""];
+      ntp = [dev.node.endpoints.ntp ?? ""];
       trustedRootPem = dev.trustedRootPem;
     } else {
       const cluster = await startDevCluster({ nodes: options.meshNodes, env: {}, cwd: process.cwd(), logger: () => options.nodeLogger, overrides: nodeSettings });
       closers.push(() => cluster.close());
       endpoints = cluster.nodes.map((node) => node.endpoints.rest);
       gateways = cluster.nodes.map((node) => node.endpoints.rpc ?? "");
+      ntp = cluster.nodes.map((node) => node.endpoints.ntp ?? "");
       trustedRootPem = cluster.trustedRootPem;
     }
     log(`attesting nodes: ${endpoints.join(", ")}`);
     log(`temporal JSON-RPC (in front of ${LOCAL_CHAINS[0].name}): ${gateways[0]}`);
+    ntp.forEach((url, index) => log(`NTP (node ${index + 1}): ${url}`));
+    // sntp and ntpdate ask port 123 only; chronyd takes a port (as root; -Q: measure, never set the clock).
+    if (ntp[0] !== undefined && ntp[0] !== "") log(`   ask it: chronyd -Q 'server 127.0.0.1 port ${ntp[0].slice(ntp[0].lastIndexOf(":") + 1)} iburst maxsamples 1'`);
     const registrations = await registrationsOf(endpoints, trustedRootPem);
 
     // The contracts deployed on each chain, the nodes registered.
@@ -195,6 +209,7 @@ export async function startLocalNetwork(options: StartLocalNetworkOptions): Prom
       })),
       nodes: endpoints,
       temporalRpc: gateways.filter((url) => url !== ""),
+      ntp: ntp.filter((url) => url !== ""),
     };
     writeFileSync(networkFile, `${JSON.stringify(network, null, 2)}\n`);
     // The network manifest (wire/manifest.ts) of the first chain, checked before it is written.
@@ -204,7 +219,7 @@ export async function startLocalNetwork(options: StartLocalNetworkOptions): Prom
       version: MANIFEST_VERSION,
       name: "local",
       chain: { evmChainId: chains[0]!.chainId, genesisHash: genesis, ntsVerified: false },
-      services: { rpc: chains[0]!.rpcUrl, time: gateways[0]! },
+      services: { rpc: chains[0]!.rpcUrl, time: gateways[0]!, ...(ntp[0] === undefined || ntp[0] === "" ? {} : { [TIME_HOST_SERVICE]: ntp[0] }) },
       bootnodes: [],
       meshPeers: registrations.nodes.map((node, index) => ({ nodeId: node.address, endpoint: endpoints[index]! })),
       contracts: {
@@ -229,6 +244,7 @@ export async function startLocalNetwork(options: StartLocalNetworkOptions): Prom
       chains,
       nodes: endpoints,
       temporalRpc: gateways,
+      ntp,
       networkFile,
       manifestFile,
       relayerConfigFile,

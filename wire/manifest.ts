@@ -6,7 +6,10 @@
  *
  * - a bootnode is a whole multiaddress `/dns4/<host>/tcp/30333/ws/p2p/<peer id>` (never split into parts);
  * - an evidence identifier is a CIDv1 with the raw codec and a sha2-256 multihash (base32, "b…"), nothing else;
- * - no secrets anywhere: a key named like a secret, or a value that looks like a private key, refuses the file.
+ * - no secrets anywhere: a key named like a secret, or a value that looks like a private key, refuses the file;
+ * - the time host (`time-host`, the catalog's `{time_host}`: public UTC over NTPv4, docs/protocol.md §9.8) is an
+ *   `ntp://host:port` endpoint, and no other service is: NTP is UDP, every other service is HTTP or WebSocket.
+ *   Whether its time is NTS-authenticated is `chain.ntsVerified` (false while the nodes offer no NTS).
  */
 import { Type, type Static } from "@sinclair/typebox";
 import { Value } from "@sinclair/typebox/value";
@@ -15,6 +18,11 @@ import { ValidationError } from "../protocol/errors";
 export const MANIFEST_VERSION = "ats-manifest/1";
 
 const Url = Type.String({ pattern: "^(https?|wss?)://[^\\s]{1,2040}$" });
+/** A catalog endpoint: a Url, or ntp:// for the time host (checked further in parseManifest). */
+const ServiceUrl = Type.String({ pattern: "^(https?|wss?|ntp)://[^\\s]{1,2040}$" });
+/** The catalog name of the NTP time host, and the shape of its endpoint: ntp://host:port (IPv6 bracketed). */
+export const TIME_HOST_SERVICE = "time-host";
+const NTP_ENDPOINT = /^ntp:\/\/(\[[0-9A-Fa-f:.]{2,45}\]|[A-Za-z0-9.-]{1,253}):([1-9][0-9]{0,4})$/;
 const Address = Type.String({ pattern: "^0x[0-9a-fA-F]{40}$" });
 
 export const ManifestSchema = Type.Object(
@@ -30,8 +38,11 @@ export const ManifestSchema = Type.Object(
       },
       { additionalProperties: false },
     ),
-    /** The service catalog: name → endpoint. `rpc` and `time` are required; others (explorer, faucet, names, …) optional. */
-    services: Type.Intersect([Type.Object({ rpc: Url, time: Url }), Type.Record(Type.String({ pattern: "^[a-z][a-z0-9-]{0,31}$" }), Url)]),
+    /**
+     * The service catalog: name → endpoint. `rpc` and `time` are required; others (explorer, faucet, names,
+     * `time-host`: ntp://host:port, …) optional.
+     */
+    services: Type.Intersect([Type.Object({ rpc: Url, time: Url }), Type.Record(Type.String({ pattern: "^[a-z][a-z0-9-]{0,31}$" }), ServiceUrl)]),
     bootnodes: Type.Array(Type.String({ maxLength: 512 }), { maxItems: 64 }),
     meshPeers: Type.Array(Type.Object({ nodeId: Address, endpoint: Url }, { additionalProperties: false }), { maxItems: 32 }),
     contracts: Type.Record(Type.String({ pattern: "^[A-Za-z][A-Za-z0-9]{0,63}$" }), Address),
@@ -102,6 +113,15 @@ export function parseManifest(json: unknown): NetworkManifest {
   manifest.bootnodes.forEach((bootnode, index) => {
     if (!BOOTNODE.test(bootnode)) throw new ValidationError(`manifest/bootnodes/${index}`, "must be a whole multiaddress /dns4/<host>/tcp/30333/ws/p2p/<peer id>");
   });
+  for (const [name, endpoint] of Object.entries(manifest.services)) {
+    const isNtp = endpoint.startsWith("ntp://");
+    if (name === TIME_HOST_SERVICE) {
+      const match = NTP_ENDPOINT.exec(endpoint);
+      if (match === null || Number(match[2]) > 65_535) throw new ValidationError(`manifest/services/${name}`, "must be ntp://<host>:<port> (the NTP time host, UDP)");
+    } else if (isNtp) {
+      throw new ValidationError(`manifest/services/${name}`, `an ntp:// endpoint is only for ${TIME_HOST_SERVICE}: every other service is http(s) or ws(s)`);
+    }
+  }
   (manifest.evidence ?? []).forEach((cid, index) => {
     if (!isRawSha256CidV1(cid)) throw new ValidationError(`manifest/evidence/${index}`, "must be a CIDv1, raw codec, sha2-256 (base32 \"b…\")");
   });

@@ -73,6 +73,17 @@ describe("wire/manifest: the network manifest", () => {
     expect(refusal({ ...valid(), trustedCardRootsPem: ["-----BEGIN PRIVATE KEY-----\nMIIB\n-----END PRIVATE KEY-----"] }).field).to.equal("manifest/trustedCardRootsPem/0");
   });
 
+  it("takes the time host as ntp://host:port, and ntp:// for no other service", () => {
+    for (const endpoint of ["ntp://127.0.0.1:123", "ntp://time.example.org:50123", "ntp://[::1]:123"]) {
+      expect(parseManifest({ ...valid(), services: { ...valid().services, "time-host": endpoint } }).services["time-host"], endpoint).to.equal(endpoint);
+    }
+    for (const endpoint of ["ntp://127.0.0.1", "ntp://127.0.0.1:0", "ntp://127.0.0.1:65536", "ntp://127.0.0.1:123/path", "http://127.0.0.1:123", "udp://127.0.0.1:123"]) {
+      expect(refusal({ ...valid(), services: { ...valid().services, "time-host": endpoint } }).field, endpoint).to.equal("manifest/services/time-host");
+    }
+    expect(refusal({ ...valid(), services: { ...valid().services, explorer: "ntp://127.0.0.1:123" } }).message).to.match(/only for time-host/);
+    expect(refusal({ ...valid(), services: { ...valid().services, time: "ntp://127.0.0.1:123" } }).field).to.match(/^manifest\/services/);
+  });
+
   it("names the field of a schema error: a missing time service, an unknown key, a bad genesis hash", () => {
     const { time: _time, ...noTime } = valid().services;
     expect(refusal({ ...valid(), services: noTime }).field).to.match(/^manifest\/services/);
