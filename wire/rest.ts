@@ -149,6 +149,20 @@ export const ScheduleParams = Type.Object(
   { additionalProperties: false },
 );
 
+/**
+ * A card driver's own report of its clock source (node/card/types.ts CardStatus): the chrony card's state, the
+ * bound it proves now (what the node signs; null while it proves none), chrony's measured offset and reference.
+ */
+export const CardStatusBody = Type.Object({
+  driver: Type.String(),
+  state: Type.Union([Type.Literal("starting"), Type.Literal("serving"), Type.Literal("degraded")]),
+  reason: Type.Union([Type.String(), Type.Null()]),
+  accuracyBoundNs: Type.Union([Type.Integer({ minimum: 0 }), Type.Null()]),
+  offsetNs: Type.Union([Type.Integer(), Type.Null()]),
+  source: Type.Union([Type.String(), Type.Null()]),
+});
+export type CardStatusBody = Static<typeof CardStatusBody>;
+
 /** GET /node/info. */
 export const NodeInfoBody = Type.Object({
   nodeId: Type.String(),
@@ -175,6 +189,8 @@ export const NodeInfoBody = Type.Object({
   currentLoad: Type.Number({ minimum: 0, maximum: 1 }),
   /** primary, secondary, archive or bridge (docs/protocol.md §7.6). */
   role: Type.String(),
+  /** The card driver's clock source and state, from drivers that report one (the chrony card); absent otherwise. */
+  card: Type.Optional(CardStatusBody),
 });
 export type NodeInfoBody = Static<typeof NodeInfoBody>;
 
@@ -299,5 +315,7 @@ export const HealthBody = Type.Object({
   measuredErrorNs: Type.Number(),
   /** The mesh's convergence state (a lone node: Initializing). */
   convergenceState: Type.Union([Type.Literal("Initializing"), Type.Literal("Converging"), Type.Literal("Converged"), Type.Literal("Degraded")]),
+  /** The card driver's clock source and state, as in GET /node/info; absent for drivers that report none. */
+  card: Type.Optional(CardStatusBody),
 });
 export type HealthBody = Static<typeof HealthBody>;

@@ -12,7 +12,12 @@
  *   On a mesh node (docs/protocol.md §7) this is the whole round: exchange, agreement and co-signing; on a lone
  *   node, the attestation latency.
  * - timerpc_node_drift_ns: on a mesh node, |consensus time − this node's moment| of the last successful round (how
- *   far this node's clock is from the mesh's median); on a lone node, the card's measured error (ns).
+ *   far this node's clock is from the mesh's median); on a lone node, the card's measured error (ns): for the
+ *   chrony card, |chrony's measured system time offset|.
+ * - timerpc_card_bound_ns: the error bound the card proves now, ns, what the node signs (the chrony card; NaN for
+ *   a card with a configured accuracy, and while the card proves none).
+ * - timerpc_card_state{driver,state}: 1 for the card driver's state (starting, serving, degraded), from drivers that
+ *   report one (the chrony card).
  * - timerpc_mesh_peer_offset_ns / _delay_ns / _reach {peer}: each peer's best clock-filter sample and its 8-bit
  *   reachability register (docs/protocol.md §7.4).
  * - timerpc_mesh_rounds_total{outcome}: consensus rounds proposed, "ok" or the error message that ended them.
@@ -34,6 +39,7 @@
  *   built), nanoseconds: the freshness clients get, tick interval and event-loop delay included.
  */
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from "prom-client";
+import type { CardStatus } from "../card/types";
 import type { ServiceStats, SignedTime, TimeService } from "../core/types";
 import type { DropReason } from "./connectionGuard";
 import type { NtpServerStats } from "../ntp/server";
@@ -44,6 +50,8 @@ export const METRIC_NAMES = {
   accuracyNs: "timerpc_accuracy_ns",
   consensusLatencySeconds: "timerpc_consensus_latency",
   nodeDriftNs: "timerpc_node_drift_ns",
+  cardBoundNs: "timerpc_card_bound_ns",
+  cardState: "timerpc_card_state",
   tamperEventsTotal: "timerpc_tamper_events_total",
   servedProofsTotal: "timerpc_served_proofs_total",
   proofAgeNs: "timerpc_proof_age_ns",
@@ -155,6 +163,28 @@ export function createNodeMetrics(options: { defaultMetrics?: boolean } = {}): N
     registers: [registry],
     collect() {
       if (driftSourceNs !== null) this.set(driftSourceNs());
+    },
+  });
+  // The card driver's own report (chrony card), read when scraped.
+  let cardStatusSource: (() => CardStatus | undefined) | null = null;
+  new Gauge({
+    name: METRIC_NAMES.cardBoundNs,
+    help: "The error bound the card proves now, nanoseconds: what the node signs (chrony card)",
+    registers: [registry],
+    collect() {
+      // NaN, not 0, while the card proves no bound (a label-less gauge reset would read 0: a perfect clock).
+      this.set(cardStatusSource?.()?.accuracyBoundNs ?? Number.NaN);
+    },
+  });
+  new Gauge({
+    name: METRIC_NAMES.cardState,
+    help: "1 for the card driver's state: starting, serving or degraded (chrony card)",
+    labelNames: ["driver", "state"] as const,
+    registers: [registry],
+    collect() {
+      this.reset();
+      const status = cardStatusSource?.();
+      if (status !== undefined) this.set({ driver: status.driver, state: status.state }, 1);
     },
   });
   // Where attestations are signed, read when scraped: a node whose signer thread failed (and whose ticks fell back to
@@ -331,6 +361,7 @@ export function createNodeMetrics(options: { defaultMetrics?: boolean } = {}): N
       meshSource = () => service.meshState();
       clockNs = () => service.nowNs();
       signerSource = () => signerMode(service.stats());
+      cardStatusSource = () => service.info().card;
       return () => {
         offProof();
         offTamper();
@@ -338,6 +369,7 @@ export function createNodeMetrics(options: { defaultMetrics?: boolean } = {}): N
         meshSource = null;
         clockNs = null;
         signerSource = null;
+        cardStatusSource = null;
       };
     },
     bindNtp(stats) {

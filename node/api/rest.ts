@@ -308,6 +308,7 @@ export function buildRestApp(context: TransportContext, options: RestAppOptions 
       lastProofAgeNs: health.lastProofAgeNs === null ? null : health.lastProofAgeNs.toString(),
       measuredErrorNs: health.measuredErrorNs,
       convergenceState: service.meshState().convergenceState,
+      ...(health.card === undefined ? {} : { card: health.card }),
     };
   });
 

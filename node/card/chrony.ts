@@ -54,6 +54,9 @@ export function fileCardKey(cardKey: KeyObject): ChronyCardKey {
 /** Runs `chronyc -c tracking` once and resolves with what it printed (rejects with the evidence). */
 export type ChronycRunner = () => Promise<string>;
 
+/** The measured error reported before any reading, ns: 2^32, more than any proof's accuracy (uint32) can carry. */
+export const NO_READING_ERROR_NS = 2 ** 32;
+
 /** How long one chronyc run may take at most, ms (it answers from a local socket in milliseconds). */
 export const DEFAULT_CHRONYC_TIMEOUT_MS = 2_000;
 
@@ -295,10 +298,13 @@ export class ChronyTimeCard implements TimeCard {
     return () => this.#tamperListeners.delete(listener);
   }
 
-  /** |chrony's measured offset| of the last reading, ns; +Infinity before any (unknown is not small). */
+  /**
+   * |chrony's measured offset| of the last reading, ns (the node's drift metric); before any, NO_READING_ERROR_NS:
+   * unknown is not small, and a finite number keeps health's JSON valid.
+   */
   measuredErrorNs(): number {
     const tracking = this.#reading?.tracking;
-    if (tracking === undefined) return Number.POSITIVE_INFINITY;
+    if (tracking === undefined) return NO_READING_ERROR_NS;
     const offsetNs = tracking.systemTimeOffsetNs;
     return Number(offsetNs < 0n ? -offsetNs : offsetNs);
   }

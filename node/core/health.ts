@@ -5,9 +5,11 @@
  * - starting: not running, or no proof yet; nothing is served;
  * - stale: the freshest proof is older than maxAttestationAgeNs, the bound current() applies, so every proof
  *   request answers 503 (signing stalled or refused for too long);
- * - degraded: refusing to sign (accuracy) but a proof within the age bound is still served;
+ * - degraded: refusing to sign (accuracy), or the card reports itself degraded (the chrony card: chrony
+ *   unsynchronised or its bound above the maximum), but a proof within the age bound is still served;
  * - ok: fresh proofs are being produced.
  */
+import type { CardStatus } from "../card/types";
 import type { HealthReport, SignedTime } from "./types";
 
 /** What health reads: the attestor's cache and reasons (an Attestor fits), the card, the clock, the run state. */
@@ -19,6 +21,8 @@ export interface HealthSources {
   };
   /** The card's current measured error, ns. */
   measuredErrorNs(): number;
+  /** The card driver's own report (TimeCard.status), for drivers that give one. */
+  cardStatus?(): CardStatus | undefined;
   /** The node clock, ns since the Unix epoch. */
   nowNs(): bigint;
   /** Whether the service is started. */
@@ -34,14 +38,17 @@ export function createHealthCheck(sources: HealthSources): () => HealthReport {
     const latest = attestor.latest;
     const lastProofAgeNs = latest === null ? null : sources.nowNs() - latest.proof.nanoMoment;
     const measuredErrorNs = sources.measuredErrorNs();
-    if (attestor.tamperReason !== null) return { status: "tampered", reason: attestor.tamperReason, lastProofAgeNs, measuredErrorNs };
-    if (!sources.isRunning() || latest === null) {
-      return { status: "starting", reason: attestor.refusalReason, lastProofAgeNs, measuredErrorNs };
-    }
+    const card = sources.cardStatus?.();
+    const report = (status: HealthReport["status"], reason: string | null): HealthReport =>
+      card === undefined ? { status, reason, lastProofAgeNs, measuredErrorNs } : { status, reason, lastProofAgeNs, measuredErrorNs, card };
+    if (attestor.tamperReason !== null) return report("tampered", attestor.tamperReason);
+    if (!sources.isRunning() || latest === null) return report("starting", attestor.refusalReason ?? card?.reason ?? null);
     if (lastProofAgeNs !== null && lastProofAgeNs > maxAttestationAgeNs) {
-      return { status: "stale", reason: attestor.refusalReason ?? "no fresh attestation: signing stalled", lastProofAgeNs, measuredErrorNs };
+      return report("stale", attestor.refusalReason ?? card?.reason ?? "no fresh attestation: signing stalled");
     }
-    if (attestor.refusalReason !== null) return { status: "degraded", reason: attestor.refusalReason, lastProofAgeNs, measuredErrorNs };
-    return { status: "ok", reason: null, lastProofAgeNs, measuredErrorNs };
+    if (attestor.refusalReason !== null) return report("degraded", attestor.refusalReason);
+    // The attestor samples the card at its tick (or a mesh round); the card's own state is newer between them.
+    if (card !== undefined && card.state !== "serving") return report("degraded", card.reason ?? `card ${card.state}`);
+    return report("ok", null);
   };
 }

@@ -16,7 +16,7 @@ import { createRecoveryMemo } from "../../protocol/sign";
 import { createP256KeyCache, verifyTimeProof, type VerifyTimeProofContext } from "../../protocol/verify";
 import type { TimeCard } from "../card/types";
 import { anchorToWallClock, clockFromAnchor, type WallClockAnchor } from "../card/hostClock";
-import { redactedConfig, signingErrorBoundNs, type NodeConfig } from "../config";
+import { advertisedAccuracyNs, redactedConfig, signingErrorBoundNs, type NodeConfig } from "../config";
 import { ProofArchive } from "./archive";
 import { BUILD_REVISION_FILE, readBuildRevision } from "./buildRevision";
 import { Attestor } from "./attestor";
@@ -120,7 +120,8 @@ export function createTimeService(parameters: CreateTimeServiceParameters): Core
   const attestor = new Attestor({
     card,
     nodeKey,
-    accuracyNs: config.accuracyNs,
+    // A card that proves its own bound (the chrony card) has that signed; this is then the most it may sign.
+    accuracyNs: advertisedAccuracyNs(config),
     signingErrorBoundNs: signingErrorBoundNs(config),
     tickIntervalNs: config.tickIntervalNs,
     maxServeAgeNs: config.maxAttestationAgeNs,
@@ -259,6 +260,7 @@ export function createTimeService(parameters: CreateTimeServiceParameters): Core
             },
           },
     measuredErrorNs: () => card.measuredErrorNs(),
+    cardStatus: () => card.status?.(),
     nowNs: nodeClockNs,
     isRunning: () => running,
     maxAttestationAgeNs: consensus === null ? config.maxAttestationAgeNs : config.meshMaxProofAgeNs,
@@ -271,7 +273,7 @@ export function createTimeService(parameters: CreateTimeServiceParameters): Core
     version: PACKAGE_VERSION,
     revision: SOURCE_REVISION,
     protocol: "ATS/1",
-    accuracyNs: config.accuracyNs,
+    accuracyNs: advertisedAccuracyNs(config),
     tickIntervalNs: config.tickIntervalNs,
     maxAttestationAgeNs: config.maxAttestationAgeNs,
     maxFutureDriftNs: config.maxFutureDriftNs,
@@ -311,7 +313,10 @@ export function createTimeService(parameters: CreateTimeServiceParameters): Core
       return found;
     },
 
-    info: () => ({ ...info, certificateChainPem: [...info.certificateChainPem] }),
+    info: () => {
+      const cardStatus = card.status?.();
+      return { ...info, certificateChainPem: [...info.certificateChainPem], ...(cardStatus === undefined ? {} : { card: cardStatus }) };
+    },
 
     meshState: () => consensus?.state() ?? loneNodeState(config.role),
 

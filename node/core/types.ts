@@ -6,6 +6,7 @@
  */
 import type { ContradictionEvidenceJson } from "../../protocol/evidence";
 import type { Address, ConsensusJson, Hex, ProofJson, TimeProof } from "../../protocol/types";
+import type { CardStatus } from "../card/types";
 
 /** One attestation: produced once by the attestor, served many times by every transport. */
 export interface SignedTime {
@@ -126,6 +127,8 @@ export interface NodeInfo {
   archiveCapacity: number;
   /** primary, secondary, archive or bridge (docs/protocol.md §7.6). */
   role: string;
+  /** The card driver's clock source and state, read when asked, from drivers that report one (the chrony card). */
+  card?: CardStatus;
 }
 
 export type VerifyOutcome =
@@ -181,6 +184,8 @@ export interface HealthReport {
   lastProofAgeNs: bigint | null;
   /** The card's current measured error, ns. */
   measuredErrorNs: number;
+  /** The card driver's clock source and state, from drivers that report one (the chrony card). */
+  card?: CardStatus;
 }
 
 /** Raised by the core; the mesh (docs/protocol.md §7, not built yet) will broadcast these to peers. */

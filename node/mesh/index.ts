@@ -9,7 +9,7 @@ import { nodePublicKeyUncompressed, type NodeKey } from "../../protocol/keys";
 import type { Address } from "../../protocol/types";
 import { MESH_ROLES, type MeshRole } from "../../wire/mesh";
 import type { TimeCard } from "../card/types";
-import type { NodeConfig } from "../config";
+import { advertisedAccuracyNs, type NodeConfig } from "../config";
 import type { ConsensusStageDeps, ConsensusStageFactory } from "../core/cosign";
 import { Mesh } from "./mesh";
 import { MeshTransport, type MeshPeerAddress } from "./transport";
@@ -62,7 +62,8 @@ export function createMesh(parameters: CreateMeshStageParameters, deps: Consensu
     hello: {
       cardPublicKey: Buffer.from(card.publicKey.slice(2), "hex"),
       certificateChainPem: card.certificateChainPem,
-      cardAccuracyNs: config.accuracyNs,
+      // The most this card signs (a chrony card's maximum bound): the hello is sent once per connection.
+      cardAccuracyNs: advertisedAccuracyNs(config),
       role: config.role as MeshRole,
       version: PACKAGE_VERSION,
     },
@@ -79,7 +80,12 @@ export function createMesh(parameters: CreateMeshStageParameters, deps: Consensu
     nodeKey,
     card,
     role: config.role as MeshRole,
-    cardAccuracyNs: config.accuracyNs,
+    // Read at each use (Mesh keeps this object): a card that proves its own bound (the chrony card) takes part in
+    // rounds and probes with that bound now; while it proves none it signs nothing (assertCanSign), and the
+    // advertised maximum stands in.
+    get cardAccuracyNs(): number {
+      return card.accuracyBoundNs?.(card.readTimeNs()) ?? advertisedAccuracyNs(config);
+    },
     assertCanSign: deps.assertCanSign,
     learnCardChain: deps.learnCardChain,
     resolveCard: deps.resolveCard,

@@ -1,11 +1,13 @@
 import { expect } from "chai";
 import { UnavailableError } from "../../../protocol/errors";
 import { decodeHardwareSignature } from "../../../protocol/codec";
-import { ChronyTimeCard, chronycRunner, fileCardKey, type ChronycRunner } from "../../../node/card/chrony";
+import { ChronyTimeCard, chronycRunner, fileCardKey, NO_READING_ERROR_NS, type ChronycRunner } from "../../../node/card/chrony";
 import { boundAtNs, parseTracking } from "../../../node/card/chronyTracking";
 import type { CardStatus } from "../../../node/card/types";
 import { Attestor } from "../../../node/core/attestor";
-import { attestorSetup, devIdentity, silentLogger } from "../core/helpers";
+import { createTimeService } from "../../../node/core/service";
+import { createNodeMetrics } from "../../../node/api/metrics";
+import { attestorSetup, devIdentity, silentLogger, tempDir, testConfig, waitFor } from "../core/helpers";
 
 const SYNCED = "7F000001,127.0.0.1,2,1795836881.775814668,-0.000001752,-0.000000012,0.000000023,-0.016,-0.002,0.083,0.000006583,0.000002910,0.1,Normal\n";
 const NOT_SYNCHRONISED = "00000000,,0,0.000000000,0.000000000,0.000000000,0.000000000,0.000,0.000,0.000,1.000000000,1.000000000,0.0,Not synchronised\n";
@@ -53,7 +55,7 @@ describe("ChronyTimeCard (node/card/chrony.ts) with a fake chronyc", () => {
       if (card.polls === 0) {
         expect(before).to.deep.include({ driver: "chrony", state: "starting", accuracyBoundNs: null });
         expect(card.accuracyBoundNs(card.readTimeNs())).to.equal(null);
-        expect(card.measuredErrorNs()).to.equal(Number.POSITIVE_INFINITY);
+        expect(card.measuredErrorNs()).to.equal(NO_READING_ERROR_NS);
       }
       const status = await card.pollNow();
       expect(status).to.deep.include({ driver: "chrony", state: "serving", reason: null, offsetNs: -1752, source: "chrony 7F000001 127.0.0.1 stratum 2, leap status Normal" });
@@ -168,6 +170,53 @@ describe("ChronyTimeCard (node/card/chrony.ts) with a fake chronyc", () => {
       } finally {
         attestor.stop();
         card.close();
+      }
+    });
+  });
+
+  describe("in the node's reports", () => {
+    it("GET /node/info, health and metrics carry the card's state, bound and source; drift is chrony's offset", async () => {
+      const dir = tempDir("chrony-report");
+      const chronyc = fakeChronyc(SYNCED);
+      const { card, identity } = await chronyCard(chronyc);
+      const config = testConfig(dir.path, { cardDriver: "chrony", chronyMaxBoundNs: 100_000, maxAcceptableDriftNs: 100_000n, signerThread: "off" });
+      const service = createTimeService({ config, card, nodeKey: identity.nodeKey, logger: silentLogger(), ownsCard: true });
+      const metrics = createNodeMetrics({ defaultMetrics: false });
+      const unbind = metrics.bindService(service);
+      try {
+        await card.pollNow();
+        await service.start();
+        await waitFor(() => service.health().status === "ok", 10_000, "a first chrony-bounded proof");
+        const info = service.info();
+        // The advertised accuracy is the most the node signs; the card's report carries the bound it proves now.
+        expect(info.accuracyNs).to.equal(100_000);
+        expect(info.card).to.deep.include({ driver: "chrony", state: "serving", reason: null, offsetNs: -1752, source: "chrony 7F000001 127.0.0.1 stratum 2, leap status Normal" });
+        expect(info.card!.accuracyBoundNs).to.be.within(7_954, 100_000);
+        const health = service.health();
+        expect(health.card?.state).to.equal("serving");
+        expect(health.measuredErrorNs).to.equal(1752);
+        const proof = service.current().proof;
+        expect(proof.accuracy).to.be.within(7_954, 100_000);
+        const text = await metrics.render();
+        expect(text).to.match(/^timerpc_node_drift_ns 1752$/m);
+        expect(text).to.match(/^timerpc_card_state\{driver="chrony",state="serving"\} 1$/m);
+        expect(text).to.match(/^timerpc_card_bound_ns \d+$/m);
+
+        chronyc.set(NOT_SYNCHRONISED);
+        await card.pollNow();
+        const degraded = service.health();
+        expect(degraded.status).to.equal("degraded");
+        expect(degraded.reason).to.match(/not synchronised/);
+        expect(degraded.card).to.deep.include({ state: "degraded", accuracyBoundNs: null });
+        expect(service.info().card?.state).to.equal("degraded");
+        const after = await metrics.render();
+        expect(after).to.match(/^timerpc_card_state\{driver="chrony",state="degraded"\} 1$/m);
+        expect(after).to.match(/^timerpc_card_bound_ns Nan$/m); // prom-client spells NaN so; Prometheus parses it
+        await waitFor(() => service.stats().accuracyRefusalsTotal > 0, 10_000, "a refused tick");
+      } finally {
+        unbind();
+        await service.stop();
+        dir.remove();
       }
     });
   });
