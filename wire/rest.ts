@@ -153,6 +153,12 @@ export const ScheduleParams = Type.Object(
  * A card driver's own report of its clock source (node/card/types.ts CardStatus): the chrony card's state, the
  * bound it proves now (what the node signs; null while it proves none), chrony's measured offset and reference.
  */
+const CardBoundEvidenceBody = Type.Object({
+  report: Type.String(),
+  readAtNs: Type.String({ pattern: "^[0-9]{1,20}$" }),
+  clockExtraNs: Type.Integer({ minimum: 0 }),
+  growthPpb: Type.Integer({ minimum: 0 }),
+});
 export const CardStatusBody = Type.Object({
   driver: Type.String(),
   state: Type.Union([Type.Literal("starting"), Type.Literal("serving"), Type.Literal("degraded")]),
@@ -160,6 +166,8 @@ export const CardStatusBody = Type.Object({
   accuracyBoundNs: Type.Union([Type.Integer({ minimum: 0 }), Type.Null()]),
   offsetNs: Type.Union([Type.Integer(), Type.Null()]),
   source: Type.Union([Type.String(), Type.Null()]),
+  /** What the bound is computed from (node/card/types.ts CardBoundEvidence), null before the first reading. */
+  evidence: Type.Optional(Type.Union([CardBoundEvidenceBody, Type.Null()])),
 });
 export type CardStatusBody = Static<typeof CardStatusBody>;
 

@@ -27,13 +27,14 @@ import type { GpsReference, Hex } from "../../protocol/types";
 import {
   boundAtNs,
   chronyCardState,
+  frequencyErrorPpb,
   MAX_TRACKING_OUTPUT_BYTES,
   parseTracking,
   type ChronyCardState,
   type ChronyTracking,
 } from "./chronyTracking";
 import { anchorToWallClock, clockFromAnchor, SYSTEM_CLOCK_SOURCES, type HostClockSources, type WallClockAnchor } from "./hostClock";
-import type { CardStatus, TamperState, TimeCard } from "./types";
+import type { CardBoundEvidence, CardStatus, TamperState, TimeCard } from "./types";
 
 /** What the card signs with: its identity and a hardware signature (a key file, or a token with the same shape). */
 export interface ChronyCardKey {
@@ -281,6 +282,19 @@ export class ChronyTimeCard implements TimeCard {
         tracking === null
           ? null
           : `chrony ${tracking.referenceId}${tracking.referenceName === "" ? "" : ` ${tracking.referenceName}`} stratum ${tracking.stratum}, leap status ${tracking.leapStatus}`,
+      evidence: this.#evidence(),
+    };
+  }
+
+  /** What accuracyBoundNs computes from (CardStatus.evidence), or null before the first reading. */
+  #evidence(): CardBoundEvidence | null {
+    const reading = this.#reading;
+    if (reading === null) return null;
+    return {
+      report: reading.tracking.line,
+      readAtNs: reading.cardNs.toString(),
+      clockExtraNs: Number(reading.clockExtraNs),
+      growthPpb: Number(frequencyErrorPpb(reading.tracking, this.#maxClockErrorPpb)),
     };
   }
 

@@ -25,6 +25,24 @@ export interface CardStatus {
   readonly offsetNs: number | null;
   /** The card's reference, as its source names it (e.g. "chrony 7F000001 127.0.0.1 stratum 2"); null when none. */
   readonly source: string | null;
+  /**
+   * What the bound is computed from, so that anyone can recompute a signed accuracy (docs/protocol.md §14.17): the
+   * source's raw report, the card's clock when it was applied (decimal ns), what the card adds for its own clock,
+   * and the rate the bound grows at since then. Null before the first reading; absent for drivers without one.
+   */
+  readonly evidence?: CardBoundEvidence | null;
+}
+
+/** See CardStatus.evidence: accuracy(nanoMoment) = f(report) + clockExtraNs + ceil(growthPpb × (nanoMoment − readAtNs) / 10^9). */
+export interface CardBoundEvidence {
+  /** The source's report as it printed it (chrony: the `chronyc -c tracking` line). */
+  readonly report: string;
+  /** The card's clock when the report was applied, decimal ns since the Unix epoch. */
+  readonly readAtNs: string;
+  /** Added for the card's own clock (host-clock anchor uncertainty, and any lead over the new anchor), ns. */
+  readonly clockExtraNs: number;
+  /** How fast the bound grows after readAtNs, ppb (chrony: maximum clock error + skew + |residual frequency|). */
+  readonly growthPpb: number;
 }
 
 export interface TimeCard {

@@ -68,6 +68,8 @@ describe("ChronyTimeCard (node/card/chrony.ts) with a fake chronyc", () => {
       expect(card.accuracyBoundNs(momentNs)).to.equal(Number(expected));
       expect(card.accuracyBoundNs(reading.cardNs + 1_000_000_000n)).to.equal(Number(7_954n + 15_085n + reading.clockExtraNs));
       expect(card.measuredErrorNs()).to.equal(1752);
+      // The evidence anyone can recompute the bound from: chrony's line, the reading's moment, the clock allowance, the rate.
+      expect(card.status().evidence).to.deep.equal({ report: SYNCED.trimEnd(), readAtNs: reading.cardNs.toString(), clockExtraNs: Number(reading.clockExtraNs), growthPpb: 15_085 });
       const signature = card.signHardware(momentNs);
       expect(decodeHardwareSignature(signature).cardId).to.equal(card.cardId);
       expect(card.gpsReference()).to.equal(null);

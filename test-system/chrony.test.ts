@@ -1,0 +1,229 @@
+/**
+ * The chrony card against a real chronyd (issue 26.1): two unprivileged-safe chronyd processes on loopback (`-x`:
+ * neither ever touches the system clock), a source (`local stratum 1`) and a client synchronised to it, each with
+ * its own temporary config, command socket, pid and drift file. A node with `cardDriver: "chrony"` reads the client
+ * through chronyc. The test checks that
+ * - the node serves proofs that verify with the reference verifier and on-chain, with an accuracy chrony's own
+ *   figures explain: recomputed here, in floating point, from the `chronyc -c tracking` line the card reports;
+ * - once the source is stopped, the bound grows and the node stops signing (degraded) before it signs an accuracy
+ *   above chronyMaxBoundNs: asserted on the card's state transitions and on every proof the node published, not on
+ *   timing.
+ */
+import { execFile, spawn, type ChildProcess } from "node:child_process";
+import { createSocket } from "node:dgram";
+import { chmodSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { promisify } from "node:util";
+import { expect } from "chai";
+import hre from "hardhat";
+import pino from "pino";
+import { contractProofFromJson } from "../client/contractProof";
+import { startDevNode, type DevNode } from "../node/cli";
+import { startNode, type RunningNode } from "../node/server";
+import type { CardStatus } from "../node/card/types";
+import type { SignedTime } from "../node/core/types";
+import { createVerifyContext, verifyTimeProof } from "../protocol/verify";
+import { cardIdFromPublicKey } from "../protocol/codec";
+import { deployAttestedTime, devRegistrations } from "../scripts/deploy";
+
+const execFileAsync = promisify(execFile);
+const CHRONYD = "/usr/sbin/chronyd";
+const CHRONYC = "/usr/bin/chronyc";
+/** The client chronyd's maxclockerror, ppm: large, so that its root dispersion grows fast once the source stops. */
+const CLIENT_MAX_CLOCK_ERROR_PPM = 100;
+/** The largest bound the node signs, ns: far above a loopback chronyd's bound, reached ~10 s after the source stops. */
+const MAX_BOUND_NS = 1_000_000;
+const POLL_INTERVAL_MS = 250;
+
+/** A free UDP port on 127.0.0.1 (the kernel's pick, released for chronyd to bind). */
+async function freeUdpPort(): Promise<number> {
+  const socket = createSocket("udp4");
+  await new Promise<void>((resolve, reject) => {
+    socket.once("error", reject);
+    socket.bind(0, "127.0.0.1", () => resolve());
+  });
+  const { port } = socket.address();
+  await new Promise<void>((resolve) => socket.close(() => resolve()));
+  return port;
+}
+
+/** chronyd in the foreground (-d), never controlling the clock (-x), exiting on its own after 10 min at most (-t). */
+function startChronyd(configPath: string, logLines: string[]): ChildProcess {
+  // As root chronyd would drop to its _chrony user, which cannot open our private folder: stay root. Otherwise -U.
+  const user = process.getuid?.() === 0 ? ["-u", "root"] : ["-U"];
+  const child = spawn(CHRONYD, ["-x", "-d", ...user, "-t", "600", "-f", configPath], { stdio: ["ignore", "ignore", "pipe"] });
+  child.stderr?.setEncoding("utf8").on("data", (chunk: string) => logLines.push(...chunk.trimEnd().split("\n")));
+  return child;
+}
+
+async function stopProcess(child: ChildProcess | null): Promise<void> {
+  if (child === null || child.exitCode !== null || child.signalCode !== null) return;
+  const exited = new Promise<void>((resolve) => child.once("exit", () => resolve()));
+  child.kill("SIGTERM");
+  const timer = setTimeout(() => child.kill("SIGKILL"), 5_000);
+  await exited;
+  clearTimeout(timer);
+}
+
+async function tracking(socketPath: string): Promise<string> {
+  const { stdout } = await execFileAsync(CHRONYC, ["-h", socketPath, "-c", "-n", "tracking"], { timeout: 2_000 });
+  return stdout.trim();
+}
+
+async function waitUntil<T>(what: string, timeoutMs: number, probe: () => Promise<T | null> | T | null): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const value = await probe();
+    if (value !== null) return value;
+    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+}
+
+/**
+ * The accuracy chrony's figures give for a card moment, recomputed here independently of node/card (floats, then
+ * rounded up): ClockBound's |system time offset| + root dispersion + root delay / 2 from the reported line, plus
+ * the card's clock allowance, plus the growth rate the card reports times the time since the reading.
+ */
+function accuracyFromChrony(status: CardStatus, nanoMoment: bigint): { accuracyNs: number; growthPpb: number } {
+  const evidence = status.evidence!;
+  const fields = evidence.report.split(",");
+  expect(fields).to.have.length(14);
+  const seconds = (index: number) => Number(fields[index]);
+  const chronyBoundNs = Math.ceil((Math.abs(seconds(4)) + seconds(11) + seconds(10) / 2) * 1e9 - 1e-3);
+  const growthPpb = CLIENT_MAX_CLOCK_ERROR_PPM * 1_000 + Math.round(Number(fields[9]) * 1_000) + Math.round(Math.abs(Number(fields[8])) * 1_000);
+  const elapsedNs = Number(nanoMoment - BigInt(evidence.readAtNs));
+  return { accuracyNs: chronyBoundNs + evidence.clockExtraNs + Math.ceil((growthPpb * elapsedNs) / 1e9), growthPpb };
+}
+
+describe("chrony card against a real chronyd (test-system)", function () {
+  this.timeout(180_000);
+
+  let dir = "";
+  let source: ChildProcess | null = null;
+  let client: ChildProcess | null = null;
+  let node: DevNode | null = null;
+  const sourceLog: string[] = [];
+  const clientLog: string[] = [];
+
+  before(async () => {
+    dir = mkdtempSync(join(tmpdir(), "ats-chrony-"));
+    chmodSync(dir, 0o700); // chronyd refuses a command socket in a folder others can reach
+    const port = await freeUdpPort();
+    const common = (name: string) => [`bindcmdaddress ${join(dir, `${name}.sock`)}`, "cmdport 0", `pidfile ${join(dir, `${name}.pid`)}`, `driftfile ${join(dir, `${name}.drift`)}`];
+    writeFileSync(join(dir, "source.conf"), [...common("source"), "local stratum 1", "allow 127.0.0.1", `port ${port}`, "bindaddress 127.0.0.1", ""].join("\n"));
+    writeFileSync(
+      join(dir, "client.conf"),
+      [...common("client"), `server 127.0.0.1 port ${port} iburst minpoll -4 maxpoll -4`, "port 0", `maxclockerror ${CLIENT_MAX_CLOCK_ERROR_PPM}`, ""].join("\n"),
+    );
+    source = startChronyd(join(dir, "source.conf"), sourceLog);
+    client = startChronyd(join(dir, "client.conf"), clientLog);
+    // Synchronised: the client follows the source at stratum 2 with a normal leap status.
+    await waitUntil("the client chronyd to synchronise to the source", 60_000, async () => {
+      const line = await tracking(join(dir, "client.sock")).catch(() => "");
+      return /^7F000001,[^,]*,2,.*,Normal$/.test(line) ? line : null;
+    }).catch((error: Error) => {
+      throw new Error(`${error.message}\nsource chronyd:\n${sourceLog.join("\n")}\nclient chronyd:\n${clientLog.join("\n")}`);
+    });
+  });
+
+  after(async () => {
+    await node?.close();
+    await stopProcess(client);
+    await stopProcess(source);
+    if (dir !== "") rmSync(dir, { recursive: true, force: true });
+  });
+
+  it("serves proofs that verify off-chain and on-chain with the bound chrony's figures give; stops signing before its maximum once the source stops", async () => {
+    // The node as `ats-node dev` starts it, with its service kept to watch its proofs and its card's state.
+    let running: RunningNode | null = null;
+    node = await startDevNode({
+      startNode: async (parameters) => (running = await startNode(parameters)),
+      env: {},
+      cwd: process.cwd(),
+      logger: () => pino({ level: "silent" }),
+      overrides: {
+        cardDriver: "chrony",
+        chronySocketPath: join(dir, "client.sock"),
+        chronycPath: CHRONYC,
+        chronyPollIntervalMs: POLL_INTERVAL_MS,
+        chronyMaxBoundNs: MAX_BOUND_NS,
+        chronyMaxClockErrorPpb: CLIENT_MAX_CLOCK_ERROR_PPM * 1_000,
+        maxAcceptableDriftNs: BigInt(MAX_BOUND_NS),
+        grpcEnabled: false,
+      },
+    });
+    const { service, endpoints } = running!;
+    const published: SignedTime[] = [];
+    service.onProof((signed) => published.push(signed));
+    await waitUntil("the node to serve", 30_000, () => (service.health().status === "ok" ? true : null));
+
+    const info = (await (await fetch(`${endpoints.rest}/node/info`)).json()) as { accuracyNs: number; card: CardStatus };
+    expect(info.accuracyNs).to.equal(MAX_BOUND_NS);
+    expect(info.card).to.deep.include({ driver: "chrony", state: "serving", reason: null });
+    expect(info.card.source).to.match(/^chrony 7F000001 127\.0\.0\.1 stratum 2, leap status Normal$/);
+
+    // A proof over REST, signed under one reading: the card's report before and after it names the same reading.
+    const { proof, status } = await waitUntil("a proof signed under a reading the card still reports", 30_000, async () => {
+      const before = service.info().card!;
+      const json = (await (await fetch(`${endpoints.rest}/time/current`)).json()) as unknown;
+      const after = service.info().card!;
+      const candidate = contractProofFromJson(json);
+      const sameReading = before.evidence?.readAtNs === after.evidence?.readAtNs && before.evidence !== null;
+      return sameReading && candidate.nanoMoment >= BigInt(before.evidence!.readAtNs) ? { proof: candidate, status: before } : null;
+    });
+    const explained = accuracyFromChrony(status, proof.nanoMoment);
+    expect(status.evidence!.growthPpb).to.equal(explained.growthPpb);
+    // Float recomputation against the card's bigint: equal, give or take the two roundings.
+    expect(Math.abs(proof.accuracy - explained.accuracyNs), `signed ${proof.accuracy} ns, chrony's figures give ${explained.accuracyNs} ns`).to.be.at.most(2);
+    expect(proof.accuracy).to.be.below(MAX_BOUND_NS);
+
+    // The reference verifier, with the oracle's rules and this node's card and key.
+    const cardPublicKey = devRegistrations().cards[0]!.publicKey; // the public development card the dev node runs
+    const offChain = verifyTimeProof(
+      proof,
+      createVerifyContext({
+        cards: { [cardIdFromPublicKey(cardPublicKey)]: { publicKey: cardPublicKey, revoked: false } },
+        nodes: [node.nodeAddress],
+        nowNs: BigInt(Date.now()) * 1_000_000n,
+        maxAcceptableDriftNs: BigInt(MAX_BOUND_NS),
+      }),
+    );
+    expect(offChain, JSON.stringify(offChain)).to.deep.include({ valid: true });
+    // On-chain: the dev card and node registered on the in-process chain, an oracle that accepts up to the maximum.
+    const deployment = await deployAttestedTime(hre, { ...devRegistrations(), settings: { maxAcceptableDriftNs: BigInt(MAX_BOUND_NS) }, scheduler: false, bridge: false, example: false });
+    const oracle = await hre.viem.getContractAt("TimeOracle", deployment.oracle);
+    expect(await oracle.read.verifyTimeProof([proof])).to.equal(true);
+
+    // Stop the source: chrony's root dispersion, and the card's bound with it, grow until the card is degraded.
+    const transitions: CardStatus[] = [service.info().card!];
+    const bounds: number[] = [];
+    await stopProcess(source);
+    source = null;
+    const degraded = await waitUntil("the card to become degraded", 120_000, () => {
+      const now = service.info().card!;
+      if (now.state !== transitions.at(-1)!.state) transitions.push(now);
+      if (now.accuracyBoundNs !== null) bounds.push(now.accuracyBoundNs);
+      return now.state === "degraded" ? now : null;
+    });
+    expect(transitions.map((entry) => entry.state)).to.deep.equal(["serving", "degraded"]);
+    expect(degraded.reason).to.match(new RegExp(`^chrony's error bound \\d+ ns exceeds chronyMaxBoundNs ${MAX_BOUND_NS} ns$`));
+    // The bound grew while the source was gone: the last bound signed-for is well above the first.
+    expect(bounds.length).to.be.at.least(2);
+    expect(bounds.at(-1)!).to.be.above(bounds[0]! + 100_000);
+    // Nothing the node ever published carries more than the maximum; it signs nothing while degraded.
+    expect(Math.max(...published.map((signed) => signed.proof.accuracy))).to.be.at.most(MAX_BOUND_NS);
+    const publishedWhenDegraded = published.length;
+    await waitUntil("the node to report degraded", 10_000, () => (service.health().status === "degraded" ? true : null));
+    const refusal = await service.attestNow().then(
+      () => null,
+      (error: Error) => error.message,
+    );
+    expect(refusal).to.match(/chrony's error bound \d+ ns exceeds chronyMaxBoundNs|card error bound \d+ ns exceeds the signing bound/);
+    expect(published.length).to.equal(publishedWhenDegraded);
+    const health = (await (await fetch(`${endpoints.rest}/health`)).json()) as { status: string; card: CardStatus };
+    expect(health.status).to.equal("degraded");
+    expect(health.card.state).to.equal("degraded");
+  });
+});
