@@ -682,7 +682,7 @@ export const SETTINGS = {
     kind: "ns",
     env: "ATS_MESH_WINDOW_NS",
     description:
-      "W: a reading counts in a round when within this of the median (docs/protocol.md §7). 100 ns needs hardware timestamping; a loopback cluster of this software needs tens of µs.",
+      "W: a reading counts in a round when within this of the median (docs/protocol.md §7). 100 ns needs hardware timestamping; a loopback cluster of this software needs tens of µs. Members co-sign no accuracy above 2 × this + meshMaxPeerUncertaintyNs (§7.5): every member of a mesh needs the same value.",
     default: 100n,
     min: 0n,
     max: NS_PER_SECOND,
@@ -729,7 +729,8 @@ export const SETTINGS = {
   meshMaxPeerUncertaintyNs: setting({
     kind: "ns",
     env: "ATS_MESH_MAX_PEER_UNCERTAINTY_NS",
-    description: "Readings whose uncertainty (delay / 2 + card accuracy) exceeds this are left out of rounds.",
+    description:
+      "Readings whose uncertainty (delay / 2 + card accuracy) exceeds this are left out of rounds. With meshWindowNs it bounds the accuracy a member co-signs: at most 2 × meshWindowNs + this (docs/protocol.md §7.5); every member of a mesh needs the same value.",
     default: 10n * NS_PER_MILLISECOND,
     min: 0n,
     max: NS_PER_SECOND,

@@ -234,9 +234,26 @@ export interface CoSignCheckInput {
   readonly ownAccuracyNs: number;
   /** The longest this node accepts between the proposer reading its card and the message arriving, ns. */
   readonly maxTransitNs: bigint;
+  /** The largest accuracy this node co-signs: maxRoundAccuracyNs of its own settings, ns. */
+  readonly maxAccuracyNs: bigint;
 }
 
-export type CoSignDecision = { readonly sign: true } | { readonly sign: false; readonly reason: string };
+/** Which rule refused (a fixed set: metric and report labels). */
+export type CoSignRule = "accuracy-over-bound" | "future-dated" | "backdated";
+
+export type CoSignDecision = { readonly sign: true } | { readonly sign: false; readonly rule: CoSignRule; readonly reason: string };
+
+/**
+ * The largest accuracy an honest round of a mesh can sign (§7.5), ns: 2 W + meshMaxPeerUncertaintyNs. Every valid
+ * reading lies within W of the median, and so does the proposer's own (M: a proposer outside the window has no
+ * round), so |reading − M| ≤ 2 W; a reading whose uncertainty exceeds meshMaxPeerUncertaintyNs is left out of the
+ * round. Every d_i of §7.2 is therefore at most this bound, and so is the (f + 1)-th smallest; the proposer's own d
+ * (its card accuracy) too, unless its card is looser than meshMaxPeerUncertaintyNs, and such a member has no reading
+ * in its peers' rounds either. A claim above it comes from no honest round of a mesh with these settings.
+ */
+export function maxRoundAccuracyNs(windowNs: bigint, maxPeerUncertaintyNs: bigint): bigint {
+  return 2n * windowNs + maxPeerUncertaintyNs;
+}
 
 /**
  * Whether a responder co-signs a proposal, by its own clock alone (never the proposer's word). Co-signing says "my
@@ -247,15 +264,32 @@ export type CoSignDecision = { readonly sign: true } | { readonly sign: false; r
  *   M − t2 > accuracy + ownAccuracy                 (M is ahead of every true time the reading can have had)
  *   t2 − M > maxTransit + accuracy + ownAccuracy    (M is behind every true time the reading can have had)
  * A refusal is certain evidence against the claim; a signature is the absence of such evidence from this clock.
+ *
+ * Both rules measure M against the claimed accuracy, so the claim must be bounded first: claiming the most a proof
+ * can carry (2^32 − 1 ns, 4.3 s) would cover a moment seconds from this clock in either direction, and this node
+ * would put its name to it. It first refuses an accuracy above maxAccuracyNs, which no honest round of its mesh
+ * signs (maxRoundAccuracyNs): what it co-signs is then at most that far from its own clock, plus its own
+ * uncertainty (and the transit, behind).
  */
 export function coSignDecision(input: CoSignCheckInput): CoSignDecision {
+  if (BigInt(input.accuracyNs) > input.maxAccuracyNs) {
+    return {
+      sign: false,
+      rule: "accuracy-over-bound",
+      reason: `the claimed accuracy ${input.accuracyNs} ns exceeds what an honest round of this mesh can sign: at most ${input.maxAccuracyNs} ns (2 × meshWindowNs + meshMaxPeerUncertaintyNs)`,
+    };
+  }
   const allowedNs = BigInt(input.accuracyNs) + BigInt(input.ownAccuracyNs);
   const aheadNs = input.momentNs - input.receivedAtNs;
   if (aheadNs > allowedNs) {
-    return { sign: false, reason: `the moment is ${aheadNs} ns ahead of this node's clock; accuracy ${input.accuracyNs} ns and this clock's ${input.ownAccuracyNs} ns allow ${allowedNs} ns` };
+    return {
+      sign: false,
+      rule: "future-dated",
+      reason: `the moment is ${aheadNs} ns ahead of this node's clock; accuracy ${input.accuracyNs} ns and this clock's ${input.ownAccuracyNs} ns allow ${allowedNs} ns`,
+    };
   }
   if (-aheadNs > input.maxTransitNs + allowedNs) {
-    return { sign: false, reason: `the moment is ${-aheadNs} ns behind this node's clock; at most ${input.maxTransitNs + allowedNs} ns allowed` };
+    return { sign: false, rule: "backdated", reason: `the moment is ${-aheadNs} ns behind this node's clock; at most ${input.maxTransitNs + allowedNs} ns allowed` };
   }
   return { sign: true };
 }

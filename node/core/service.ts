@@ -67,7 +67,7 @@ export interface CreateTimeServiceParameters {
 
 /** What a lone node reports as its mesh (docs/protocol.md §7.4): honest, never "Converged". */
 function loneNodeState(role: string): MeshStateReport {
-  return { convergenceState: "Initializing", timeQuality: 0, peerCount: 0, members: 1, threshold: 1, consensusOffsetNs: null, lastError: null, role, roundsSucceeded: 0, roundsFailed: {}, peers: [], tamperAlerts: [], contradictions: [], refused: { packets: {}, coSignRequests: 0, relayedProofs: {} } };
+  return { convergenceState: "Initializing", timeQuality: 0, peerCount: 0, members: 1, threshold: 1, consensusOffsetNs: null, lastError: null, role, roundsSucceeded: 0, roundsFailed: {}, peers: [], tamperAlerts: [], contradictions: [], refused: { packets: {}, coSignRequests: 0, coSignRequestsByRule: {}, relayedProofs: {} } };
 }
 
 /** TimeService plus the operations that only the core's owner (CLI, tests, mesh) uses. */

@@ -39,9 +39,9 @@ export interface MeshPeerReport {
   reportedState: string | null;
   excluded: boolean;
   excludedReason: string | null;
-  faultsTotal: number;
   /** Its recent exchanges went unanswered: rounds do not wait for it, probes go on until it answers (§7.1). */
   absent: boolean;
+  faultsTotal: number;
 }
 
 /** The mesh as this node sees it (`GET /mesh/state`, health, node info). A lone node: Initializing, 0 peers. */
@@ -70,9 +70,10 @@ export interface MeshStateReport {
   contradictions: readonly ContradictionReport[];
   /**
    * What this node refused, counted since it started: mesh packets dropped by reason (wrong source, replay,
-   * over a peer's budget, …: docs/protocol.md §7.3), co-sign requests refused, relayed proofs refused by reason.
+   * over a peer's budget, …: docs/protocol.md §7.3), co-sign requests refused (all, and those refused by a clock
+   * rule of §7.5 by rule: accuracy-over-bound, future-dated, backdated), relayed proofs refused by reason.
    */
-  refused: { packets: Record<string, number>; coSignRequests: number; relayedProofs: Record<string, number> };
+  refused: { packets: Record<string, number>; coSignRequests: number; coSignRequestsByRule: Record<string, number>; relayedProofs: Record<string, number> };
 }
 
 /** A signed tamper alert (wire/rest.ts TamperAlertJson): portable evidence for an on-chain revocation. */

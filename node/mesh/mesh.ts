@@ -25,8 +25,10 @@ import {
   coSignDecision,
   consensusThreshold,
   exchangeSample,
+  maxRoundAccuracyNs,
   readingFromSample,
   runConsensusRound,
+  type CoSignRule,
   type ConsensusReading,
   type ConsensusResult,
 } from "../../protocol/consensus";
@@ -99,6 +101,8 @@ export interface MeshStats {
   lastRoundDurationNs: bigint | null;
   coSignaturesGivenTotal: number;
   coSignaturesRefusedTotal: number;
+  /** Co-sign requests refused by a clock rule of §7.5 (coSignDecision), by rule; also in coSignaturesRefusedTotal. */
+  coSignRequestsRefusedByRule: Partial<Record<CoSignRule, number>>;
   /** Relayed proofs refused (each also a fault of the sender), by RelayRefusal. */
   relayedProofsRefusedTotal: Partial<Record<RelayRefusal, number>>;
   /** Round exchanges not sent to an absent peer (its recent exchanges went unanswered), so not waited for. */
@@ -145,6 +149,7 @@ export class Mesh {
     lastRoundDurationNs: null,
     coSignaturesGivenTotal: 0,
     coSignaturesRefusedTotal: 0,
+    coSignRequestsRefusedByRule: {},
     relayedProofsRefusedTotal: {},
     roundExchangesSkippedTotal: 0,
   };
@@ -162,6 +167,7 @@ export class Mesh {
   readonly #contradictions = new ContradictionWatch();
   #running = false;
   #lastFailureLogMs = 0;
+  #lastCoSignRefusalLogMs = 0;
 
   constructor(options: MeshOptions) {
     this.#options = options;
@@ -313,6 +319,7 @@ export class Mesh {
       refused: {
         packets: { ...this.#options.transport.drops() },
         coSignRequests: this.#stats.coSignaturesRefusedTotal,
+        coSignRequestsByRule: { ...this.#stats.coSignRequestsRefusedByRule },
         relayedProofs: { ...this.#stats.relayedProofsRefusedTotal },
       },
     };
@@ -326,7 +333,12 @@ export class Mesh {
   }
 
   stats(): MeshStats {
-    return { ...this.#stats, roundsFailedTotal: { ...this.#stats.roundsFailedTotal }, relayedProofsRefusedTotal: { ...this.#stats.relayedProofsRefusedTotal } };
+    return {
+      ...this.#stats,
+      roundsFailedTotal: { ...this.#stats.roundsFailedTotal },
+      coSignRequestsRefusedByRule: { ...this.#stats.coSignRequestsRefusedByRule },
+      relayedProofsRefusedTotal: { ...this.#stats.relayedProofsRefusedTotal },
+    };
   }
 
   /** The largest |offset| among reachable peers' best samples, ns (the drift gauge); null without samples. */
@@ -530,14 +542,22 @@ export class Mesh {
     // The cheap clock rule before the P-256 verification and the signature (§7.5).
     const maxTransitNs = this.#transitBoundNs(peer, roundTimeoutNs);
     if (maxTransitNs === null) return refuse("no recent measurement of the path from the proposer yet");
-    const decision = coSignDecision({
-      momentNs: payload.nanoMoment,
-      accuracyNs: payload.accuracyNs,
-      receivedAtNs: round.receivedAtNs,
-      ownAccuracyNs: this.#options.cardAccuracyNs,
-      maxTransitNs,
-    });
-    if (!decision.sign) return refuse(decision.reason);
+    const ownAccuracyNs = this.#options.cardAccuracyNs;
+    const maxAccuracyNs = maxRoundAccuracyNs(this.#options.windowNs, this.#options.maxPeerUncertaintyNs);
+    const decision = coSignDecision({ momentNs: payload.nanoMoment, accuracyNs: payload.accuracyNs, receivedAtNs: round.receivedAtNs, ownAccuracyNs, maxTransitNs, maxAccuracyNs });
+    if (!decision.sign) {
+      this.#recordClockRefusal(peer, decision.rule, decision.reason, {
+        roundId: payload.roundId.toString(),
+        nanoMoment: payload.nanoMoment.toString(),
+        accuracyNs: payload.accuracyNs,
+        hardwareSignature: payload.hardwareSignature,
+        receivedAtNs: round.receivedAtNs.toString(),
+        ownAccuracyNs,
+        maxTransitNs: maxTransitNs.toString(),
+        maxAccuracyNs: maxAccuracyNs.toString(),
+      });
+      return refuse(decision.reason);
+    }
     const cardProblem = this.#checkProposerCard(peer, payload.nanoMoment, payload.hardwareSignature);
     if (cardProblem !== null) return refuse(cardProblem);
     try {
@@ -553,7 +573,23 @@ export class Mesh {
     return { kind: "cosignReply", nodeEntry: signNodeEntry(this.#options.nodeKey, attestation), refusal: "" };
   }
 
-  /** Why the proposer's card signature cannot be co-signed, or null: its card from its hello, low-S, valid. */
+  /**
+   * A co-sign request this node's clock refused (§7.5), recorded as evidence: counted by rule, and logged with what
+   * was asked (the moment, the claimed accuracy, the card's signature over the moment, which proves the proposer's
+   * card read it) and what this node measured (t2, its transit bound and accuracy), at most one line per 5 s. A
+   * claim no honest proposer makes (an accuracy above what a round can sign, or a moment ahead of this clock beyond
+   * it) is also a fault of the proposer; a moment behind may be an honest one delayed past the transit bound by a
+   * busy host, so it is not.
+   */
+  #recordClockRefusal(peer: PeerRecord, rule: CoSignRule, reason: string, evidence: Record<string, string | number>): void {
+    this.#stats.coSignRequestsRefusedByRule[rule] = (this.#stats.coSignRequestsRefusedByRule[rule] ?? 0) + 1;
+    if (rule !== "backdated") peer.faultsTotal += 1;
+    const nowMs = Date.now();
+    if (nowMs - this.#lastCoSignRefusalLogMs < 5_000) return;
+    this.#lastCoSignRefusalLogMs = nowMs;
+    this.#logger.warn({ proposer: peer.nodeId, rule, reason, ...evidence }, "co-sign request refused by this node's clock (docs/protocol.md §7.5)");
+  }
+
   /** The peer's card as this node trusts it (certified, not revoked), or why it does not. */
   #trustedCard(peer: PeerRecord): { publicKey: Hex; cardId: Hex } | string {
     if (peer.cardPublicKey === null || peer.cardId === null) return "the peer announced no card";
@@ -564,6 +600,7 @@ export class Mesh {
     return { publicKey: record.publicKey, cardId: peer.cardId };
   }
 
+  /** Why the proposer's card signature cannot be co-signed, or null: its card from its hello, low-S, valid. */
   #checkProposerCard(peer: PeerRecord, nanoMoment: bigint, hardwareSignature: Hex): string | null {
     const card = this.#trustedCard(peer);
     if (typeof card === "string") return card;

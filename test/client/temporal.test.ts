@@ -49,7 +49,7 @@ describe("client/temporal: createTemporalClient against a gateway", function () 
   before(async () => {
     chain = await startChainProcess(31337);
     dir = mkdtempSync(join(tmpdir(), "ats-temporal-client-"));
-    meshState = { convergenceState: "Converged", timeQuality: 9_000, peerCount: 3, members: 4, threshold: 3, consensusOffsetNs: "-1200", lastError: null, role: "primary", roundsSucceeded: 10, roundsFailed: {}, peers: [], tamperAlerts: [], contradictions: [], refused: { packets: {}, coSignRequests: 0, relayedProofs: {} } };
+    meshState = { convergenceState: "Converged", timeQuality: 9_000, peerCount: 3, members: 4, threshold: 3, consensusOffsetNs: "-1200", lastError: null, role: "primary", roundsSucceeded: 10, roundsFailed: {}, peers: [], tamperAlerts: [], contradictions: [], refused: { packets: {}, coSignRequests: 0, coSignRequestsByRule: {}, relayedProofs: {} } };
     gateway = await start(false, "a");
     legacy = await start(true, "b");
     const answer = await fetch(chain.rpcUrl, { method: "POST", body: JSON.stringify({ jsonrpc: "2.0", id: 1, method: "eth_getBlockByNumber", params: ["0x0", false] }) });

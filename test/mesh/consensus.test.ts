@@ -116,7 +116,7 @@ describe("protocol/consensus (docs/protocol.md §7), exact nanoseconds", functio
   });
 
   it("co-signs unless its own clock proves the claim false, at the exact boundaries", function () {
-    const base = { momentNs: M, accuracyNs: 1_000, ownAccuracyNs: 50, maxTransitNs: 10_000n };
+    const base = { momentNs: M, accuracyNs: 1_000, ownAccuracyNs: 50, maxTransitNs: 10_000n, maxAccuracyNs: 1_000n };
     expect(coSignDecision({ ...base, receivedAtNs: M - 1_050n })).to.deep.equal({ sign: true }); // 1,050 ahead: allowed
     expect(coSignDecision({ ...base, receivedAtNs: M - 1_051n }).sign).to.equal(false);
     expect(coSignDecision({ ...base, receivedAtNs: M + 11_050n })).to.deep.equal({ sign: true }); // behind by transit + bounds

@@ -6,6 +6,7 @@ import type { TimeProof } from "../../protocol/types";
 import { verifyTimeProof } from "../../protocol/verify";
 import type { SignedTime } from "../../node/core";
 import { alertSignedBy, signAlert } from "../../wire/mesh";
+import { UINT32_MAX } from "../../protocol/constants";
 import pino from "pino";
 import { createTimeClient } from "../../client";
 import { startNode } from "../../node/server";
@@ -128,6 +129,33 @@ describe("mesh: consensus rounds on loopback (4 in-process members)", function (
     expect((backdated as { refusal: string }).refusal).to.match(/^the moment is \d+ ns behind this node's clock; at most \d+ ns allowed$/);
     const honest = await askToCoSign(1_000_002n, 0n);
     expect(honest).to.include({ kind: "cosignReply", refusal: "" });
+  });
+
+  it("refuses to co-sign a moment seconds from its clock claimed with the loosest accuracy, and records it against the proposer (issue 31.5)", async function () {
+    // A 50 ms window (so that nothing else in this honest mesh counts as a fault of a) and a 2 s round timeout.
+    members = await startMesh(4, { overrides: { meshRoundTimeoutMs: 2_000, meshWindowNs: "50000000" } });
+    const [a, b] = members as [MeshMember, MeshMember];
+    await nextProof(a); // sessions up and b's clock filter of a fed by probes
+    const aAtB = () => b.service.meshState().peers.find((peer) => peer.nodeId === a.identity.nodeAddress)!;
+    const faultsBefore = aAtB().faultsTotal;
+    // A rogue a: a real round exchange, then a co-sign request for its card's moment of 3 s ago, claiming the most
+    // a proof can carry (2^32 − 1 ns, 4.3 s), which covers it.
+    const roundId = 2_000_001n;
+    const momentNs = a.card.readTimeNs() - 3_000_000_000n;
+    await a.transport.request(b.identity.nodeAddress, { kind: "probe", t1Ns: a.card.readTimeNs(), roundId }, 1_000);
+    const reply = await a.transport.request(
+      b.identity.nodeAddress,
+      { kind: "cosignRequest", roundId, nanoMoment: momentNs, accuracyNs: UINT32_MAX, hardwareSignature: a.card.signHardware(momentNs) },
+      1_000,
+    );
+    expect(reply.payload).to.include({ kind: "cosignReply", nodeEntry: null });
+    // 2 × meshWindowNs + meshMaxPeerUncertaintyNs (10 ms) = 110 ms: the most an honest round of this mesh signs.
+    expect((reply.payload as { refusal: string }).refusal).to.equal(
+      "the claimed accuracy 4294967295 ns exceeds what an honest round of this mesh can sign: at most 110000000 ns (2 × meshWindowNs + meshMaxPeerUncertaintyNs)",
+    );
+    // Recorded: by rule in GET /mesh/state, and as a fault of the proposer (no honest proposer makes that claim).
+    expect(b.service.meshState().refused.coSignRequestsByRule).to.deep.equal({ "accuracy-over-bound": 1 });
+    expect(aAtB().faultsTotal).to.equal(faultsBefore + 1);
   });
 
   it("excludes a member whose clock is skewed beyond the window, and its error does not enter the bound", async function () {

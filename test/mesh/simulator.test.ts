@@ -3,6 +3,17 @@ import { maxFaults, simulate, type Behaviour } from "./simulator";
 
 const ALL_LIES: readonly Behaviour[] = ["far-liar", "near-liar", "equivocating", "walking", "overconfident", "silent"];
 const WINDOW_NS = 200_000n;
+/** meshMaxPeerUncertaintyNs of the simulated meshes: above every simulated reading's uncertainty (a no-op filter). */
+const MAX_PEER_UNCERTAINTY_NS = 10_000_000n;
+/** The largest accuracy an honest round of those meshes signs: 2 W + meshMaxPeerUncertaintyNs (§7.5). */
+const MAX_ACCURACY_NS = 2n * WINDOW_NS + MAX_PEER_UNCERTAINTY_NS;
+
+/** coSignDecision and the uint32 maximum (the most accuracy a proof can carry). */
+async function loadCoSign() {
+  const { coSignDecision } = await import("../../protocol/consensus");
+  const { UINT32_MAX } = await import("../../protocol/constants");
+  return { coSignDecision, UINT32_MAX_NS: UINT32_MAX };
+}
 
 describe("mesh simulator (virtual time, seeded): the bound a proof claims holds against the truth", function () {
   this.timeout(60_000);
@@ -17,7 +28,7 @@ describe("mesh simulator (virtual time, seeded): the bound a proof claims holds 
       const liars = seed % (maxFaults(members) + 1); // 0..f
       // Every other run with liars, the proposer itself is one of them (a verifier need not trust the serving node).
       const lyingProposer = liars > 0 && seed % 2 === 0;
-      const run = simulate({ seed, members, liars, liarBehaviours: ALL_LIES, lyingProposer, windowNs: WINDOW_NS, rounds: 40, roundIntervalNs: 10_000_000n, maxTransitNs: 250_000_000n });
+      const run = simulate({ seed, members, liars, liarBehaviours: ALL_LIES, lyingProposer, windowNs: WINDOW_NS, rounds: 40, roundIntervalNs: 10_000_000n, maxTransitNs: 250_000_000n, maxPeerUncertaintyNs: MAX_PEER_UNCERTAINTY_NS });
       for (const record of run.rounds) {
         if (!record.outcome.ok) {
           failed += 1;
@@ -44,7 +55,7 @@ describe("mesh simulator (virtual time, seeded): the bound a proof claims holds 
     for (let seed = 1_000; seed < 1_150; seed += 1) {
       const members = 4 + (seed % 7);
       const liars = maxFaults(members);
-      const run = simulate({ seed, members, liars, liarBehaviours: ["far-liar"], windowNs: WINDOW_NS, rounds: 20, roundIntervalNs: 10_000_000n, maxTransitNs: 250_000_000n });
+      const run = simulate({ seed, members, liars, liarBehaviours: ["far-liar"], windowNs: WINDOW_NS, rounds: 20, roundIntervalNs: 10_000_000n, maxTransitNs: 250_000_000n, maxPeerUncertaintyNs: MAX_PEER_UNCERTAINTY_NS });
       const liarIds = run.members.filter((member) => member.behaviour === "far-liar").map((member) => member.nodeId);
       for (const record of run.rounds) {
         if (!record.outcome.ok) continue;
@@ -62,7 +73,7 @@ describe("mesh simulator (virtual time, seeded): the bound a proof claims holds 
     // §7.2 is guaranteed only while fewer than a third lie.
     let rounds = 0;
     for (let seed = 2_000; seed < 2_050; seed += 1) {
-      const run = simulate({ seed, members: 4, liars: 2, liarBehaviours: ["far-liar"], collude: true, windowNs: WINDOW_NS, rounds: 10, roundIntervalNs: 10_000_000n, maxTransitNs: 250_000_000n });
+      const run = simulate({ seed, members: 4, liars: 2, liarBehaviours: ["far-liar"], collude: true, windowNs: WINDOW_NS, rounds: 10, roundIntervalNs: 10_000_000n, maxTransitNs: 250_000_000n, maxPeerUncertaintyNs: MAX_PEER_UNCERTAINTY_NS });
       for (const record of run.rounds) {
         rounds += 1;
         expect(record.outcome.ok, `seed ${seed} round ${record.round}`).to.equal(false);
@@ -75,7 +86,25 @@ describe("mesh simulator (virtual time, seeded): the bound a proof claims holds 
     const { coSignDecision } = await import("../../protocol/consensus");
     const t2 = 1_800_000_000_000_000_000n;
     // Claimed accuracy 1 µs, co-signer accuracy 50 ns: a moment 1,051 ns ahead of its clock cannot be true.
-    expect(coSignDecision({ momentNs: t2 + 1_051n, accuracyNs: 1_000, receivedAtNs: t2, ownAccuracyNs: 50, maxTransitNs: 250_000_000n })).to.include({ sign: false });
-    expect(coSignDecision({ momentNs: t2 + 1_050n, accuracyNs: 1_000, receivedAtNs: t2, ownAccuracyNs: 50, maxTransitNs: 250_000_000n })).to.deep.equal({ sign: true });
+    expect(coSignDecision({ momentNs: t2 + 1_051n, accuracyNs: 1_000, receivedAtNs: t2, ownAccuracyNs: 50, maxTransitNs: 250_000_000n, maxAccuracyNs: MAX_ACCURACY_NS })).to.include({ sign: false });
+    expect(coSignDecision({ momentNs: t2 + 1_050n, accuracyNs: 1_000, receivedAtNs: t2, ownAccuracyNs: 50, maxTransitNs: 250_000_000n, maxAccuracyNs: MAX_ACCURACY_NS })).to.deep.equal({ sign: true });
+  });
+
+  it("an honest member refuses a moment seconds from its clock, whatever accuracy the proposer claims (issue 31.5)", async function () {
+    const { coSignDecision, UINT32_MAX_NS } = await loadCoSign();
+    const t2 = 1_800_000_000_000_000_000n;
+    const input = { receivedAtNs: t2, ownAccuracyNs: 50, maxTransitNs: 20_000_000n, maxAccuracyNs: MAX_ACCURACY_NS };
+    // A rogue proposer claims the most a proof can carry, 2^32 − 1 ns (4.3 s), for a moment 3 s behind or ahead of
+    // this clock: the claim is loose enough to cover either, but no round of this mesh can honestly sign it.
+    for (const momentNs of [t2 - 3_000_000_000n, t2 + 3_000_000_000n]) {
+      expect(coSignDecision({ ...input, momentNs, accuracyNs: UINT32_MAX_NS })).to.include({ sign: false, rule: "accuracy-over-bound" });
+    }
+    // The bound itself is signed when the moment is within it; one more nanosecond of claim is refused.
+    const bound = Number(MAX_ACCURACY_NS);
+    expect(coSignDecision({ ...input, momentNs: t2 - 5_000_000n, accuracyNs: bound })).to.deep.equal({ sign: true });
+    expect(coSignDecision({ ...input, momentNs: t2 - 5_000_000n, accuracyNs: bound + 1 })).to.include({ sign: false, rule: "accuracy-over-bound" });
+    // Within the bound, the distance rules of both directions still apply, and name themselves.
+    expect(coSignDecision({ ...input, momentNs: t2 + BigInt(bound) + 51n, accuracyNs: bound })).to.include({ sign: false, rule: "future-dated" });
+    expect(coSignDecision({ ...input, momentNs: t2 - 20_000_000n - BigInt(bound) - 51n, accuracyNs: bound })).to.include({ sign: false, rule: "backdated" });
   });
 });

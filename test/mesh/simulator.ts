@@ -5,7 +5,16 @@
  * node/mesh/mesh.ts does (four-timestamp exchanges, readingFromSample, runConsensusRound, coSignDecision), so
  * every claim can be checked against the truth the simulator knows.
  */
-import { coSignDecision, exchangeSample, maxFaults, readingFromSample, runConsensusRound, type ConsensusReading, type ConsensusResult } from "../../protocol/consensus";
+import {
+  coSignDecision,
+  exchangeSample,
+  maxFaults,
+  maxRoundAccuracyNs,
+  readingFromSample,
+  runConsensusRound,
+  type ConsensusReading,
+  type ConsensusResult,
+} from "../../protocol/consensus";
 import { ConsensusError } from "../../protocol/errors";
 import type { Address } from "../../protocol/types";
 
@@ -69,6 +78,11 @@ export interface SimulationParameters {
   readonly rounds: number;
   readonly roundIntervalNs: bigint;
   readonly maxTransitNs: bigint;
+  /**
+   * meshMaxPeerUncertaintyNs: a reading more uncertain is left out of the round, as the mesh does; with the window it
+   * bounds the accuracy an honest member co-signs (maxRoundAccuracyNs).
+   */
+  readonly maxPeerUncertaintyNs: bigint;
   /** All liars tell the first liar's lie (collusion). */
   readonly collude?: boolean;
   /**
@@ -225,7 +239,8 @@ export function simulate(parameters: SimulationParameters): SimulationOutcome {
       const t4 = clockAt(proposer, back);
       arrivals.set(member.nodeId, arrival);
       const sample = exchangeSample({ t1, t2, t3, t4 });
-      readings.push(readingFromSample(member.nodeId, momentNs, { offsetNs: sample.offsetNs, delayNs: sample.delayNs, atNs: t1 }, member.claimedAccuracyNs));
+      const reading = readingFromSample(member.nodeId, momentNs, { offsetNs: sample.offsetNs, delayNs: sample.delayNs, atNs: t1 }, member.claimedAccuracyNs);
+      if (reading.uncertaintyNs <= parameters.maxPeerUncertaintyNs) readings.push(reading);
     }
     let outcome: RoundRecord["outcome"];
     const honestCoSigns: boolean[] = [];
@@ -241,6 +256,7 @@ export function simulate(parameters: SimulationParameters): SimulationOutcome {
           receivedAtNs: clockAt(member, arrivals.get(member.nodeId)!),
           ownAccuracyNs: Number(member.claimedAccuracyNs),
           maxTransitNs: parameters.maxTransitNs,
+          maxAccuracyNs: maxRoundAccuracyNs(parameters.windowNs, parameters.maxPeerUncertaintyNs),
         });
         honestCoSigns.push(decision.sign);
       }

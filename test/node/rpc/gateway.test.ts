@@ -35,7 +35,7 @@ const LONE: MeshStateReport = {
   peers: [],
   tamperAlerts: [],
   contradictions: [],
-  refused: { packets: {}, coSignRequests: 0, relayedProofs: {} },
+  refused: { packets: {}, coSignRequests: 0, coSignRequestsByRule: {}, relayedProofs: {} },
 };
 const LIMITS = { maxBodyBytes: 8_192, maxBatchItems: 5, maxResponseBytes: 65_536, requestsPerSecondPerClient: 0, maxConnections: 64 };
 const nowNs = () => BigInt(Date.now()) * 1_000_000n;
