@@ -235,6 +235,37 @@ describe("relayer end to end (2 Hardhat node chains, an attesting node, ats-rela
     }
   });
 
+  it("cancels a scheduled call whose CallScheduled block a reorg took back after it was indexed: orphaned, never executed", async () => {
+    await rpc(alpha, "evm_setIntervalMining", [0]);
+    try {
+      await network.startRelayer();
+      const snapshot = await rpc(alpha, "evm_snapshot");
+      const leadMs = 2_000;
+      const callId = await scheduleCall(alpha, leadMs);
+      const executeAtMs = Date.now() + leadMs;
+      await mine(alpha, 1); // one confirmation: the relayer indexes the call and waits for executeAt
+      const itemId = callItemId(alpha.chainId, callId);
+      await pollUntil(async () => ((await apiItems(network.relayer!.api)).find((item) => item.id === itemId)?.status === "pending" ? true : undefined), "the call's indexing");
+      expect(await rpc(alpha, "evm_revert", [snapshot])).to.equal(true);
+      await mine(alpha, 4); // another history, longer than the cursor's: the call never happened in it
+      await pollUntil(async () => {
+        const metrics = await (await fetch(`${network.relayer!.api}/metrics`)).text();
+        return /ats_relayer_reorgs_total\{chain="alpha"\} [1-9]/.test(metrics) ? true : undefined;
+      }, "the walk back");
+      expect((await apiItems(network.relayer!.api)).find((item) => item.id === itemId)?.status, "the store says why").to.equal("orphaned");
+      // Past executeAt, the keeper would have executed a call it still held; an orphaned one stays so.
+      await new Promise((resolve) => setTimeout(resolve, Math.max(0, executeAtMs - Date.now()) + 1_500));
+      expect((await apiItems(network.relayer!.api)).find((item) => item.id === itemId)?.status).to.equal("orphaned");
+      expect(await executionsOf(alpha, [callId])).to.deep.equal([0]);
+      const status = await alpha.publicClient.readContract({ address: alpha.deployment.scheduler!, abi: SCHEDULER_ABI, functionName: "callStatus", args: [callId] });
+      expect(CALL_STATUS[status]).to.equal("None");
+      await rpc(alpha, "evm_setIntervalMining", [1_000]); // blocks again, so that the relayer's pushes settle
+      await expectStoreConsistent();
+    } finally {
+      await rpc(alpha, "evm_setIntervalMining", [1_000]);
+    }
+  });
+
   it("expires a call whose window the chain clock has passed, refunding its caller, and finishes the item as expired", async () => {
     const scheduleAbi = parseAbi(["function scheduleCall(uint128 executeAt, uint64 window, uint32 gasLimit, bytes data) payable returns (bytes32 callId)"]);
     const executeAtNs = (BigInt(Date.now()) + 1_000n) * 1_000_000n;
