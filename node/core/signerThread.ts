@@ -134,6 +134,9 @@ function run(): void {
       const { entry, digest, hardwareSignature } = signAttestation(request.nanoMoment, request.hardwareSignature, request.accuracy, () => request.nodeTimestampNs);
       const signDurationNs = process.hrtime.bigint() - startedNs;
       const { nanoMoment, nodeTimestampNs } = request;
+      // Twice on purpose: the slot lets a proof request being served take the signature at once (collect()), a
+      // turn or more before this message is read; the message delivers it when no request comes, and when a later
+      // reply overwrote the slot (it holds one record) before anyone looked. Whichever arrives first resolves it.
       resultSlot.write({ kind: "reply", id: request.id, permitEpoch: 0, nanoMoment, nodeTimestampNs, signDurationNs, entry, digest, hardwareSignature });
       port.postMessage({ id: request.id, entry, digest, hardwareSignature });
     } catch (error) {
