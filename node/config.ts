@@ -190,7 +190,7 @@ export const SETTINGS = {
     kind: "choice",
     env: "ATS_CARD_DRIVER",
     description:
-      "Time card driver. 'dev': P-256 key from keyDir, host clock (process.hrtime anchored to the wall clock), signs accuracyNs. 'chrony': P-256 key from keyDir, the host clock disciplined by chronyd, signs the error bound chrony's tracking figures prove (ClockBound's formula, docs/protocol.md §14.17) and nothing while chrony is unsynchronised or that bound exceeds chronyMaxBoundNs (settings chrony*).",
+      "Time card driver. 'dev': P-256 key from keyDir, host clock (process.hrtime anchored to the wall clock), signs accuracyNs. 'chrony': P-256 key from keyDir, the host clock disciplined by chronyd, signs the error bound chrony's tracking figures prove (ClockBound's formula, docs/protocol.md §14.19) and nothing while chrony is unsynchronised or that bound exceeds chronyMaxBoundNs (settings chrony*).",
     default: "dev",
     // The names of node/card CARD_DRIVERS (not imported: settings load without any driver; a test pins the two).
     choices: ["dev", "chrony"],

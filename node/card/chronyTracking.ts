@@ -2,7 +2,7 @@
  * chrony's tracking report (`chronyc -c tracking`) parsed, and the error bound of the host clock it proves, with
  * no I/O: the chrony card driver (chrony.ts) runs chronyc and feeds the text here; tests feed recorded outputs.
  *
- * The bound is the one AWS ClockBound computes from the same report (docs/protocol.md §14.17):
+ * The bound is the one AWS ClockBound computes from the same report (docs/protocol.md §14.19):
  *   |system time offset| + root dispersion + root delay / 2
  * at the moment of the reading, plus the maximum frequency error times the time elapsed since then. Every figure
  * is parsed from chrony's decimal text into bigint ns (or ppb) exactly, rounded away from zero when the text has

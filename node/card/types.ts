@@ -26,7 +26,7 @@ export interface CardStatus {
   /** The card's reference, as its source names it (e.g. "chrony 7F000001 127.0.0.1 stratum 2"); null when none. */
   readonly source: string | null;
   /**
-   * What the bound is computed from, so that anyone can recompute a signed accuracy (docs/protocol.md §14.17): the
+   * What the bound is computed from, so that anyone can recompute a signed accuracy (docs/protocol.md §14.19): the
    * source's raw report, the card's clock when it was applied (decimal ns), what the card adds for its own clock,
    * and the rate the bound grows at since then. Null before the first reading; absent for drivers without one.
    */
