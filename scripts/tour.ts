@@ -77,6 +77,10 @@ export async function runTour(network: LocalNetwork, log: (line: string) => void
     log(`   GET ${fetched.endpoint}/time/current: ${iso(proof.nanoMoment)}, accuracy ${proof.accuracy} ns, ${entries} node entries (oracle nodeQuorum ${quorum})`);
     log(`   alpha oracle verifyTimeProof: ${proofResult.validOnChain}`);
     log(`   the same proof with accuracy ${tampered.accuracy} ns (a relayer's edit): on-chain ${proofResult.tamperedValidOnChain}, the node says ${tamperedOffChainReason ?? "valid"}`);
+    if (tamperedOffChainReason === "unknown-node") {
+      // The rule's name is right but puzzling here: say what happened to the signatures.
+      log(`     why: the nodes signed accuracy ${proof.accuracy} ns; with ${tampered.accuracy} ns their signatures no longer match, so each entry recovers to an address no one registered`);
+    }
   } finally {
     cluster.close();
   }
