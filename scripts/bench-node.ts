@@ -32,6 +32,9 @@
  * load generator); the second ratio row and the second set of load rows run the node with signerThread "off",
  * every signature in the serving thread.
  *
+ * `--pkcs11` runs only the PKCS#11 section (scripts/benchPkcs11.ts: token signatures per second for both curves
+ * through SoftHSM2, and an attestor's tick and proof age on token keys as signing slows down).
+ *
  * Environment: BENCH_DURATION_S (default 10) bounds each load run; BENCH_TICK_NS sets the node's attestation tick
  * (default: the config default, 1 ms); BENCH_PIN=0 turns CPU pinning off; BENCH_LOAD=autocannon ignores wrk.
  */
@@ -608,6 +611,22 @@ if (childMode !== undefined) {
     console.error(error);
     process.exit(1);
   });
+} else if (process.argv.includes("--pkcs11")) {
+  // Loaded on use: the section needs the optional pkcs11js binding and SoftHSM2.
+  import("./benchPkcs11")
+    .then(async ({ pkcs11BenchRows }) => {
+      const rows = await pkcs11BenchRows();
+      console.log(`\n### PKCS#11 token benchmark — ${new Date().toISOString().slice(0, 16).replace("T", " ")} UTC\n`);
+      console.log(`Node ${process.version}, ${cpus()[0]?.model ?? "unknown CPU"} × ${cpus().length} cores, load average at start ${loadavg().map((value) => value.toFixed(1)).join(" / ")}; SoftHSM2 in a temporary token folder.\n`);
+      console.log("| measure | result | expectation |");
+      console.log("|---|---|---|");
+      for (const [measure, result, goal] of rows) console.log(`| ${measure} | ${result} | ${goal} |`);
+      process.exit(0);
+    })
+    .catch((error: unknown) => {
+      console.error(error);
+      process.exit(1);
+    });
 } else {
   main().then(
     () => process.exit(0),
