@@ -289,6 +289,7 @@ export const MeshStateBody = Type.Object(
           reportedState: Type.Union([Type.String(), Type.Null()]),
           excluded: Type.Boolean(),
           excludedReason: Type.Union([Type.String(), Type.Null()]),
+          absent: Type.Boolean(),
           faultsTotal: Type.Integer({ minimum: 0 }),
         },
         { additionalProperties: false },
@@ -303,9 +304,9 @@ export const MeshStateBody = Type.Object(
       {
         packets: Type.Record(Type.String(), Type.Integer({ minimum: 0 })),
         coSignRequests: Type.Integer({ minimum: 0 }),
+        coSignRequestsByRule: Type.Record(Type.String(), Type.Integer({ minimum: 0 })),
         relayedProofs: Type.Record(Type.String(), Type.Integer({ minimum: 0 })),
       },
-          absent: Type.Boolean(),
       { additionalProperties: false },
     ),
   },
