@@ -75,6 +75,11 @@ export interface ServiceNtpClock extends NtpClock {
   close(): void;
 }
 
+function referenceTimeNs(nowNs: bigint, lastProofAgeNs: bigint | null): bigint {
+  if (lastProofAgeNs === null || lastProofAgeNs > nowNs) return 0n;
+  return lastProofAgeNs < 0n ? nowNs : nowNs - lastProofAgeNs;
+}
+
 /** The NTP view of a TimeService (see the module comment). */
 export function createServiceNtpClock(service: TimeService, options: ServiceNtpClockOptions = {}): ServiceNtpClock {
   const boundNs = BigInt(service.info().accuracyNs);
@@ -98,8 +103,9 @@ export function createServiceNtpClock(service: TimeService, options: ServiceNtpC
       rootDelayNs,
       rootDispersionNs,
       referenceId: reference.referenceId,
-      // The reference time: when the node last found its card within the bound and signed (its freshest proof).
-      referenceTimeNs: health.lastProofAgeNs === null || health.lastProofAgeNs > nowNs ? 0n : nowNs - (health.lastProofAgeNs < 0n ? 0n : health.lastProofAgeNs),
+      // The reference time: when the node last found its card within the bound and signed (its freshest proof);
+      // NTP's zero timestamp ("never") before the first. A proof dated ahead of the clock (age < 0) counts as now.
+      referenceTimeNs: referenceTimeNs(nowNs, health.lastProofAgeNs),
     };
     checkNtpServerState(state);
     return state;
