@@ -13,7 +13,9 @@
  * and the reading's bound always describes the anchor it is applied to (a reading is taken before its anchor, so a
  * step in between leaves the larger, pre-step offset in the bound). Linux slews the monotonic timer as it slews the
  * wall clock, so between readings they do not drift apart. The anchor's uncertainty, and any amount by which the
- * card's monotonic reading was ahead of the new anchor, are added to the bound.
+ * card's monotonic reading was ahead of the new anchor, are added to the bound. A re-anchor catches one millisecond
+ * edge (REANCHOR_EDGES; again while looser than 500 ns, up to 3 times): it spins the event loop for about 0.5 ms,
+ * once per reading.
  *
  * The key: any ChronyCardKey (a key file today, fileCardKey; a token-held key has the same shape), kept apart from
  * the clock so that the key store can change without touching this driver.
@@ -33,7 +35,8 @@ import {
   type ChronyCardState,
   type ChronyTracking,
 } from "./chronyTracking";
-import { anchorToWallClock, clockFromAnchor, SYSTEM_CLOCK_SOURCES, type HostClockSources, type WallClockAnchor } from "./hostClock";
+import { ANCHOR_TARGET_NS } from "./dev";
+import { ANCHOR_EDGES, anchorToWallClock, clockFromAnchor, SYSTEM_CLOCK_SOURCES, type HostClockSources, type WallClockAnchor } from "./hostClock";
 import type { CardBoundEvidence, CardStatus, TamperState, TimeCard } from "./types";
 
 /** What the card signs with: its identity and a hardware signature (a key file, or a token with the same shape). */
@@ -57,6 +60,25 @@ export type ChronycRunner = () => Promise<string>;
 
 /** The measured error reported before any reading, ns: 2^32, more than any proof's accuracy (uint32) can carry. */
 export const NO_READING_ERROR_NS = 2 ** 32;
+
+/** Millisecond edges caught per re-anchoring (hostClock.ts): one, to keep the event loop's spin short. */
+const REANCHOR_EDGES = 1;
+/** Anchorings tried per re-anchoring at most while looser than ANCHOR_TARGET_NS (a preempted or cold spin). */
+const REANCHOR_ATTEMPTS = 3;
+
+/**
+ * The tightest of up to `attempts` anchorings of `edges` edges, stopping at the first within ANCHOR_TARGET_NS: a
+ * spin that was preempted, or ran cold code, catches its edge loosely (up to milliseconds), and its uncertainty is
+ * then in every bound signed until the next reading.
+ */
+function tightAnchor(sources: HostClockSources, edges: number, attempts: number): WallClockAnchor {
+  let best = anchorToWallClock(sources, edges);
+  for (let attempt = 1; attempt < attempts && best.uncertaintyNs > ANCHOR_TARGET_NS; attempt += 1) {
+    const next = anchorToWallClock(sources, edges);
+    if (next.uncertaintyNs < best.uncertaintyNs) best = next;
+  }
+  return best;
+}
 
 /** How long one chronyc run may take at most, ms (it answers from a local socket in milliseconds). */
 export const DEFAULT_CHRONYC_TIMEOUT_MS = 2_000;
@@ -147,7 +169,7 @@ export class ChronyTimeCard implements TimeCard {
     this.#maxBoundNs = BigInt(options.maxBoundNs);
     this.#maxClockErrorPpb = BigInt(options.maxClockErrorPpb);
     this.#maxReadingAgeMs = options.maxReadingAgeMs ?? 3 * options.pollIntervalMs + DEFAULT_CHRONYC_TIMEOUT_MS;
-    this.#anchor = anchorToWallClock(this.#sources);
+    this.#anchor = tightAnchor(this.#sources, ANCHOR_EDGES, 5);
     this.#clockNs = clockFromAnchor(this.#anchor, this.#sources);
     this.#schedulePoll(0);
   }
@@ -218,7 +240,7 @@ export class ChronyTimeCard implements TimeCard {
     if (tracking !== null) {
       // Re-anchor after the reading (module comment); the card's clock never steps back, so whatever it is ahead
       // of the new anchor is added to this reading's bound.
-      const anchor = anchorToWallClock(this.#sources);
+      const anchor = tightAnchor(this.#sources, REANCHOR_EDGES, REANCHOR_ATTEMPTS);
       const clockNs = clockFromAnchor(anchor, this.#sources);
       const nowNs = clockNs();
       const aheadNs = this.#lastReadNs > nowNs ? this.#lastReadNs - nowNs : 0n;
