@@ -1,5 +1,5 @@
 import { expect } from "chai";
-import { startMesh, stopAll, waitUntil, type MeshMember } from "./helpers";
+import { startMesh, stopAll, TOLERANT_MESH_SETTINGS, waitUntil, waitUntilMeasured, type MeshMember } from "./helpers";
 
 /** Exchanges a peer may leave unanswered in a row before rounds stop waiting for it (node/mesh/peers.ts). */
 const MISSES_BEFORE_ABSENT = 3;
@@ -14,23 +14,20 @@ describe("mesh: a member that is down (issue 31.4)", function () {
   });
 
   it("after it missed its recent exchanges, rounds no longer wait for it; it still counts in n, and rejoins once it answers a probe", async function () {
-    // Rounds only on demand, one at a time. A wide window: what decides a round here is who answers.
+    // Rounds only on demand, one at a time; tolerant settings: what decides a round here is who answers.
     members = await startMesh(4, {
       overrides: {
+        ...TOLERANT_MESH_SETTINGS,
         meshRoundIntervalMs: 60_000,
         meshMaxRoundsInFlight: 1,
         meshRoundTimeoutMs: ROUND_TIMEOUT_MS,
         meshProbeIntervalMs: 200,
-        meshWindowNs: "50000000",
-        meshMaxPeerUncertaintyNs: "100000000",
         meshMaxProofAgeNs: "60000000000",
       },
     });
     const [a, , , d] = members as [MeshMember, MeshMember, MeshMember, MeshMember];
     const dAtA = () => a.service.meshState().peers.find((peer) => peer.nodeId === d.identity.nodeAddress)!;
-    await waitUntil(() => members.every((member) => member.transport.peers.every((peer) => member.transport.hasSession(peer.nodeId))), "every session", 10_000);
-    // Co-signers refuse without a recent measurement of the proposer: the first probes (sent at start) give it.
-    await waitUntil(() => members.every((member) => member.service.meshState().peers.every((peer) => peer.offsetNs !== null)), "every path measured", 10_000);
+    await waitUntilMeasured(members);
     expect((await a.mesh.roundNow()).json.consensus!.readings).to.have.length(4);
 
     // D's sockets close, as a stopped process's do: the port answers nothing (the kernel: port unreachable).
