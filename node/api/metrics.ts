@@ -32,7 +32,8 @@
  *   (server_full, address_full, penalised: on accept; pipelining, refusals, stalled: while open).
  * - timerpc_ntp_requests_total{outcome}: NTP client requests of the time host (node/ntp) by outcome: "answered",
  *   "rate_limited" (a Kiss-o'-Death RATE sent), "rate_limited_dropped" (over rate, and the node-wide Kiss-o'-Death
- *   budget spent: no reply), "send_error"; read at scrape time.
+ *   budget spent: no reply), "send_error", "state_error" (the clock's state could not be read: no reply); read at
+ *   scrape time.
  * - timerpc_ntp_packets_dropped_total{reason}: datagrams the NTP time host dropped unanswered: "short" (< 48
  *   bytes), "control" (mode 6/7 control and monitor queries), "mode" (not a client request), "version" (not 1–4).
  * - timerpc_proof_age_ns{transport}: age of each proof handed out (node clock − nanoMoment when the response is
@@ -296,6 +297,7 @@ export function createNodeMetrics(options: { defaultMetrics?: boolean } = {}): N
       this.inc({ outcome: "rate_limited" }, stats.kissOfDeathTotal);
       this.inc({ outcome: "rate_limited_dropped" }, stats.rateLimitedDroppedTotal);
       this.inc({ outcome: "send_error" }, stats.sendErrorsTotal);
+      this.inc({ outcome: "state_error" }, stats.stateErrorsTotal);
     },
   });
   new Counter({

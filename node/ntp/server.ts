@@ -63,6 +63,8 @@ export interface NtpServerStats {
   dropped: Record<NtpDropReason, number>;
   /** Replies the socket failed to send. */
   sendErrorsTotal: number;
+  /** Requests left unanswered because the clock's state could not be read (logged once a minute). */
+  stateErrorsTotal: number;
 }
 
 export interface RunningNtpServer {
@@ -111,6 +113,7 @@ export async function startNtpServer(options: NtpServerOptions): Promise<Running
     rateLimitedDroppedTotal: 0,
     dropped: Object.fromEntries(NTP_DROP_REASONS.map((reason) => [reason, 0])) as Record<NtpDropReason, number>,
     sendErrorsTotal: 0,
+    stateErrorsTotal: 0,
   };
   let lastSendErrorLogMs = -Infinity;
   const onSent = (error: Error | null): void => {
@@ -121,6 +124,16 @@ export async function startNtpServer(options: NtpServerOptions): Promise<Running
     if (now - lastSendErrorLogMs >= 60_000) {
       lastSendErrorLogMs = now;
       logger.warn({ err: error, sendErrorsTotal: stats.sendErrorsTotal }, "NTP reply not sent");
+    }
+  };
+
+  let lastStateErrorLogMs = -Infinity;
+  const onStateError = (error: unknown): void => {
+    stats.stateErrorsTotal += 1;
+    const now = performance.now();
+    if (now - lastStateErrorLogMs >= 60_000) {
+      lastStateErrorLogMs = now;
+      logger.error({ err: error, stateErrorsTotal: stats.stateErrorsTotal }, "NTP request unanswered: the clock's state could not be read");
     }
   };
 
@@ -141,8 +154,15 @@ export async function startNtpServer(options: NtpServerOptions): Promise<Running
       socket.send(encodeKissOfDeath(parsed.request, "RATE"), remote.port, remote.address, onSent);
       return;
     }
-    const state = clock.state();
-    const reply = encodeNtpReply(parsed.request, state, receiveNs, clock.readTimeNs());
+    let reply: Uint8Array;
+    try {
+      reply = encodeNtpReply(parsed.request, clock.state(), receiveNs, clock.readTimeNs());
+    } catch (error) {
+      // A source that cannot say what its clock is (an invalid state from a driver) gets no answer, and the node
+      // keeps running: an exception here would be uncaught (a socket event handler).
+      onStateError(error);
+      return;
+    }
     stats.answeredTotal += 1;
     socket.send(reply, remote.port, remote.address, onSent);
   };

@@ -149,6 +149,21 @@ describe("NTP time host socket (node/ntp/server.ts)", function () {
     expect(client.received).to.have.length(3);
   });
 
+  it("leaves a request unanswered, counted, when the clock's state cannot be read, and keeps serving", async () => {
+    const clock = fakeClock();
+    let broken = true;
+    const state = clock.state;
+    clock.state = () => (broken ? (() => { throw new RangeError("invalid NTP server state: stratum 0 is not 1–15"); })() : state());
+    server = await startNtpServer({ host: "127.0.0.1", port: 0, clock, clientIntervalMs: 0, clientBurst: 1, logger: silent });
+    client = await TestClient.open();
+    client.send(encodeNtpRequest(NOW_NS), server.port);
+    await waitFor(() => server!.stats().stateErrorsTotal === 1, "the request to be handled");
+    broken = false;
+    client.send(encodeNtpRequest(NOW_NS), server.port);
+    await client.waitForCount(1);
+    expect(server.stats()).to.deep.include({ answeredTotal: 1, stateErrorsTotal: 1 });
+  });
+
   it("names the port and the setting when the port is taken", async () => {
     server = await startNtpServer({ host: "127.0.0.1", port: 0, clock: fakeClock(), clientIntervalMs: 0, clientBurst: 1, logger: silent });
     const error = await startNtpServer({ host: "127.0.0.1", port: server.port, clock: fakeClock(), clientIntervalMs: 0, clientBurst: 1, logger: silent, settingNames: { port: "ATS_NTP_PORT or ntpPort", host: "ATS_NTP_HOST or ntpHost" } }).then(
