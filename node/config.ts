@@ -240,6 +240,42 @@ export const SETTINGS = {
     max: 1_000_000,
     secret: false,
   }),
+  gpsdHost: setting({
+    kind: "string",
+    env: "ATS_GPSD_HOST",
+    description:
+      "gpsd's host (its TCP socket, gpsd_json(5)): the card's GPS reference (fix, satellites, PPS offset), reported beside each proof as unsigned metadata, comes from it (node/card/gpsdClient.ts). Never the signed moment: the card's clock is signed. Empty (default): no gpsd; the dev card reports a simulated reference, the chrony card none.",
+    default: "",
+    pattern: /^(?:|[0-9A-Za-z.:\-[\]]{1,255})$/,
+    patternHint: "a host name or IP address, or empty",
+    secret: false,
+  }),
+  gpsdPort: setting({
+    kind: "integer",
+    env: "ATS_GPSD_PORT",
+    description: "gpsd's TCP port (gpsd's default 2947).",
+    default: 2_947,
+    min: 1,
+    max: MAX_PORT,
+    secret: false,
+  }),
+  gpsRequired: setting({
+    kind: "boolean",
+    env: "ATS_GPS_REQUIRED",
+    description:
+      "With gpsdHost: the card signs nothing without a fresh 2-D or 3-D fix from gpsd (no fix, a report older than gpsStaleAfterMs, or gpsd unreachable): the node is degraded, as when the card's error exceeds its bound, and GET /health and /node/info say why.",
+    default: false,
+    secret: false,
+  }),
+  gpsStaleAfterMs: setting({
+    kind: "integer",
+    env: "ATS_GPS_STALE_AFTER_MS",
+    description: "With gpsdHost: a gpsd report older than this no longer counts, ms (a TPV that old is no fix). gpsd reports once per receiver cycle, typically 1 s.",
+    default: 5_000,
+    min: 100,
+    max: 600_000,
+    secret: false,
+  }),
   tickIntervalNs: setting({
     kind: "ns",
     env: "ATS_TICK_INTERVAL_NS",
@@ -1050,6 +1086,9 @@ function checkCrossFieldRules(config: NodeConfig, fail: SettingFailure): void {
     if (config.meshPeers.length > 0 && config[name] < roundsPerSecond) {
       fail(name, `must be at least 1000 / meshRoundIntervalMs (${roundsPerSecond}), or an honest primary's rounds are refused`, config[name]);
     }
+  }
+  if (config.gpsRequired && config.gpsdHost === "") {
+    fail("gpsRequired", "needs gpsdHost: there is no GPS reference to require without gpsd", config.gpsRequired);
   }
   if (config.cardDriver === "chrony" && BigInt(config.chronyMaxBoundNs) > config.maxAcceptableDriftNs) {
     fail("chronyMaxBoundNs", `must not exceed maxAcceptableDriftNs (${config.maxAcceptableDriftNs}), or the node's own proofs fail verification`, config.chronyMaxBoundNs);

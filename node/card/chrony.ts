@@ -35,6 +35,7 @@ import {
   type ChronyCardState,
   type ChronyTracking,
 } from "./chronyTracking";
+import { gpsSigningRefusal, type GpsReferenceSource } from "./gpsdClient";
 import { ANCHOR_TARGET_NS } from "./dev";
 import { ANCHOR_EDGES, anchorToWallClock, clockFromAnchor, SYSTEM_CLOCK_SOURCES, type HostClockSources, type WallClockAnchor } from "./hostClock";
 import type { CardBoundEvidence, CardStatus, TamperState, TimeCard } from "./types";
@@ -124,6 +125,11 @@ export interface ChronyTimeCardOptions {
   clockSources?: HostClockSources;
   /** Called with each state change (tests, logs). */
   onStateChange?: (status: CardStatus) => void;
+  /**
+   * A GPS reference (gpsd: gpsdClient.ts), reported beside each proof: metadata only, chrony's bound is what is
+   * signed. When required (gpsRequired) the card is degraded and refuses to sign without a fix. Closed by close().
+   */
+  gps?: GpsReferenceSource;
 }
 
 /** The reading the bound is computed from: chrony's report, and where the card's clock stood when it was applied. */
@@ -291,8 +297,16 @@ export class ChronyTimeCard implements TimeCard {
     return state === "serving" && boundNs !== null ? Number(boundNs) : null;
   }
 
+  /** Why the card must not sign although chrony's bound may hold: a required GPS reference without a fix (types.ts). */
+  signingRefusal(): string | null {
+    return this.#options.gps === undefined ? null : gpsSigningRefusal(this.#options.gps, this.readTimeNs());
+  }
+
   status(): CardStatus {
-    const { state, reason, boundNs } = this.#state(this.readTimeNs());
+    const chrony = this.#state(this.readTimeNs());
+    // A serving chrony card without its required GPS fix is degraded (signingRefusal), and its bound is not signed.
+    const gpsRefusal = chrony.state === "serving" ? this.signingRefusal() : null;
+    const { state, reason, boundNs } = gpsRefusal === null ? chrony : { state: "degraded" as const, reason: gpsRefusal, boundNs: null };
     const tracking = this.#reading?.tracking ?? null;
     return {
       driver: "chrony",
@@ -345,9 +359,9 @@ export class ChronyTimeCard implements TimeCard {
     return Number(offsetNs < 0n ? -offsetNs : offsetNs);
   }
 
-  /** No receiver: chrony's reference is an NTP server, reported in status(), not a GPS fix. */
+  /** gpsd's reference when one is configured; else none (chrony's reference is an NTP server, reported in status()). */
   gpsReference(): GpsReference | null {
-    return null;
+    return this.#options.gps?.read(this.readTimeNs()).reference ?? null;
   }
 
   close(): void {
@@ -355,6 +369,7 @@ export class ChronyTimeCard implements TimeCard {
     if (this.#timer !== null) clearTimeout(this.#timer);
     this.#timer = null;
     this.#tamperListeners.clear();
+    this.#options.gps?.close();
   }
 
   toJSON(): { cardId: Hex; driver: "chrony" } {

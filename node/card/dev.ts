@@ -12,6 +12,7 @@ import { p256PrivateScalar, p256PublicKeyToUncompressed } from "../../protocol/k
 import { cardIdOf, signHardware } from "../../protocol/sign";
 import type { GpsReference, Hex } from "../../protocol/types";
 import type { CardKey } from "../keysource/tokenKeys";
+import { describeGpsReading, gpsSigningRefusal, type GpsReferenceSource } from "./gpsdClient";
 import { anchorToWallClock, clockFromAnchor, type WallClockAnchor } from "./hostClock";
 
 /** Anchors looser than this are retried (a preempted spin), ns. */
@@ -27,7 +28,7 @@ function preciseAnchor(): WallClockAnchor {
   }
   return best;
 }
-import type { TamperState, TimeCard } from "./types";
+import type { CardStatus, TamperState, TimeCard } from "./types";
 
 export interface DevTimeCardOptions {
   /**
@@ -42,6 +43,12 @@ export interface DevTimeCardOptions {
   clockNs?: () => bigint;
   /** Initial simulated measured error, ns (default: the anchor's uncertainty; 0 with an injected clock). */
   measuredErrorNs?: number;
+  /**
+   * A GPS reference (gpsd: gpsdClient.ts) reported instead of the simulated one: metadata only, the card still signs
+   * its own clock. When it is required (gpsRequired) the card refuses to sign without a fix (signingRefusal).
+   * The card owns it: close() closes it.
+   */
+  gps?: GpsReferenceSource;
 }
 
 export class DevTimeCard implements TimeCard {
@@ -58,6 +65,10 @@ export class DevTimeCard implements TimeCard {
   #lastReadNs = 0n;
   #tamperReason: string | null = null;
   #measuredErrorNs: number;
+  readonly #gps: GpsReferenceSource | null;
+  /** Only with a GPS source (types.ts): the dev card has nothing else to report. */
+  readonly status?: () => CardStatus;
+  readonly signingRefusal?: () => string | null;
 
   constructor(options: DevTimeCardOptions) {
     const { cardKey } = options;
@@ -84,6 +95,16 @@ export class DevTimeCard implements TimeCard {
       this.#anchor = null;
       this.#clockNs = options.clockNs;
       this.#measuredErrorNs = options.measuredErrorNs ?? 0;
+    }
+    const gps = options.gps ?? null;
+    this.#gps = gps;
+    if (gps !== null) {
+      this.signingRefusal = () => gpsSigningRefusal(gps, this.readTimeNs());
+      this.status = () => {
+        const refusal = gpsSigningRefusal(gps, this.readTimeNs());
+        // accuracyBoundNs null: the dev card proves no bound of its own (it signs the configured accuracyNs).
+        return { driver: "dev", state: refusal === null ? "serving" : "degraded", reason: refusal, accuracyBoundNs: null, offsetNs: null, source: describeGpsReading(gps, gps.read(this.readTimeNs())) };
+      };
     }
   }
 
@@ -124,8 +145,12 @@ export class DevTimeCard implements TimeCard {
     return this.#measuredErrorNs;
   }
 
-  /** A development card has no receiver: it says so with fixState "simulated", no satellites and no PPS offset. */
+  /**
+   * gpsd's reference when one is configured; otherwise the card has no receiver and says so with fixState
+   * "simulated", no satellites and no PPS offset.
+   */
   gpsReference(): GpsReference {
+    if (this.#gps !== null) return this.#gps.read(this.readTimeNs()).reference;
     return { fixState: "simulated", satellites: 0, ppsOffsetNs: 0, observedAtNs: this.readTimeNs().toString() };
   }
 
@@ -143,6 +168,7 @@ export class DevTimeCard implements TimeCard {
 
   close(): void {
     this.#tamperListeners.clear();
+    this.#gps?.close();
   }
 
   toJSON(): { cardId: Hex } {

@@ -12,6 +12,7 @@ import type { CardKey } from "../keysource/tokenKeys";
 import { SETTING_DEFAULTS, type NodeConfig } from "../config";
 import { ChronyTimeCard, chronycRunner, fileCardKey } from "./chrony";
 import { DevTimeCard } from "./dev";
+import { GpsdClient } from "./gpsdClient";
 import type { TimeCard } from "./types";
 
 /**
@@ -23,16 +24,30 @@ export interface CardKeyMaterial {
   certificateChainPem: readonly string[];
 }
 
-/** The settings a driver reads besides its keys (the chrony driver's; the dev card reads none). */
-export type CardDriverSettings = Pick<NodeConfig, "chronySocketPath" | "chronycPath" | "chronyPollIntervalMs" | "chronyMaxBoundNs" | "chronyMaxClockErrorPpb">;
+/** The settings a driver reads besides its keys (the chrony driver's, and the optional gpsd reference of both). */
+export type CardDriverSettings = Pick<
+  NodeConfig,
+  "chronySocketPath" | "chronycPath" | "chronyPollIntervalMs" | "chronyMaxBoundNs" | "chronyMaxClockErrorPpb" | "gpsdHost" | "gpsdPort" | "gpsRequired" | "gpsStaleAfterMs"
+>;
+
+/**
+ * The GPS reference the settings configure (gpsdHost non-empty: a started gpsd client, which the card owns and
+ * closes), or undefined. Reference metadata for every driver; never the signed moment (gpsdClient.ts).
+ */
+function gpsSource(settings: CardDriverSettings): { gps: GpsdClient } | Record<string, never> {
+  if (settings.gpsdHost === "") return {};
+  return { gps: new GpsdClient({ host: settings.gpsdHost, port: settings.gpsdPort, required: settings.gpsRequired, staleAfterMs: settings.gpsStaleAfterMs }).start() };
+}
 
 export type { CardStatus, TamperState, TimeCard } from "./types";
 export { DevTimeCard, type DevTimeCardOptions } from "./dev";
 export { ChronyTimeCard, chronycRunner, fileCardKey, type ChronyCardKey, type ChronyTimeCardOptions } from "./chrony";
+export { GpsdClient, type GpsdClientOptions, type GpsReferenceSource } from "./gpsdClient";
 
 export const CARD_DRIVERS = {
   /** P-256 key from keyDir, host clock (process.hrtime anchored to the wall clock). */
-  dev: (keys: CardKeyMaterial): TimeCard => new DevTimeCard({ cardKey: keys.cardKey, certificateChainPem: keys.certificateChainPem }),
+  dev: (keys: CardKeyMaterial, settings: CardDriverSettings): TimeCard =>
+    new DevTimeCard({ cardKey: keys.cardKey, certificateChainPem: keys.certificateChainPem, ...gpsSource(settings) }),
   /** P-256 key from keyDir, the host clock with the bound chronyd's tracking figures prove (chrony.ts). */
   chrony: (keys: CardKeyMaterial, settings: CardDriverSettings): TimeCard =>
     new ChronyTimeCard({
@@ -42,6 +57,7 @@ export const CARD_DRIVERS = {
       pollIntervalMs: settings.chronyPollIntervalMs,
       maxBoundNs: settings.chronyMaxBoundNs,
       maxClockErrorPpb: settings.chronyMaxClockErrorPpb,
+      ...gpsSource(settings),
     }),
 } as const satisfies Record<string, (keys: CardKeyMaterial, settings: CardDriverSettings) => TimeCard>;
 

@@ -95,6 +95,12 @@ export interface TimeCard {
   accuracyBoundNs?(atNs: bigint): number | null;
   /** Optional: the card's clock source and state, for reports. */
   status?(): CardStatus;
+  /**
+   * Optional: why the card must not sign now although its clock is within its bound, or null. A card given a
+   * required GPS reference (gpsRequired, gpsdClient.ts) says so while it has no fresh fix. The node signs nothing
+   * while this is non-null, as when the measured error exceeds the signing bound (attestor.ts assertCanSign).
+   */
+  signingRefusal?(): string | null;
   /** Releases driver resources. */
   close(): void;
 }

@@ -442,6 +442,13 @@ export class Attestor {
       this.#handleTamper(reason);
       throw tamperedError(reason);
     }
+    // A card that says it must not sign (a required GPS reference without a fix) is refused like an error above the
+    // bound: latched reason, logged and alerted once, health degraded, and signing resumes when it clears.
+    const cardRefusal = card.signingRefusal?.() ?? null;
+    if (cardRefusal !== null) {
+      this.#refuse(`${cardRefusal}; refusing to sign`, { cardRefusal });
+      throw new UnavailableError(this.#refusalReason ?? cardRefusal, { cardRefusal });
+    }
     if (card.accuracyBoundNs !== undefined) {
       // A card that proves its own bound (the chrony card) signs only while it proves one within the signing bound.
       const boundNs = card.accuracyBoundNs(card.readTimeNs());
