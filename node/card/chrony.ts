@@ -163,6 +163,7 @@ export class ChronyTimeCard implements TimeCard {
   #timer: NodeJS.Timeout | null = null;
   #closed = false;
   #polls = 0;
+  readonly #firstPoll: Promise<void>;
 
   constructor(options: ChronyTimeCardOptions) {
     if (!Number.isInteger(options.pollIntervalMs) || options.pollIntervalMs < 1) throw new RangeError(`pollIntervalMs must be a positive integer, got ${options.pollIntervalMs}`);
@@ -177,7 +178,15 @@ export class ChronyTimeCard implements TimeCard {
     this.#maxReadingAgeMs = options.maxReadingAgeMs ?? 3 * options.pollIntervalMs + DEFAULT_CHRONYC_TIMEOUT_MS;
     this.#anchor = tightAnchor(this.#sources, ANCHOR_EDGES, 5);
     this.#clockNs = clockFromAnchor(this.#anchor, this.#sources);
-    this.#schedulePoll(0);
+    // The first reading at once (ready() resolves with it), then one every pollIntervalMs.
+    this.#firstPoll = this.#poll().finally(() => {
+      if (this.#timer === null) this.#schedulePoll(this.#options.pollIntervalMs);
+    });
+  }
+
+  /** Resolves once the first chronyc run has been applied, whatever it said (types.ts). */
+  ready(): Promise<void> {
+    return this.#firstPoll;
   }
 
   /** Resolves after the next chronyc run has been applied (tests; startup). */

@@ -96,6 +96,12 @@ export interface TimeCard {
   /** Optional: the card's clock source and state, for reports. */
   status?(): CardStatus;
   /**
+   * Optional, for a card that needs a first reading before it proves anything (the chrony card): resolves once it
+   * has one, or knows why not (never rejects). The node waits for it before it starts attesting, so that it does
+   * not begin by refusing to sign.
+   */
+  ready?(): Promise<void>;
+  /**
    * Optional: why the card must not sign now although its clock is within its bound, or null. A card given a
    * required GPS reference (gpsRequired, gpsdClient.ts) says so while it has no fresh fix. The node signs nothing
    * while this is non-null, as when the measured error exceeds the signing bound (attestor.ts assertCanSign).
