@@ -46,7 +46,7 @@ export async function createTimeServiceFromConfig(
 ): Promise<CoreTimeService> {
   // From the key directory or a PKCS#11 token, as cardKeySource and nodeKeySource say (node/keysource/load.ts).
   const keys = await loadNodeKeys(config);
-  const card = createCard(config.cardDriver, keys, config);
+  const card = createCard(config.cardDriver, keys, config, options.logger);
   // A card that needs a first reading (the chrony card) gets it before the node attests: no refusal at start.
   await card.ready?.();
   const consensus = createMeshStage({ config, nodeKey: keys.nodeKey, card, logger: options.logger });

@@ -1,9 +1,13 @@
 import { expect } from "chai";
 import { createServer, type AddressInfo, type Server, type Socket } from "node:net";
 import { GpsdClient, type GpsdClientEvent, type GpsReferenceSource, type GpsReading } from "../../../node/card/gpsdClient";
+import pino from "pino";
 import { DevTimeCard } from "../../../node/card/dev";
+import { ChronyTimeCard, fileCardKey } from "../../../node/card/chrony";
+import { createCard } from "../../../node/card";
 import { Attestor } from "../../../node/core/attestor";
 import { createTimeService } from "../../../node/core/service";
+import { ValidationError } from "../../../protocol/errors";
 import { attestorSetup, devIdentity, silentLogger, tempDir, testConfig, waitFor } from "../core/helpers";
 
 const TPV_3D = '{"class":"TPV","device":"/dev/pts/1","mode":3,"time":"2026-11-27T09:35:14.000Z","ept":0.005}';
@@ -202,5 +206,94 @@ describe("a card with a gpsd reference (dev card, attestor, health)", () => {
       await service.stop();
       dir.remove();
     }
+  });
+});
+
+const SYNCED = "7F000001,127.0.0.1,2,1795836881.775814668,-0.000001752,-0.000000012,0.000000023,-0.016,-0.002,0.083,0.000006583,0.000002910,0.1,Normal\n";
+
+describe("a chrony card with a gpsd reference", () => {
+  it("reports gpsd's reference instead of none; with gpsRequired and no fix it is degraded with gpsd's reason while chrony serves, and the attestor refuses", async () => {
+    const gps = settableGps(true);
+    const identity = await devIdentity();
+    const card = new ChronyTimeCard({
+      key: fileCardKey(identity.cardKey),
+      certificateChainPem: identity.certificateChainPem,
+      runChronyc: () => Promise.resolve(SYNCED),
+      pollIntervalMs: 60_000, // readings by pollNow() only
+      // Far above chrony's figures plus a loaded host's anchor: this test is about GPS, not chrony's bound.
+      maxBoundNs: 100_000_000,
+      maxClockErrorPpb: 15_000,
+      gps,
+    });
+    const { options } = await attestorSetup();
+    const attestor = new Attestor({ ...options, card, accuracyNs: 100_000_000, signingErrorBoundNs: 100_000_000, nodeClockNs: () => card.readTimeNs(), signInWorker: false, ticks: false, logger: silentLogger() });
+    try {
+      attestor.start();
+      const status = await card.pollNow();
+      expect(status).to.deep.include({ driver: "chrony", state: "degraded", reason: "GPS fix required (gpsRequired) but gpsd 127.0.0.1:2947: no TPV report from gpsd yet", accuracyBoundNs: null });
+      // chrony's own figures are still reported: only the GPS requirement is missing.
+      expect(status.source).to.equal("chrony 7F000001 127.0.0.1 stratum 2, leap status Normal");
+      expect(card.gpsReference()).to.deep.include({ fixState: "none", satellites: 0 });
+      expect(() => attestor.attest()).to.throw(/^GPS fix required \(gpsRequired\) but gpsd 127\.0\.0\.1:2947: no TPV report from gpsd yet; refusing to sign$/);
+      gps.set(null);
+      expect(card.status()).to.deep.include({ state: "serving", reason: null });
+      const signed = attestor.attest();
+      expect(signed.json.proof.gps).to.deep.include({ fixState: "3d", satellites: 8 });
+      // chrony's bound is what is signed, whatever gpsd says.
+      expect(signed.proof.accuracy).to.equal(card.accuracyBoundNs(signed.proof.nanoMoment));
+      expect(attestor.refusalReason).to.equal(null);
+    } finally {
+      attestor.stop();
+      card.close();
+    }
+    expect(gps.closed).to.equal(true);
+  });
+});
+
+describe("gpsd settings and createCard", () => {
+  it("refuses gpsRequired without gpsdHost", () => {
+    const dir = tempDir("gps-config");
+    try {
+      let caught: unknown;
+      try {
+        testConfig(dir.path, { gpsRequired: true });
+      } catch (error) {
+        caught = error;
+      }
+      expect(caught).to.be.instanceOf(ValidationError);
+      expect((caught as ValidationError).field).to.equal("config.gpsRequired");
+      expect((caught as Error).message).to.contain("needs gpsdHost");
+      expect(testConfig(dir.path, { gpsRequired: true, gpsdHost: "127.0.0.1" })).to.deep.include({ gpsRequired: true, gpsdHost: "127.0.0.1", gpsdPort: 2947, gpsStaleAfterMs: 5_000 });
+    } finally {
+      dir.remove();
+    }
+  });
+
+  it("builds the dev card on gpsd when gpsdHost is set, logs gpsd's connection and malformed lines, and closes the connection with the card", async () => {
+    const gpsd = await fakeGpsd();
+    const dir = tempDir("gps-create");
+    const logged: { msg: string; malformedLinesTotal?: number }[] = [];
+    const logger = pino({ level: "info" }, { write: (line: string) => logged.push(JSON.parse(line) as { msg: string }) });
+    const identity = await devIdentity();
+    const card = createCard("dev", { cardKey: identity.cardKey, certificateChainPem: identity.certificateChainPem }, testConfig(dir.path, { gpsdHost: "127.0.0.1", gpsdPort: gpsd.port }), logger);
+    try {
+      await waitFor(() => gpsd.received.length > 0, 10_000, "the WATCH command");
+      gpsd.send(`${TPV_3D}\n${SKY_8}\n${"garbage\n".repeat(10)}`);
+      await waitFor(() => card.gpsReference()?.satellites === 8, 10_000, "the fix");
+      expect(card.gpsReference()).to.deep.include({ fixState: "3d", satellites: 8 });
+      // Not required: no refusal, whatever the fix.
+      expect(card.signingRefusal?.()).to.equal(null);
+      await waitFor(() => logged.some((entry) => entry.malformedLinesTotal === 10), 10_000, "the 10th malformed line logged");
+      expect(logged.map((entry) => [entry.msg, entry.malformedLinesTotal])).to.deep.equal([
+        ["gpsd connected: watching TPV, SKY and PPS reports", undefined],
+        ["gpsd sent a malformed line; dropped", 1],
+        ["gpsd sent a malformed line; dropped", 10],
+      ]);
+    } finally {
+      card.close();
+      dir.remove();
+    }
+    await waitFor(() => gpsd.sockets.every((socket) => socket.destroyed || socket.readableEnded), 10_000, "the connection closed");
+    await gpsd.close();
   });
 });
