@@ -429,9 +429,10 @@ export class Attestor {
   }
 
   /**
-   * Throws UnavailableError when this node must not sign now: the card is tampered (latched) or its measured
-   * error exceeds the signing bound (logged and alerted on the transition). Every signature of this node goes
-   * through it: its own attestations and, in a mesh, its rounds and co-signatures.
+   * Throws UnavailableError when this node must not sign now: the card is tampered (latched), says it must not
+   * (TimeCard.signingRefusal: a required GPS fix missing), or its measured error or own bound exceeds the signing
+   * bound (each logged and alerted on the transition). Every signature of this node goes through it: its own
+   * attestations and, in a mesh, its rounds and co-signatures.
    */
   assertCanSign(): void {
     const { card, signingErrorBoundNs } = this.#options;

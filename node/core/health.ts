@@ -5,8 +5,9 @@
  * - starting: not running, or no proof yet; nothing is served;
  * - stale: the freshest proof is older than maxAttestationAgeNs, the bound current() applies, so every proof
  *   request answers 503 (signing stalled or refused for too long);
- * - degraded: refusing to sign (accuracy), or the card reports itself degraded (the chrony card: chrony
- *   unsynchronised or its bound above the maximum), but a proof within the age bound is still served;
+ * - degraded: refusing to sign (accuracy, or the card's signingRefusal: a required GPS fix missing), or the card
+ *   reports itself degraded (the chrony card: chrony unsynchronised or its bound above the maximum; any card with
+ *   gpsRequired and no fresh fix), but a proof within the age bound is still served;
  * - ok: fresh proofs are being produced.
  */
 import type { CardStatus } from "../card/types";
