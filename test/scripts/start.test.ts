@@ -58,15 +58,20 @@ describe("npm start -- --once (scripts/start.ts)", function () {
     expect(stdout).to.match(/status Executed: executed by 0x70997970C51812dc3A010C7d01b50e0d17dc79C8/);
     expect(stdout).to.match(/beta bridge: delivered in block \d+/);
     expect(stdout).to.include("reverts with TimeBridgeAlreadyDelivered");
+    for (const node of [1, 2, 3, 4]) expect(stdout).to.match(new RegExp(`NTP \\(node ${node}\\): ntp://127\\.0\\.0\\.1:\\d+`));
     const networkFile = join(dir, "network.json");
     expect(existsSync(networkFile)).to.equal(true);
     const network = parseNetwork(JSON.parse(readFileSync(networkFile, "utf8")), networkFile);
     expect(network.chains.map((chain) => chain.chainId)).to.deep.equal([31337, 31338]);
     expect(network.nodes).to.have.length(4);
+    const ntp = (JSON.parse(readFileSync(networkFile, "utf8")) as { ntp?: string[] }).ntp ?? [];
+    expect(new Set(ntp).size, "one NTP time host per node").to.equal(4);
     const manifest = parseManifest(JSON.parse(readFileSync(join(dir, "manifest.json"), "utf8")));
     expect(manifest.chain.evmChainId).to.equal(31337);
     expect(manifest.meshPeers).to.have.length(4);
     expect(manifest.services.time).to.match(/^http:\/\/127\.0\.0\.1:\d+$/);
+    expect(manifest.services["time-host"]).to.equal(ntp[0]);
+    expect(manifest.chain.ntsVerified).to.equal(false);
     // Everything it started is stopped: the chains no longer answer.
     for (const chain of network.chains) {
       const answered = await fetch(chain.rpcUrl, { method: "POST", body: "{}", signal: AbortSignal.timeout(2_000) }).then(
