@@ -270,7 +270,7 @@ export class Pkcs11Token {
       throw new ValidationError("label", `PKCS#11 key "${label}" is not on ${curve}`, { ...evidence, ecParams: ecParams instanceof Buffer ? ecParams.toString("hex") : null });
     }
     if (!(point?.value instanceof Buffer)) throw new ValidationError("label", `PKCS#11 public key "${label}" has no CKA_EC_POINT`, evidence);
-    const protection = this.protection({ label, curve, privateKey: privateKeys[0]!, publicKey: Buffer.alloc(0) });
+    const protection = this.#protectionOf(privateKeys[0]!);
     if (protection.extractable || !protection.sensitive || protection.valueReadable) {
       throw new AuthError(`PKCS#11 key "${label}" can leave the token (it must be sensitive and non-extractable)`, { ...evidence, ...protection });
     }
@@ -279,12 +279,16 @@ export class Pkcs11Token {
 
   /** The private key's CKA_EXTRACTABLE and CKA_SENSITIVE, and whether its CKA_VALUE can be read. */
   protection(pair: TokenKeyPair): TokenKeyProtection {
+    return this.#protectionOf(pair.privateKey);
+  }
+
+  #protectionOf(privateKey: Handle): TokenKeyProtection {
     const pkcs11 = this.#pkcs11;
     const session = this.#openSession();
-    const [extractable, sensitive] = this.#p11.C_GetAttributeValue(session, pair.privateKey, [{ type: pkcs11.CKA_EXTRACTABLE }, { type: pkcs11.CKA_SENSITIVE }]);
+    const [extractable, sensitive] = this.#p11.C_GetAttributeValue(session, privateKey, [{ type: pkcs11.CKA_EXTRACTABLE }, { type: pkcs11.CKA_SENSITIVE }]);
     let valueReadable: boolean;
     try {
-      const [value] = this.#p11.C_GetAttributeValue(session, pair.privateKey, [{ type: pkcs11.CKA_VALUE }]);
+      const [value] = this.#p11.C_GetAttributeValue(session, privateKey, [{ type: pkcs11.CKA_VALUE }]);
       valueReadable = value?.value instanceof Buffer && value.value.length > 0;
     } catch {
       valueReadable = false; // CKR_ATTRIBUTE_SENSITIVE: what a protected key answers

@@ -91,11 +91,11 @@ export async function provisionToken(config: KeySourceSettings, env: NodeJS.Proc
   const nodePair = token.generateKeyPair(config.pkcs11NodeKeyLabel, "secp256k1");
   const cardKey = tokenCardKey(token, cardPair); // self-tested: the token signs with the key it reports
   const nodeKey = tokenNodeKey(token, nodePair);
+  // The request is built from the token's public key and verified against it (tokenCardCsr): the dev CA certifies
+  // that key, as a manufacturer's CA would certify the key of a request it received.
   const csrPem = await tokenCardCsr(token, cardPair, cardKey.cardId);
   const ca = await createDevManufacturerCa();
-  const request = new x509.Pkcs10CertificateRequest(csrPem);
-  const certifiedKey = p256PublicKeyObject(`0x${Buffer.from(request.publicKey.rawData).subarray(-65).toString("hex")}`);
-  const certificatePem = await issueCardCertificate(ca, certifiedKey);
+  const certificatePem = await issueCardCertificate(ca, p256PublicKeyObject(cardKey.publicKey));
   await mkdir(dir, { recursive: true, mode: 0o700 });
   await writePublicFile(join(dir, CARD_CSR_FILE), csrPem);
   await writePublicFile(join(dir, KEY_FILES.cardChain), `${certificatePem.trimEnd()}\n${ca.certificatePem.trimEnd()}\n`);
