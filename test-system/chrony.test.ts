@@ -9,12 +9,9 @@
  *   above chronyMaxBoundNs: asserted on the card's state transitions and on every proof the node published, not on
  *   timing.
  */
-import { execFile, spawn, type ChildProcess } from "node:child_process";
-import { createSocket } from "node:dgram";
-import { chmodSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { promisify } from "node:util";
 import { expect } from "chai";
 import hre from "hardhat";
 import pino from "pino";
@@ -26,112 +23,27 @@ import type { SignedTime } from "../node/core/types";
 import { createVerifyContext, verifyTimeProof } from "../protocol/verify";
 import { cardIdFromPublicKey } from "../protocol/codec";
 import { deployAttestedTime, devRegistrations } from "../scripts/deploy";
+import { accuracyFromChrony, CHRONYC, CLIENT_MAX_CLOCK_ERROR_PPM, startChronydPair, waitUntil, type ChronydPair } from "./chronyd";
 
-const execFileAsync = promisify(execFile);
-const CHRONYD = "/usr/sbin/chronyd";
-const CHRONYC = "/usr/bin/chronyc";
-/** The client chronyd's maxclockerror, ppm: large, so that its root dispersion grows fast once the source stops. */
-const CLIENT_MAX_CLOCK_ERROR_PPM = 100;
 /** The largest bound the node signs, ns: far above a loopback chronyd's bound, reached ~10 s after the source stops. */
 const MAX_BOUND_NS = 1_000_000;
 const POLL_INTERVAL_MS = 250;
-
-/** A free UDP port on 127.0.0.1 (the kernel's pick, released for chronyd to bind). */
-async function freeUdpPort(): Promise<number> {
-  const socket = createSocket("udp4");
-  await new Promise<void>((resolve, reject) => {
-    socket.once("error", reject);
-    socket.bind(0, "127.0.0.1", () => resolve());
-  });
-  const { port } = socket.address();
-  await new Promise<void>((resolve) => socket.close(() => resolve()));
-  return port;
-}
-
-/** chronyd in the foreground (-d), never controlling the clock (-x), exiting on its own after 10 min at most (-t). */
-function startChronyd(configPath: string, logLines: string[]): ChildProcess {
-  // As root chronyd would drop to its _chrony user, which cannot open our private folder: stay root. Otherwise -U.
-  const user = process.getuid?.() === 0 ? ["-u", "root"] : ["-U"];
-  const child = spawn(CHRONYD, ["-x", "-d", ...user, "-t", "600", "-f", configPath], { stdio: ["ignore", "ignore", "pipe"] });
-  child.stderr?.setEncoding("utf8").on("data", (chunk: string) => logLines.push(...chunk.trimEnd().split("\n")));
-  return child;
-}
-
-async function stopProcess(child: ChildProcess | null): Promise<void> {
-  if (child === null || child.exitCode !== null || child.signalCode !== null) return;
-  const exited = new Promise<void>((resolve) => child.once("exit", () => resolve()));
-  child.kill("SIGTERM");
-  const timer = setTimeout(() => child.kill("SIGKILL"), 5_000);
-  await exited;
-  clearTimeout(timer);
-}
-
-async function tracking(socketPath: string): Promise<string> {
-  const { stdout } = await execFileAsync(CHRONYC, ["-h", socketPath, "-c", "-n", "tracking"], { timeout: 2_000 });
-  return stdout.trim();
-}
-
-async function waitUntil<T>(what: string, timeoutMs: number, probe: () => Promise<T | null> | T | null): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await probe();
-    if (value !== null) return value;
-    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 50));
-  }
-}
-
-/**
- * The accuracy chrony's figures give for a card moment, recomputed here independently of node/card (floats, then
- * rounded up): ClockBound's |system time offset| + root dispersion + root delay / 2 from the reported line, plus
- * the card's clock allowance, plus the growth rate the card reports times the time since the reading.
- */
-function accuracyFromChrony(status: CardStatus, nanoMoment: bigint): { accuracyNs: number; growthPpb: number } {
-  const evidence = status.evidence!;
-  const fields = evidence.report.split(",");
-  expect(fields).to.have.length(14);
-  const seconds = (index: number) => Number(fields[index]);
-  const chronyBoundNs = Math.ceil((Math.abs(seconds(4)) + seconds(11) + seconds(10) / 2) * 1e9 - 1e-3);
-  const growthPpb = CLIENT_MAX_CLOCK_ERROR_PPM * 1_000 + Math.round(Number(fields[9]) * 1_000) + Math.round(Math.abs(Number(fields[8])) * 1_000);
-  const elapsedNs = Number(nanoMoment - BigInt(evidence.readAtNs));
-  return { accuracyNs: chronyBoundNs + evidence.clockExtraNs + Math.ceil((growthPpb * elapsedNs) / 1e9), growthPpb };
-}
 
 describe("chrony card against a real chronyd (test-system)", function () {
   this.timeout(180_000);
 
   let dir = "";
-  let source: ChildProcess | null = null;
-  let client: ChildProcess | null = null;
+  let chronyd: ChronydPair | null = null;
   let node: DevNode | null = null;
-  const sourceLog: string[] = [];
-  const clientLog: string[] = [];
 
   before(async () => {
     dir = mkdtempSync(join(tmpdir(), "ats-chrony-"));
-    chmodSync(dir, 0o700); // chronyd refuses a command socket in a folder others can reach
-    const port = await freeUdpPort();
-    const common = (name: string) => [`bindcmdaddress ${join(dir, `${name}.sock`)}`, "cmdport 0", `pidfile ${join(dir, `${name}.pid`)}`, `driftfile ${join(dir, `${name}.drift`)}`];
-    writeFileSync(join(dir, "source.conf"), [...common("source"), "local stratum 1", "allow 127.0.0.1", `port ${port}`, "bindaddress 127.0.0.1", ""].join("\n"));
-    writeFileSync(
-      join(dir, "client.conf"),
-      [...common("client"), `server 127.0.0.1 port ${port} iburst minpoll -4 maxpoll -4`, "port 0", `maxclockerror ${CLIENT_MAX_CLOCK_ERROR_PPM}`, ""].join("\n"),
-    );
-    source = startChronyd(join(dir, "source.conf"), sourceLog);
-    client = startChronyd(join(dir, "client.conf"), clientLog);
-    // Synchronised: the client follows the source at stratum 2 with a normal leap status.
-    await waitUntil("the client chronyd to synchronise to the source", 60_000, async () => {
-      const line = await tracking(join(dir, "client.sock")).catch(() => "");
-      return /^7F000001,[^,]*,2,.*,Normal$/.test(line) ? line : null;
-    }).catch((error: Error) => {
-      throw new Error(`${error.message}\nsource chronyd:\n${sourceLog.join("\n")}\nclient chronyd:\n${clientLog.join("\n")}`);
-    });
+    chronyd = await startChronydPair(dir);
   });
 
   after(async () => {
     await node?.close();
-    await stopProcess(client);
-    await stopProcess(source);
+    await chronyd?.stop();
     if (dir !== "") rmSync(dir, { recursive: true, force: true });
   });
 
@@ -145,7 +57,7 @@ describe("chrony card against a real chronyd (test-system)", function () {
       logger: () => pino({ level: "silent" }),
       overrides: {
         cardDriver: "chrony",
-        chronySocketPath: join(dir, "client.sock"),
+        chronySocketPath: chronyd!.clientSocket,
         chronycPath: CHRONYC,
         chronyPollIntervalMs: POLL_INTERVAL_MS,
         chronyMaxBoundNs: MAX_BOUND_NS,
@@ -199,8 +111,7 @@ describe("chrony card against a real chronyd (test-system)", function () {
     // Stop the source: chrony's root dispersion, and the card's bound with it, grow until the card is degraded.
     const transitions: CardStatus[] = [service.info().card!];
     const bounds: number[] = [];
-    await stopProcess(source);
-    source = null;
+    await chronyd!.stopSource();
     const degraded = await waitUntil("the card to become degraded", 120_000, () => {
       const now = service.info().card!;
       if (now.state !== transitions.at(-1)!.state) transitions.push(now);

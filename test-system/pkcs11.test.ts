@@ -17,11 +17,9 @@
  */
 import hre from "hardhat";
 import { expect } from "chai";
-import { execFile } from "node:child_process";
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { promisify } from "node:util";
 import type { Address, Hex } from "viem";
 import { P256_HALF_N, SECP256K1_HALF_N } from "../protocol/constants";
 import { proofFromJson } from "../protocol/json";
@@ -30,19 +28,11 @@ import { createVerifyContext, verifyTimeProof } from "../protocol/verify";
 import { deployAttestedTime } from "../scripts/deploy";
 import { startNodeProcess, stopNodeProcess, type NodeProcess } from "../scripts/nodeProcess";
 import { SOFTHSM2_MODULE } from "../scripts/test-system";
+import { ATS_NODE_BIN, provisionToken, run, type Provisioned } from "./softhsm";
 
-const run = promisify(execFile);
-const BIN = join(__dirname, "..", "bin", "ats-node.js");
 const TOKEN_LABEL = "ats-system-test";
 const USER_PIN = "4711-system-test";
 const PROOFS_CHECKED = 16;
-
-interface Provisioned {
-  cardId: Hex;
-  cardPublicKey: Hex;
-  nodeAddress: Address;
-  token: { cardKeyLabel: string; nodeKeyLabel: string };
-}
 
 /** r ‖ s of the proof's hardware signature and of each node entry, with s as a number. */
 function sValues(proof: TimeProof): { cardS: bigint; nodeS: bigint[] } {
@@ -58,39 +48,17 @@ describe("PKCS#11 token keys (SoftHSM2): provision, serve, verify off- and on-ch
   // the children start at once; a working tree being edited meanwhile costs a tsc run per child).
   this.timeout(600_000);
   const dir = mkdtempSync(join(tmpdir(), "ats-pkcs11-"));
-  const softhsmConf = join(dir, "softhsm2.conf");
-  const keyDir = join(dir, "keys");
-  const configFile = join(dir, "node.json");
-  const env = { ...process.env, SOFTHSM2_CONF: softhsmConf };
+  let configFile = "";
+  let env: NodeJS.ProcessEnv = {};
   const previousSofthsmConf = process.env.SOFTHSM2_CONF;
   let node: NodeProcess | undefined;
   let provisioned: Provisioned;
 
   before(async () => {
-    writeFileSync(softhsmConf, `directories.tokendir = ${join(dir, "tokens")}\nobjectstore.backend = file\nlog.level = ERROR\n`);
-    mkdirSync(join(dir, "tokens"), { mode: 0o700 });
-    await run("softhsm2-util", ["--init-token", "--free", "--label", TOKEN_LABEL, "--pin", USER_PIN, "--so-pin", "so-pin-not-used"], { env });
-    writeFileSync(join(dir, "pin"), `${USER_PIN}\n`, { mode: 0o600 });
-    // The token settings first (what keys init reads), the trusted root once keys init has written it.
-    const settings = {
-      keyDir,
-      dataDir: join(dir, "data"),
-      host: "127.0.0.1",
-      restPort: 0,
-      grpcPort: 0,
-      cardKeySource: "pkcs11",
-      nodeKeySource: "pkcs11",
-      pkcs11Module: SOFTHSM2_MODULE,
-      pkcs11TokenLabel: TOKEN_LABEL,
-      pkcs11PinFile: join(dir, "pin"),
-      logLevel: "warn",
-    };
-    writeFileSync(configFile, JSON.stringify(settings));
-    const { stdout } = await run(process.execPath, [BIN, "keys", "init", keyDir, "--pkcs11", "--config", configFile], { env });
-    provisioned = JSON.parse(stdout) as Provisioned;
-    writeFileSync(configFile, JSON.stringify({ ...settings, trustedRootsPem: [join(keyDir, "ca.pem")] }));
+    const token = await provisionToken(dir, TOKEN_LABEL, USER_PIN);
+    ({ provisioned, configFile, env } = token);
     // The node child inherits this process's environment (scripts/nodeProcess.ts): the token folder goes there.
-    process.env.SOFTHSM2_CONF = softhsmConf;
+    process.env.SOFTHSM2_CONF = token.softhsmConf;
     node = await startNodeProcess(configFile, 300_000);
   });
 
@@ -105,7 +73,7 @@ describe("PKCS#11 token keys (SoftHSM2): provision, serve, verify off- and on-ch
     expect(provisioned.cardId).to.match(/^0x[0-9a-f]{64}$/);
     expect(provisioned.cardPublicKey).to.match(/^0x04[0-9a-f]{128}$/);
     expect(provisioned.nodeAddress).to.match(/^0x[0-9a-fA-F]{40}$/);
-    const again = await run(process.execPath, [BIN, "keys", "init", join(dir, "keys-again"), "--pkcs11", "--config", configFile], { env }).then(
+    const again = await run(process.execPath, [ATS_NODE_BIN, "keys", "init", join(dir, "keys-again"), "--pkcs11", "--config", configFile], { env }).then(
       () => null,
       (error: { code: number; stderr: string }) => error,
     );
