@@ -10,12 +10,16 @@
  * 4. `tsc` type-checks the example against the package's declarations, with the tsconfig of Hardhat's TypeScript
  *    template (CommonJS, node10 resolution: the package's `typesVersions` map its subpaths there);
  * 5. `hardhat test` compiles the example's auction (TimeConsumer imported from the package) and tests it with
- *    `attested-time/testing`, which deploys from bytecode shipped in the package.
+ *    `attested-time/testing`, which deploys from bytecode shipped in the package;
+ * 6. examples/foundry-dapp, the same auction in a Foundry project, installs the same tarball and runs `forge test`
+ *    (the npm `@foundry-rs/forge`) with the Solidity kit, `attested-time/contracts/testing/TimeTestKit.sol`, through
+ *    the remapping `attested-time/=node_modules/attested-time/`; then its verify gas report is printed. forge runs
+ *    offline with scripts/solcWrapper.js as its solc (the npm `solc`): a detail of this test, not of the example.
  *
  * The temporary folder is removed at the end, also on failure (ATS_KEEP_EXAMPLE=1 keeps it for a look).
  */
 import { execFileSync } from "node:child_process";
-import { cpSync, existsSync, mkdtempSync, readdirSync, rmSync } from "node:fs";
+import { cpSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 
@@ -36,6 +40,7 @@ const REQUIRED = [
   "dist/abi/index.d.ts",
   "contracts/TimeConsumer.sol",
   "contracts/interfaces/ITimeOracle.sol",
+  "contracts/testing/TimeTestKit.sol",
   "bin/ats-node.js",
 ];
 const FORBIDDEN_PREFIXES = ["test/", "scripts/", "contracts/test/", "examples/", "node_modules/", ".ats/", "artifacts/", "cache/", "protocol/", "client/", "node/"];
@@ -80,10 +85,28 @@ function main(): void {
     run(NPX, ["hardhat", "compile"], app); // the contract types tsc reads (artifacts/**/*.d.ts)
     run(NPX, ["tsc", "-p", "."], app);
     process.stdout.write(run(NPX, ["hardhat", "test"], app));
+    testFoundryExample(dir);
   } finally {
     if (process.env.ATS_KEEP_EXAMPLE === "1") process.stderr.write(`kept ${dir}\n`);
     else rmSync(dir, { recursive: true, force: true });
   }
+}
+
+/** Step 6: the Foundry example in `dir` (where the tarball is), forge from its own install. */
+function testFoundryExample(dir: string): void {
+  const example = join(ROOT, "examples", "foundry-dapp");
+  // One auction, two test suites: the Foundry copy may not drift from the Hardhat one.
+  const auction = "SealedBidAuction.sol";
+  if (!readFileSync(join(example, "src", auction)).equals(readFileSync(join(ROOT, "examples", "dapp", "contracts", auction)))) {
+    throw new Error(`examples/foundry-dapp/src/${auction} differs from examples/dapp/contracts/${auction}`);
+  }
+  const app = join(dir, "foundry-dapp");
+  cpSync(example, app, { recursive: true, filter: (source) => !["node_modules", "out", "cache"].some((name) => source.endsWith(`/${name}`)) });
+  run(NPM, ["install", "--prefer-offline", "--no-audit", "--no-fund"], app);
+  const forge = join(app, "node_modules", ".bin", "forge");
+  const offline = ["--offline", "--use", join(ROOT, "scripts", "solcWrapper.js")];
+  process.stdout.write(run(forge, ["test", ...offline], app));
+  process.stdout.write(run(forge, ["test", ...offline, "--gas-report", "--match-contract", "VerifyGasTest"], app));
 }
 
 try {

@@ -48,6 +48,10 @@ interface ITimeTestKitCheats {
  * low-S, with the node entries in ascending address order as the oracle demands (docs/protocol.md §5.3). Proofs sign
  * {LOCAL_MESH_ACCURACY_NS} by default, what the local network's mesh really signs, so a consumer whose bound no
  * software network meets fails here rather than on a real chain; the oracle accepts up to the software-mesh tier.
+ *
+ * Build a proof before `vm.expectRevert` or `vm.prank`: signing calls the SHA-256 precompile, which would be the
+ * "next call" those cheatcodes apply to. Run forge with `evm_version = "osaka"` (or later): from that fork on its EVM
+ * has the P-256 precompile at 0x100; before it the oracle verifies card signatures in Solidity (~240,000 gas).
  * @dev FIXED DEVELOPMENT KEYS (protocol/devkeys.ts): public knowledge. The kit is for forge tests only; nothing it
  * deploys or signs may reach a chain that matters.
  */
