@@ -38,7 +38,7 @@ import {
 import { gpsSigningRefusal, type GpsReferenceSource } from "./gpsdClient";
 import { ANCHOR_TARGET_NS } from "./dev";
 import { ANCHOR_EDGES, anchorToWallClock, clockFromAnchor, SYSTEM_CLOCK_SOURCES, type HostClockSources, type WallClockAnchor } from "./hostClock";
-import type { CardBoundEvidence, CardStatus, TamperState, TimeCard } from "./types";
+import type { CardBoundEvidence, CardStatus, NtpUpstream, TamperState, TimeCard } from "./types";
 
 /** What the card signs with: its identity and a hardware signature (a key file, or a token with the same shape). */
 export interface ChronyCardKey {
@@ -366,6 +366,16 @@ export class ChronyTimeCard implements TimeCard {
     if (tracking === undefined) return NO_READING_ERROR_NS;
     const offsetNs = tracking.systemTimeOffsetNs;
     return Number(offsetNs < 0n ? -offsetNs : offsetNs);
+  }
+
+  /**
+   * chrony's source, from the last reading: chronyc reports this host's stratum (the source's + 1) and the source's
+   * reference id. Null before a reading, and for a host chrony runs as a local reference (stratum 1, no source).
+   */
+  ntpUpstream(): NtpUpstream | null {
+    const tracking = this.#reading?.tracking;
+    if (tracking === undefined || tracking.stratum < 2) return null;
+    return { stratum: tracking.stratum - 1, referenceId: Number.parseInt(tracking.referenceId, 16) };
   }
 
   /** gpsd's reference when one is configured; else none (chrony's reference is an NTP server, reported in status()). */

@@ -107,6 +107,20 @@ export interface TimeCard {
    * while this is non-null, as when the measured error exceeds the signing bound (attestor.ts assertCanSign).
    */
   signingRefusal?(): string | null;
+  /**
+   * Optional, for a card whose clock follows an NTP source (the chrony driver): that source's stratum and 32-bit
+   * reference id as the card last read them (null before a reading). The NTP time host serves stratum + 1 with that
+   * reference id (RFC 5905 §7.3); a card that is itself the primary reference offers none.
+   */
+  ntpUpstream?(): NtpUpstream | null;
   /** Releases driver resources. */
   close(): void;
+}
+
+/** The NTP source a card's clock follows (TimeCard.ntpUpstream). */
+export interface NtpUpstream {
+  /** The source's stratum, 0–15 (chronyc's "Stratum" is the host's: source + 1). */
+  readonly stratum: number;
+  /** The source's 32-bit reference id (its IPv4 address, or a hash of its IPv6 one). */
+  readonly referenceId: number;
 }

@@ -288,6 +288,7 @@ export function createTimeService(parameters: CreateTimeServiceParameters): Core
     current: () => (roleRefusal !== null && served.latest === null ? refuseByRole() : served.current()),
     nowNs: nodeClockNs,
     cardNowNs: () => card.readTimeNs(),
+    cardNtpUpstream: () => card.ntpUpstream?.() ?? null,
 
     attestNow: async () => {
       if (!running) throw new UnavailableError("node is not started", {});

@@ -6,7 +6,7 @@
  */
 import type { ContradictionEvidenceJson } from "../../protocol/evidence";
 import type { Address, ConsensusJson, Hex, ProofJson, TimeProof } from "../../protocol/types";
-import type { CardStatus } from "../card/types";
+import type { CardStatus, NtpUpstream } from "../card/types";
 
 /** One attestation: produced once by the attestor, served many times by every transport. */
 export interface SignedTime {
@@ -234,6 +234,8 @@ export interface TimeService {
    * host (node/ntp) serves it; transports still never touch the card itself.
    */
   cardNowNs(): bigint;
+  /** The NTP source the card's clock follows (TimeCard.ntpUpstream), or null: the card is the primary reference. */
+  cardNtpUpstream(): NtpUpstream | null;
   /** On-demand fresh attestation; throws UnavailableError when tampered or the accuracy bound is exceeded. */
   attestNow(): Promise<SignedTime>;
   /**

@@ -18,7 +18,7 @@
  * node builds the mesh's report, too much for every datagram of a flood. The node itself finds a refusal only at
  * its next tick (tickIntervalNs) or round, so the 10 ms adds little to how late LI follows it.
  */
-import type { GpsReference } from "../../protocol/types";
+import type { NtpUpstream } from "../card/types";
 import type { TimeService } from "../core/types";
 import { checkNtpServerState, NTP_LEAP, type NtpServerState } from "./packet";
 
@@ -29,6 +29,9 @@ export const STATE_REFRESH_NS = 10_000_000n;
  * read in a JavaScript event loop, whose readings of one clock are a microsecond apart at best.
  */
 export const NODE_PRECISION_LOG2 = -20;
+
+/** The largest stratum a synchronised server may serve (RFC 5905 §7.3: 16 means unsynchronised). */
+const MAX_SERVED_STRATUM = 15;
 
 /** Stratum and reference id of the node's time source (RFC 5905 §7.3, Figure 12 for stratum-1 codes). */
 export interface NtpReference {
@@ -42,15 +45,15 @@ export interface NtpReference {
 }
 
 /**
- * The reference codes this node uses (docs/protocol.md §9.8):
- * - "GPS": the card reports a GPS fix (2-D or 3-D): RFC 5905 Figure 12's code for the Global Positioning System;
- * - "LOCL": anything else (the development card reads the host clock; a card without a fix holds over on its own
- *   oscillator): ntpd's conventional code for a local clock, saying that no radio or satellite reference is
- *   behind it now. Stratum stays 1 (the card is this node's primary reference and its bound is honest), but the
- *   code tells an operator what it is.
+ * The stratum and reference id this node serves (docs/protocol.md §9.8):
+ * - a card whose clock follows an NTP source (the chrony driver: TimeCard.ntpUpstream) serves that source's stratum
+ *   + 1 and its 32-bit reference id (RFC 5905 §7.3), as any NTP server downstream of another does;
+ * - any other card is this node's primary reference: stratum 1 with "LOCL", ntpd's conventional code for a local
+ *   clock. Not "GPS" even when the card reports a GPS fix: that fix is unsigned metadata beside the proof
+ *   (gpsd, docs/protocol.md §14.7) and disciplines nothing the node serves.
  */
-export function cardNtpReference(gps: GpsReference | null): NtpReference {
-  if (gps !== null && (gps.fixState === "2d" || gps.fixState === "3d")) return { stratum: 1, referenceId: "GPS" };
+export function cardNtpReference(upstream: NtpUpstream | null): NtpReference {
+  if (upstream !== null) return { stratum: Math.min(MAX_SERVED_STRATUM, upstream.stratum + 1), referenceId: upstream.referenceId };
   return { stratum: 1, referenceId: "LOCL" };
 }
 
@@ -63,7 +66,7 @@ export interface NtpClock {
 }
 
 export interface ServiceNtpClockOptions {
-  /** Stratum and reference id; default: cardNtpReference of the card's GPS reference, followed on each proof. */
+  /** Stratum and reference id; default: cardNtpReference of the card's NTP upstream, read with each state. */
   reference?: NtpReference;
   /** Root delay to the primary reference, ns (default 0: the card is the reference). */
   rootDelayNs?: bigint;
@@ -88,14 +91,13 @@ export function createServiceNtpClock(service: TimeService, options: ServiceNtpC
   const halfDelayNs = (rootDelayNs + 1n) / 2n;
   const rootDispersionNs = boundNs > halfDelayNs ? boundNs - halfDelayNs : 0n;
   const precisionLog2 = options.precisionLog2 ?? NODE_PRECISION_LOG2;
-  let reference: NtpReference = options.reference ?? cardNtpReference(null);
-  // A driver's GPS reference travels with each proof (unsigned metadata): follow it unless the caller fixed one.
-  const unsubscribe = options.reference === undefined ? service.onProof((signed) => (reference = cardNtpReference(signed.json.proof.gps))) : () => undefined;
   let cached: NtpServerState | null = null;
   let cachedAtNs = 0n;
 
   const compute = (nowNs: bigint): NtpServerState => {
     const health = service.health();
+    // Read with the state (at most every STATE_REFRESH_NS): a chrony card's source can change between readings.
+    const reference = options.reference ?? cardNtpReference(service.cardNtpUpstream());
     const state: NtpServerState = {
       leap: health.status === "ok" ? NTP_LEAP.none : NTP_LEAP.unsynchronised,
       stratum: reference.stratum,
@@ -121,6 +123,6 @@ export function createServiceNtpClock(service: TimeService, options: ServiceNtpC
       }
       return cached;
     },
-    close: unsubscribe,
+    close: () => undefined,
   };
 }

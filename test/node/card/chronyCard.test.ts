@@ -73,6 +73,8 @@ describe("ChronyTimeCard (node/card/chrony.ts) with a fake chronyc", () => {
       const signature = card.signHardware(momentNs);
       expect(decodeHardwareSignature(signature).cardId).to.equal(card.cardId);
       expect(card.gpsReference()).to.equal(null);
+      // chronyc says stratum 2 behind 127.0.0.1: the source is stratum 1 (the NTP host serves this card at 2).
+      expect(card.ntpUpstream()).to.deep.equal({ stratum: 1, referenceId: 0x7f000001 });
     } finally {
       card.close();
     }
