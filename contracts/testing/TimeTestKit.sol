@@ -263,6 +263,7 @@ abstract contract TimeTestKit {
     {
         cardId = _cardId(cardPrivateKey);
         (r, s) = _CHEATS.signP256(cardPrivateKey, TimeProofLib.hwDigest(cardId, nanoMoment));
+        // forge 1.7 already returns low-S; normalising here keeps the protocol's rule (§3) independent of that.
         if (uint256(s) > TimeProofLib.P256_HALF_N) s = bytes32(TimeProofLib.P256_N - uint256(s));
     }
 
@@ -297,7 +298,8 @@ abstract contract TimeTestKit {
         (uint8 v, bytes32 r, bytes32 s) = _CHEATS.sign(nodePrivateKey, digest);
         uint256 yParity = v - 27;
         if (uint256(s) > TimeProofLib.SECP256K1_HALF_N) {
-            // n − s signs the same digest with the other y: the parity flips with it.
+            // As for the card (forge returns low-S already): n − s signs the same digest with the other y, so the
+            // parity flips with it.
             s = bytes32(TimeProofLib.SECP256K1_N - uint256(s));
             yParity ^= 1;
         }
