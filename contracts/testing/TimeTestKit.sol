@@ -111,6 +111,11 @@ abstract contract TimeTestKit {
     error TimeTestKitNotDeployed();
     /// @notice A below-quorum proof needs a quorum of at least 2 (one node less must still be a proof).
     error TimeTestKitBelowQuorumNeedsQuorum(uint256 nodeQuorum);
+    /**
+     * @notice An expired proof lies INVALID_PROOF_OFFSET_NS before the chain clock, which is earlier than that (forge
+     * starts at `block.timestamp` 1): {warpTo} a real moment first.
+     */
+    error TimeTestKitChainClockTooEarly(uint256 chainNowNs, uint256 minChainNowNs);
 
     // ================================================================================================ deployment
 
@@ -208,7 +213,10 @@ abstract contract TimeTestKit {
      */
     function invalidProof(InvalidProofKind kind) internal view returns (TimeProof memory proof) {
         uint128 nowNs = chainNowNs();
-        if (kind == InvalidProofKind.Expired) return proofAt(nowNs - INVALID_PROOF_OFFSET_NS);
+        if (kind == InvalidProofKind.Expired) {
+            if (nowNs < INVALID_PROOF_OFFSET_NS) revert TimeTestKitChainClockTooEarly(nowNs, INVALID_PROOF_OFFSET_NS);
+            return proofAt(nowNs - INVALID_PROOF_OFFSET_NS);
+        }
         if (kind == InvalidProofKind.Future) return proofAt(nowNs + INVALID_PROOF_OFFSET_NS);
         if (kind == InvalidProofKind.BelowQuorum) {
             if (timeNodeQuorum < 2) revert TimeTestKitBelowQuorumNeedsQuorum(timeNodeQuorum);

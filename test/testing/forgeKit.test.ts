@@ -60,7 +60,7 @@ describe("testing: the Solidity kit (TimeTestKit.sol) matches the TypeScript kit
         const { stdout = "", stderr = "" } = error as { stdout?: string; stderr?: string };
         throw new Error(`forge test failed:\n${stdout.slice(-6_000)}\n${stderr.slice(-2_000)}`, { cause: error });
       }
-      expect(output).to.match(/8 tests passed, 0 failed/);
+      expect(output).to.match(/9 tests passed, 0 failed/);
     } finally {
       rmSync(build, { recursive: true, force: true });
     }
