@@ -12,7 +12,8 @@ function forbid(groups, message) {
 }
 
 module.exports = tseslint.config(
-  { ignores: ["node_modules/**", "artifacts/**", "cache/**", "dist/**", "typechain-types/**", "coverage/**", "**/*.js"] },
+  // .dist-build-<pid>/ and .dist-old-<pid>/: bin/build-dist.js staging folders (a killed build leaves one behind).
+  { ignores: ["node_modules/**", "artifacts/**", "cache/**", "dist/**", ".dist-build-*/**", ".dist-old-*/**", "typechain-types/**", "coverage/**", "**/*.js"] },
   js.configs.recommended,
   ...tseslint.configs.recommended,
   {

@@ -21,6 +21,15 @@ export { MeshTransport, type MeshPeerAddress, type MeshDropReason } from "./tran
 const PACKAGE_VERSION = (require("../../package.json") as { version: string }).version;
 
 /**
+ * The card accuracy this member takes part in rounds and probes with, now: a card that proves its own bound (the
+ * chrony card) gives that bound at this moment; while it proves none it signs nothing (assertCanSign), and the most
+ * it signs (advertisedAccuracyNs: chronyMaxBoundNs) stands in; any other card, the configured accuracyNs.
+ */
+export function meshCardAccuracyNs(card: Pick<TimeCard, "readTimeNs" | "accuracyBoundNs">, config: NodeConfig): number {
+  return card.accuracyBoundNs?.(card.readTimeNs()) ?? advertisedAccuracyNs(config);
+}
+
+/**
  * Parses one meshPeers entry, `<nodeId>@<host>:<port>[/<role>]` (the setting's pattern has checked the characters).
  * The role is this node's word on the peer, not the peer's (§7.6); without one the peer is a primary, the `role`
  * setting's default.
@@ -80,11 +89,9 @@ export function createMesh(parameters: CreateMeshStageParameters, deps: Consensu
     nodeKey,
     card,
     role: config.role as MeshRole,
-    // Read at each use (Mesh keeps this object): a card that proves its own bound (the chrony card) takes part in
-    // rounds and probes with that bound now; while it proves none it signs nothing (assertCanSign), and the
-    // advertised maximum stands in.
+    // Read at each use (Mesh keeps this object).
     get cardAccuracyNs(): number {
-      return card.accuracyBoundNs?.(card.readTimeNs()) ?? advertisedAccuracyNs(config);
+      return meshCardAccuracyNs(card, config);
     },
     assertCanSign: deps.assertCanSign,
     learnCardChain: deps.learnCardChain,

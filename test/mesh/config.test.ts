@@ -1,6 +1,6 @@
 import { expect } from "chai";
 import { loadConfig } from "../../node/config";
-import { parseMeshPeer } from "../../node/mesh";
+import { meshCardAccuracyNs, parseMeshPeer } from "../../node/mesh";
 
 const PEER = `0x${"ab".repeat(20)}`;
 
@@ -17,5 +17,16 @@ describe("mesh settings: peers' roles and per-peer budgets (docs/protocol.md §7
       /meshPeerCoSignRequestsPerSecond.*at least 1000 \/ meshRoundIntervalMs \(250\)/,
     );
     expect(() => loadConfig({ env: {}, overrides: { ...base, meshPeerCoSignRequestsPerSecond: 250, meshPeerRelayedProofsPerSecond: 250 } })).to.not.throw();
+  });
+
+  it("a member's card accuracy in rounds is a chrony card's bound now, its maximum while it proves none, else accuracyNs", function () {
+    const chrony = loadConfig({ env: {}, overrides: { cardDriver: "chrony", chronyMaxBoundNs: 500_000, maxAcceptableDriftNs: 500_000n } });
+    let boundNs: number | null = 12_345;
+    const chronyCard = { readTimeNs: () => 1n, accuracyBoundNs: () => boundNs };
+    expect(meshCardAccuracyNs(chronyCard, chrony)).to.equal(12_345);
+    boundNs = null; // degraded or starting: it signs nothing, and its maximum stands in
+    expect(meshCardAccuracyNs(chronyCard, chrony)).to.equal(500_000);
+    const dev = loadConfig({ env: {}, overrides: {} });
+    expect(meshCardAccuracyNs({ readTimeNs: () => 1n }, dev)).to.equal(dev.accuracyNs);
   });
 });
