@@ -177,9 +177,15 @@ describe("upgrade: forbidden actions have no code path", () => {
   /** Files in which `pattern` occurs. */
   const filesWith = (pattern: RegExp) => sources.filter((source) => pattern.test(source.text)).map((source) => source.name).sort();
 
-  it("deletes only its own fetch folder", () => {
-    expect(filesWith(/\b(rmSync|rm|unlinkSync|unlink|rmdirSync|rmdir)\(/)).to.deep.equal(["fetchRelease.ts"]);
-    expect(readFileSync(join(DIR, "fetchRelease.ts"), "utf8").match(/rmSync\(([^)]*)\)/g)).to.deep.equal(["rmSync(privateDir, { recursive: true, force: true })"]);
+  it("deletes only its own fetch folder, the extraction it started (inside that folder) and its own temporary files", () => {
+    expect(filesWith(/\b(rmSync|rm|unlinkSync|unlink|rmdirSync|rmdir)\(/)).to.deep.equal(["fetchRelease.ts", "installEnv.ts", "tar.ts"]);
+    const removals = (name: string) => readFileSync(join(DIR, name), "utf8").match(/rmSync\(([^)]*)\)/g);
+    expect(removals("fetchRelease.ts")).to.deep.equal(["rmSync(privateDir, { recursive: true, force: true })"]);
+    // A failed extraction removes the folder it was extracting into (fetchRelease gives it one inside privateDir).
+    expect(removals("tar.ts")).to.deep.equal(["rmSync(root, { recursive: true, force: true })"]);
+    // A failed atomic write removes its own `${file}.tmp-${pid}` (writeTemporary), never a folder.
+    expect(removals("installEnv.ts")).to.deep.equal(["rmSync(temporary, { force: true })", "rmSync(temporary, { force: true })"]);
+    expect(readFileSync(join(DIR, "installEnv.ts"), "utf8")).to.include("const temporary = `${file}.tmp-${process.pid}`;");
   });
 
   it("writes only installs, install.env or the image file, the release folder, the local unit's pid file and the receipt", () => {
