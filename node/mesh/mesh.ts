@@ -479,6 +479,9 @@ export class Mesh {
     if (payload.kind !== "probe") return null;
     const peer = this.#peers.get(link.nodeId.toLowerCase());
     if (peer === undefined || peer.excludedReason !== null) return null;
+    // A peer that sends us an exchange is up (a restarted member does, in its first rounds): back in our rounds at
+    // once, rather than after our next probe reaches it, which a restart's rounds cannot wait for.
+    if (recordAnsweredExchange(peer)) this.#logger.info({ peer: peer.nodeId }, "mesh peer sent an exchange: back in the rounds");
     if (payload.roundId !== 0n) {
       const key = link.nodeId.toLowerCase();
       const rounds = (this.#pendingRounds.get(key) ?? []).filter((round) => round.roundId !== payload.roundId);
