@@ -19,13 +19,14 @@ import type { CardStatus, TamperState, TimeCard } from "./types";
 
 /** Anchors looser than this are retried (a preempted spin), ns. */
 export const ANCHOR_TARGET_NS = 500n;
-const ANCHOR_ATTEMPTS = 12;
+const ANCHOR_ATTEMPTS = 40;
 /**
- * Pause between two loose anchorings, ms: a burst of preemption (another process starting on a two-core machine)
- * spoiled every edge of five back-to-back attempts (17.9 µs at best), and the card, which anchors once, then
- * refused to sign for good. Pausing lets such a burst pass; the worst case costs ~0.1 s once, at start.
+ * Pause between two loose anchorings, ms: busy cores (chains and other processes starting on a two-core machine)
+ * spoiled every edge of back-to-back attempts for seconds (17–18 µs at best), and the card, which anchors once,
+ * then refused to sign for good. Pausing lets such a spell pass; the worst case costs ~2 s once, at start, and
+ * only on a busy machine (a quiet one is within the target at the first attempt).
  */
-const ANCHOR_RETRY_PAUSE_MS = 5;
+const ANCHOR_RETRY_PAUSE_MS = 50;
 
 /** The tightest of up to ANCHOR_ATTEMPTS anchorings, stopping at the first within ANCHOR_TARGET_NS. */
 function preciseAnchor(): WallClockAnchor {
