@@ -44,7 +44,7 @@ export function openDatabase(options: OpenDatabaseOptions): SqliteDatabase {
  * Runs `commit` (one transaction, never inside another: SQLite refuses to change the level there) with
  * synchronous = FULL on a connection opened with NORMAL: in WAL mode the WAL is synced when that commit returns,
  * so it (and every commit before it) survives a power loss, while the connection's other commits skip the fsync
- * (~5–12 ms each on this machine, all of it on the event loop; SQLite's automatic checkpoints, about every 1,000
+ * (milliseconds each, docs/benchmarks.md, all of it on the event loop; SQLite's automatic checkpoints, about every 1,000
  * pages of WAL, still sync). For a store where only some writes are promises to a client (schedules.ts: a failed
  * schedule) and the rest is bookkeeping that a power loss may roll back a little (delivery attempts, which are
  * redone). A process crash loses no commit either way: the WAL is in the operating system's cache. WalSync below

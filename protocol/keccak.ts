@@ -3,9 +3,9 @@
  * and node address (docs/protocol.md §4). Two interchangeable backends that return the same 32 bytes:
  *
  * - "xkcp": the Keccak team's reference code (XKCP) compiled into the `keccak` npm package (v3, N-API prebuilds,
- *   no compiler needed), ~4 µs per hash on this machine, called through its sponge class directly: the package's
+ *   no compiler needed), several times faster than pure JS (docs/benchmarks.md), called through its sponge class directly: the package's
  *   own `createKeccak()` wraps every hash in a Node.js Transform stream, which costs more than the hash itself;
- * - "noble": @noble/hashes (audited pure JS), ~13–24 µs per hash, the fallback when the addon does not load.
+ * - "noble": @noble/hashes (audited pure JS), the fallback when the addon does not load.
  *
  * The addon is loaded through `node-gyp-build` (resolved from the `keccak` package), which throws when no
  * binary fits, instead of the package main, which silently falls back to its own pure-JS code. A worker thread

@@ -3,7 +3,7 @@
  * deterministic nonce, low-S) and public-key recovery. Two interchangeable backends:
  *
  * - "libsecp256k1": Bitcoin Core's C library through the `secp256k1` npm package (v5, N-API prebuilds, no
- *   compiler needed), ~15× faster to sign and ~25× faster to recover than pure JS on this machine;
+ *   compiler needed), an order of magnitude faster to sign and recover than pure JS (docs/benchmarks.md);
  * - "noble": @noble/curves (audited pure JS), the fallback when the native addon does not load, and in a worker
  *   thread that was given no native-call gate (protocol/nativeAddon.ts says why).
  *

@@ -30,8 +30,8 @@
  * connection's unfinished answers in a short queue, dropping the finished ones from its front as it goes
  * (HTTP/1.1 answers leave in order). Stalls are found by one sweep over the open connections every
  * `stalledRequestTimeoutMs / 10` (100 ms to 1 s), not by Node's socket timeout (`server.setTimeout`), which Node
- * arms anew at every request's start and refreshes on every read and write: ~3 % of a saturated node's CPU
- * (measured against the build before, both loaded at once, 2026-11-27).
+ * arms anew at every request's start and refreshes on every read and write: a measurable share of a saturated
+ * node's CPU (docs/benchmarks.md).
  *
  * A connection closed while open is closed gracefully: it is no longer read, requests after the violation are not
  * answered, and the answers already given are flushed before the socket is destroyed (at most CLOSE_GRACE_MS

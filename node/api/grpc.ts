@@ -68,11 +68,10 @@ const MAX_ID_CHARS = 128;
 const GRPC_MAX_CONNECTION_IDLE_MS = 5 * 60_000;
 /**
  * Calls in flight per connection (HTTP/2 SETTINGS_MAX_CONCURRENT_STREAMS; a client's HTTP/2 layer queues the calls
- * beyond it). Every call that arrives is parsed and run through grpc-js before the rate limit can refuse it (about
- * 0.2 ms each here), so this bounds the burst one connection can put on the event loop: with 64, two channels of
- * 64 calls in flight stalled a normal REST client for 14–32 ms (p99; `npm run bench:attack`, attack 6), with 16 for
- * 8–11 ms (2026-11-27, three runs each). A client still has room for its streams (maxStreamsPerClient) and unary
- * calls beside them.
+ * beyond it). Every call that arrives is parsed and run through grpc-js before the rate limit can refuse it, so this
+ * bounds the burst one connection can put on the event loop: 16 stalled a normal REST client for well under half as
+ * long as 64 did (`npm run bench:attack`, attack 6; figures in docs/benchmarks.md). A client still has room for its
+ * streams (maxStreamsPerClient) and unary calls beside them.
  */
 function grpcMaxConcurrentStreams(maxStreamsPerClient: number): number {
   return Math.max(16, maxStreamsPerClient + 8);
