@@ -20,9 +20,8 @@ import { startDevNode, type DevNode } from "../node/cli";
 import { startNode, type RunningNode } from "../node/server";
 import type { CardStatus } from "../node/card/types";
 import type { SignedTime } from "../node/core/types";
-import { createVerifyContext, verifyTimeProof } from "../protocol/verify";
-import { cardIdFromPublicKey } from "../protocol/codec";
 import { deployAttestedTime, devRegistrations } from "../scripts/deploy";
+import { verifyDevNodeProof } from "./devProof";
 import { accuracyFromChrony, CHRONYC, CLIENT_MAX_CLOCK_ERROR_PPM, startChronydPair, waitUntil, type ChronydPair } from "./chronyd";
 
 /** The largest bound the node signs, ns: far above a loopback chronyd's bound, reached ~10 s after the source stops. */
@@ -92,16 +91,7 @@ describe("chrony card against a real chronyd (test-system)", function () {
     expect(proof.accuracy).to.be.below(MAX_BOUND_NS);
 
     // The reference verifier, with the oracle's rules and this node's card and key.
-    const cardPublicKey = devRegistrations().cards[0]!.publicKey; // the public development card the dev node runs
-    const offChain = verifyTimeProof(
-      proof,
-      createVerifyContext({
-        cards: { [cardIdFromPublicKey(cardPublicKey)]: { publicKey: cardPublicKey, revoked: false } },
-        nodes: [node.nodeAddress],
-        nowNs: BigInt(Date.now()) * 1_000_000n,
-        maxAcceptableDriftNs: BigInt(MAX_BOUND_NS),
-      }),
-    );
+    const offChain = verifyDevNodeProof(proof, node.nodeAddress, BigInt(MAX_BOUND_NS));
     expect(offChain, JSON.stringify(offChain)).to.deep.include({ valid: true });
     // On-chain: the dev card and node registered on the in-process chain, an oracle that accepts up to the maximum.
     const deployment = await deployAttestedTime(hre, { ...devRegistrations(), settings: { maxAcceptableDriftNs: BigInt(MAX_BOUND_NS) }, scheduler: false, bridge: false, example: false });

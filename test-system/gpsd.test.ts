@@ -20,9 +20,7 @@ import type { CardStatus } from "../node/card/types";
 import type { SignedTime } from "../node/core/types";
 import type { ProofJson } from "../protocol/types";
 import { contractProofFromJson } from "../client/contractProof";
-import { createVerifyContext, verifyTimeProof } from "../protocol/verify";
-import { cardIdFromPublicKey } from "../protocol/codec";
-import { devRegistrations } from "../scripts/deploy";
+import { verifyDevNodeProof } from "./devProof";
 
 const GPSFAKE = "gpsfake";
 const FIXTURES = join(__dirname, "fixtures");
@@ -143,16 +141,7 @@ describe("GPS reference from a real gpsd fed by gpsfake (test-system)", function
     const observedAgeNs = BigInt(body.nanoMoment) - BigInt(gps.observedAtNs);
     expect(observedAgeNs >= 0n && observedAgeNs <= BigInt(STALE_AFTER_MS) * 1_000_000n, `observed ${observedAgeNs} ns before the moment`).to.equal(true);
     const proof = contractProofFromJson(body);
-    const cardPublicKey = devRegistrations().cards[0]!.publicKey;
-    const verdict = verifyTimeProof(
-      proof,
-      createVerifyContext({
-        cards: { [cardIdFromPublicKey(cardPublicKey)]: { publicKey: cardPublicKey, revoked: false } },
-        nodes: [node.nodeAddress],
-        nowNs: BigInt(Date.now()) * 1_000_000n,
-        maxAcceptableDriftNs: BigInt(ACCURACY_NS),
-      }),
-    );
+    const verdict = verifyDevNodeProof(proof, node.nodeAddress, BigInt(ACCURACY_NS));
     expect(verdict, JSON.stringify(verdict)).to.deep.include({ valid: true });
     const healthOk = (await (await fetch(`${endpoints.rest}/health`)).json()) as { status: string; card: CardStatus };
     expect(healthOk.status).to.equal("ok");
