@@ -24,7 +24,7 @@ export {
   isLoopbackHost,
   type ScheduleDeliveryBody,
   type ScheduleServiceOptions,
-} from "./schedules";
+} from "../schedules";
 export { buildSignedTime } from "./signedTime";
 export { soloCoSigning, localProof, type CoSigningStage, type LocalAttestation } from "./cosign";
 export { TrustStore, type TrustStoreOptions, type ChainFailure } from "./trustStore";

@@ -20,10 +20,10 @@ import { advertisedAccuracyNs, redactedConfig, signingErrorBoundNs, type NodeCon
 import { ProofArchive } from "./archive";
 import { BUILD_REVISION_FILE, readBuildRevision } from "./buildRevision";
 import { Attestor } from "./attestor";
-import type { CallbackTransport, ResolveHost } from "./callbackGuard";
+import type { CallbackTransport, ResolveHost } from "../schedules/callbackGuard";
 import { soloCoSigning, type ConsensusStage, type ConsensusStageFactory } from "./cosign";
 import { createHealthCheck } from "./health";
-import { ScheduleService } from "./schedules";
+import { ScheduleService } from "../schedules/service";
 import { TrustStore } from "./trustStore";
 import type {
   MeshStateReport,

@@ -10,7 +10,7 @@ import { DevTimeCard } from "../../../node/card/dev";
 import { loadConfig, type NodeConfig, type SettingName } from "../../../node/config";
 import { createTimeService, type CoreTimeService, type CreateTimeServiceParameters } from "../../../node/core/service";
 import type { AttestorOptions } from "../../../node/core/attestor";
-import type { ScheduleServiceOptions } from "../../../node/core/schedules";
+import type { ScheduleServiceOptions } from "../../../node/schedules";
 import { buildSignedTime } from "../../../node/core/signedTime";
 import type { TimeProof } from "../../../protocol/types";
 import { createVerifyContext, verifyTimeProof } from "../../../protocol/verify";
@@ -165,6 +165,12 @@ export function scheduleServiceOptions(dataDir: string, overrides: Partial<Sched
     maxHorizonNs: 3_600_000n * HELPER_MS,
     maxPastNs: 60_000n * HELPER_MS,
     maxPending: 100,
+    // A quarter of the slots per client, no creation limit, and the whole pending bound per client (a test that
+    // sets maxPending gets it per client too).
+    maxPendingPerClient: overrides.maxPending ?? 100,
+    maxConcurrentDeliveries: 16,
+    maxConcurrentDeliveriesPerClient: Math.max(1, Math.floor((overrides.maxConcurrentDeliveries ?? 16) / 4)),
+    maxCreatesPerSecond: 0,
     allowedCallbackHosts: [],
     nowNs: helperNowNs,
     proofAtOrAfter: async (executeAtNs) =>

@@ -18,7 +18,7 @@ import {
   postCallback,
   type CallbackRequest,
   type ResolvedAddress,
-} from "../../../node/core/callbackGuard";
+} from "../../../node/schedules/callbackGuard";
 import { ECDSA_P256_SHA256, x509 } from "../../../protocol/x509";
 
 const LOOPBACK: ResolvedAddress[] = [{ address: "127.0.0.1", family: 4 }];

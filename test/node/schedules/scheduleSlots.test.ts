@@ -6,9 +6,9 @@ import { expect } from "chai";
 import { RateLimitError } from "../../../protocol/errors";
 import { setFlagsFromString } from "node:v8";
 import { runInNewContext } from "node:vm";
-import type { CallbackRequest } from "../../../node/core/callbackGuard";
-import { pickFairly, ScheduleService, type ScheduleServiceOptions } from "../../../node/core/schedules";
-import { scheduleServiceOptions, tempDir, waitFor } from "./helpers";
+import type { CallbackRequest } from "../../../node/schedules/callbackGuard";
+import { pickFairly, ScheduleService, type ScheduleServiceOptions } from "../../../node/schedules";
+import { scheduleServiceOptions, tempDir, waitFor } from "../core/helpers";
 
 const MS = 1_000_000n;
 const nowNs = (): bigint => BigInt(Date.now()) * MS;

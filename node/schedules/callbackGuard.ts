@@ -19,7 +19,7 @@ import { promises as dns, type LookupAddress, type LookupOptions } from "node:dn
 import http from "node:http";
 import https from "node:https";
 import { BlockList, isIP, type LookupFunction } from "node:net";
-import { untilAborted } from "./abort";
+import { untilAborted } from "../core/abort";
 
 // ---------------------------------------------------------------------------------------------------------------
 // Address classification (pure)

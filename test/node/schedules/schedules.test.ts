@@ -6,7 +6,7 @@ import type { AddressInfo } from "node:net";
 import { join } from "node:path";
 import { NotFoundError, RateLimitError, UnavailableError, ValidationError } from "../../../protocol/errors";
 import { proofFromJson } from "../../../protocol/json";
-import type { CallbackRequest, ResolvedAddress } from "../../../node/core/callbackGuard";
+import type { CallbackRequest, ResolvedAddress } from "../../../node/schedules/callbackGuard";
 import {
   parseExecuteAt,
   retryDelayMs,
@@ -15,10 +15,10 @@ import {
   validateExecuteAt,
   type ScheduleDeliveryBody,
   type ScheduleServiceOptions,
-} from "../../../node/core/schedules";
+} from "../../../node/schedules";
 import * as sqlite from "../../../lib/sqlite";
 import { nsToBlob } from "../../../lib/sqlite";
-import { buildService, expectRejects, scheduleServiceOptions, startCallbackServer, tempDir, testConfig, waitFor, type CallbackServer } from "./helpers";
+import { buildService, expectRejects, scheduleServiceOptions, startCallbackServer, tempDir, testConfig, waitFor, type CallbackServer } from "../core/helpers";
 
 const MS = 1_000_000n;
 
