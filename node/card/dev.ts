@@ -13,7 +13,7 @@ import { cardIdOf, signHardware } from "../../protocol/sign";
 import type { GpsReference, Hex } from "../../protocol/types";
 import type { CardKey } from "../keysource/tokenKeys";
 import { describeGpsReading, gpsSigningRefusal, type GpsReferenceSource } from "./gpsdClient";
-import { anchorToWallClock, clockFromAnchor, type WallClockAnchor } from "./hostClock";
+import { anchorToWallClock, clockFromAnchor, refineAnchor, type WallClockAnchor } from "./hostClock";
 
 import type { CardStatus, TamperState, TimeCard } from "./types";
 
@@ -22,19 +22,22 @@ export const ANCHOR_TARGET_NS = 500n;
 const ANCHOR_ATTEMPTS = 40;
 /**
  * Pause between two loose anchorings, ms: busy cores (chains and other processes starting on a two-core machine)
- * spoiled every edge of back-to-back attempts for seconds (17–18 µs at best), and the card, which anchors once,
- * then refused to sign for good. Pausing lets such a spell pass; the worst case costs ~2 s once, at start, and
- * only on a busy machine (a quiet one is within the target at the first attempt).
+ * spoiled every edge of back-to-back attempts for seconds, and the card, which anchors once, then refused to sign
+ * for good. Pausing lets such a spell pass and spreads the edges combined; the worst case costs ~2 s once, at
+ * start, and only on a busy machine (a quiet one is within the target at the first attempt).
  */
 const ANCHOR_RETRY_PAUSE_MS = 50;
 
-/** The tightest of up to ANCHOR_ATTEMPTS anchorings, stopping at the first within ANCHOR_TARGET_NS. */
+/**
+ * Up to ANCHOR_ATTEMPTS anchorings combined (refineAnchor), stopping once within ANCHOR_TARGET_NS: on a busy host
+ * every edge's span can be widened by preemption, but where the edge falls inside each span varies, so their
+ * intersection still narrows.
+ */
 function preciseAnchor(): WallClockAnchor {
   let best = anchorToWallClock();
   for (let attempt = 1; attempt < ANCHOR_ATTEMPTS && best.uncertaintyNs > ANCHOR_TARGET_NS; attempt += 1) {
     Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, ANCHOR_RETRY_PAUSE_MS);
-    const next = anchorToWallClock();
-    if (next.uncertaintyNs < best.uncertaintyNs) best = next;
+    best = refineAnchor(best, anchorToWallClock());
   }
   return best;
 }

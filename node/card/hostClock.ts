@@ -9,9 +9,10 @@
  * Instead the anchor is taken at a millisecond *edge*: a short spin reads the monotonic timer, then Date.now(),
  * until Date.now() changes; the realtime clock crossed that millisecond between the monotonic reads just before the
  * previous and just after the changed reading, and the midpoint of that span is the anchor, with half the span
- * (typically well under a microsecond) as its uncertainty. The tightest of a few edges is kept; the spin is bounded
- * (ANCHOR_MAX_SPIN_MS per edge), and without an edge (a frozen or fake clock) the classic single read is used with
- * its honest 1 ms uncertainty.
+ * (typically well under a microsecond) as its uncertainty. Several edges are combined by intersecting what each
+ * says about the offset between the two clocks (intersectAnchors), so that spans widened by preemption still narrow
+ * it down; the spin is bounded (ANCHOR_MAX_SPIN_MS per edge), and without an edge (a frozen or fake clock) the
+ * classic single read is used with its honest 1 ms uncertainty.
  */
 import { NS_PER_MILLISECOND } from "../../protocol/constants";
 
@@ -70,14 +71,40 @@ function catchEdge(sources: HostClockSources): WallClockAnchor | null {
 }
 
 /**
- * Anchors the monotonic timer to the wall clock (module comment): the tightest of `edges` edges (ANCHOR_EDGES by
- * default; each costs up to 1 ms of spinning, so a driver that re-anchors often takes one).
+ * What two anchors together say about the offset between the wall clock and the monotonic timer (wallNs -
+ * monotonicNs): each confines it to ±uncertaintyNs around its own, so the truth lies in both intervals. Null when the
+ * intervals are disjoint, which means the wall clock was stepped between them: then neither may be combined with the
+ * other. Sound because Linux slews CLOCK_REALTIME and CLOCK_MONOTONIC alike, so their offset moves only by steps.
+ */
+export function intersectAnchors(first: WallClockAnchor, second: WallClockAnchor): WallClockAnchor | null {
+  const offsetOf = (anchor: WallClockAnchor): bigint => anchor.wallNs - anchor.monotonicNs;
+  const lowNs = maxOf(offsetOf(first) - first.uncertaintyNs, offsetOf(second) - second.uncertaintyNs);
+  const highNs = minOf(offsetOf(first) + first.uncertaintyNs, offsetOf(second) + second.uncertaintyNs);
+  if (lowNs > highNs) return null;
+  // Rounded up, so that the midpoint ± uncertainty still covers [lowNs, highNs].
+  const uncertaintyNs = (highNs - lowNs + 1n) / 2n;
+  const offsetNs = lowNs + uncertaintyNs;
+  return { wallNs: second.monotonicNs + offsetNs, monotonicNs: second.monotonicNs, uncertaintyNs };
+}
+
+/** Folds a new anchor into what is known: their intersection, or the newer alone after a wall-clock step. */
+export function refineAnchor(known: WallClockAnchor | null, next: WallClockAnchor): WallClockAnchor {
+  if (known === null) return next;
+  return intersectAnchors(known, next) ?? next;
+}
+
+const maxOf = (a: bigint, b: bigint): bigint => (a > b ? a : b);
+const minOf = (a: bigint, b: bigint): bigint => (a < b ? a : b);
+
+/**
+ * Anchors the monotonic timer to the wall clock (module comment): `edges` edges (ANCHOR_EDGES by default; each costs
+ * up to 1 ms of spinning, so a driver that re-anchors often takes one), combined by refineAnchor.
  */
 export function anchorToWallClock(sources: HostClockSources = SYSTEM_CLOCK_SOURCES, edges: number = ANCHOR_EDGES): WallClockAnchor {
   let best: WallClockAnchor | null = null;
   for (let edge = 0; edge < edges; edge += 1) {
     const anchor = catchEdge(sources);
-    if (anchor !== null && (best === null || anchor.uncertaintyNs < best.uncertaintyNs)) best = anchor;
+    if (anchor !== null) best = refineAnchor(best, anchor);
   }
   if (best !== null) return best;
   // No edge: the wall clock is frozen or coarse. A single read is somewhere in its millisecond: say so.

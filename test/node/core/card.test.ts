@@ -7,7 +7,7 @@ import { p256PrivateScalar } from "../../../protocol/keys";
 import { P256_HALF_N } from "../../../protocol/constants";
 import { verifyCardCertificateChain } from "../../../protocol/certs";
 import { DevTimeCard } from "../../../node/card/dev";
-import { anchorToWallClock, createAnchoredClock } from "../../../node/card/hostClock";
+import { anchorToWallClock, createAnchoredClock, intersectAnchors, refineAnchor } from "../../../node/card/hostClock";
 import { CARD_DRIVERS, createCard } from "../../../node/card";
 import { SETTINGS } from "../../../node/config";
 import { devIdentity } from "./helpers";
@@ -38,6 +38,48 @@ describe("DevTimeCard", () => {
     monotonicNs += 1_234n;
     wallMs -= 60_000; // NTP steps the wall clock back: the card clock does not follow
     expect(clock()).to.equal(1_700_000_000_000_501_234n);
+  });
+
+  it("combines edges by intersection: wide spans (a preempted spin) still narrow the offset, and keep the truth inside", () => {
+    // A busy fake host: each read of the monotonic timer costs 2–30 µs (a fixed pseudo-random sequence), so each
+    // edge alone is known to ±10–25 µs, and the edge falls at a different place of each span.
+    const trueOffsetNs = 1_700_000_000_000_000_000n;
+    const busyHost = () => {
+      let monotonicNs = 3_000n;
+      let seed = 7;
+      return {
+        monotonicNs: () => {
+          seed = (seed * 1_103_515_245 + 12_345) % 2_147_483_648;
+          return (monotonicNs += BigInt(2_000 + (seed % 28_000)));
+        },
+        wallNowMs: () => Number((trueOffsetNs + monotonicNs) / 1_000_000n),
+      };
+    };
+    // The same 40 edges (as many as the dev card's retries take on a busy host), alone and combined.
+    const host = busyHost();
+    const singles = Array.from({ length: 40 }, () => anchorToWallClock(host, 1));
+    const tightestSingleNs = singles.reduce((min, anchor) => (anchor.uncertaintyNs < min ? anchor.uncertaintyNs : min), singles[0]!.uncertaintyNs);
+    const combined = anchorToWallClock(busyHost(), 40);
+    expect(Number(tightestSingleNs)).to.be.at.least(5_000);
+    expect(Number(combined.uncertaintyNs)).to.be.below(Number(tightestSingleNs) / 2);
+    const offsetErrorNs = combined.wallNs - combined.monotonicNs - trueOffsetNs;
+    expect(offsetErrorNs <= combined.uncertaintyNs && -offsetErrorNs <= combined.uncertaintyNs, `offset off by ${offsetErrorNs} ns, claimed ±${combined.uncertaintyNs}`).to.equal(true);
+  });
+
+  it("intersects two anchors' offset intervals, and refuses to combine across a wall-clock step", () => {
+    // Offsets (wallNs - monotonicNs): 1,000 ± 300 and 1,200 ± 200 share [1,000, 1,300].
+    const first = { wallNs: 11_000n, monotonicNs: 10_000n, uncertaintyNs: 300n };
+    const second = { wallNs: 51_200n, monotonicNs: 50_000n, uncertaintyNs: 200n };
+    const both = intersectAnchors(first, second)!;
+    expect(both.monotonicNs).to.equal(50_000n);
+    expect(both.wallNs - both.monotonicNs - both.uncertaintyNs <= 1_000n).to.equal(true);
+    expect(both.wallNs - both.monotonicNs + both.uncertaintyNs >= 1_300n).to.equal(true);
+    expect(both.uncertaintyNs).to.equal(150n);
+    // The wall clock stepped 1 ms between them: disjoint, so the newer anchor alone is kept.
+    const stepped = { wallNs: 1_051_200n, monotonicNs: 50_000n, uncertaintyNs: 200n };
+    expect(intersectAnchors(first, stepped)).to.equal(null);
+    expect(refineAnchor(first, stepped)).to.deep.equal(stepped);
+    expect(refineAnchor(null, first)).to.deep.equal(first);
   });
 
   it("two clocks anchored on this host agree to within a few microseconds (not the 1 ms of a single Date.now())", () => {
