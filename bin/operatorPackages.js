@@ -1,7 +1,7 @@
 "use strict";
 /**
  * The packages only the programs need (the node, the relayer): optional peer dependencies of `attested-time`, so
- * that a dApp's install does not pull a server, a database and a native build (README "Installing"). A program
+ * that a dApp's install does not pull a server, a database and a native build (docs/solidity.md "Installing"). A program
  * started without them stops here with the one command that fixes it, instead of a stack trace from deep inside.
  */
 const OPERATOR_PACKAGES = ["fastify", "better-sqlite3", "pino", "prom-client"];

@@ -137,7 +137,7 @@ export function accuracyTierFor(maxAccuracyNs: number): AccuracyTier | undefined
 
 /**
  * What the local network's mesh signs: the p99 of the signed accuracy `npm run bench:mesh` measured on loopback,
- * rounded up to 10 µs (the mesh table in the README; test/testing/kit.test.ts pins the two together). The test kit
+ * rounded up to 10 µs (the mesh table in docs/benchmarks.md; test/testing/kit.test.ts pins the two together). The test kit
  * signs it by default, so that a dApp's tests meet the bound a real network proof has, not the card's 50 ns.
  */
 export const LOCAL_MESH_ACCURACY_NS = 150_000;

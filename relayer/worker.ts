@@ -412,7 +412,7 @@ export class ChainWorker {
    * time) as it can take back our own transactions, which count only once they are that deep (submitter.ts):
    * finishing an item on the head's word alone would lose it for good if that block is replaced. Until then the
    * item waits and is decided again (a wait counts as no failure). Any other decision is returned as it is.
-   * Reading state at the safe block needs an RPC that keeps state that far back (README: relayer).
+   * Reading state at the safe block needs an RPC that keeps state that far back (docs/relayer.md).
    */
   private async confirmedAtSafeBlock<D extends { action: string }>(atHead: D, decideAt: (blockNumber: bigint) => Promise<D>): Promise<D | WaitDecision> {
     if (atHead.action !== "done" && atHead.action !== "dead") return atHead;

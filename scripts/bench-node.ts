@@ -315,7 +315,7 @@ async function proofAgeBuckets(rest: string): Promise<Map<number, number>> {
 
 /**
  * Quantile q of the observations between two scrapes, interpolated linearly inside its bucket (Prometheus'
- * histogram_quantile), in ms. The answer is exact to the bucket: the README quotes the bucket bounds too.
+ * histogram_quantile), in ms. The answer is exact to the bucket: docs/benchmarks.md quotes the bucket bounds too.
  */
 function ageQuantileMs(before: Map<number, number>, after: Map<number, number>, q: number): number {
   const bounds = [...after.keys()].sort((a, b) => a - b);

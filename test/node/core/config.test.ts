@@ -68,7 +68,7 @@ describe("node config", () => {
     expectConfigError(() => loadConfig({ env: { MAX_REQUESTS_PER_SECOND: "-1" } }), "config.maxRequestsPerSecond", "environment variable MAX_REQUESTS_PER_SECOND");
   });
 
-  it("loads the sample config of the README (examples/node.config.json), its relative paths from the file's folder", () => {
+  it("loads the sample config of docs/node.md (examples/node.config.json), its relative paths from the file's folder", () => {
     const root = join(__dirname, "..", "..", "..");
     const sample = join(root, "examples", "node.config.json");
     const config = loadConfig({ file: sample, env: {}, cwd: dir.path });
@@ -78,8 +78,8 @@ describe("node config", () => {
     expect(config.logFormat).to.equal("json");
     // From the environment, a relative path resolves against the working directory.
     expect(loadConfig({ file: sample, env: { ATS_DATA_DIR: "./state" }, cwd: dir.path }).dataDir).to.equal(join(dir.path, "state"));
-    // The README shows the same file, byte for byte.
-    expect(readFileSync(join(root, "README.md"), "utf8")).to.contain(readFileSync(sample, "utf8").trim());
+    // docs/node.md ("Node configuration") shows the same file, byte for byte.
+    expect(readFileSync(join(root, "docs", "node.md"), "utf8")).to.contain(readFileSync(sample, "utf8").trim());
   });
 
   it("reads a JSON file, and the environment overrides the file", () => {
