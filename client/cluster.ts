@@ -66,6 +66,7 @@ function checkOptions(options: ClusterClientOptions): void {
   positive("infoRefreshMs", options.infoRefreshMs, false);
   positive("timeoutMs", options.timeoutMs, false);
   if (options.random !== undefined && typeof options.random !== "function") throw new ValidationError("random", "must be a function");
+  if (options.nowMs !== undefined && typeof options.nowMs !== "function") throw new ValidationError("nowMs", "must be a function");
 }
 
 function failureOf(node: NodeRecord, error: unknown): NodeFailure {
@@ -78,6 +79,7 @@ export function createClusterClient(options: ClusterClientOptions): ClusterClien
     requiredAccuracyNs = DEFAULT_REQUIRED_ACCURACY_NS,
     infoRefreshMs = DEFAULT_INFO_REFRESH_MS,
     random = Math.random,
+    nowMs = Date.now,
     timeoutMs = DEFAULT_TIMEOUT_MS,
   } = options;
   const nodes: NodeRecord[] = options.endpoints.map((endpoint) => ({
@@ -120,7 +122,7 @@ export function createClusterClient(options: ClusterClientOptions): ClusterClien
     refreshing ??= Promise.all(nodes.map(readInfo))
       .then(() => {
         infoRead = true;
-        infoFreshUntilMs = Date.now() + infoRefreshMs;
+        infoFreshUntilMs = nowMs() + infoRefreshMs;
       })
       .finally(() => {
         refreshing = null;
@@ -159,7 +161,7 @@ export function createClusterClient(options: ClusterClientOptions): ClusterClien
     async getCurrentTime() {
       // Before the first read there is nothing to score on; afterwards a stale read never delays a request.
       if (!infoRead) await refreshInfo();
-      else if (Date.now() >= infoFreshUntilMs) void refreshInfo();
+      else if (nowMs() >= infoFreshUntilMs) void refreshInfo();
       const order = selectionOrder(nodes, (node) => nodeScore(scoreInputsOf(node)), random);
       const failures: NodeFailure[] = [];
       let lastError: unknown = null;

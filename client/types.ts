@@ -160,6 +160,8 @@ export interface ClusterClientOptions extends Pick<TimeClientOptions, "apiKey" |
   infoRefreshMs?: number;
   /** Random source of the pick, numbers in [0, 1) (tests inject a seeded one); default Math.random. */
   random?: () => number;
+  /** Clock that ages the node info, ms (tests inject one to step past infoRefreshMs); default Date.now. */
+  nowMs?: () => number;
 }
 
 /** What a cluster client knows of one node: the §8 inputs, the score they give, and the last failure. */
