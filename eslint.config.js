@@ -51,6 +51,15 @@ module.exports = tseslint.config(
     },
   },
   {
+    files: ["gateway/**/*.ts"],
+    rules: {
+      "no-restricted-imports": forbid(
+        ["**/node/**", "**/relayer/**", "**/upgrade/**", "**/scripts/**", "**/test/**"],
+        "The temporal gateway is a program of its own: it imports protocol/, wire/, lib/ and client/ (it reads its node's time over the seam it is given, never node/ code).",
+      ),
+    },
+  },
+  {
     files: ["upgrade/**/*.ts"],
     rules: {
       "no-restricted-imports": forbid(

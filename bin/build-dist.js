@@ -4,7 +4,7 @@
  * Builds dist/, the JavaScript the node runs (`node bin/build-dist.js`, `npm run build:dist`; `npm install` and
  * `npm ci` run it through the `prepare` script):
  *
- * 1. `tsc -p tsconfig.build.json` (the production folders abi/, protocol/, wire/, lib/, client/, node/, relayer/,
+ * 1. `tsc -p tsconfig.build.json` (the production folders abi/, protocol/, wire/, lib/, client/, node/, gateway/, relayer/,
  *    upgrade/, testing/, the deploy library scripts/deploy.ts and the benchmark's node child scripts/bench-node.ts;
  *    never test/ or hardhat.config.ts; type errors fail the build and emit nothing) into a staging folder, with
  *    source maps and type declarations (the package's `exports` point at both);
@@ -29,7 +29,7 @@ const LOCK = path.join(ROOT, ".dist-build.lock");
 /** A lock older than this is from a build that died: it is taken over. */
 const STALE_LOCK_MS = 10 * 60 * 1000;
 /** What dist/ is built from (relative to the repository root): a change to any of these makes dist/ stale. */
-const SOURCES = ["abi", "protocol", "wire", "lib", "client", "node", "relayer", "upgrade", "testing", "scripts/deploy.ts", "scripts/bench-node.ts", "proto", "package.json", "tsconfig.json", "tsconfig.build.json"];
+const SOURCES = ["abi", "protocol", "wire", "lib", "client", "node", "gateway", "relayer", "upgrade", "testing", "scripts/deploy.ts", "scripts/bench-node.ts", "proto", "package.json", "tsconfig.json", "tsconfig.build.json"];
 
 /** The newest modification time (ms) of the files under `entry`, 0 when it does not exist. */
 function newestMtimeMs(entry) {

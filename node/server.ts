@@ -22,7 +22,7 @@ import { startGrpcServer, type GrpcServerHandle } from "./api/grpc";
 import { createNodeMetrics, type NodeMetrics } from "./api/metrics";
 import { buildRestApp } from "./api/rest";
 import { attachStreamServer, WS_STREAM_PATH, type StreamServer } from "./api/ws";
-import { startTemporalGateway, type RunningGateway } from "./rpc/server";
+import { startTemporalGateway, type RunningGateway } from "../gateway/server";
 import { createServiceNtpClock, type ServiceNtpClock } from "./ntp/source";
 import { startNtpServer, type RunningNtpServer } from "./ntp/server";
 

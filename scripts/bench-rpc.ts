@@ -1,5 +1,5 @@
 /**
- * `npm run bench:rpc`: the temporal JSON-RPC gateway (node/rpc) of a dev node in front of a Hardhat node, the node
+ * `npm run bench:rpc`: the temporal JSON-RPC gateway (gateway/) of a dev node in front of a Hardhat node, the node
  * in a child process pinned to core 0 (when taskset exists), autocannon from this process. For each method,
  * requests/s and p99 over 50 connections, BENCH_RPC_RUNS runs (default 3) of BENCH_RPC_S seconds (default 5):
  *

@@ -261,7 +261,7 @@ export type ContradictionReportJson = Static<typeof ContradictionReportJson>;
 /** Most contradiction reports a node keeps (one per peer: a mesh has at most 32 members). */
 export const MAX_CONTRADICTION_REPORTS = 32;
 
-/** GET /mesh/state (node/core/types.ts MeshStateReport; node/mesh/peers.ts PeerReport). */
+/** GET /mesh/state (wire/meshState.ts MeshStateReport; node/mesh/peers.ts PeerReport). */
 export const MeshStateBody = Type.Object(
   {
     convergenceState: Type.Union([Type.Literal("Initializing"), Type.Literal("Converging"), Type.Literal("Converged"), Type.Literal("Degraded")]),

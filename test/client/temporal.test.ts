@@ -1,5 +1,5 @@
 /**
- * client/temporal.ts (createTemporalClient) against a real gateway (node/rpc) in front of a Hardhat node
+ * client/temporal.ts (createTemporalClient) against a real gateway (gateway/) in front of a Hardhat node
  * process: lossless numbers (the legacy mode's integers above 2^53 included), hashes refused before sending,
  * retries with backoff, chain identity against the manifest, the degraded typed result, and the finality helper.
  */
@@ -13,8 +13,8 @@ import pino from "pino";
 import type { Hex } from "viem";
 import { privateKeyToAccount } from "viem/accounts";
 import { createTemporalClient, parseLossless } from "../../client";
-import type { MeshStateReport } from "../../node/core/types";
-import { startTemporalGateway, type RunningGateway } from "../../node/rpc/server";
+import type { MeshStateReport } from "../../wire/meshState";
+import { startTemporalGateway, type RunningGateway } from "../../gateway/server";
 import { ProtocolError, UnavailableError, ValidationError } from "../../protocol/errors";
 import { freeTcpPort, startChainProcess, stopChainProcess, type ChainProcess } from "../../scripts/chainProcess";
 import { HARDHAT_DEV_KEYS } from "../../scripts/network";

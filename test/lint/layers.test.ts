@@ -34,6 +34,13 @@ describe("layer rules (eslint.config.js)", function () {
     expect(wire[0]).to.contain("wire/ holds what client and node agree on");
   });
 
+  it("refuses the gateway importing the node (it is a program of its own)", async () => {
+    const messages = await restrictedImports("gateway/methods.ts", `import { startNode } from "../node/server";\nexport const y = startNode;\n`);
+    expect(messages).to.have.length(1);
+    expect(messages[0]).to.contain("temporal gateway is a program of its own");
+    expect(await restrictedImports("gateway/methods.ts", `import type { MeshStateReport } from "../wire/meshState";\nexport type Y = MeshStateReport;\n`)).to.deep.equal([]);
+  });
+
   it("refuses production code importing tests, and allows imports down the layers", async () => {
     expect(await restrictedImports("node/core/example.ts", `import { h } from "../../test/node/core/helpers";\nexport const y = h;\n`)).to.have.length(1);
     expect(await restrictedImports("node/core/example.ts", `import { codec } from "../../protocol/codec";\nexport const y = codec;\n`)).to.deep.equal([]);

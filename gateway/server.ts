@@ -11,8 +11,8 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import type { AddressInfo } from "node:net";
 import { stringify } from "lossless-json";
 import type { Logger } from "pino";
-import { RateLimiter } from "../../lib/rateLimit";
-import { toJsonRpcError } from "../../wire/errorMapping";
+import { RateLimiter } from "../lib/rateLimit";
+import { toJsonRpcError } from "../wire/errorMapping";
 import { errorResponse, JSON_RPC_ERRORS, JsonRpcError, parseBody, serializeBatch, type JsonRpcResponse, type ParsedItem } from "./jsonrpc";
 import { resolveMethod, type MethodContext, type PublishedLimits, type TemporalTimeSource, type Upstream } from "./methods";
 import { BlockObserver } from "./observer";

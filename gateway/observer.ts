@@ -6,7 +6,7 @@
  * MAX_REORG_DEPTH) and are forgotten from there (TemporalStore.forgetBlocksFrom), then followed again.
  */
 import type { Logger } from "pino";
-import type { Hex } from "../../protocol/types";
+import type { Hex } from "../protocol/types";
 import type { TemporalStore } from "./store";
 import type { Upstream } from "./methods";
 

@@ -1,13 +1,13 @@
 /**
- * The gateway's JSON-RPC framing (node/rpc/jsonrpc.ts), pure: what a body is refused for as a whole, before any
+ * The gateway's JSON-RPC framing (gateway/jsonrpc.ts), pure: what a body is refused for as a whole, before any
  * item is looked at, and the bound on a batch's answer.
  */
 import { expect } from "chai";
-import { errorResponse, MAX_JSON_DEPTH, parseBody, scanJson, serializeBatch } from "../../../node/rpc/jsonrpc";
+import { errorResponse, MAX_JSON_DEPTH, parseBody, scanJson, serializeBatch } from "../../gateway/jsonrpc";
 
 const call = (id: number) => ({ jsonrpc: "2.0", id, method: "eth_chainId" });
 
-describe("gateway JSON-RPC framing (node/rpc/jsonrpc)", () => {
+describe("gateway JSON-RPC framing (gateway/jsonrpc)", () => {
   it("refuses a batch longer than the limit as a whole, with one short error, however many items it holds", () => {
     const body = `[${Array.from({ length: 130_000 }, () => "1").join(",")}]`;
     const parsed = parseBody(body, 100);

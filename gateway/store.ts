@@ -5,8 +5,8 @@
  * state. Nanoseconds are 16-byte big-endian BLOBs (lib/sqlite.ts). After a reorg, `forgetBlocksFrom` removes the
  * orphaned blocks, un-includes their transactions and drops the timestamps that only a block gave.
  */
-import { blobToNs, nsToBlob, openDatabase, type SqliteDatabase } from "../../lib/sqlite";
-import type { Hex } from "../../protocol/types";
+import { blobToNs, nsToBlob, openDatabase, type SqliteDatabase } from "../lib/sqlite";
+import type { Hex } from "../protocol/types";
 
 export type TimestampSource = "received" | "observed";
 

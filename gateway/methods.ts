@@ -5,8 +5,8 @@
  * refused with -32601 "Method not allowed". Nanoseconds are decimal strings; `null` means unknown, never zero.
  */
 import { LosslessNumber } from "lossless-json";
-import type { MeshStateReport } from "../core/types";
-import type { Hex } from "../../protocol/types";
+import type { MeshStateReport } from "../wire/meshState";
+import type { Hex } from "../protocol/types";
 import { JSON_RPC_ERRORS, JsonRpcError } from "./jsonrpc";
 import type { BlockRecord, TemporalStore } from "./store";
 

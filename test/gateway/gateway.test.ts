@@ -1,5 +1,5 @@
 /**
- * The temporal JSON-RPC gateway (node/rpc/) in front of a real Hardhat node process on loopback: the temporal
+ * The temporal JSON-RPC gateway (gateway/) in front of a real Hardhat node process on loopback: the temporal
  * methods, automatic timestamping (received and observed), restart persistence, a reorg, every bad-input class,
  * limits, legacy numbers, and a property: no answer (outside the legacy mode) holds a JSON number above 2^53 − 1.
  */
@@ -13,13 +13,13 @@ import pino from "pino";
 import { WebSocket } from "ws";
 import { createWalletClient, http, parseEther, type Hex } from "viem";
 import { privateKeyToAccount } from "viem/accounts";
-import { runCli, startDevNode } from "../../../node/cli";
-import { MANIFEST_VERSION } from "../../../wire/manifest";
-import type { MeshStateReport } from "../../../node/core/types";
-import { METHODS } from "../../../node/rpc/methods";
-import { startTemporalGateway, type RunningGateway } from "../../../node/rpc/server";
-import { startChainProcess, stopChainProcess, type ChainProcess } from "../../../scripts/chainProcess";
-import { HARDHAT_DEV_KEYS } from "../../../scripts/network";
+import { runCli, startDevNode } from "../../node/cli";
+import { MANIFEST_VERSION } from "../../wire/manifest";
+import type { MeshStateReport } from "../../wire/meshState";
+import { METHODS } from "../../gateway/methods";
+import { startTemporalGateway, type RunningGateway } from "../../gateway/server";
+import { startChainProcess, stopChainProcess, type ChainProcess } from "../../scripts/chainProcess";
+import { HARDHAT_DEV_KEYS } from "../../scripts/network";
 
 const LONE: MeshStateReport = {
   convergenceState: "Initializing",
@@ -66,7 +66,7 @@ async function until<T>(read: () => Promise<T | undefined>, what: string, timeou
   }
 }
 
-describe("temporal JSON-RPC gateway (node/rpc) in front of a Hardhat node", function () {
+describe("temporal JSON-RPC gateway (gateway/) in front of a Hardhat node", function () {
   this.timeout(120_000);
   let chain: ChainProcess;
   let dir: string;
