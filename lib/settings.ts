@@ -3,8 +3,9 @@
  * table of settings (name, environment variable, description, type, default, bounds, secret flag) with
  * `setting()`, spreads BASE_SETTINGS into it, and gets from `defineSettings(table)` the loader (defaults, then a
  * JSON file, then the environment, then overrides; validated once; every error names the setting, where the
- * value came from, its variable and the bound it broke), the description (for `<program> settings` and the
- * README) and the redacted view for logs. As Chainlink's ea-framework does it, the table is the documentation.
+ * value came from, its variable and the bound it broke), the description (for `<program> settings` and each
+ * program's docs page) and the redacted view for logs. As Chainlink's ea-framework does it, the table is the
+ * documentation.
  *
  * File format: a JSON object whose keys are the setting names (unknown keys are rejected, to catch typos).
  * Nanosecond settings are decimal strings ("1000000") or safe JSON integers; lists are JSON arrays; maps are JSON
@@ -151,7 +152,7 @@ export const BASE_SETTINGS = {
 } as const;
 
 export function defineSettings<T extends SettingsTable>(table: T, rules?: SettingsRules<T>): Settings<T> {
-  /** A plain description of one setting, for `ats-node settings` and the README. */
+  /** A plain description of one setting, for `ats-node settings` and the docs. */
 
 
   function definitionOf(name: string): AnySetting {

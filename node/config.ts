@@ -1029,7 +1029,7 @@ export function loadConfig(options: LoadConfigOptions = {}): NodeConfig {
   return NODE_SETTINGS.load(options) as NodeConfig;
 }
 
-/** Every setting with its variable, default, bounds and description (for `ats-node settings` and the README). */
+/** Every setting with its variable, default, bounds and description (for `ats-node settings` and docs/node.md). */
 export function describeSettings(): SettingDescription[] {
   return NODE_SETTINGS.describe();
 }

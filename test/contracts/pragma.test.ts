@@ -1,7 +1,7 @@
 /**
  * What a dApp imports from the package (TimeConsumer and the interfaces) compiles with an older compiler than
  * ours: solc 0.8.24 (the npm `solc` package, pinned as the dev dependency `solc-0.8.24`; nothing is downloaded),
- * together with a small consumer written the way the README shows. Our deployables stay pinned to 0.8.30.
+ * together with a small consumer written the way docs/solidity.md shows. Our deployables stay pinned to 0.8.30.
  */
 import { expect } from "chai";
 import { readFileSync } from "node:fs";

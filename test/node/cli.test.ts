@@ -320,7 +320,7 @@ describe("ats-node CLI", function () {
     expect(loaded.ca?.certificatePem).to.contain("BEGIN CERTIFICATE");
   });
 
-  it("the README's sample config (examples/node.config.json) starts a node next to `keys init ./keys`", async () => {
+  it("docs/node.md's sample config (examples/node.config.json) starts a node next to `keys init ./keys`", async () => {
     const folder = join(dir.path, "sample");
     expect(await runCli(["keys", "init", join(folder, "keys")], captureIo())).to.equal(0);
     copyFileSync(join(__dirname, "..", "..", "examples", "node.config.json"), join(folder, "node.config.json"));

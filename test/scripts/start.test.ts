@@ -50,7 +50,7 @@ describe("npm start -- --once (scripts/start.ts)", function () {
     expect(stdout).to.match(/alpha oracle verifyTimeProof: true/);
     expect(stdout).to.match(/\d node entries \(oracle nodeQuorum 3\)/);
     expect(stdout).to.match(/with accuracy \d+ ns \(a relayer's edit\): on-chain false/);
-    // The live mesh proof: the sample vault refuses it, explained with the tier it needs; the README's contract
+    // The live mesh proof: the sample vault refuses it, explained with the tier it needs; docs/solidity.md's contract
     // (AttestedCheckpoint, software-mesh bound) accepts it.
     expect(stdout).to.include('TimeLockedVault withdraw(lock 0, proof): reverts "Insufficient accuracy"');
     expect(stdout).to.match(/why: refused with "Insufficient accuracy": the proof's signed bound is [\d,]+ ns and the contract accepts at most 100 ns; this contract needs a hardware-timestamped network .* tier AccuracyTiers\.HARDWARE_TIMESTAMPED_NS \(100 ns\)/);
