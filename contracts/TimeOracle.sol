@@ -118,6 +118,20 @@ contract TimeOracle is ITimeOracle, AccessControlDefaultAdminRules {
     /// @dev {SnapshotLib.CARD_VALID_UNTIL_OFFSET}.
     uint256 internal constant _CARD_VALID_UNTIL_OFFSET = 104;
 
+    // ---- Fixed scratch memory of {_verifyFast} (layout there).
+    /// @dev The struct hash input, 6 words; also sha256's and P256VERIFY's input, after the entries.
+    uint256 private constant _SCRATCH_STRUCT = 0x80;
+    /// @dev The EIP-712 digest input, 0x1901 ‖ DOMAIN_SEPARATOR ‖ structHash (66 bytes).
+    uint256 private constant _SCRATCH_TYPED = 0x140;
+    /// @dev The ecrecover input, digest ‖ v ‖ r ‖ s.
+    uint256 private constant _SCRATCH_RECOVER = 0x180;
+    /// @dev The snapshot copy: its header here, its node records after it ({_SCRATCH_NODES}).
+    uint256 private constant _SCRATCH_SNAPSHOT = 0x200;
+    /// @dev The first node record of the snapshot copy.
+    /// _SCRATCH_SNAPSHOT + _HEADER_LENGTH, written out: inline assembly takes only literal constants (a wrong value
+    /// misreads every node record, and every valid proof in the tests would fail).
+    uint256 private constant _SCRATCH_NODES = 0x220;
+
     /// @dev The current snapshot and the registry epoch, in one slot (the settings, {SnapshotLib.Settings}, fill
     /// another). Verification reads this slot anyway, so consumers read the epoch warm ({registryEpoch}).
     struct SnapshotRef {
@@ -478,7 +492,11 @@ contract TimeOracle is ITimeOracle, AccessControlDefaultAdminRules {
     }
 
     /**
-     * @dev All of docs/protocol.md §6 in one pass over calldata and the snapshot.
+     * @dev All of docs/protocol.md §6 in one pass over calldata and the snapshot. Runs before anything is allocated
+     * (its callers, {verifyTimeProof} and {_isValidTimeProof} from {submitTimeProof}, take only calldata and call it
+     * first), so the free memory pointer is 0x80 and its scratch memory sits at fixed addresses from there on
+     * (`_SCRATCH_*`): a constant is one PUSH where an offset from a pointer on the stack costs three opcodes, at
+     * each memory access. A free memory pointer past 0x80 fails the proof before any write.
      * @param answerCaller set only by {verifyTimeProof}: a final outcome (_INVALID or _VALID) then ends the call
      * at once with the ABI-encoded bool (assembly `return`), which skips the Solidity epilogue on the hot path
      * @return outcome _INVALID, _VALID, or _UNCONFIRMED (all rules hold except that the P-256 precompile did not
@@ -496,33 +514,40 @@ contract TimeOracle is ITimeOracle, AccessControlDefaultAdminRules {
             // into one `failed` flag tested by a single branch (an OR is cheaper than a branch); the result does
             // not depend on their order. Every check that guards a later memory read or loop bound is tested
             // before that read or loop.
+            //
+            // Memory, at fixed addresses (see @dev; 0x80 = _SCRATCH_STRUCT):
+            //   0x80..0x140   abi.encode(TIME_ATTESTATION_TYPEHASH, cardId, nanoMoment, accuracy,
+            //                 hardwareSignatureHash, nodeTimestamp): the struct hash input, nodeTimestamp per entry
+            //   0x140..0x182  0x1901 ‖ DOMAIN_SEPARATOR ‖ structHash: the EIP-712 digest input, structHash per entry
+            //   0x180..0x200  digest ‖ v ‖ r ‖ s: the ecrecover input (its digest overwrites the last 2 bytes of
+            //                 structHash once hashed)
+            //   0x200..       the snapshot copy (header, node records, card records)
+            //   0x80..0x120   after the entries: sha256's input (56 bytes), then P256VERIFY's h ‖ r ‖ s ‖ x ‖ y
+            //   0x00..0x20    the precompiles' output (scratch space)
             for {} 1 {} {
+                if xor(mload(0x40), _SCRATCH_STRUCT) { break } // memory already allocated: see @dev
                 // Offsets relative to `proof` of the hardware signature and of the node entries (checked below).
                 let hw := calldataload(add(proof, 0x20))
                 let entry := calldataload(add(proof, 0x40))
                 let entriesEnd
-                let cursor := mload(0x40) // the snapshot copy; from the node records on, the next one to compare
-                let card
+                let nodesEnd
+                let card // the card's record in the snapshot copy, once found
+                let failed
                 {
-                    // ---- The snapshot, copied to memory at the free memory pointer, followed by the 5-word
-                    // precompile input (both allocated at the end, only when returning to Solidity). SnapshotRef packs
-                    // the address in the low 160 bits, the uint32 size above it and the registry epoch above that;
-                    // the size is what _writeSnapshot stored (≤ 4,768 bytes). EXTCODECOPY reads its address operand
-                    // modulo 2^160 (Yellow Paper), so the bits above need no mask there. Nothing here depends on the
-                    // proof.
+                    // ---- The snapshot, copied to memory. SnapshotRef packs the address in the low 160 bits, the
+                    // uint32 size above it and the registry epoch above that; the size is what _writeSnapshot stored
+                    // (≤ 4,768 bytes). EXTCODECOPY reads its address operand modulo 2^160 (Yellow Paper), so the bits
+                    // above need no mask there. Nothing here depends on the proof.
                     let header
                     {
                         let ref := sload(_snapshot.slot)
-                        let size := and(shr(160, ref), 0xffffffff)
-                        p256Input := add(cursor, size) // byte-aligned is enough for the scratch use below
-                        extcodecopy(ref, cursor, _DATA_OFFSET, size)
-                        header := mload(cursor)
+                        extcodecopy(ref, _SCRATCH_SNAPSHOT, _DATA_OFFSET, and(shr(160, ref), 0xffffffff))
+                        header := mload(_SCRATCH_SNAPSHOT)
                     }
                     // header = maxAttestationAgeNs u64 ‖ maxFutureDriftNs u64 ‖ maxAcceptableDriftNs u64 ‖ quorum u8
                     // ‖ nodeCount u8 ‖ cardCount u8 (bytes 24, 25 and 26, read with `byte`). Records: nodeCount × 36
-                    // bytes, then cardCount × 112 bytes ({SnapshotLib}).
-                    cursor := add(cursor, _HEADER_LENGTH)
-                    let nodesEnd := add(cursor, mul(byte(_NODE_COUNT_BYTE, header), _NODE_RECORD_LENGTH))
+                    // bytes from _SCRATCH_NODES, then cardCount × 112 bytes ({SnapshotLib}).
+                    nodesEnd := add(_SCRATCH_NODES, mul(byte(_NODE_COUNT_BYTE, header), _NODE_RECORD_LENGTH))
 
                     // ---- The proof's shape, read straight from calldata (cheaper than Solidity's accessors, and
                     // never reverting). Tuple at `proof`: nanoMoment, offset of hardwareSignature, offset of
@@ -531,10 +556,12 @@ contract TimeOracle is ITimeOracle, AccessControlDefaultAdminRules {
                     // so a proof that passes reads exactly what Solidity's accessors would. A dirty uint128/uint32
                     // word is malformed input: false. Sums computed from operands that fail a check may wrap; they
                     // only feed checks OR-ed into the same flag, so they cannot make a failing proof pass.
-                    let failed
                     {
                         let nanoMoment := calldataload(proof)
                         let accuracy := calldataload(add(proof, 0x60))
+                        // Into the struct hash input at once (a failing proof never hashes it).
+                        mstore(add(_SCRATCH_STRUCT, 0x40), nanoMoment)
+                        mstore(add(_SCRATCH_STRUCT, 0x60), accuracy)
                         // (Shifts instead of comparisons with masks: a clean uint128 has nothing above bit 127, etc.)
                         failed := or(or(shr(128, nanoMoment), shr(32, accuracy)), shr(32, or(hw, entry)))
                         // Rules 3 and 4 (sums of a u128 and a u64 cannot overflow 256 bits).
@@ -581,99 +608,95 @@ contract TimeOracle is ITimeOracle, AccessControlDefaultAdminRules {
                             )
                         )
                     }
-
-                    // ---- Rule 1: the card is among the snapshot's card records (so registered and not revoked)
-                    // and valid now; its signature's r and s are in range, s low (the precompile would accept a
-                    // high s). The search reads inside the copy; when the card is absent (card = cardsEnd) the words
-                    // read at card + 0..112 lie in the scratch memory right after the copy (used below anyway), and
-                    // the result is discarded.
-                    card := nodesEnd
+                    // ---- Rule 1: the card is among the snapshot's card records (so registered and not revoked).
+                    // The search stops at a copy of the cardId written just past the records (free scratch memory),
+                    // so it needs no bound check: reaching that copy means unknown or revoked.
                     {
-                        let cardsEnd := add(card, mul(byte(_CARD_COUNT_BYTE, header), _CARD_RECORD_LENGTH))
                         let cardId := calldataload(hw)
-                        for {} and(lt(card, cardsEnd), iszero(eq(mload(card), cardId))) {
-                            card := add(card, _CARD_RECORD_LENGTH)
-                        } {}
-                        failed := or(failed, eq(card, cardsEnd)) // unknown or revoked
+                        mstore(add(_SCRATCH_STRUCT, 0x20), cardId) // into the struct hash input
+                        let cardsEnd := add(nodesEnd, mul(byte(_CARD_COUNT_BYTE, header), _CARD_RECORD_LENGTH))
+                        mstore(cardsEnd, cardId)
+                        card := nodesEnd
+                        for {} xor(mload(card), cardId) { card := add(card, _CARD_RECORD_LENGTH) } {}
+                        failed := or(failed, eq(card, cardsEnd))
                     }
-                    failed := or(
-                        or(
-                            failed,
-                            // not valid now: validFromNs u64 at card + 96, validUntilNs u64 at card + 104
-                            or(
-                                lt(nowNs, shr(192, mload(add(card, _CARD_VALID_FROM_OFFSET)))),
-                                gt(nowNs, shr(192, mload(add(card, _CARD_VALID_UNTIL_OFFSET))))
-                            )
-                        ),
-                        or(
-                            // r outside [1, n − 1] (r − 1 wraps for 0)
-                            gt(sub(calldataload(add(hw, 32)), 1), sub(_P256_N, 2)),
-                            // s outside [1, n / 2]: zero or high (s − 1 wraps for 0)
-                            gt(sub(calldataload(add(hw, 64)), 1), sub(_P256_HALF_N, 1))
-                        )
-                    )
-                    if failed { break }
-                    // A sentinel closes the node records: a word of ones over the first card record's cardId (no
-                    // longer read: the card was found and only its key and window, further on, are read later).
-                    // The node search below then stops at nodesEnd at the latest, as at any address ≥ the signer,
-                    // without a bound check; and the sentinel never passes for a node: it would need the signer
-                    // 0xff…ff, and its validFromNs (ones) lies after any chain clock before the year 2554.
-                    mstore(nodesEnd, not(0))
                 }
+                // ---- Rule 1, continued: the card is valid now, and its signature's r and s are in range, s low (the
+                // precompile would accept a high s). When the card is absent (card = cardsEnd) the words read at card + 96..112
+                // lie in free scratch memory after the copy, and the result is discarded.
+                failed := or(
+                    or(
+                        failed,
+                        // not valid now: validFromNs u64 at card + 96, validUntilNs u64 at card + 104
+                        or(
+                            lt(nowNs, shr(192, mload(add(card, _CARD_VALID_FROM_OFFSET)))),
+                            gt(nowNs, shr(192, mload(add(card, _CARD_VALID_UNTIL_OFFSET))))
+                        )
+                    ),
+                    or(
+                        // r outside [1, n − 1] (r − 1 wraps for 0)
+                        gt(sub(calldataload(add(hw, 32)), 1), sub(_P256_N, 2)),
+                        // s outside [1, n / 2]: zero or high (s − 1 wraps for 0)
+                        gt(sub(calldataload(add(hw, 64)), 1), sub(_P256_HALF_N, 1))
+                    )
+                )
+                if failed { break }
+
+                // A sentinel closes the node records: a word of ones over the first card record's cardId (no
+                // longer read: the card was found, and only its key and window are read, further on). The node
+                // search below then stops at nodesEnd at the latest, as at any address ≥ the signer, without a
+                // bound check; and the sentinel never passes for a node: it would need the signer 0xff…ff, and its
+                // validFromNs (ones) lies after any chain clock before the year 2554.
+                mstore(nodesEnd, not(0))
 
                 // ---- Rule 2: each entry of nodeSignature (calldata [entry, entriesEnd), whole 80-byte entries)
                 // recovers (low-S) to an active node valid now, addresses strictly ascending. The node records
-                // from cursor on (closed by the sentinel) are sorted too, so one merge-style pass finds every node.
-                // Scratch memory from p256Input on (0x120 bytes, past the allocation, which is not advanced until
-                // the end; the precompile input is only written afterwards), as offsets from p256Input:
-                //   0x00..0xc0   abi.encode(TIME_ATTESTATION_TYPEHASH, cardId, nanoMoment, accuracy,
-                //                hardwareSignatureHash, nodeTimestamp): the struct hash input, per entry
-                //   0xc0..0x102  0x1901 ‖ DOMAIN_SEPARATOR ‖ structHash: the EIP-712 digest input, per entry
-                //   0xa0..0x120  digest ‖ v ‖ r ‖ s: the ecrecover input, written over both once they are hashed
-                calldatacopy(p256Input, add(hw, 32), 64) // the card's r ‖ s
-                mstore(add(p256Input, 0x80), keccak256(p256Input, 64)) // hardwareSignatureHash
-                mstore(p256Input, _TIME_ATTESTATION_TYPEHASH)
-                mstore(add(p256Input, 0x20), calldataload(hw)) // cardId
-                mstore(add(p256Input, 0x40), calldataload(proof)) // nanoMoment, a clean uint128 (checked above)
-                mstore(add(p256Input, 0x60), calldataload(add(proof, 0x60))) // accuracy, a clean uint32 (checked above)
+                // (closed by the sentinel) are sorted by address and distinct, so one merge-style pass finds every
+                // node: `cursor` only moves forward, past each node found. That also enforces the strict order: a
+                // signer at or below the previous one meets a record above it (the one after the previous signer's)
+                // and fails the equality, as does address 0, since no record holds it (registerNode refuses it).
+                calldatacopy(add(_SCRATCH_STRUCT, 0x80), add(hw, 32), 64) // the card's r ‖ s
+                mstore(add(_SCRATCH_STRUCT, 0x80), keccak256(add(_SCRATCH_STRUCT, 0x80), 64)) // hardwareSignatureHash
+                mstore(_SCRATCH_STRUCT, _TIME_ATTESTATION_TYPEHASH)
+                mstore(_SCRATCH_TYPED, _TYPED_DATA_PREFIX) // left-aligned, as every bytesN constant in assembly
+                mstore(add(_SCRATCH_TYPED, 2), _DOMAIN_SEPARATOR)
+                // ecrecover answers nothing for an invalid signature, which leaves the output word as it was: zero
+                // for the first entry, then the previous entry's signer, which the pass above rejects.
+                mstore(0x00, 0)
                 {
-                    let previous := 0
+                    let cursor := _SCRATCH_NODES
                     for {} lt(entry, entriesEnd) { entry := add(entry, _NODE_ENTRY_LENGTH) } {
                         // entry = nodeTimestamp (16) ‖ r (32) ‖ yParityAndS (32)
-                        mstore(add(p256Input, 0xa0), shr(128, calldataload(entry)))
-                        mstore(add(p256Input, 0xc0), _TYPED_DATA_PREFIX)
-                        mstore(add(p256Input, 0xc2), _DOMAIN_SEPARATOR)
-                        mstore(add(p256Input, 0xe2), keccak256(p256Input, 0xc0)) // structHash
-                        mstore(add(p256Input, 0xa0), keccak256(add(p256Input, 0xc0), 0x42)) // EIP-712 digest
+                        mstore(add(_SCRATCH_STRUCT, 0xa0), shr(128, calldataload(entry)))
+                        mstore(add(_SCRATCH_TYPED, 0x22), keccak256(_SCRATCH_STRUCT, 0xc0)) // structHash
+                        mstore(_SCRATCH_RECOVER, keccak256(_SCRATCH_TYPED, 0x42)) // EIP-712 digest
                         let s := calldataload(add(entry, 0x30)) // yParityAndS
-                        mstore(add(p256Input, 0xc0), add(27, shr(255, s))) // v
+                        mstore(add(_SCRATCH_RECOVER, 0x20), add(27, shr(255, s))) // v
+                        mstore(add(_SCRATCH_RECOVER, 0x40), calldataload(add(entry, 0x10))) // r
                         s := and(s, _S_MASK)
-                        mstore(add(p256Input, 0xe0), calldataload(add(entry, 0x10))) // r
-                        mstore(add(p256Input, 0x100), s)
-                        // ecrecover returns nothing for an invalid signature: the zeroed word then reads as address
-                        // 0, which the ascending check rejects. The call itself only fails out of gas. (A high s is
-                        // rejected after the call: the outcome is the same, and the valid path branches once.)
-                        mstore(0x00, 0)
-                        if iszero(staticcall(gas(), 0x01, add(p256Input, 0xa0), 0x80, 0x00, 0x20)) { revert(0, 0) }
+                        mstore(add(_SCRATCH_RECOVER, 0x60), s)
+                        // The call itself only fails out of gas. (A high s is rejected after the call: the outcome is
+                        // the same, and the valid path branches once.)
+                        if iszero(staticcall(gas(), 0x01, _SCRATCH_RECOVER, 0x80, 0x00, 0x20)) { revert(0, 0) }
                         let signer := mload(0x00)
                         // Advance to the first record with an address ≥ signer: at the latest the sentinel at nodesEnd.
-                        for {} lt(shr(96, mload(cursor)), signer) { cursor := add(cursor, _NODE_RECORD_LENGTH) } {}
+                        let record := shr(96, mload(cursor))
+                        for {} lt(record, signer) {} {
+                            cursor := add(cursor, _NODE_RECORD_LENGTH)
+                            record := shr(96, mload(cursor))
+                        }
                         if or(
                             or(
                                 gt(s, _SECP256K1_HALF_N), // high-S (EIP-2)
-                                iszero(gt(signer, previous)) // not strictly ascending (or address 0: no recovery)
+                                // unknown, inactive or out of order: a different address (or the sentinel)
+                                xor(record, signer)
                             ),
+                            // not valid now: validFromNs u64 at cursor + 20, validUntilNs u64 at cursor + 28
                             or(
-                                // unknown or inactive: a different address (or the sentinel)
-                                xor(shr(96, mload(cursor)), signer),
-                                // not valid now: validFromNs u64 at cursor + 20, validUntilNs u64 at cursor + 28
-                                or(
-                                    lt(nowNs, shr(192, mload(add(cursor, _NODE_VALID_FROM_OFFSET)))),
-                                    gt(nowNs, shr(192, mload(add(cursor, _NODE_VALID_UNTIL_OFFSET))))
-                                )
+                                lt(nowNs, shr(192, mload(add(cursor, _NODE_VALID_FROM_OFFSET)))),
+                                gt(nowNs, shr(192, mload(add(cursor, _NODE_VALID_UNTIL_OFFSET))))
                             )
                         ) { break }
-                        previous := signer
                         cursor := add(cursor, _NODE_RECORD_LENGTH)
                     }
                 }
@@ -681,23 +704,30 @@ contract TimeOracle is ITimeOracle, AccessControlDefaultAdminRules {
 
                 // ---- Rule 1: the P-256 signature, last. h = sha256("ATS/1 HW" ‖ cardId ‖ nanoMoment) is written
                 // over the first word of the input (the 56 message bytes fit in the 160 bytes used; the precompile
-                // reads its input before writing its output).
-                mstore(p256Input, _HW_MESSAGE_TAG)
-                mstore(add(p256Input, 8), calldataload(hw))
-                mstore(add(p256Input, 40), shl(128, calldataload(proof))) // nanoMoment
+                // reads its input before writing its output). cardId and nanoMoment are still in the struct hash
+                // input, read before the message overwrites them.
+                {
+                    let nanoMoment := mload(add(_SCRATCH_STRUCT, 0x40))
+                    let cardId := mload(add(_SCRATCH_STRUCT, 0x20))
+                    mstore(_SCRATCH_STRUCT, _HW_MESSAGE_TAG) // bytes 0..8 (zeros up to 32)
+                    mstore(add(_SCRATCH_STRUCT, 8), cardId) // bytes 8..40
+                    mstore(add(_SCRATCH_STRUCT, 40), shl(128, nanoMoment)) // bytes 40..56, big-endian uint128
+                }
                 // The call cannot fail but out of gas (the precompile takes any input), and its success is not
                 // tested: it costs 84 gas, so failing means under 84 gas was forwarded, i.e. 63/64 of what
                 // remained, which leaves under 2 gas here. The next instruction then runs out of gas, reverting
                 // the whole call as a test would.
-                pop(staticcall(gas(), 0x02, p256Input, _HW_MESSAGE_LENGTH, p256Input, 0x20))
-                calldatacopy(add(p256Input, 0x20), add(hw, 32), 64) // r ‖ s
-                // public key x ‖ y (validated at registration)
-                mcopy(add(p256Input, 0x60), add(card, _CARD_PUBLIC_KEY_OFFSET), 64)
+                pop(staticcall(gas(), 0x02, _SCRATCH_STRUCT, _HW_MESSAGE_LENGTH, _SCRATCH_STRUCT, 0x20))
+                calldatacopy(add(_SCRATCH_STRUCT, 0x20), add(hw, 32), 64) // r ‖ s
+                // public key x ‖ y (validated at registration), from the card record
+                mcopy(add(_SCRATCH_STRUCT, 0x60), add(card, _CARD_PUBLIC_KEY_OFFSET), 64)
+                p256Input := _SCRATCH_STRUCT
                 // P256VERIFY answers the word 1 for a valid signature and nothing otherwise (or when absent). A
                 // failed call (out of gas) leaves the zeroed word too: "unconfirmed", for {_conclude} to settle.
-                // Yul evaluates arguments right to left, so the call is its own statement before the read.
+                // (The word holds the last signer until zeroed: a node address may be 1.) Yul evaluates arguments
+                // right to left, so the call is its own statement before the read.
                 mstore(0x00, 0)
-                pop(staticcall(gas(), 0x100, p256Input, 0xa0, 0x00, 0x20))
+                pop(staticcall(gas(), 0x100, _SCRATCH_STRUCT, 0xa0, 0x00, 0x20))
                 outcome := sub(_UNCONFIRMED, eq(mload(0x00), 1)) // _VALID (1) when confirmed, else _UNCONFIRMED (2)
                 break
             }
@@ -708,9 +738,9 @@ contract TimeOracle is ITimeOracle, AccessControlDefaultAdminRules {
                 mstore(0x00, outcome)
                 return(0x00, 0x20)
             }
-            // Back to Solidity: allocate the snapshot copy and the precompile input (read by {_verifyP256At}),
-            // keeping the free memory pointer word-aligned.
-            mstore(0x40, and(add(p256Input, 0xbf), not(0x1f)))
+            // Back to Solidity: allocate the precompile input read by {_verifyP256At} (only reached with the
+            // free memory pointer at 0x80: an earlier allocation fails the proof before `outcome` is set).
+            if eq(outcome, _UNCONFIRMED) { mstore(0x40, add(_SCRATCH_STRUCT, 0xa0)) }
         }
     }
 
