@@ -1,8 +1,11 @@
 /**
  * The relayer's Prometheus metrics (GET /metrics): what finished and how, failures by reason, lag in blocks and
  * seconds per chain, queue depth by kind and status (read from the store at scrape time), the signer's balance.
+ * Names follow Prometheus's conventions (`promtool check metrics` passes them; a system test runs it on a live
+ * relayer).
  */
-import { Counter, Gauge, Registry, collectDefaultMetrics } from "prom-client";
+import { Counter, Gauge, Registry } from "prom-client";
+import { collectProcessMetrics } from "../lib/metrics";
 
 export interface RelayerMetrics {
   readonly registry: Registry;
@@ -18,7 +21,7 @@ export interface RelayerMetrics {
 /** `queueDepth()` is read at every scrape: counts by "kind/status". */
 export function createRelayerMetrics(queueDepth: () => Record<string, number>): RelayerMetrics {
   const registry = new Registry();
-  collectDefaultMetrics({ register: registry, prefix: "ats_relayer_" });
+  collectProcessMetrics(registry, "ats_relayer_");
   new Gauge({
     name: "ats_relayer_items",
     help: "Items in the store by kind and status.",

@@ -12,7 +12,7 @@
  * Two bare servers answering a constant body of the same size (fastify, and plain node:http) in the same layout
  * show what one core of this machine allows before any node logic.
  *
- * Proof age is measured where it is defined, in the node: `timerpc_proof_age_ns` (node clock − nanoMoment when
+ * Proof age is measured where it is defined, in the node: `timerpc_proof_age_seconds` (node clock − nanoMoment when
  * each answer is built), read from /metrics before and after a run; quantiles are interpolated inside histogram
  * buckets like Prometheus' histogram_quantile. A client-side probe adds the HTTP round trip for comparison.
  * Micro-benchmarks (verify, card sign) and the client-side probe run last, in a fresh child process on the load
@@ -303,12 +303,12 @@ async function stopChild(child: ChildProcess): Promise<void> {
   await exited;
 }
 
-/** Cumulative bucket counts of timerpc_proof_age_ns{transport="rest"} (le → count), from /metrics. */
+/** Cumulative bucket counts of timerpc_proof_age_seconds{transport="rest"} (le in ns → count), from /metrics. */
 async function proofAgeBuckets(rest: string): Promise<Map<number, number>> {
   const text = await (await fetch(`${rest}/metrics`)).text();
   const buckets = new Map<number, number>();
-  for (const match of text.matchAll(/^timerpc_proof_age_ns_bucket\{le="([^"]+)",transport="rest"\} (\d+)$/gm)) {
-    buckets.set(match[1] === "+Inf" ? Number.POSITIVE_INFINITY : Number(match[1]), Number(match[2]));
+  for (const match of text.matchAll(/^timerpc_proof_age_seconds_bucket\{le="([^"]+)",transport="rest"\} (\d+)$/gm)) {
+    buckets.set(match[1] === "+Inf" ? Number.POSITIVE_INFINITY : Math.round(Number(match[1]) * 1e9), Number(match[2]));
   }
   return buckets;
 }
@@ -447,7 +447,7 @@ async function nodeRuns(nodeConfig: NodeConfiguration, withGrpc: boolean): Promi
     rows.push([`${config}: GET /time/current, max throughput (${WRK ? "wrk" : "autocannon"}, 100 connections)`, `${fmt(max.result.requestsPerSecond)} req/s (steal ${fmt(max.stealPercent)} %)`, "(see the ratio row)"]);
     rows.push([`${config}: latency at max throughput, p50 / p99`, `${fmt(max.result.p50Ms, 2)} / ${fmt(max.result.p99Ms, 2)} ms`, ""]);
     rows.push([
-      `${config}: proof age when served (timerpc_proof_age_ns) at max throughput, p50 / p99`,
+      `${config}: proof age when served (timerpc_proof_age_seconds) at max throughput, p50 / p99`,
       `${fmt(ageQuantileMs(beforeMax, afterMax, 0.5), 3)} / ${fmt(ageQuantileMs(beforeMax, afterMax, 0.99), 3)} ms`,
       "≤ 1 ms",
     ]);

@@ -7,21 +7,30 @@
  *   name or "ok"/"error"/"rate_limited"/"too_many_messages" (the connection closed: more than may wait) for
  *   WebSocket messages; "aborted" for a REST request its client abandoned
  *   (it gets no response). Every refusal is counted here; the log only samples them (sampledLog.ts).
- * - timerpc_accuracy_ns: the accuracy (ns) signed into each attestation the node produced.
+ * - timerpc_accuracy_ns: the accuracy (ns) signed into each attestation the node produced; buckets from 10 ns (a
+ *   hardware card) to 100 ms (a software mesh's proof: 100 µs to 10 ms on loopback), ACCURACY_BUCKETS_NS.
+ * - timerpc_signed_accuracy_seconds: the accuracy of the latest attestation, seconds (NaN before the first), and
+ *   timerpc_accuracy_limit_seconds: the largest accuracy verify() accepts (maxAcceptableDriftNs), seconds. A proof
+ *   above the limit is one this node's verifier, and consumers with the same bound, refuse.
  * - timerpc_consensus_latency: seconds from the card's reading (nanoMoment) to the completed proof (producedAtNs).
  *   On a mesh node (docs/protocol.md §7) this is the whole round: exchange, agreement and co-signing; on a lone
  *   node, the attestation latency.
  * - timerpc_node_drift_ns: on a mesh node, |consensus time − this node's moment| of the last successful round (how
  *   far this node's clock is from the mesh's median); on a lone node, the card's measured error (ns): for the
  *   chrony card, |chrony's measured system time offset|.
- * - timerpc_card_bound_ns: the error bound the card proves now, ns, what the node signs (the chrony card; NaN for
- *   a card with a configured accuracy, and while the card proves none).
+ * - timerpc_card_bound_seconds: the error bound the card proves now, seconds, what the node signs (the chrony card;
+ *   NaN for a card with a configured accuracy, and while the card proves none).
  * - timerpc_card_state{driver,state}: 1 for the card driver's state (starting, serving, degraded), from drivers that
  *   report one (the chrony card).
- * - timerpc_mesh_peer_offset_ns / _delay_ns / _reach {peer}: each peer's best clock-filter sample and its 8-bit
- *   reachability register (docs/protocol.md §7.4).
+ * - timerpc_mesh_peer_offset_seconds / _delay_seconds / timerpc_mesh_peer_reach {peer}: each peer's best
+ *   clock-filter sample and its 8-bit reachability register (docs/protocol.md §7.4).
+ * - timerpc_mesh_convergence_state{state}: 1 for the mesh's convergence state (Initializing, Converging, Converged,
+ *   Degraded); timerpc_mesh_time_quality (0–10,000), timerpc_mesh_members, timerpc_mesh_peers_reachable,
+ *   timerpc_mesh_tamper_alerts (verified alerts held, this node's and its peers'), timerpc_mesh_contradicting_peers
+ *   (peers caught signing contradicting entries, §7.8).
  * - timerpc_mesh_rounds_total{outcome}: consensus rounds proposed, "ok" or the error message that ended them.
  * - timerpc_mesh_packets_dropped_total{reason}: mesh packets this node dropped, by reason (docs/protocol.md §7.3).
+ *   All timerpc_mesh_* series are absent on a node without a mesh.
  * - timerpc_tamper_events_total: tamper events reported by the card.
  * - timerpc_attestation_signer{signer}: 1 for where ticks are signed now (self-ticking-thread, thread, main-thread;
  *   node/api/README.md lists when each applies), read at scrape time.
@@ -36,31 +45,44 @@
  *   scrape time.
  * - timerpc_ntp_packets_dropped_total{reason}: datagrams the NTP time host dropped unanswered: "short" (< 48
  *   bytes), "control" (mode 6/7 control and monitor queries), "mode" (not a client request), "version" (not 1–4).
- * - timerpc_proof_age_ns{transport}: age of each proof handed out (node clock − nanoMoment when the response is
- *   built), nanoseconds: the freshness clients get, tick interval and event-loop delay included.
+ * - timerpc_proof_age_seconds{transport}: age of each proof handed out (node clock − nanoMoment when the response
+ *   is built), seconds: the freshness clients get, tick interval and event-loop delay included.
+ *
+ * Names follow Prometheus's conventions (`promtool check metrics` passes them; a system test runs it on a live
+ * node) except timerpc_accuracy_ns and timerpc_node_drift_ns, whose names the service description fixes.
  */
-import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from "prom-client";
+import { Counter, Gauge, Histogram, Registry } from "prom-client";
 import type { CardStatus } from "../card/types";
-import type { ServiceStats, SignedTime, TimeService } from "../core/types";
+import type { ConvergenceState, MeshStateReport, ServiceStats, SignedTime, TimeService } from "../core/types";
 import type { DropReason } from "./connectionGuard";
 import type { NtpServerStats } from "../ntp/server";
-import { CounterTally, flushAll, HotHistogram, type HotHistogramChild } from "../../lib/metrics";
+import { collectProcessMetrics, copiedCounter, CounterTally, flushAll, HotHistogram, ScrapedGauge, type HotHistogramChild } from "../../lib/metrics";
+
+export { OMITTED_DEFAULT_METRICS } from "../../lib/metrics";
 
 export const METRIC_NAMES = {
   requestsTotal: "timerpc_requests_total",
   accuracyNs: "timerpc_accuracy_ns",
+  signedAccuracySeconds: "timerpc_signed_accuracy_seconds",
+  accuracyLimitSeconds: "timerpc_accuracy_limit_seconds",
   consensusLatencySeconds: "timerpc_consensus_latency",
   nodeDriftNs: "timerpc_node_drift_ns",
-  cardBoundNs: "timerpc_card_bound_ns",
+  cardBoundSeconds: "timerpc_card_bound_seconds",
   cardState: "timerpc_card_state",
   tamperEventsTotal: "timerpc_tamper_events_total",
   servedProofsTotal: "timerpc_served_proofs_total",
-  proofAgeNs: "timerpc_proof_age_ns",
+  proofAgeSeconds: "timerpc_proof_age_seconds",
   connectionsDroppedTotal: "timerpc_connections_dropped_total",
   attestationSigner: "timerpc_attestation_signer",
-  meshPeerOffsetNs: "timerpc_mesh_peer_offset_ns",
-  meshPeerDelayNs: "timerpc_mesh_peer_delay_ns",
+  meshPeerOffsetSeconds: "timerpc_mesh_peer_offset_seconds",
+  meshPeerDelaySeconds: "timerpc_mesh_peer_delay_seconds",
   meshPeerReach: "timerpc_mesh_peer_reach",
+  meshConvergenceState: "timerpc_mesh_convergence_state",
+  meshTimeQuality: "timerpc_mesh_time_quality",
+  meshMembers: "timerpc_mesh_members",
+  meshPeersReachable: "timerpc_mesh_peers_reachable",
+  meshTamperAlerts: "timerpc_mesh_tamper_alerts",
+  meshContradictingPeers: "timerpc_mesh_contradicting_peers",
   meshRoundsTotal: "timerpc_mesh_rounds_total",
   meshPacketsDroppedTotal: "timerpc_mesh_packets_dropped_total",
   streamPushesSkippedTotal: "timerpc_stream_pushes_skipped_total",
@@ -68,11 +90,21 @@ export const METRIC_NAMES = {
   ntpPacketsDroppedTotal: "timerpc_ntp_packets_dropped_total",
 } as const;
 
-/** Bucket bounds of timerpc_proof_age_ns: fine around the 1 ms target, coarse up to the 60 s maximum age. */
-export const PROOF_AGE_BUCKETS_NS: readonly number[] = [
-  50_000, 100_000, 250_000, 500_000, 750_000, 1_000_000, 1_500_000, 2_000_000, 5_000_000, 10_000_000, 50_000_000,
-  250_000_000, 1_000_000_000, 10_000_000_000, 60_000_000_000,
+/**
+ * Bucket bounds of timerpc_accuracy_ns: 1, 2.5 and 5 per decade from 10 ns (hardware-timestamped cards) to 100 ms
+ * (a software mesh signs 100 µs to 10 ms), so every kind of proof lands in a bucket of its own size, not in +Inf.
+ */
+export const ACCURACY_BUCKETS_NS: readonly number[] = [10, 100, 1_000, 10_000, 100_000, 1_000_000, 10_000_000].flatMap((decade) => [decade, 2.5 * decade, 5 * decade]).concat(100_000_000);
+
+/** Bucket bounds of timerpc_proof_age_seconds: fine around the 1 ms target, coarse up to the 60 s maximum age. */
+export const PROOF_AGE_BUCKETS_SECONDS: readonly number[] = [
+  0.00005, 0.0001, 0.00025, 0.0005, 0.00075, 0.001, 0.0015, 0.002, 0.005, 0.01, 0.05, 0.25, 1, 10, 60,
 ];
+
+/** The convergence states of timerpc_mesh_convergence_state (docs/protocol.md §7.4). */
+const CONVERGENCE_STATES: readonly ConvergenceState[] = ["Initializing", "Converging", "Converged", "Degraded"];
+
+const NS_PER_SECOND = 1e9;
 
 export type Transport = "rest" | "ws" | "grpc";
 
@@ -109,28 +141,9 @@ export interface NodeMetrics {
   readonly contentType: string;
 }
 
-/**
- * prom-client default metrics the node leaves out: each scrape lists every live handle, request or resource of the
- * process (process._getActiveHandles() and the like) to count them by type, so its cost grows with what clients
- * hold open: with 5,000 connections open (10,000 handles in the measuring process, one core) a scrape took 12–31 ms
- * of event loop, and 7.6–8 ms without these (of which process_open_fds, reading /proc/self/fd, is ~4.6 ms: kept,
- * descriptor exhaustion is what an operator must see coming). The connection guard caps connections anyway.
- */
-export const OMITTED_DEFAULT_METRICS = [
-  "nodejs_active_handles",
-  "nodejs_active_handles_total",
-  "nodejs_active_requests",
-  "nodejs_active_requests_total",
-  "nodejs_active_resources",
-  "nodejs_active_resources_total",
-] as const;
-
 export function createNodeMetrics(options: { defaultMetrics?: boolean } = {}): NodeMetrics {
   const registry = new Registry();
-  if (options.defaultMetrics ?? true) {
-    collectDefaultMetrics({ register: registry });
-    for (const name of OMITTED_DEFAULT_METRICS) registry.removeSingleMetric(name);
-  }
+  if (options.defaultMetrics ?? true) collectProcessMetrics(registry);
 
   const requestTallies = new Map<string, CounterTally>();
   const servedTallies = new Map<Transport, { served: CounterTally; age: HotHistogramChild }>();
@@ -147,9 +160,22 @@ export function createNodeMetrics(options: { defaultMetrics?: boolean } = {}): N
   const accuracyNs = new Histogram({
     name: METRIC_NAMES.accuracyNs,
     help: "Accuracy signed into each attestation, nanoseconds",
-    buckets: [1, 5, 10, 25, 50, 100, 250, 500, 1000, 10_000],
+    buckets: [...ACCURACY_BUCKETS_NS],
     registers: [registry],
   });
+  // NaN until the first attestation (0 would read as a perfect clock).
+  const signedAccuracySeconds = new Gauge({
+    name: METRIC_NAMES.signedAccuracySeconds,
+    help: "Accuracy signed into the latest attestation, seconds",
+    registers: [registry],
+  });
+  signedAccuracySeconds.set(Number.NaN);
+  const accuracyLimitSeconds = new Gauge({
+    name: METRIC_NAMES.accuracyLimitSeconds,
+    help: "The largest proof accuracy this node's verification accepts (maxAcceptableDriftNs), seconds",
+    registers: [registry],
+  });
+  accuracyLimitSeconds.set(Number.NaN);
   const consensusLatencySeconds = new Histogram({
     name: METRIC_NAMES.consensusLatencySeconds,
     help: "Seconds from the card reading to the completed proof (single node: attestation latency)",
@@ -169,12 +195,13 @@ export function createNodeMetrics(options: { defaultMetrics?: boolean } = {}): N
   // The card driver's own report (chrony card), read when scraped.
   let cardStatusSource: (() => CardStatus | undefined) | null = null;
   new Gauge({
-    name: METRIC_NAMES.cardBoundNs,
-    help: "The error bound the card proves now, nanoseconds: what the node signs (chrony card)",
+    name: METRIC_NAMES.cardBoundSeconds,
+    help: "The error bound the card proves now, seconds: what the node signs (chrony card)",
     registers: [registry],
     collect() {
       // NaN, not 0, while the card proves no bound (a label-less gauge reset would read 0: a perfect clock).
-      this.set(cardStatusSource?.()?.accuracyBoundNs ?? Number.NaN);
+      const boundNs = cardStatusSource?.()?.accuracyBoundNs;
+      this.set(boundNs === undefined || boundNs === null ? Number.NaN : boundNs / NS_PER_SECOND);
     },
   });
   new Gauge({
@@ -217,11 +244,11 @@ export function createNodeMetrics(options: { defaultMetrics?: boolean } = {}): N
   });
 
   // Observed once per proof served (every request of the hottest route): lib/metrics.ts HotHistogram.
-  const proofAgeNs = new HotHistogram({
-    name: METRIC_NAMES.proofAgeNs,
-    help: "Age of each proof handed out (node clock minus nanoMoment), nanoseconds, by transport",
+  const proofAgeSeconds = new HotHistogram({
+    name: METRIC_NAMES.proofAgeSeconds,
+    help: "Age of each proof handed out (node clock minus nanoMoment), seconds, by transport",
     labelName: "transport",
-    buckets: PROOF_AGE_BUCKETS_NS,
+    buckets: PROOF_AGE_BUCKETS_SECONDS,
     registry,
   });
 
@@ -238,9 +265,14 @@ export function createNodeMetrics(options: { defaultMetrics?: boolean } = {}): N
     registers: [registry],
   });
 
-  // Mesh gauges read the bound service's mesh state when scraped.
-  let meshSource: (() => ReturnType<TimeService["meshState"]>) | null = null;
-  const peerGauge = (name: string, help: string, field: "offsetNs" | "delayNs" | "reach") =>
+  // Mesh series read the bound service's mesh state when scraped; none on a node without a mesh (a lone node's state
+  // is Initializing for ever, which would read as a mesh that never converges).
+  let meshSource: (() => MeshStateReport) | null = null;
+  const meshState = (): MeshStateReport | undefined => {
+    const state = meshSource?.();
+    return state === undefined || state.members === 1 ? undefined : state;
+  };
+  const peerGauge = (name: string, help: string, value: (peer: MeshStateReport["peers"][number]) => number | null) =>
     new Gauge({
       name,
       help,
@@ -248,69 +280,87 @@ export function createNodeMetrics(options: { defaultMetrics?: boolean } = {}): N
       registers: [registry],
       collect() {
         this.reset();
-        for (const peer of meshSource?.().peers ?? []) {
-          const value = peer[field];
-          if (value !== null && value !== undefined) this.set({ peer: String(peer["nodeId"]) }, Number(value));
+        for (const peer of meshState()?.peers ?? []) {
+          const sample = value(peer);
+          if (sample !== null) this.set({ peer: peer.nodeId }, sample);
         }
       },
     });
-  peerGauge(METRIC_NAMES.meshPeerOffsetNs, "Each mesh peer's clock offset from the best filter sample (peer − this node), nanoseconds", "offsetNs");
-  peerGauge(METRIC_NAMES.meshPeerDelayNs, "Each mesh peer's round-trip delay from the best filter sample, nanoseconds", "delayNs");
-  peerGauge(METRIC_NAMES.meshPeerReach, "Each mesh peer's 8-bit reachability register", "reach");
-  // Counts the mesh keeps by one label, read when scraped; nothing on a node without a mesh.
-  const meshCountGauge = (name: string, help: string, label: string, counts: (state: ReturnType<TimeService["meshState"]>) => Record<string, number>) =>
-    new Gauge({
+  const nsAsSeconds = (ns: string | null): number | null => (ns === null ? null : Number(ns) / NS_PER_SECOND);
+  peerGauge(METRIC_NAMES.meshPeerOffsetSeconds, "Each mesh peer's clock offset from the best filter sample (peer minus this node), seconds", (peer) => nsAsSeconds(peer.offsetNs));
+  peerGauge(METRIC_NAMES.meshPeerDelaySeconds, "Each mesh peer's round-trip delay from the best filter sample, seconds", (peer) => nsAsSeconds(peer.delayNs));
+  peerGauge(METRIC_NAMES.meshPeerReach, "Each mesh peer's 8-bit reachability register", (peer) => peer.reach);
+  new Gauge({
+    name: METRIC_NAMES.meshConvergenceState,
+    help: "1 for the mesh's convergence state: Initializing, Converging, Converged or Degraded",
+    labelNames: ["state"] as const,
+    registers: [registry],
+    collect() {
+      this.reset();
+      const state = meshState();
+      // Every state's series, 0 or 1, so that a query for the state left is never empty while the mesh runs.
+      if (state !== undefined) for (const name of CONVERGENCE_STATES) this.set({ state: name }, name === state.convergenceState ? 1 : 0);
+    },
+  });
+  const meshGauge = (name: string, help: string, value: (state: MeshStateReport) => number) =>
+    new ScrapedGauge({
       name,
       help,
-      labelNames: [label],
-      registers: [registry],
-      collect() {
-        this.reset();
-        const state = meshSource?.();
-        if (state === undefined || state.members === 1) return;
-        for (const [value, count] of Object.entries(counts(state))) this.set({ [label]: value }, count);
+      registry,
+      read: () => {
+        const state = meshState();
+        return state === undefined ? undefined : value(state);
       },
     });
-  meshCountGauge(METRIC_NAMES.meshRoundsTotal, "Consensus rounds proposed by this node, by outcome (ok, or the error that ended them)", "outcome", (state) => ({
-    ok: state.roundsSucceeded,
-    ...state.roundsFailed,
-  }));
-  meshCountGauge(
-    METRIC_NAMES.meshPacketsDroppedTotal,
-    "Mesh packets this node dropped since it started, by reason (wrong source, replay, over a peer's budget, ...)",
-    "reason",
-    (state) => state.refused.packets,
-  );
+  meshGauge(METRIC_NAMES.meshTimeQuality, "The mesh's time quality, 0 to 10000 (docs/protocol.md section 7.4)", (state) => state.timeQuality);
+  meshGauge(METRIC_NAMES.meshMembers, "Members of the mesh, this node included", (state) => state.members);
+  meshGauge(METRIC_NAMES.meshPeersReachable, "Mesh peers reachable now, this node not counted", (state) => state.peerCount);
+  meshGauge(METRIC_NAMES.meshTamperAlerts, "Verified tamper alerts this node holds, its own and its peers'", (state) => state.tamperAlerts.length);
+  meshGauge(METRIC_NAMES.meshContradictingPeers, "Mesh peers caught signing contradicting entries", (state) => state.contradictions.length);
+  // Counts the mesh keeps since it started, copied when scraped.
+  copiedCounter({
+    name: METRIC_NAMES.meshRoundsTotal,
+    help: "Consensus rounds proposed by this node, by outcome (ok, or the error that ended them)",
+    labelName: "outcome",
+    registry,
+    read: () => {
+      const state = meshState();
+      return state === undefined ? undefined : { ok: state.roundsSucceeded, ...state.roundsFailed };
+    },
+  });
+  copiedCounter({
+    name: METRIC_NAMES.meshPacketsDroppedTotal,
+    help: "Mesh packets this node dropped, by reason (wrong source, replay, over a peer's budget, ...)",
+    labelName: "reason",
+    registry,
+    read: () => meshState()?.refused.packets,
+  });
 
   // The NTP time host keeps plain counts (its hot path touches no prom-client object); they are copied when scraped.
   let ntpSource: (() => NtpServerStats) | null = null;
-  new Counter({
+  copiedCounter({
     name: METRIC_NAMES.ntpRequestsTotal,
-    help: "NTP client requests of the time host, by outcome (answered, rate_limited: Kiss-o'-Death sent, rate_limited_dropped, send_error)",
-    labelNames: ["outcome"] as const,
-    registers: [registry],
-    collect() {
-      this.reset();
+    help: "NTP client requests of the time host, by outcome (answered, rate_limited: Kiss-o'-Death sent, rate_limited_dropped, send_error, state_error)",
+    labelName: "outcome",
+    registry,
+    read: () => {
       const stats = ntpSource?.();
-      if (stats === undefined) return;
-      this.inc({ outcome: "answered" }, stats.answeredTotal);
-      this.inc({ outcome: "rate_limited" }, stats.kissOfDeathTotal);
-      this.inc({ outcome: "rate_limited_dropped" }, stats.rateLimitedDroppedTotal);
-      this.inc({ outcome: "send_error" }, stats.sendErrorsTotal);
-      this.inc({ outcome: "state_error" }, stats.stateErrorsTotal);
+      if (stats === undefined) return undefined;
+      return {
+        answered: stats.answeredTotal,
+        rate_limited: stats.kissOfDeathTotal,
+        rate_limited_dropped: stats.rateLimitedDroppedTotal,
+        send_error: stats.sendErrorsTotal,
+        state_error: stats.stateErrorsTotal,
+      };
     },
   });
-  new Counter({
+  copiedCounter({
     name: METRIC_NAMES.ntpPacketsDroppedTotal,
     help: "Datagrams the NTP time host dropped unanswered, by reason (short, control: mode 6/7, mode, version)",
-    labelNames: ["reason"] as const,
-    registers: [registry],
-    collect() {
-      this.reset();
-      const stats = ntpSource?.();
-      if (stats === undefined) return;
-      for (const [reason, count] of Object.entries(stats.dropped)) this.inc({ reason }, count);
-    },
+    labelName: "reason",
+    registry,
+    read: () => ntpSource?.().dropped,
   });
 
   // Until a service is bound there is no node clock: served proofs are counted, their age is not observed.
@@ -318,6 +368,7 @@ export function createNodeMetrics(options: { defaultMetrics?: boolean } = {}): N
 
   function observeAttestation(signed: SignedTime): void {
     accuracyNs.observe(signed.proof.accuracy);
+    signedAccuracySeconds.set(signed.proof.accuracy / NS_PER_SECOND);
     const latencyNs = signed.producedAtNs - signed.proof.nanoMoment;
     consensusLatencySeconds.observe(Number(latencyNs > 0n ? latencyNs : 0n) / 1e9);
   }
@@ -340,11 +391,11 @@ export function createNodeMetrics(options: { defaultMetrics?: boolean } = {}): N
     countServedProof(transport, current) {
       let tallies = servedTallies.get(transport);
       if (tallies === undefined) {
-        tallies = { served: new CounterTally(servedProofsTotal.labels(transport)), age: proofAgeNs.labels(transport) };
+        tallies = { served: new CounterTally(servedProofsTotal.labels(transport)), age: proofAgeSeconds.labels(transport) };
         servedTallies.set(transport, tallies);
       }
       tallies.served.add();
-      if (current !== undefined && clockNs !== null) tallies.age.observe(Number(clockNs() - current.proof.nanoMoment));
+      if (current !== undefined && clockNs !== null) tallies.age.observe(Number(clockNs() - current.proof.nanoMoment) / NS_PER_SECOND);
     },
     countSkippedPushes(count) {
       streamPushesSkippedTotal.inc(count);
@@ -364,6 +415,7 @@ export function createNodeMetrics(options: { defaultMetrics?: boolean } = {}): N
       clockNs = () => service.nowNs();
       signerSource = () => signerMode(service.stats());
       cardStatusSource = () => service.info().card;
+      accuracyLimitSeconds.set(Number(service.info().maxAcceptableDriftNs) / NS_PER_SECOND);
       return () => {
         offProof();
         offTamper();

@@ -1,6 +1,6 @@
 import { expect } from "chai";
 import { Histogram, Registry } from "prom-client";
-import { HotHistogram } from "../../lib/metrics";
+import { collectProcessMetrics, copiedCounter, HotHistogram, OMITTED_DEFAULT_METRICS, ScrapedGauge } from "../../lib/metrics";
 
 describe("HotHistogram (lib/metrics.ts)", () => {
   const buckets = [10, 100, 1_000, 60_000_000_000];
@@ -72,5 +72,46 @@ describe("HotHistogram (lib/metrics.ts)", () => {
     for (const bad of [[], [10, 10], [100, 10], [1, Number.POSITIVE_INFINITY]]) {
       expect(() => new HotHistogram({ name: "z_ns", help: "z", labelName: "l", buckets: bad, registry })).to.throw(RangeError, "strictly ascending");
     }
+  });
+});
+
+describe("ScrapedGauge, copiedCounter and collectProcessMetrics (lib/metrics.ts)", () => {
+  it("ScrapedGauge shows no series while its source has nothing, and the value read at each scrape otherwise", async () => {
+    const registry = new Registry();
+    let value: number | undefined;
+    new ScrapedGauge({ name: "x_quality", help: "Quality", registry, read: () => value });
+    const empty = await registry.metrics();
+    expect(empty).to.contain("# TYPE x_quality gauge");
+    expect(empty).not.to.match(/^x_quality /m);
+    value = 7;
+    expect(await registry.metrics()).to.match(/^x_quality 7$/m);
+    value = undefined;
+    expect(await registry.metrics()).not.to.match(/^x_quality /m);
+    expect(() => new ScrapedGauge({ name: "x-y", help: "h", registry, read: () => 1 })).to.throw(TypeError, "invalid metric name");
+  });
+
+  it("copiedCounter is a counter that shows the source's counts at each scrape, by label, and none without a source", async () => {
+    const registry = new Registry();
+    let counts: Record<string, number> | undefined;
+    copiedCounter({ name: "x_drops_total", help: "Drops", labelName: "reason", registry, read: () => counts });
+    expect(await registry.metrics()).to.contain("# TYPE x_drops_total counter");
+    expect(await registry.metrics()).not.to.match(/^x_drops_total/m);
+    counts = { short: 2, replay: 0 };
+    const first = await registry.metrics();
+    expect(first).to.match(/^x_drops_total\{reason="short"\} 2$/m);
+    expect(first).to.match(/^x_drops_total\{reason="replay"\} 0$/m);
+    counts = { short: 5, replay: 1 };
+    const second = await registry.metrics();
+    // Copied, not added up: the source's own totals.
+    expect(second).to.match(/^x_drops_total\{reason="short"\} 5$/m);
+    expect(second).to.match(/^x_drops_total\{reason="replay"\} 1$/m);
+  });
+
+  it("collectProcessMetrics keeps the process metrics under the prefix and leaves out the per-handle lists", async () => {
+    const registry = new Registry();
+    collectProcessMetrics(registry, "x_");
+    const names = registry.getMetricsAsArray().map((metric) => metric.name);
+    expect(names).to.include.members(["x_process_cpu_seconds_total", "x_process_open_fds", "x_nodejs_eventloop_lag_p99_seconds"]);
+    for (const omitted of OMITTED_DEFAULT_METRICS) expect(names).not.to.include(`x_${omitted}`);
   });
 });

@@ -308,6 +308,23 @@ describe("mesh: consensus rounds on loopback (4 in-process members)", function (
       const metrics = await (await fetch(`${node.endpoints.rest}/metrics`)).text();
       expect(metrics).to.match(/^timerpc_mesh_packets_dropped_total\{reason="replay"\} \d+$/m);
       expect(metrics).to.match(/^timerpc_mesh_rounds_total\{outcome="ok"\} [1-9]\d*$/m);
+      // Counters, as their names say (rate() and increase() need the counter type); the state as a 0/1 per state.
+      expect(metrics).to.match(/^# TYPE timerpc_mesh_rounds_total counter$/m);
+      expect(metrics).to.match(/^# TYPE timerpc_mesh_packets_dropped_total counter$/m);
+      const states = [...metrics.matchAll(/^timerpc_mesh_convergence_state\{state="(\w+)"\} ([01])$/gm)].map((match) => [match[1], Number(match[2])]);
+      expect(states.map(([state]) => state)).to.have.members(["Initializing", "Converging", "Converged", "Degraded"]);
+      expect(states.filter(([, value]) => value === 1)).to.have.length(1);
+      expect(metrics).to.match(/^timerpc_mesh_members 4$/m);
+      expect(metrics).to.match(/^timerpc_mesh_peers_reachable [0-3]$/m);
+      expect(metrics).to.match(/^timerpc_mesh_tamper_alerts 0$/m);
+      // Peer offsets and delays in seconds: loopback peers are well within a second of each other.
+      const offsets = [...metrics.matchAll(/^timerpc_mesh_peer_offset_seconds\{peer="0x[0-9a-fA-F]{40}"\} (\S+)$/gm)].map((match) => Number(match[1]));
+      expect(offsets).to.have.length(3);
+      for (const offset of offsets) expect(Math.abs(offset)).to.be.lessThan(1);
+      // A mesh proof's accuracy (100 µs to 10 ms on loopback) lands below the 100 ms top bucket, not in +Inf only.
+      const accuracyCount = Number(/^timerpc_accuracy_ns_count (\d+)$/m.exec(metrics)?.[1]);
+      expect(accuracyCount).to.be.greaterThan(0);
+      expect(metrics).to.match(new RegExp(`^timerpc_accuracy_ns_bucket\\{le="100000000"\\} ${accuracyCount}$`, "m"));
     } finally {
       client.close();
       await node.close();

@@ -351,6 +351,17 @@ describe("node/api/rest", function () {
       expect(second.text).to.match(/timerpc_accuracy_ns_count [1-9]/);
     });
 
+    it("GET /metrics: the signed accuracy against the verification limit, and no mesh series on a node without a mesh", async function () {
+      const text = (await http(base, "GET", "/metrics")).text;
+      const info = (await http(base, "GET", "/node/info")).json as { accuracyNs: number; maxAcceptableDriftNs: string };
+      expect(text).to.match(new RegExp(`^timerpc_signed_accuracy_seconds ${info.accuracyNs / 1e9}$`, "m"));
+      expect(text).to.match(new RegExp(`^timerpc_accuracy_limit_seconds ${Number(info.maxAcceptableDriftNs) / 1e9}$`, "m"));
+      // The dev card's accuracy falls in a bucket of its own, far below the 100 ms top bucket.
+      expect(text).to.match(/^timerpc_accuracy_ns_bucket\{le="100000000"\} [1-9]\d*$/m);
+      expect(text).to.match(/^timerpc_accuracy_ns_bucket\{le="10"\} 0$/m);
+      expect(text).not.to.match(/^timerpc_mesh_\w+[{ ]/m);
+    });
+
     it("GET /metrics keeps prom-client's process metrics but not the per-handle lists, whose scrape cost grows with open connections", async function () {
       const text = (await http(base, "GET", "/metrics")).text;
       for (const kept of ["process_cpu_seconds_total", "process_open_fds", "nodejs_heap_size_used_bytes", "nodejs_eventloop_lag_p99_seconds"]) {
@@ -359,9 +370,9 @@ describe("node/api/rest", function () {
       for (const omitted of OMITTED_DEFAULT_METRICS) expect(text, omitted).not.to.match(new RegExp(`^# HELP ${omitted} `, "m"));
     });
 
-    it("GET /metrics observes the age of every served proof (timerpc_proof_age_ns), not of other routes", async function () {
+    it("GET /metrics observes the age of every served proof (timerpc_proof_age_seconds), not of other routes", async function () {
       const ageCount = (text: string): number => {
-        const match = /timerpc_proof_age_ns_count\{transport="rest"\} (\d+)/.exec(text);
+        const match = /timerpc_proof_age_seconds_count\{transport="rest"\} (\d+)/.exec(text);
         return match === null ? 0 : Number(match[1]);
       };
       const before = ageCount((await http(base, "GET", "/metrics")).text);
@@ -371,9 +382,10 @@ describe("node/api/rest", function () {
       const after = await http(base, "GET", "/metrics");
       expect(ageCount(after.text)).to.equal(before + 2);
       // Every served proof is younger than the maximum serve age; the +Inf bucket holds them all.
-      expect(after.text).to.match(/timerpc_proof_age_ns_bucket\{le="60000000000",transport="rest"\} \d+/);
-      const sum = /timerpc_proof_age_ns_sum\{transport="rest"\} ([\d.e+]+)/.exec(after.text);
-      expect(Number(sum?.[1])).to.be.greaterThan(0);
+      expect(after.text).to.match(/timerpc_proof_age_seconds_bucket\{le="60",transport="rest"\} \d+/);
+      const sum = /timerpc_proof_age_seconds_sum\{transport="rest"\} ([\d.e+-]+)/.exec(after.text);
+      // Seconds: a served proof is fresher than the 60 s serve limit (nanoseconds would read as billions).
+      expect(Number(sum?.[1])).to.be.greaterThan(0).and.lessThan(2 * 60);
     });
 
     it("answers an unknown route with a 404 JSON body", async function () {
