@@ -22,6 +22,7 @@ import { startGrpcServer, type GrpcServerHandle } from "./api/grpc";
 import { createNodeMetrics, type NodeMetrics } from "./api/metrics";
 import { buildRestApp } from "./api/rest";
 import { attachStreamServer, WS_STREAM_PATH, type StreamServer } from "./api/ws";
+import { publishedLimits } from "../gateway/config";
 import { startTemporalGateway, type RunningGateway } from "../gateway/server";
 import { createServiceNtpClock, type ServiceNtpClock } from "./ntp/source";
 import { startNtpServer, type RunningNtpServer } from "./ntp/server";
@@ -162,13 +163,7 @@ export async function startNode(parameters: StartNodeParameters): Promise<Runnin
           consensusNowNs: () => service.nowNs() + BigInt(service.meshState().consensusOffsetNs ?? "0"),
           meshState: () => service.meshState(),
         },
-        limits: {
-          maxBodyBytes: config.rpcMaxBodyBytes,
-          maxBatchItems: config.rpcMaxBatchItems,
-          maxResponseBytes: config.rpcMaxResponseBytes,
-          requestsPerSecondPerClient: config.rpcRequestsPerSecond,
-          maxConnections: config.rpcMaxConnections,
-        },
+        limits: publishedLimits(config),
         confirmations: config.rpcConfirmations,
         chainName: config.rpcChainName,
         legacyNumbers: config.rpcLegacyNumbers,
