@@ -31,29 +31,20 @@
  * ATS_LOG_FORMAT=pretty). A listen failure (busy port …) is one line naming the setting. SIGINT/SIGTERM close the
  * node gracefully (a second signal exits at once).
  */
-import { closeSync, existsSync, mkdtempSync, openSync, readFileSync, readSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { closeSync, existsSync, openSync, readFileSync, readSync } from "node:fs";
 import { join, resolve } from "node:path";
 import { parseArgs } from "node:util";
 import type { Logger } from "pino";
 import { HW_MESSAGE_TAG_ASCII } from "../protocol/constants";
-import { createDevIdentity, type DevIdentity } from "../protocol/devca";
-import { DEV_CARD_PRIVATE_KEY, DEV_NODE_PRIVATE_KEYS } from "../protocol/devkeys";
+import { createDevIdentity } from "../protocol/devca";
 import { AtsError } from "../protocol/errors";
 import { checkEvidenceText, MAX_CONTRADICTION_EVIDENCE_BYTES, type CheckEvidenceReturnType } from "../protocol/evidence";
 import { KEY_FILES, saveKeyDir } from "../protocol/keystore";
-import type { Address, Hex } from "../protocol/types";
+import type { Hex } from "../protocol/types";
 import { describeSettings, loadConfig, redactedConfig, type NodeConfig, type SettingDescription, type SettingName } from "./config";
 import { createCliLogger } from "../lib/logFormat";
 import { waitForSignal } from "../lib/signals";
-
-/** The part of node/server.ts the CLI needs (loaded lazily so `keys init` does not load the transports). */
-export interface NodeHandle {
-  /** `rpc`: the temporal JSON-RPC gateway, "" when it is off (a test double may leave it out). */
-  endpoints: { rest: string; grpc: string; ws: string; rpc?: string; ntp?: string };
-  close(): Promise<void>;
-}
-export type StartNodeFunction = (parameters: { config: NodeConfig; logger: Logger }) => Promise<NodeHandle>;
+import { loadStartNode, startDevNode, type StartDevNodeParameters, type StartNodeFunction } from "./devNode";
 
 export interface CliIo {
   stdout: (line: string) => void;
@@ -91,12 +82,6 @@ function loggerFactory(io: CliIo): (config: NodeConfig) => Logger {
 /** `--pretty` as a setting override (start, dev). */
 function prettyOverride(pretty: boolean | undefined): Partial<Record<SettingName, unknown>> {
   return pretty === true ? { logFormat: "pretty" } : {};
-}
-
-async function loadStartNode(io: Pick<CliIo, "startNode">): Promise<StartNodeFunction> {
-  if (io.startNode !== undefined) return io.startNode;
-  const server = (await import("./server")) as { startNode: StartNodeFunction };
-  return server.startNode;
 }
 
 async function keysInit(args: string[], io: CliIo): Promise<number> {
@@ -160,7 +145,7 @@ async function keysInitPkcs11(dir: string, configFile: string | undefined, io: C
 
 async function runNode(config: NodeConfig, io: CliIo): Promise<number> {
   const logger = loggerFactory(io)(config);
-  const startNode = await loadStartNode(io);
+  const startNode = await loadStartNode(io.startNode);
   const node = await startNode({ config, logger });
   printJson(io, { endpoints: node.endpoints });
   const signal = await (io.shutdownSignal ?? waitForSignal)();
@@ -179,89 +164,10 @@ async function start(args: string[], io: CliIo): Promise<number> {
   return runNode(config, io);
 }
 
-/** A node running on fresh development keys in a temporary folder (what `ats-node dev` starts). */
-export interface DevNode {
-  readonly node: NodeHandle;
-  readonly keyDir: string;
-  readonly cardId: Hex;
-  readonly nodeAddress: Address;
-  /** PEM of the dev manufacturer CA, the root that certifies the card. */
-  readonly trustedRootPem: string;
-  /** Closes the node, then removes the temporary folder. */
-  close(): Promise<void>;
-}
-
-export interface StartDevNodeParameters {
-  /** ATS_* variables to honour (ports pinned here are kept; otherwise free ports are taken). */
-  env: NodeJS.ProcessEnv;
-  cwd: string;
-  logger: (config: NodeConfig) => Logger;
-  startNode?: StartNodeFunction;
-  /** Further settings (e.g. logFormat from `--pretty`); the keys, data folder and trusted root stay the dev ones. */
-  overrides?: Partial<Record<SettingName, unknown>>;
-  /**
-   * The identity to run (a cluster creates all of them first, to tell each node its peers); default the public
-   * development card and first node key ({publicDevIdentity}).
-   */
-  identity?: DevIdentity;
-}
-
-/**
- * The public development card and first development node key (protocol/devkeys.ts), certified by a fresh dev CA:
- * the keys scripts/deploy.ts registers on a local chain. Public knowledge, like Hardhat's accounts: a node on them
- * is for a local chain only.
- */
-export function publicDevIdentity(): Promise<DevIdentity> {
-  return createDevIdentity({ cardPrivateKey: DEV_CARD_PRIVATE_KEY, nodePrivateKey: DEV_NODE_PRIVATE_KEYS[0] });
-}
-
-/**
- * Writes dev keys (a fresh CA; the public development card and node keys unless `identity` says otherwise) to a
- * temporary folder and starts a node on them, on free ports unless the environment pins them, with the dev CA as
- * trusted root. The folder is removed on close and on failure.
- */
-export async function startDevNode(parameters: StartDevNodeParameters): Promise<DevNode> {
-  const root = mkdtempSync(join(tmpdir(), "ats-node-dev-"));
-  const cleanup = () => rmSync(root, { recursive: true, force: true });
-  try {
-    const identity = parameters.identity ?? (await publicDevIdentity());
-    const keyDir = join(root, "keys");
-    const summary = await saveKeyDir(keyDir, identity);
-    const overrides: Partial<Record<SettingName, unknown>> = {
-      ...parameters.overrides,
-      keyDir,
-      dataDir: join(root, "data"),
-      trustedRootsPem: [identity.ca.certificatePem],
-    };
-    if (parameters.env.ATS_REST_PORT === undefined) overrides.restPort = 0;
-    if (parameters.env.ATS_GRPC_PORT === undefined) overrides.grpcPort = 0;
-    const config = loadConfig({ env: parameters.env, overrides, cwd: parameters.cwd });
-    const startNode = parameters.startNode ?? (await loadStartNode({}));
-    const node = await startNode({ config, logger: parameters.logger(config) });
-    return {
-      node,
-      keyDir,
-      cardId: summary.cardId,
-      nodeAddress: summary.nodeAddress,
-      trustedRootPem: identity.ca.certificatePem,
-      close: async () => {
-        try {
-          await node.close();
-        } finally {
-          cleanup();
-        }
-      },
-    };
-  } catch (error) {
-    cleanup();
-    throw error;
-  }
-}
-
 async function cluster(args: string[], io: CliIo): Promise<number> {
   const { values } = parseArgs({ args, options: { nodes: { type: "string" }, pretty: { type: "boolean" } } });
   const nodes = Number(values.nodes ?? "4");
-  // Loaded on use: cluster.ts builds on startDevNode of this module.
+  // Loaded on use: only `cluster` needs it.
   const { startDevCluster } = await import("./cluster");
   const devCluster = await startDevCluster({
     nodes,

@@ -18,7 +18,7 @@ import { createDevIdentity, createDevManufacturerCa } from "../protocol/devca";
 import { ValidationError } from "../protocol/errors";
 import type { Address, Hex } from "../protocol/types";
 import type { NodeConfig, SettingName } from "./config";
-import { startDevNode, type DevNode, type NodeHandle, type StartNodeFunction } from "./cli";
+import { startDevNode, type DevNode, type NodeHandle, type StartNodeFunction } from "./devNode";
 
 /** Most nodes a local cluster runs (the meshPeers bound + 1). */
 export const MAX_CLUSTER_NODES = 32;

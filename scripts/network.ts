@@ -20,7 +20,7 @@ import type { Logger } from "pino";
 import { createPublicClient, createWalletClient, defineChain, getAddress, http, type Address, type Hex, type PublicClient, type WalletClient } from "viem";
 import { privateKeyToAccount } from "viem/accounts";
 import { createTimeClient } from "../client";
-import { startDevNode } from "../node/cli";
+import { startDevNode } from "../node/devNode";
 import { CLUSTER_MAX_ACCEPTABLE_DRIFT_NS, startDevCluster } from "../node/cluster";
 import { verifyCardCertificateChain } from "../protocol";
 import { consensusThreshold } from "../protocol/consensus";

@@ -16,7 +16,7 @@ import { expect } from "chai";
 import hre from "hardhat";
 import pino from "pino";
 import { contractProofFromJson } from "../client/contractProof";
-import { startDevNode, type DevNode } from "../node/cli";
+import { startDevNode, type DevNode } from "../node/devNode";
 import { startNode, type RunningNode } from "../node/server";
 import type { CardStatus } from "../node/card/types";
 import type { SignedTime } from "../node/core/types";

@@ -14,7 +14,7 @@ import { createServer } from "node:net";
 import { join } from "node:path";
 import { expect } from "chai";
 import pino from "pino";
-import { startDevNode, type DevNode } from "../node/cli";
+import { startDevNode, type DevNode } from "../node/devNode";
 import { startNode, type RunningNode } from "../node/server";
 import type { CardStatus } from "../node/card/types";
 import type { SignedTime } from "../node/core/types";

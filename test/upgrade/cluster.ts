@@ -12,7 +12,7 @@ import type { HardhatRuntimeEnvironment } from "hardhat/types";
 import pino from "pino";
 import { createPublicClient, createWalletClient, defineChain, http, type Hex, type PublicClient } from "viem";
 import { privateKeyToAccount } from "viem/accounts";
-import { startDevNode, type DevNode } from "../../node/cli";
+import { startDevNode, type DevNode } from "../../node/devNode";
 import { CLUSTER_MAX_ACCEPTABLE_DRIFT_NS, CLUSTER_WINDOW_NS, freeUdpPorts } from "../../node/cluster";
 import { consensusThreshold } from "../../protocol/consensus";
 import { createDevIdentity, createDevManufacturerCa, type DevIdentity } from "../../protocol/devca";
