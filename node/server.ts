@@ -15,7 +15,7 @@ import { UnavailableError } from "../protocol/errors";
 import { effectiveListenBacklog, kernelListenBacklogCap } from "../lib/listenBacklog";
 import { SETTINGS, type NodeConfig } from "./config";
 import { loadTlsMaterial } from "./api/tls";
-import { createTimeServiceFromConfig } from "./core";
+import { createTimeServiceFromConfig } from "./compose";
 import type { TimeService } from "./core/types";
 import { createTransportContext, transportLimitsFromConfig, type TransportContext, type TransportLimits } from "./api/context";
 import { startGrpcServer, type GrpcServerHandle } from "./api/grpc";

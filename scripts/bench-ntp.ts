@@ -32,7 +32,7 @@ import pino from "pino";
 import { createDevIdentity } from "../protocol/devca";
 import { DevTimeCard } from "../node/card/dev";
 import { loadConfig } from "../node/config";
-import { createTimeService } from "../node/core";
+import { createTimeService } from "../node/compose";
 import { decodeNtpReply, encodeNtpRequest } from "../node/ntp/packet";
 import { startNode } from "../node/server";
 import { fmt, fmtRange, pin, PINNING } from "./benchUtil";

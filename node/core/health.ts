@@ -11,7 +11,7 @@
  * - ok: fresh proofs are being produced.
  */
 import type { CardStatus } from "../card/types";
-import type { HealthReport, SignedTime } from "./types";
+import type { HealthReport, MeshStateReport, SignedTime } from "./types";
 
 /** What health reads: the attestor's cache and reasons (an Attestor fits), the card, the clock, the run state. */
 export interface HealthSources {
@@ -51,5 +51,28 @@ export function createHealthCheck(sources: HealthSources): () => HealthReport {
     // The attestor samples the card at its tick (or a mesh round); the card's own state is newer between them.
     if (card !== undefined && card.state !== "serving") return report("degraded", card.reason ?? `card ${card.state}`);
     return report("ok", null);
+  };
+}
+
+/**
+ * The health source of a mesh node: healthy when its co-signed proofs are (stale once the latest is older than the
+ * mesh's serving bound), degraded while the attestor refuses to sign or the mesh is not Converged.
+ */
+export function servedHealthSource(
+  attestor: HealthSources["attestor"],
+  consensus: { readonly latest: SignedTime | null; state(): MeshStateReport },
+): HealthSources["attestor"] {
+  return {
+    get latest() {
+      return consensus.latest;
+    },
+    get tamperReason() {
+      return attestor.tamperReason;
+    },
+    get refusalReason() {
+      const state = consensus.state();
+      if (attestor.refusalReason !== null) return attestor.refusalReason;
+      return state.convergenceState === "Converged" ? null : `mesh ${state.convergenceState}${state.lastError === null ? "" : `: ${state.lastError}`}`;
+    },
   };
 }

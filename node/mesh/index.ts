@@ -1,7 +1,7 @@
 /**
  * The mesh of a node (docs/protocol.md §7), built from its settings: `createMeshStage` returns the co-signing
  * stage the TimeService serves (node/core/cosign.ts ConsensusStage), or undefined for a lone node (no meshPeers).
- * node/core/index.ts composes it; node/core/service.ts does not import this folder.
+ * node/compose.ts composes it; node/core does not import this folder.
  */
 import type { Logger } from "pino";
 import { ValidationError } from "../../protocol/errors";

@@ -12,7 +12,8 @@ import { DevTimeCard } from "../../node/card/dev";
 import { createAnchoredClock } from "../../node/card/hostClock";
 import { freeUdpPorts } from "../../node/cluster";
 import { loadConfig, type NodeConfig, type SettingName } from "../../node/config";
-import { createTimeService, type CoreTimeService } from "../../node/core";
+import { createTimeService } from "../../node/compose";
+import type { CoreTimeService } from "../../node/core";
 import { createMesh, type Mesh, type MeshTransport } from "../../node/mesh";
 
 export interface MeshMember {

@@ -15,7 +15,8 @@ import { proofJsonFromMessage } from "../../../client";
 import { createDevIdentity, type DevIdentity } from "../../../protocol/devca";
 import { DevTimeCard } from "../../../node/card/dev";
 import { loadConfig, type NodeConfig, type SettingName } from "../../../node/config";
-import { createTimeService, type CoreTimeService } from "../../../node/core";
+import { createTimeService } from "../../../node/compose";
+import type { CoreTimeService } from "../../../node/core";
 import type { TransportLimits } from "../../../node/api/context";
 import { startNode, type RunningNode } from "../../../node/server";
 

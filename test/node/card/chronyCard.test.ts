@@ -5,7 +5,7 @@ import { ChronyTimeCard, chronycRunner, fileCardKey, NO_READING_ERROR_NS, type C
 import { boundAtNs, parseTracking } from "../../../node/card/chronyTracking";
 import type { CardStatus } from "../../../node/card/types";
 import { Attestor } from "../../../node/core/attestor";
-import { createTimeService } from "../../../node/core/service";
+import { createTimeService } from "../../../node/compose";
 import { createNodeMetrics } from "../../../node/api/metrics";
 import { attestorSetup, devIdentity, silentLogger, tempDir, testConfig, waitFor } from "../core/helpers";
 

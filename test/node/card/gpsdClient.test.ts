@@ -6,7 +6,7 @@ import { DevTimeCard } from "../../../node/card/dev";
 import { ChronyTimeCard, fileCardKey } from "../../../node/card/chrony";
 import { createCard } from "../../../node/card";
 import { Attestor } from "../../../node/core/attestor";
-import { createTimeService } from "../../../node/core/service";
+import { createTimeService } from "../../../node/compose";
 import { ValidationError } from "../../../protocol/errors";
 import { attestorSetup, devIdentity, silentLogger, tempDir, testConfig, waitFor } from "../core/helpers";
 

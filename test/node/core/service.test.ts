@@ -4,7 +4,7 @@ import { createDevIdentity } from "../../../protocol/devca";
 import { NotFoundError, UnavailableError, ValidationError } from "../../../protocol/errors";
 import { attest } from "../../../protocol/sign";
 import type { Hex } from "../../../protocol/types";
-import { createTimeServiceFromConfig } from "../../../node/core";
+import { createTimeServiceFromConfig } from "../../../node/compose";
 import { saveKeyDir } from "../../../protocol/keystore";
 import { buildService, devIdentity, expectRejects, silentLogger, tempDir, testConfig, waitFor } from "./helpers";
 
