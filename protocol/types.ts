@@ -3,6 +3,8 @@
  * `bigint` (uint128); field names that come from the on-chain structs keep their Solidity names and state the
  * unit in their doc comment.
  */
+import type { Static } from "@sinclair/typebox";
+import type { ConsensusObject, ConsensusReadingObject, ProofJsonObject } from "./jsonSchema";
 
 /** A `0x`-prefixed hex string. Values produced by this package are always lowercase. */
 export type Hex = `0x${string}`;
@@ -74,58 +76,14 @@ export interface GpsReference {
   observedAtNs: string;
 }
 
-/** The REST body of `GET /time/current` (docs/protocol.md §9.1). */
-export interface ProofJson {
-  /** Decimal string, ns. */
-  nanoMoment: string;
-  proof: {
-    /** Lowercase hex, 96 bytes. */
-    hardwareSignature: Hex;
-    /** Lowercase hex, 80·k bytes. */
-    nodeSignature: Hex;
-    /** ns, JSON integer (fits in 32 bits). */
-    accuracyNs: number;
-    /** Lowercase hex cardId (32 bytes): the first 32 bytes of hardwareSignature. */
-    hardwareId: Hex;
-    /** The card's GPS reference when the proof was made (unsigned metadata, docs/protocol.md §9.1); null: none. */
-    gps: GpsReference | null;
-  };
-}
+/** The REST body of `GET /time/current` on a lone node (docs/protocol.md §9.1; jsonSchema.ts ProofJsonObject). */
+export type ProofJson = Static<typeof ProofJsonObject>;
 
 /** One member's reading in a consensus round (docs/protocol.md §9.1 `consensus.readings`); ns as decimal strings. */
-export interface ConsensusReadingJson {
-  nodeId: Address;
-  /** The member's clock at the round's moment, delay-compensated (measured by the proposer). */
-  readingNs: string;
-  /** Half the exchange's delay plus the member's card accuracy. */
-  uncertaintyNs: string;
-  /** readingNs − the round's median (signed). */
-  deviationNs: string;
-  /** The nodeTimestamp of the member's entry in proof.nodeSignature (its own signed reading); null if it did not co-sign. */
-  nodeTimestampNs: string | null;
-}
+export type ConsensusReadingJson = Static<typeof ConsensusReadingObject>;
 
-/** How a mesh proof was agreed (docs/protocol.md §7, §9.1): beside `proof`, never inside it. */
-export interface ConsensusJson {
-  /** n: the mesh members, the serving node included. */
-  members: number;
-  /** ⌈2n/3⌉. */
-  threshold: number;
-  /** Entries in proof.nodeSignature: the nodes that co-signed. */
-  responders: number;
-  /** Their node ids, in the proof's (ascending) order. */
-  nodeIds: Address[];
-  /** The median of the readings (§7's consensus time), decimal ns. */
-  timeNs: string;
-  /** §7's "largest absolute deviation among the valid responses", decimal ns. The signed bound is proof.accuracyNs. */
-  deviationNs: string;
-  /** The window W of the round, decimal ns. */
-  windowNs: string;
-  /** The valid readings, ascending by node id. */
-  readings: ConsensusReadingJson[];
-  /** Readings outside the window. */
-  excluded: Array<{ nodeId: Address; deviationNs: string }>;
-}
+/** How a mesh proof was agreed (docs/protocol.md §7, §9.1; jsonSchema.ts ConsensusObject): beside `proof`. */
+export type ConsensusJson = Static<typeof ConsensusObject>;
 
 /** The cross-chain message (docs/protocol.md §10): exactly the Solidity struct. */
 /** ITimeScheduler.ScheduledCall, as `CallScheduled` emits it and executors pass it back (viem's decoding). */

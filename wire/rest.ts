@@ -6,15 +6,9 @@
 import { Type, type Static } from "@sinclair/typebox";
 import { CONTRADICTION_EVIDENCE_KIND, CONTRADICTION_EVIDENCE_VERSION, MAX_NODE_ENTRIES } from "../protocol/constants";
 
-/** A canonical unsigned decimal (the rule of protocol/json.ts parseNsString), at most 39 digits (uint128). */
-export const DECIMAL_NS_PATTERN = "^(0|[1-9][0-9]{0,38})$";
-const HEX_BYTES_PATTERN = "^0x(?:[0-9a-f]{2})*$";
-/** Addresses and ids as TypeScript's template type (the schemas check the characters). */
-type HexString = `0x${string}`;
+import { ConsensusObject, DecimalNs, NodeIdString, NullableDecimalNs, ProofObject, SignedDecimalNs } from "../protocol/jsonSchema";
 
-export const DecimalNs = Type.String({ pattern: DECIMAL_NS_PATTERN, maxLength: 39 });
-const NullableDecimalNs = Type.Union([DecimalNs, Type.Null()]);
-const HexBytes = (maxBytes: number) => Type.Unsafe<HexString>(Type.String({ pattern: HEX_BYTES_PATTERN, maxLength: 2 + 2 * maxBytes }));
+export { DECIMAL_NS_PATTERN, DecimalNs, GpsObject, ProofObject, ConsensusObject } from "../protocol/jsonSchema";
 
 export const ErrorBody = Type.Object({
   statusCode: Type.Integer(),
@@ -23,61 +17,6 @@ export const ErrorBody = Type.Object({
 });
 export type ErrorBody = Static<typeof ErrorBody>;
 
-/** proof.gps (§9.1, protocol/types.ts GpsReference): the card's GPS reference, unsigned metadata. */
-export const GpsObject = Type.Object(
-  {
-    fixState: Type.Union([Type.Literal("none"), Type.Literal("2d"), Type.Literal("3d"), Type.Literal("simulated")]),
-    satellites: Type.Integer({ minimum: 0, maximum: 64 }),
-    ppsOffsetNs: Type.Integer({ minimum: -999_999_999, maximum: 999_999_999 }),
-    observedAtNs: DecimalNs,
-  },
-  { additionalProperties: false },
-);
-
-/** The `proof` member of §9.1. As a request body it is checked for shape only; content is verify()'s. */
-export const ProofObject = Type.Object(
-  {
-    hardwareSignature: HexBytes(256),
-    nodeSignature: HexBytes(80 * MAX_NODE_ENTRIES),
-    accuracyNs: Type.Integer({ minimum: 0, maximum: 0xffff_ffff }),
-    hardwareId: Type.Optional(HexBytes(32)),
-    gps: Type.Optional(Type.Union([Type.Null(), GpsObject])),
-  },
-  { additionalProperties: false },
-);
-
-const NodeIdString = Type.Unsafe<HexString>(Type.String({ pattern: "^0x[0-9a-fA-F]{40}$" }));
-const SignedDecimalNs = Type.String({ pattern: "^-?(0|[1-9][0-9]{0,38})$", maxLength: 40 });
-
-/** How a mesh proof was agreed (§7, §9.1; protocol/types.ts ConsensusJson): beside `proof`, never inside it. */
-export const ConsensusObject = Type.Object(
-  {
-    members: Type.Integer({ minimum: 1 }),
-    threshold: Type.Integer({ minimum: 1 }),
-    responders: Type.Integer({ minimum: 1 }),
-    nodeIds: Type.Array(NodeIdString, { maxItems: MAX_NODE_ENTRIES }),
-    timeNs: DecimalNs,
-    deviationNs: DecimalNs,
-    windowNs: DecimalNs,
-    readings: Type.Array(
-      Type.Object(
-        {
-          nodeId: NodeIdString,
-          readingNs: DecimalNs,
-          uncertaintyNs: DecimalNs,
-          deviationNs: SignedDecimalNs,
-          nodeTimestampNs: NullableDecimalNs,
-        },
-        { additionalProperties: false },
-      ),
-      { maxItems: MAX_NODE_ENTRIES },
-    ),
-    excluded: Type.Array(Type.Object({ nodeId: NodeIdString, deviationNs: SignedDecimalNs }, { additionalProperties: false }), {
-      maxItems: MAX_NODE_ENTRIES,
-    }),
-  },
-  { additionalProperties: false },
-);
 export type ConsensusObject = Static<typeof ConsensusObject>;
 
 /**

@@ -96,12 +96,11 @@ interface ParserHook {
 
 /**
  * Node's HTTP parser executes a whole socket read (64 kB: ~1,800 pipelined GETs) and builds a request and a
- * response object for each request in it, even when admit() then turns every one away: a closing connection's
- * last read cost ~450 ms of event loop for 20 connections × 50,000 pipelined GETs (Node 20, this machine). Once
+ * response object for each request in it, even when admit() then turns every one away, so a closing connection's
+ * last read held the event loop for hundreds of ms under a pipelined flood (figures: docs/benchmarks.md). Once
  * the connection is closing, its parser's per-request hook answers STOP_PARSING, so the rest of that read is
- * dropped unparsed (same test: 44 ms). The hook is replaced only then, never wrapped for every connection: a
- * wrapper sat on every request's path (~0.8 % self time in a CPU profile of a saturated serving thread; 0–1 % more
- * requests without it in an A/B, 2026-11-27). The hook is internal to Node (parser.onIncoming, looked up for every
+ * dropped unparsed. The hook is replaced only then, never wrapped for every connection: a wrapper would sit on
+ * every request's path. The hook is internal to Node (parser.onIncoming, looked up for every
  * request; Node sets it anew for each connection that takes a parser from its pool and clears it when the parser
  * goes back, so the replacement never reaches another connection): where it is missing, nothing changes and
  * admit() still refuses those requests one by one; a test pins the behaviour on the Node version in use.

@@ -3,8 +3,8 @@
  * the tick permit, by which the serving thread lets a self-ticking worker sign or holds it.
  *
  * The slot: a reply message reaches the parent only when its event loop polls again; under saturation a loop turn
- * answers a hundred requests (1–2 ms), and proofs signed in the thread were served 5–7× older than proofs signed in
- * the loop (`npm run bench:node`, 2026-11-25). Through the slot the serving thread takes a signature as soon as it
+ * answers a hundred requests, and proofs signed in the thread were served several times older than proofs signed in
+ * the loop (`npm run bench:node`; figures in docs/benchmarks.md). Through the slot the serving thread takes a signature as soon as it
  * exists; checking it costs one atomic load.
  *
  * Layout (RESULT_SLOT_BYTES, little-endian): int32 at 0 = the version (even: stable; odd: being written; 0: never

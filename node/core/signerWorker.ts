@@ -12,12 +12,11 @@
  *
  * The worker runs node/core/signerThread.ts, an ordinary module that signs with protocol/sign.ts. Which file the
  * worker loads depends on how this module was loaded (a worker does not inherit its parent's require hooks):
- * - compiled (dist/, what bin/ats-node.js runs): the sibling `signerThread.js`, plain Node.js (~150 ms from
- *   `new Worker` to ready on this machine, most of it loading protocol/codec.ts's imports, viem's EIP-712 included;
- *   ticks sign in the main thread meanwhile);
+ * - compiled (dist/, what bin/ats-node.js runs): the sibling `signerThread.js`, plain Node.js (most of its start is
+ *   loading protocol/codec.ts's imports, viem's EIP-712 included; ticks sign in the main thread meanwhile);
  * - TypeScript sources (Hardhat's ts-node in tests, `node -r ./bin/register-ts.js` for scripts): `signerThread.ts`
  *   with bin/register-ts.js preloaded in the worker (`-r`), which loads the TypeScript compiler and transpiles the
- *   worker's modules on load (measured: ~0.55 s to ready, ~0.8 s of CPU, ~120 MB more RSS, per worker start; the
+ *   worker's modules on load (several times the compiled start, in time, CPU and memory: docs/benchmarks.md; the
  *   built node never runs this way).
  *
  * A signature reaches the attestor by whichever comes first: the worker's reply message, or collect() finding it
