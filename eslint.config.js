@@ -25,6 +25,34 @@ module.exports = tseslint.config(
       "@typescript-eslint/no-non-null-assertion": "off",
     },
   },
+  // One ABI source: the generated abi/ (scripts/gen-abi.ts, `as const`), so that viem type-checks every contract
+  // call's functionName and args, and every decoded event and result. A hand-written fragment or a cast to `Abi`
+  // switches that check off; a cast on a call's abi, functionName or args hides a mismatch.
+  {
+    files: ["**/*.ts"],
+    ignores: ["abi/**"],
+    rules: {
+      "no-restricted-syntax": [
+        "error",
+        ...["parseAbi", "parseAbiItem"].map((name) => ({
+          selector: `CallExpression[callee.name='${name}']`,
+          message: `${name}: contract ABIs come from the generated abi/ (npm run abi), typed \`as const\`; import them from there.`,
+        })),
+        {
+          selector: "ObjectExpression:has(> Property:matches([key.name='type'], [key.value='type'])[value.value=/^(function|event|error|constructor)$/]):has(> Property:matches([key.name='inputs'], [key.value='inputs']))",
+          message: "An ABI item literal: contract ABIs come from the generated abi/ (npm run abi); import them from there.",
+        },
+        {
+          selector: "TSAsExpression > TSTypeReference.typeAnnotation[typeName.name='Abi']",
+          message: "`as Abi` switches off viem's checking of functionName and args: pass the generated abi/ constant itself (or declare `const x: Abi = …` for untyped JSON).",
+        },
+        {
+          selector: "Property[key.name=/^(abi|functionName|args|eventName)$/] > TSAsExpression.value",
+          message: "A cast on a contract call's abi, functionName, args or eventName hides a mismatch viem would report: fix the types instead.",
+        },
+      ],
+    },
+  },
   // Layers (docs/architecture.md): a layer imports only layers below it; nothing in production imports tests.
   {
     files: ["protocol/**/*.ts"],

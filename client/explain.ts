@@ -10,25 +10,15 @@
  * while registered nodes exist, the hint says the signed attestation was altered (or its nodes are not registered
  * on this oracle).
  */
-import { getAddress, parseAbi, type Address, type PublicClient } from "viem";
+import { getAddress, type Address, type PublicClient } from "viem";
+import { iTimeConsumerAbi, iTimeOracleAbi } from "../abi";
 import { decodeHardwareSignature, decodeNodeEntries, timeAttestationForProof } from "../protocol/codec";
 import { ACCURACY_TIERS, accuracyTierFor, type AccuracyTier } from "../protocol/constants";
 import { p256PublicKeyToUncompressed } from "../protocol/keys";
 import { recoverNodeAddress } from "../protocol/sign";
-import type { CardRecord, Hex, TimeProof } from "../protocol/types";
+import { CARD_STATUS, type CardRecord, type CardStatusName, type Hex, type TimeProof } from "../protocol/types";
 import { verifyTimeProof, type VerifyFailureReason } from "../protocol/verify";
 
-const ORACLE_READS = parseAbi([
-  "function maxAttestationAge() view returns (uint64)",
-  "function maxFutureDrift() view returns (uint64)",
-  "function maxAcceptableDrift() view returns (uint64)",
-  "function nodeQuorum() view returns (uint64)",
-  "function nodes() view returns (address[])",
-  "function getNode(address node) view returns ((uint64 validFromNs, uint64 validUntilNs, uint8 status) info)",
-  "function getCard(bytes32 cardId) view returns ((bytes32 publicKeyX, bytes32 publicKeyY, uint64 validFromNs, uint64 validUntilNs, uint8 status) card)",
-  "function verifyTimeProof((uint128 nanoMoment, bytes hardwareSignature, bytes nodeSignature, uint32 accuracy) proof) view returns (bool valid)",
-]);
-const CONSUMER_READS = parseAbi(["function timeOracle() view returns (address)", "function maxAccuracyNs() view returns (uint32)"]);
 /** Registered nodes read at most (the oracle caps its registry well below this). */
 const MAX_NODES_READ = 256;
 const ACTIVE = 1;
@@ -60,34 +50,33 @@ export interface ExplainedProof {
     maxAcceptableDriftNs: bigint;
     nodeQuorum: number;
     cardId: Hex | null;
-    cardStatus: "None" | "Active" | "Revoked" | null;
+    cardStatus: CardStatusName | null;
     entries: ExplainedEntry[];
     registeredNodes: number;
   };
 }
 
 export async function explainTimeProof(publicClient: PublicClient, oracle: Address, proof: TimeProof): Promise<ExplainedProof> {
-  const read = <T>(functionName: string, args: readonly unknown[] = []) =>
-    publicClient.readContract({ address: oracle, abi: ORACLE_READS, functionName: functionName as never, args: args as never }) as Promise<T>;
+  const at = { address: oracle, abi: iTimeOracleAbi } as const;
   const [block, maxAttestationAgeNs, maxFutureDriftNs, maxAcceptableDriftNs, quorum, registered] = await Promise.all([
     publicClient.getBlock({ blockTag: "latest" }),
-    read<bigint>("maxAttestationAge"),
-    read<bigint>("maxFutureDrift"),
-    read<bigint>("maxAcceptableDrift"),
-    read<bigint>("nodeQuorum"),
-    read<readonly Address[]>("nodes"),
+    publicClient.readContract({ ...at, functionName: "maxAttestationAge" }),
+    publicClient.readContract({ ...at, functionName: "maxFutureDrift" }),
+    publicClient.readContract({ ...at, functionName: "maxAcceptableDrift" }),
+    publicClient.readContract({ ...at, functionName: "nodeQuorum" }),
+    publicClient.readContract({ ...at, functionName: "nodes" }),
   ]);
   const chainNowNs = block.timestamp * 1_000_000_000n;
   const nodeInfo = new Map<string, { validFromNs: bigint; validUntilNs: bigint; status: number }>();
-  for (const address of registered.slice(0, MAX_NODES_READ)) nodeInfo.set(address.toLowerCase(), await read("getNode", [address]));
+  for (const address of registered.slice(0, MAX_NODES_READ)) nodeInfo.set(address.toLowerCase(), await publicClient.readContract({ ...at, functionName: "getNode", args: [address] }));
 
   let cardId: Hex | null = null;
   let cardStatus: ExplainedProof["evidence"]["cardStatus"] = null;
   let card: CardRecord | undefined;
   try {
     cardId = decodeHardwareSignature(proof.hardwareSignature).cardId;
-    const onChain = await read<{ publicKeyX: Hex; publicKeyY: Hex; validFromNs: bigint; validUntilNs: bigint; status: number }>("getCard", [cardId]);
-    cardStatus = (["None", "Active", "Revoked"] as const)[onChain.status] ?? "None";
+    const onChain = await publicClient.readContract({ ...at, functionName: "getCard", args: [cardId] });
+    cardStatus = CARD_STATUS[onChain.status] ?? "None";
     if (onChain.status !== 0) {
       card = {
         publicKey: p256PublicKeyToUncompressed(`0x04${onChain.publicKeyX.slice(2)}${onChain.publicKeyY.slice(2)}`),
@@ -129,7 +118,7 @@ export async function explainTimeProof(publicClient: PublicClient, oracle: Addre
   } catch {
     // a malformed node signature: the verifier names it
   }
-  const onChainValid = await read<boolean>("verifyTimeProof", [proof]).catch(() => false);
+  const onChainValid = await publicClient.readContract({ ...at, functionName: "verifyTimeProof", args: [proof] }).catch(() => false);
 
   let hint: string | null = null;
   if (!outcome.valid && outcome.reason === "unknown-node" && registered.length > 0 && entries.length > 0 && entries.every((entry) => !entry.registered)) {
@@ -196,8 +185,8 @@ function formatNs(ns: number): string {
  */
 export async function explainConsumerProof(publicClient: PublicClient, consumer: Address, proof: TimeProof): Promise<ExplainedConsumerProof> {
   const [oracleAddress, maxAccuracyNs] = await Promise.all([
-    publicClient.readContract({ address: consumer, abi: CONSUMER_READS, functionName: "timeOracle" }),
-    publicClient.readContract({ address: consumer, abi: CONSUMER_READS, functionName: "maxAccuracyNs" }),
+    publicClient.readContract({ address: consumer, abi: iTimeConsumerAbi, functionName: "timeOracle" }),
+    publicClient.readContract({ address: consumer, abi: iTimeConsumerAbi, functionName: "maxAccuracyNs" }),
   ]);
   const oracle = await explainTimeProof(publicClient, oracleAddress, proof);
   const tierNeeded = accuracyTierFor(maxAccuracyNs) ?? null;

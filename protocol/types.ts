@@ -85,7 +85,6 @@ export type ConsensusReadingJson = Static<typeof ConsensusReadingObject>;
 /** How a mesh proof was agreed (docs/protocol.md §7, §9.1; jsonSchema.ts ConsensusObject): beside `proof`. */
 export type ConsensusJson = Static<typeof ConsensusObject>;
 
-/** The cross-chain message (docs/protocol.md §10): exactly the Solidity struct. */
 /** ITimeScheduler.ScheduledCall, as `CallScheduled` emits it and executors pass it back (viem's decoding). */
 export interface ScheduledCall {
   caller: Address;
@@ -99,6 +98,7 @@ export interface ScheduledCall {
   data: Hex;
 }
 
+/** The cross-chain message (docs/protocol.md §10): exactly the Solidity struct. */
 export interface CrossChainTime {
   /** Equals the proof's nanoMoment, ns (uint128). */
   networkTime: bigint;
@@ -120,3 +120,12 @@ export interface CardRecord {
   /** ns; the card is not valid after this moment (inclusive bound). */
   validUntilNs?: bigint;
 }
+
+// The contracts' status enums by numeric value (the ABI carries only the number): ITimeOracle.CardStatus and
+// NodeStatus, ITimeScheduler.CallStatus. test/relayer/decide.test.ts pins them to the Solidity sources.
+export const CARD_STATUS = ["None", "Active", "Revoked"] as const;
+export type CardStatusName = (typeof CARD_STATUS)[number];
+export const NODE_STATUS = ["None", "Active", "Inactive"] as const;
+export type NodeStatusName = (typeof NODE_STATUS)[number];
+export const CALL_STATUS = ["None", "Scheduled", "Executed", "Failed", "Cancelled", "Expired"] as const;
+export type CallStatusName = (typeof CALL_STATUS)[number];

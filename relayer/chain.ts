@@ -6,7 +6,6 @@
 import {
   createPublicClient,
   decodeEventLog,
-  encodeFunctionData,
   getAddress,
   http,
   type Abi,
@@ -14,9 +13,10 @@ import {
   type TransactionReceipt,
 } from "viem";
 import type { PrivateKeyAccount } from "viem/accounts";
+import { timeBridgeAbi, timeOracleAbi, timeSchedulerAbi } from "../abi";
 import { decodeRevert, type DecodedRevertData } from "../lib/revert";
-import type { Address, CrossChainTime, Hex, ScheduledCall, TimeProof } from "../protocol/types";
-import { BRIDGE_ABI, CALL_STATUS, CARD_STATUS, NODE_STATUS, ORACLE_ABI, SCHEDULER_ABI, type CallStatusName } from "./abi";
+import { CALL_STATUS, CARD_STATUS, NODE_STATUS } from "../protocol/types";
+import type { Address, CallStatusName, CardStatusName, CrossChainTime, Hex, NodeStatusName, ScheduledCall, TimeProof } from "../protocol/types";
 import type { ChainConfig } from "./network";
 
 /**
@@ -37,12 +37,15 @@ export type IndexedEvent =
 
 export type Simulation = { ok: true; gas: bigint } | { ok: false; errorName: string; message: string };
 
-/** A contract call the relayer may send. */
+/**
+ * A contract call the relayer may send: its calldata, encoded by the caller with viem's encodeFunctionData against
+ * the contract's generated ABI (so the function name and arguments are type-checked there), and that ABI, whose
+ * errors name a revert.
+ */
 export interface ContractCall {
   to: Address;
   abi: Abi;
-  functionName: string;
-  args: readonly unknown[];
+  data: Hex;
 }
 
 /** A read's block: the given one, or (nothing) the chain's head. */
@@ -84,13 +87,13 @@ export class ChainClient {
       throw new StartupError(`chain ${name}: no contract at oracle ${this.config.oracle}`);
     }
     for (const [label, address, abi] of [
-      ["bridge", this.config.bridge, BRIDGE_ABI],
-      ["scheduler", this.config.scheduler, SCHEDULER_ABI],
+      ["bridge", this.config.bridge, timeBridgeAbi],
+      ["scheduler", this.config.scheduler, timeSchedulerAbi],
     ] as const) {
       if (address === undefined) continue;
       let oracle: Address;
       try {
-        oracle = await this.client.readContract({ address, abi: abi as Abi, functionName: "timeOracle" }) as Address;
+        oracle = await this.client.readContract({ address, abi, functionName: "timeOracle" });
       } catch {
         throw new StartupError(`chain ${name}: ${address} is not a ${label} (timeOracle() fails)`);
       }
@@ -163,12 +166,12 @@ export class ChainClient {
       if (log.blockNumber === null) continue;
       try {
         if (address === this.config.bridge) {
-          const decoded = decodeEventLog({ abi: BRIDGE_ABI, data: log.data, topics: log.topics, strict: true });
+          const decoded = decodeEventLog({ abi: timeBridgeAbi, data: log.data, topics: log.topics, strict: true });
           if (decoded.eventName !== "TimeSent") continue;
           const { messageId, nonce, message } = decoded.args;
           events.push({ kind: "TimeSent", blockNumber: log.blockNumber, bridge: address, messageId, nonce, message: { ...message } });
         } else {
-          const decoded = decodeEventLog({ abi: SCHEDULER_ABI, data: log.data, topics: log.topics, strict: true });
+          const decoded = decodeEventLog({ abi: timeSchedulerAbi, data: log.data, topics: log.topics, strict: true });
           if (decoded.eventName !== "CallScheduled") continue;
           const { callId, request } = decoded.args;
           events.push({ kind: "CallScheduled", blockNumber: log.blockNumber, callId, request: { ...request } });
@@ -183,33 +186,33 @@ export class ChainClient {
   // The reads below answer at the chain's head, or at `blockNumber` (the worker confirms a terminal decision at the
   // safe block: worker.ts confirmedAtSafeBlock).
 
-  async cardStatus(cardId: Hex, blockNumber?: bigint): Promise<(typeof CARD_STATUS)[number]> {
-    const card = await this.client.readContract({ address: this.config.oracle, abi: ORACLE_ABI, functionName: "getCard", args: [cardId], ...atBlock(blockNumber) });
+  async cardStatus(cardId: Hex, blockNumber?: bigint): Promise<CardStatusName> {
+    const card = await this.client.readContract({ address: this.config.oracle, abi: timeOracleAbi, functionName: "getCard", args: [cardId], ...atBlock(blockNumber) });
     return CARD_STATUS[card.status] ?? "None";
   }
 
-  async nodeStatus(node: Address, blockNumber?: bigint): Promise<(typeof NODE_STATUS)[number]> {
-    const info = await this.client.readContract({ address: this.config.oracle, abi: ORACLE_ABI, functionName: "getNode", args: [node], ...atBlock(blockNumber) });
+  async nodeStatus(node: Address, blockNumber?: bigint): Promise<NodeStatusName> {
+    const info = await this.client.readContract({ address: this.config.oracle, abi: timeOracleAbi, functionName: "getNode", args: [node], ...atBlock(blockNumber) });
     return NODE_STATUS[info.status] ?? "None";
   }
 
   /** Whether the signer holds the oracle's GUARDIAN_ROLE (the guardian revokes with it). */
   async signerIsGuardian(): Promise<boolean> {
-    const role = await this.client.readContract({ address: this.config.oracle, abi: ORACLE_ABI, functionName: "GUARDIAN_ROLE" });
-    return this.client.readContract({ address: this.config.oracle, abi: ORACLE_ABI, functionName: "hasRole", args: [role, this.account.address] });
+    const role = await this.client.readContract({ address: this.config.oracle, abi: timeOracleAbi, functionName: "GUARDIAN_ROLE" });
+    return this.client.readContract({ address: this.config.oracle, abi: timeOracleAbi, functionName: "hasRole", args: [role, this.account.address] });
   }
 
   async deliveredBlock(messageId: Hex, blockNumber?: bigint): Promise<bigint> {
-    return this.client.readContract({ address: this.requireBridge(), abi: BRIDGE_ABI, functionName: "deliveredBlock", args: [messageId], ...atBlock(blockNumber) });
+    return this.client.readContract({ address: this.requireBridge(), abi: timeBridgeAbi, functionName: "deliveredBlock", args: [messageId], ...atBlock(blockNumber) });
   }
 
   async latestNetworkTimeNs(blockNumber?: bigint): Promise<bigint> {
-    const [, networkTime] = await this.client.readContract({ address: this.requireBridge(), abi: BRIDGE_ABI, functionName: "latestDelivery", ...atBlock(blockNumber) });
+    const [, networkTime] = await this.client.readContract({ address: this.requireBridge(), abi: timeBridgeAbi, functionName: "latestDelivery", ...atBlock(blockNumber) });
     return networkTime;
   }
 
   async callStatus(callId: Hex, blockNumber?: bigint): Promise<CallStatusName> {
-    const status = await this.client.readContract({ address: this.requireScheduler(), abi: SCHEDULER_ABI, functionName: "callStatus", args: [callId], ...atBlock(blockNumber) });
+    const status = await this.client.readContract({ address: this.requireScheduler(), abi: timeSchedulerAbi, functionName: "callStatus", args: [callId], ...atBlock(blockNumber) });
     const name = CALL_STATUS[status];
     if (name === undefined) throw new Error(`scheduler answered an unknown call status ${status}`);
     return name;
@@ -218,10 +221,10 @@ export class ChainClient {
   /** The oracle's stored proof's nanoMoment, or null when it holds none (TimeOracleNoTime). */
   async storedNanoMomentNs(blockNumber?: bigint): Promise<bigint | null> {
     try {
-      const proof = await this.client.readContract({ address: this.config.oracle, abi: ORACLE_ABI, functionName: "getCurrentTime", ...atBlock(blockNumber) });
+      const proof = await this.client.readContract({ address: this.config.oracle, abi: timeOracleAbi, functionName: "getCurrentTime", ...atBlock(blockNumber) });
       return proof.nanoMoment;
     } catch (error) {
-      if (decodeRevert(error, ORACLE_ABI as Abi)?.errorName === "TimeOracleNoTime") return null;
+      if (decodeRevert(error, timeOracleAbi)?.errorName === "TimeOracleNoTime") return null;
       throw error;
     }
   }
@@ -231,7 +234,7 @@ export class ChainClient {
    * fails, eth_call tells a revert (by its error name) from a node that cannot estimate (then see estimateByCalls).
    */
   async simulate(call: ContractCall): Promise<Simulation> {
-    const data = encodeFunctionData({ abi: call.abi, functionName: call.functionName, args: call.args });
+    const { data } = call;
     const from = this.account.address;
     try {
       return { ok: true, gas: await this.client.estimateGas({ account: from, to: call.to, data, gas: TX_GAS_CAP }) };
@@ -239,24 +242,23 @@ export class ChainClient {
       const decoded = decodeRevert(error, call.abi);
       if (decoded !== undefined) return revertOf(decoded);
     }
-    const reverted = await this.callRevert(call, data);
+    const reverted = await this.callRevert(call);
     if (reverted !== null) return revertOf(reverted);
     return { ok: true, gas: await this.estimateByCalls(call.to, data) };
   }
 
   /** The error name `call` reverts with at `blockNumber`, or null when it would succeed there. */
   async revertNameAt(call: ContractCall, blockNumber: bigint): Promise<string | null> {
-    const data = encodeFunctionData({ abi: call.abi, functionName: call.functionName, args: call.args });
-    return (await this.callRevert(call, data, blockNumber))?.errorName ?? null;
+    return (await this.callRevert(call, blockNumber))?.errorName ?? null;
   }
 
   /**
-   * eth_call of `data` from the signer (at the head, or at `blockNumber`): the decoded revert, or null when it
+   * eth_call of `call` from the signer (at the head, or at `blockNumber`): the decoded revert, or null when it
    * succeeds. An RPC failure that is not a revert throws.
    */
-  private async callRevert(call: ContractCall, data: Hex, blockNumber?: bigint): Promise<DecodedRevertData | null> {
+  private async callRevert(call: ContractCall, blockNumber?: bigint): Promise<DecodedRevertData | null> {
     try {
-      await this.client.call({ account: this.account.address, to: call.to, data, gas: TX_GAS_CAP, ...atBlock(blockNumber) });
+      await this.client.call({ account: this.account.address, to: call.to, data: call.data, gas: TX_GAS_CAP, ...atBlock(blockNumber) });
       return null;
     } catch (error) {
       const decoded = decodeRevert(error, call.abi);
@@ -337,7 +339,7 @@ export class ChainClient {
   }
 
   async proofVerifies(proof: TimeProof): Promise<boolean> {
-    return this.client.readContract({ address: this.config.oracle, abi: ORACLE_ABI, functionName: "verifyTimeProof", args: [proof] });
+    return this.client.readContract({ address: this.config.oracle, abi: timeOracleAbi, functionName: "verifyTimeProof", args: [proof] });
   }
 
   private requireBridge(): Address {

@@ -3,7 +3,7 @@
  * item. No I/O here; relayer/worker.ts gathers the observations and carries the decision out. Reverts are
  * classified by the contract's custom error name, never by message text.
  */
-import type { CallStatusName, CARD_STATUS, NODE_STATUS } from "./abi";
+import type { CallStatusName, CardStatusName, NodeStatusName } from "../protocol/types";
 import type { ItemKind } from "./store";
 
 const NS_PER_MS = 1_000_000n;
@@ -153,9 +153,9 @@ export function pushDue(storedNanoMomentNs: bigint | null, nowNs: bigint, heartb
 }
 
 export interface RevokeObservation {
-  cardStatus: (typeof CARD_STATUS)[number];
+  cardStatus: CardStatusName;
   /** The status, on this chain, of the node that signed the alert. */
-  alertSignerStatus: (typeof NODE_STATUS)[number];
+  alertSignerStatus: NodeStatusName;
 }
 
 /**

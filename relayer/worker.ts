@@ -5,10 +5,10 @@
  * resumes exactly where the last commit left off.
  */
 import type { Logger } from "pino";
-import { decodeFunctionData, encodeFunctionData, type Abi } from "viem";
+import { decodeFunctionData, encodeFunctionData } from "viem";
+import { timeBridgeAbi, timeOracleAbi, timeSchedulerAbi } from "../abi";
 import type { ClusterClient } from "../client";
-import type { Address, Hex, TimeProof } from "../protocol/types";
-import { BRIDGE_ABI, ORACLE_ABI, SCHEDULER_ABI } from "./abi";
+import type { Address, Hex } from "../protocol/types";
 import type { ChainClient, ContractCall, CrossChainTimeMessage, IndexedEvent, ScheduledCallRequest } from "./chain";
 import { backoffMs, classifyRevert, decideCall, decideMessage, decidePush, decideRevoke, isDeterministic, pushDue, type Decision } from "./decide";
 import type { RelayerMetrics } from "./metrics";
@@ -103,7 +103,7 @@ function messageFromPayload(payload: MessagePayload["message"]): CrossChainTimeM
 /** What a call item's settling transaction did: executed it or expired it. */
 function callOutcome(data: Hex): string {
   try {
-    return decodeFunctionData({ abi: SCHEDULER_ABI, data }).functionName === "expireCall" ? "expired" : "executed";
+    return decodeFunctionData({ abi: timeSchedulerAbi, data }).functionName === "expireCall" ? "expired" : "executed";
   } catch {
     return "settled";
   }
@@ -314,7 +314,7 @@ export class ChainWorker {
     if (decision.action !== "send") return this.apply(item, decision);
     await this.simulateAndSubmit(
       item,
-      { to: this.chain.config.bridge!, abi: BRIDGE_ABI as Abi, functionName: "receiveTime", args: [message] },
+      { to: this.chain.config.bridge!, abi: timeBridgeAbi, data: encodeFunctionData({ abi: timeBridgeAbi, functionName: "receiveTime", args: [message] }) },
       submitAfter,
     );
   }
@@ -334,7 +334,7 @@ export class ChainWorker {
     const decision = await this.confirmedAtSafeBlock(await decideAt(), decideAt);
     const scheduler = this.chain.config.scheduler!;
     if (decision.action === "expire") {
-      return this.simulateAndSubmit(item, { to: scheduler, abi: SCHEDULER_ABI as Abi, functionName: "expireCall", args: [request] });
+      return this.simulateAndSubmit(item, { to: scheduler, abi: timeSchedulerAbi, data: encodeFunctionData({ abi: timeSchedulerAbi, functionName: "expireCall", args: [request] }) });
     }
     if (decision.action !== "execute") return this.apply(item, decision);
     const { proof } = await this.proofs.getCurrentTime();
@@ -343,7 +343,8 @@ export class ChainWorker {
       this.store.postpone(item.id, this.nowMs() + aheadMs, "the attested time is before executeAt");
       return;
     }
-    await this.simulateAndSubmit(item, { to: scheduler, abi: SCHEDULER_ABI as Abi, functionName: "executeCall", args: [request, proof as TimeProof] });
+    const data = encodeFunctionData({ abi: timeSchedulerAbi, functionName: "executeCall", args: [request, proof] });
+    await this.simulateAndSubmit(item, { to: scheduler, abi: timeSchedulerAbi, data });
   }
 
   private async processPush(item: Item, payload: PushPayload): Promise<void> {
@@ -358,7 +359,8 @@ export class ChainWorker {
     });
     if (decision.action !== "send") return this.apply(item, decision);
     const { proof } = await this.proofs.getCurrentTime();
-    await this.simulateAndSubmit(item, { to: this.chain.config.oracle, abi: ORACLE_ABI as Abi, functionName: "submitTimeProof", args: [proof] });
+    const data = encodeFunctionData({ abi: timeOracleAbi, functionName: "submitTimeProof", args: [proof] });
+    await this.simulateAndSubmit(item, { to: this.chain.config.oracle, abi: timeOracleAbi, data });
   }
 
   private async processRevoke(item: Item, payload: RevokePayload): Promise<void> {
@@ -367,7 +369,8 @@ export class ChainWorker {
     const decision = await this.confirmedAtSafeBlock(await decideAt(), decideAt);
     if (decision.action !== "send") return this.apply(item, decision);
     this.log.error({ chain: this.chain.config.name, cardId: payload.cardId, node: payload.nodeId, reason: payload.reason }, "guardian: revoking a card after its node's signed tamper alert");
-    await this.simulateAndSubmit(item, { to: this.chain.config.oracle, abi: ORACLE_ABI as Abi, functionName: "revokeCard", args: [payload.cardId] });
+    const data = encodeFunctionData({ abi: timeOracleAbi, functionName: "revokeCard", args: [payload.cardId] });
+    await this.simulateAndSubmit(item, { to: this.chain.config.oracle, abi: timeOracleAbi, data });
   }
 
   private async simulateAndSubmit(item: Item, call: ContractCall, submitAfter: Promise<void> = Promise.resolve()): Promise<void> {
@@ -399,9 +402,8 @@ export class ChainWorker {
         }
       }
     }
-    const data = encodeFunctionData({ abi: call.abi, functionName: call.functionName, args: call.args });
     await submitAfter;
-    const hash = await this.submitter.submit(item.id, call.to, data, simulation.gas);
+    const hash = await this.submitter.submit(item.id, call.to, call.data, simulation.gas);
     this.log.info({ item: item.id, chain: this.chain.config.name, hash }, "submitted");
   }
 

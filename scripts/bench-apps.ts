@@ -5,7 +5,7 @@
  * that oracle, as scripts/deploy.ts does.
  */
 import hre from "hardhat";
-import { encodeFunctionData, parseEventLogs, type Abi, type Hex } from "viem";
+import { encodeFunctionData, parseEventLogs, type Hex } from "viem";
 import { NS_PER_SECOND, type TimeProof } from "../protocol";
 
 export interface AppsGasRow {
@@ -33,7 +33,7 @@ export async function benchApps(
 
   // A contract that schedules calls back to itself; the callback writes one storage slot (ping).
   const callee = await hre.viem.deployContract("SchedulerCallee", [scheduler.address]);
-  const ping = encodeFunctionData({ abi: callee.abi as Abi, functionName: "ping", args: [1n] });
+  const ping = encodeFunctionData({ abi: callee.abi, functionName: "ping", args: [1n] });
   const executeAt = nowNs - NS_PER_SECOND;
   const window = 3_600n * NS_PER_SECOND;
   const bounty = 10n ** 15n;
@@ -44,7 +44,7 @@ export async function benchApps(
       : await scheduler.write.scheduleCall([executeAt, window, 100_000, ping], { value: bounty });
     const gas = await txGas(hash);
     const receipt = await publicClient.waitForTransactionReceipt({ hash });
-    const [event] = parseEventLogs({ abi: scheduler.abi as Abi, logs: receipt.logs, eventName: "CallScheduled" });
+    const [event] = parseEventLogs({ abi: scheduler.abi, logs: receipt.logs, eventName: "CallScheduled" });
     return { gas, request: (event as unknown as { args: { request: unknown } }).args.request };
   }
   const first = await schedule();
@@ -63,7 +63,7 @@ export async function benchApps(
   const scheduled = await publicClient.waitForTransactionReceipt({
     hash: await callee.write.schedule([executeAt, window, 100_000, ping], { value: bounty }),
   });
-  const [event] = parseEventLogs({ abi: scheduler.abi as Abi, logs: scheduled.logs, eventName: "CallScheduled" });
+  const [event] = parseEventLogs({ abi: scheduler.abi, logs: scheduled.logs, eventName: "CallScheduled" });
   const request = (event as unknown as { args: { request: unknown } }).args.request;
   rows.push({
     operation: "executeCall (1 node entry, callee writes 1 slot, bounty paid)",
@@ -79,7 +79,7 @@ export async function benchApps(
   const sendHash = await source.write.sendTime([chainId]);
   rows.push({ operation: "sendTime (1 node entry)", gas: await txGas(sendHash), goal: "", note });
   const sendReceipt = await publicClient.waitForTransactionReceipt({ hash: sendHash });
-  const [sent] = parseEventLogs({ abi: source.abi as Abi, logs: sendReceipt.logs, eventName: "TimeSent" });
+  const [sent] = parseEventLogs({ abi: source.abi, logs: sendReceipt.logs, eventName: "TimeSent" });
   const { message } = (sent as unknown as { args: { message: unknown } }).args;
   rows.push({
     operation: "receiveTime, first delivery (1 node entry)",

@@ -11,7 +11,7 @@
 import os from "node:os";
 import hre from "hardhat";
 import { time } from "@nomicfoundation/hardhat-network-helpers";
-import { decodeEventLog, keccak256, toHex, type Abi, type Hex } from "viem";
+import { decodeEventLog, keccak256, toHex, type Hex } from "viem";
 import { NO_EXPIRY_NS } from "./deploy";
 import { benchApps } from "./bench-apps";
 import { attest, createDevIdentity, DEV_CARD_ACCURACY_NS, NodeKey, NS_PER_SECOND, p256PublicKeyCoordinates, type TimeProof } from "../protocol";
@@ -58,7 +58,7 @@ async function main(): Promise<void> {
     const hash = await meter.write.measureVerify([target, proof]);
     const receipt = await publicClient.waitForTransactionReceipt({ hash });
     for (const log of receipt.logs) {
-      const event = decodeEventLog({ abi: meter.abi as Abi, data: log.data, topics: log.topics });
+      const event = decodeEventLog({ abi: meter.abi, data: log.data, topics: log.topics });
       if (event.eventName === "VerifyGasMeasured") {
         const args = event.args as unknown as { coldGas: bigint; warmGas: bigint; coldValid: boolean; warmValid: boolean };
         if (!args.coldValid || !args.warmValid) throw new Error("the benchmark proof did not verify");

@@ -16,8 +16,8 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import pino from "pino";
-import { createWalletClient, http, parseAbi, type Hex } from "viem";
-import { BRIDGE_ABI } from "../relayer/abi";
+import { createWalletClient, http, type Hex } from "viem";
+import { timeBridgeAbi, timeSchedulerAbi } from "../abi";
 import { fmt, percentile } from "./benchUtil";
 import { pollUntil, scheduleCall, sendFreshTime } from "./localUser";
 import { HARDHAT_DEV_KEYS, startLocalNetwork, type LocalChain, type LocalNetwork } from "./network";
@@ -28,8 +28,6 @@ const MESSAGES = Number(process.env.BENCH_RELAYER_MESSAGES ?? 200);
 const LATENCY_SAMPLES = 10;
 const CALLS = 10;
 const NS_PER_MS = 1_000_000n;
-const SENT_ABI = parseAbi(["event TimeSent(bytes32 indexed messageId, uint256 indexed targetChain, uint64 nonce, (uint128 networkTime, uint256 targetChain, bytes proof, uint256 targetBlock) message)"]);
-const EXECUTED_ABI = parseAbi(["event CallExecuted(bytes32 indexed callId, address indexed executor, uint128 nanoMoment, bytes returnData)"]);
 
 
 interface RunResult {
@@ -41,7 +39,7 @@ interface RunResult {
 }
 
 async function deliveredBlock(chain: LocalChain, messageId: Hex): Promise<bigint> {
-  return chain.publicClient.readContract({ address: chain.deployment.bridge!, abi: BRIDGE_ABI, functionName: "deliveredBlock", args: [messageId] });
+  return chain.publicClient.readContract({ address: chain.deployment.bridge!, abi: timeBridgeAbi, functionName: "deliveredBlock", args: [messageId] });
 }
 
 /** Polls `check` until it holds (scripts/localUser.ts pollUntil). */
@@ -64,7 +62,7 @@ async function emitBacklog(network: LocalNetwork, count: number) {
   const [alpha, beta] = network.chains as [LocalChain, LocalChain];
   const ids: Hex[] = [];
   for (let i = 0; i < count; i++) ids.push(await sendFreshTime(network, alpha, beta));
-  const logs = await alpha.publicClient.getContractEvents({ address: alpha.deployment.bridge!, abi: SENT_ABI, eventName: "TimeSent", fromBlock: 0n });
+  const logs = await alpha.publicClient.getContractEvents({ address: alpha.deployment.bridge!, abi: timeBridgeAbi, eventName: "TimeSent", fromBlock: 0n });
   return logs.filter((log) => ids.includes(log.args.messageId!));
 }
 
@@ -87,7 +85,7 @@ async function measureThroughput(network: LocalNetwork, result: RunResult): Prom
   let lastHash: Hex | undefined;
   for (const log of plain) {
     const { message } = log.args;
-    lastHash = await wallet.writeContract({ address: beta.deployment.bridge!, abi: BRIDGE_ABI, functionName: "receiveTime", args: [message!], chain: beta.user.chain, gas: 300_000n });
+    lastHash = await wallet.writeContract({ address: beta.deployment.bridge!, abi: timeBridgeAbi, functionName: "receiveTime", args: [message!], chain: beta.user.chain, gas: 300_000n });
   }
   await beta.publicClient.waitForTransactionReceipt({ hash: lastHash! });
   result.scriptRate = MESSAGES / ((Date.now() - scriptStart) / 1_000);
@@ -104,10 +102,10 @@ async function measureLateness(network: LocalNetwork, result: RunResult): Promis
     calls.push({ callId: await scheduleCall(alpha, leadMs), executeAtNs });
   }
   await until(async () => {
-    const logs = await alpha.publicClient.getContractEvents({ address: alpha.deployment.scheduler!, abi: EXECUTED_ABI, eventName: "CallExecuted", fromBlock });
+    const logs = await alpha.publicClient.getContractEvents({ address: alpha.deployment.scheduler!, abi: timeSchedulerAbi, eventName: "CallExecuted", fromBlock });
     return calls.every((call) => logs.some((log) => log.args.callId === call.callId));
   }, 60_000, "the calls' execution");
-  const logs = await alpha.publicClient.getContractEvents({ address: alpha.deployment.scheduler!, abi: EXECUTED_ABI, eventName: "CallExecuted", fromBlock });
+  const logs = await alpha.publicClient.getContractEvents({ address: alpha.deployment.scheduler!, abi: timeSchedulerAbi, eventName: "CallExecuted", fromBlock });
   for (const call of calls) {
     const log = logs.find((entry) => entry.args.callId === call.callId)!;
     // executeAt is computed by the bench just before scheduleCall: within a few ms of what the helper used.

@@ -2,17 +2,12 @@
  * A dApp user's actions on the local network (scripts/network.ts), and the exactly-once counts read from the
  * chains themselves: used by the tour's tests (test/relayer/) and by bench:relayer.
  */
-import { parseAbi, parseEther, parseEventLogs, type Hex } from "viem";
+import { parseEther, parseEventLogs, type Hex } from "viem";
+import { timeBridgeAbi, timeOracleAbi, timeSchedulerAbi } from "../abi";
 import { createTimeClient } from "../client";
-import { BRIDGE_ABI, ORACLE_ABI, SCHEDULER_ABI } from "../relayer/abi";
 import type { LocalChain, LocalNetwork } from "./network";
 
 const NS_PER_MS = 1_000_000n;
-const USER_SCHEDULER_ABI = parseAbi(["function scheduleCall(uint128 executeAt, bytes data) payable returns (bytes32 callId)"]);
-const RECEIVED_ABI = parseAbi([
-  "event TimeReceived(bytes32 indexed messageId, uint128 indexed networkTime, (uint128 networkTime, uint256 targetChain, bytes proof, uint256 targetBlock) message, address indexed relayer)",
-]);
-const EXECUTED_ABI = parseAbi(["event CallExecuted(bytes32 indexed callId, address indexed executor, uint128 nanoMoment, bytes returnData)"]);
 
 /** Polls `read` every 100 ms until it gives a value; on timeout the error names `what` and the last failure. */
 export async function pollUntil<T>(read: () => Promise<T | undefined>, what: string, timeoutMs = 60_000): Promise<T> {
@@ -47,7 +42,7 @@ export async function sendFreshTime(network: LocalNetwork, source: LocalChain, t
     for (let attempt = 0; ; attempt++) {
       const { proof } = await client.getCurrentTime();
       try {
-        await confirmed(source, source.user.writeContract({ address: source.deployment.oracle, abi: ORACLE_ABI, functionName: "submitTimeProof", args: [proof], account: source.user.account!, chain: source.user.chain }));
+        await confirmed(source, source.user.writeContract({ address: source.deployment.oracle, abi: timeOracleAbi, functionName: "submitTimeProof", args: [proof], account: source.user.account!, chain: source.user.chain }));
         break;
       } catch (error) {
         if (attempt >= 3) throw error; // the relayer's pusher stored a newer proof in between: fetch another
@@ -58,9 +53,9 @@ export async function sendFreshTime(network: LocalNetwork, source: LocalChain, t
   }
   const receipt = await confirmed(
     source,
-    source.user.writeContract({ address: source.deployment.bridge!, abi: BRIDGE_ABI, functionName: "sendTime", args: [BigInt(target.chainId)], account: source.user.account!, chain: source.user.chain }),
+    source.user.writeContract({ address: source.deployment.bridge!, abi: timeBridgeAbi, functionName: "sendTime", args: [BigInt(target.chainId)], account: source.user.account!, chain: source.user.chain }),
   );
-  const [sent] = parseEventLogs({ abi: BRIDGE_ABI, logs: receipt.logs, eventName: "TimeSent" });
+  const [sent] = parseEventLogs({ abi: timeBridgeAbi, logs: receipt.logs, eventName: "TimeSent" });
   if (sent === undefined) throw new Error("sendTime emitted no TimeSent");
   return sent.args.messageId;
 }
@@ -70,27 +65,27 @@ export async function scheduleCall(chain: LocalChain, leadMs: number): Promise<H
   const executeAt = (BigInt(Date.now()) + BigInt(leadMs)) * NS_PER_MS;
   const receipt = await confirmed(
     chain,
-    chain.user.writeContract({ address: chain.deployment.scheduler!, abi: USER_SCHEDULER_ABI, functionName: "scheduleCall", args: [executeAt, "0x"], value: parseEther("0.001"), account: chain.user.account!, chain: chain.user.chain }),
+    chain.user.writeContract({ address: chain.deployment.scheduler!, abi: timeSchedulerAbi, functionName: "scheduleCall", args: [executeAt, "0x"], value: parseEther("0.001"), account: chain.user.account!, chain: chain.user.chain }),
   );
-  const [scheduled] = parseEventLogs({ abi: SCHEDULER_ABI, logs: receipt.logs, eventName: "CallScheduled" });
+  const [scheduled] = parseEventLogs({ abi: timeSchedulerAbi, logs: receipt.logs, eventName: "CallScheduled" });
   if (scheduled === undefined) throw new Error("scheduleCall emitted no CallScheduled");
   return scheduled.args.callId;
 }
 
 /** Every message id delivered on `target`'s canonical chain, in delivery order (repeats included). */
 export async function deliveredIds(target: LocalChain): Promise<Hex[]> {
-  const events = await target.publicClient.getContractEvents({ address: target.deployment.bridge!, abi: RECEIVED_ABI, eventName: "TimeReceived", fromBlock: 0n });
+  const events = await target.publicClient.getContractEvents({ address: target.deployment.bridge!, abi: timeBridgeAbi, eventName: "TimeReceived", fromBlock: 0n });
   return events.map((event) => event.args.messageId!);
 }
 
 /** How many times each message was delivered on `target`'s canonical chain. */
 export async function deliveriesOf(target: LocalChain, messageIds: readonly Hex[]): Promise<number[]> {
-  const events = await target.publicClient.getContractEvents({ address: target.deployment.bridge!, abi: RECEIVED_ABI, eventName: "TimeReceived", fromBlock: 0n });
+  const events = await target.publicClient.getContractEvents({ address: target.deployment.bridge!, abi: timeBridgeAbi, eventName: "TimeReceived", fromBlock: 0n });
   return messageIds.map((id) => events.filter((event) => event.args.messageId === id).length);
 }
 
 /** How many times each call was executed on `chain`'s canonical chain. */
 export async function executionsOf(chain: LocalChain, callIds: readonly Hex[]): Promise<number[]> {
-  const events = await chain.publicClient.getContractEvents({ address: chain.deployment.scheduler!, abi: EXECUTED_ABI, eventName: "CallExecuted", fromBlock: 0n });
+  const events = await chain.publicClient.getContractEvents({ address: chain.deployment.scheduler!, abi: timeSchedulerAbi, eventName: "CallExecuted", fromBlock: 0n });
   return callIds.map((id) => events.filter((event) => event.args.callId === id).length);
 }

@@ -15,18 +15,15 @@
  *
  * Returns what it saw, for the tests (test/relayer/network.test.ts).
  */
-import { keccak256, parseAbi, parseEther, parseEventLogs, toHex, type Abi, type Hex } from "viem";
-import { attestedCheckpointAbi, timeLockedVaultAbi } from "../abi";
+import { keccak256, parseEther, parseEventLogs, toHex, type Hex } from "viem";
+import { attestedCheckpointAbi, timeBridgeAbi, timeLockedVaultAbi, timeOracleAbi, timeSchedulerAbi } from "../abi";
 import { createClusterClient, createTimeClient, explainConsumerProof, type ExplainedConsumerProof } from "../client";
 import { decodeRevert } from "../lib/revert";
-import type { TimeProof } from "../protocol/types";
-import { BRIDGE_ABI, CALL_STATUS, ORACLE_ABI, SCHEDULER_ABI } from "../relayer/abi";
+import { CALL_STATUS, type TimeProof } from "../protocol/types";
 import { confirmed, pollUntil } from "./localUser";
 import type { LocalChain, LocalNetwork } from "./network";
 
 const NS_PER_MS = 1_000_000n;
-const QUORUM_ABI = parseAbi(["function nodeQuorum() view returns (uint64)"]);
-const USER_SCHEDULER_ABI = parseAbi(["function scheduleCall(uint128 executeAt, bytes data) payable returns (bytes32 callId)"]);
 /** The call's lead time: long enough that the keeper has to wait for it. */
 const CALL_LEAD_MS = 3_000n;
 
@@ -62,9 +59,9 @@ export async function runTour(network: LocalNetwork, log: (line: string) => void
     const { proof } = fetched;
     liveProof = proof;
     const entries = (proof.nodeSignature.length - 2) / 160;
-    const quorum = await alpha.publicClient.readContract({ address: alpha.deployment.oracle, abi: QUORUM_ABI, functionName: "nodeQuorum" });
+    const quorum = await alpha.publicClient.readContract({ address: alpha.deployment.oracle, abi: timeOracleAbi, functionName: "nodeQuorum" });
     const verifies = (candidate: TimeProof) =>
-      alpha.publicClient.readContract({ address: alpha.deployment.oracle, abi: ORACLE_ABI, functionName: "verifyTimeProof", args: [candidate] });
+      alpha.publicClient.readContract({ address: alpha.deployment.oracle, abi: timeOracleAbi, functionName: "verifyTimeProof", args: [candidate] });
     const tampered = { ...proof, accuracy: Math.max(0, proof.accuracy - 1) };
     const single = createTimeClient({ endpoint: fetched.endpoint });
     let tamperedOffChainReason: string | null;
@@ -92,7 +89,7 @@ export async function runTour(network: LocalNetwork, log: (line: string) => void
   const pushed: TourResult["pushed"] = [];
   for (const chain of network.chains) {
     const proof = await pollUntil(
-      () => chain.publicClient.readContract({ address: chain.deployment.oracle, abi: ORACLE_ABI, functionName: "getCurrentTime" }),
+      () => chain.publicClient.readContract({ address: chain.deployment.oracle, abi: timeOracleAbi, functionName: "getCurrentTime" }),
       `a proof stored on ${chain.name}`,
       timeoutMs,
     );
@@ -104,18 +101,18 @@ export async function runTour(network: LocalNetwork, log: (line: string) => void
   const executeAtNs = BigInt(Date.now()) * NS_PER_MS + CALL_LEAD_MS * NS_PER_MS;
   const scheduled = await confirmed(alpha, alpha.user.writeContract({
     address: alpha.deployment.scheduler!,
-    abi: USER_SCHEDULER_ABI,
+    abi: timeSchedulerAbi,
     functionName: "scheduleCall",
     args: [executeAtNs, "0x"],
     value: parseEther("0.001"),
     account: alpha.user.account!,
     chain: alpha.user.chain,
   }));
-  const callId = parseEventLogs({ abi: SCHEDULER_ABI, logs: scheduled.logs, eventName: "CallScheduled" })[0]!.args.callId;
+  const callId = parseEventLogs({ abi: timeSchedulerAbi, logs: scheduled.logs, eventName: "CallScheduled" })[0]!.args.callId;
   log(`   user ${alpha.user.account!.address} scheduled call ${callId} for ${iso(executeAtNs)} with a 0.001 ETH bounty (block ${scheduled.blockNumber})`);
   const status = await pollUntil(
     async () => {
-      const value = await alpha.publicClient.readContract({ address: alpha.deployment.scheduler!, abi: SCHEDULER_ABI, functionName: "callStatus", args: [callId] });
+      const value = await alpha.publicClient.readContract({ address: alpha.deployment.scheduler!, abi: timeSchedulerAbi, functionName: "callStatus", args: [callId] });
       return CALL_STATUS[value] === "Scheduled" ? undefined : CALL_STATUS[value];
     },
     "the scheduled call's execution",
@@ -123,7 +120,7 @@ export async function runTour(network: LocalNetwork, log: (line: string) => void
   );
   const executedLogs = await alpha.publicClient.getContractEvents({
     address: alpha.deployment.scheduler!,
-    abi: parseAbi(["event CallExecuted(bytes32 indexed callId, address indexed executor, uint128 nanoMoment, bytes returnData)"]),
+    abi: timeSchedulerAbi,
     eventName: "CallExecuted",
     args: { callId },
     fromBlock: scheduled.blockNumber,
@@ -136,17 +133,17 @@ export async function runTour(network: LocalNetwork, log: (line: string) => void
   log("5. Time message bridged: a user sends alpha's time to beta; the relayer delivers it");
   const sent = await confirmed(alpha, alpha.user.writeContract({
     address: alpha.deployment.bridge!,
-    abi: BRIDGE_ABI,
+    abi: timeBridgeAbi,
     functionName: "sendTime",
     args: [BigInt(beta.chainId)],
     account: alpha.user.account!,
     chain: alpha.user.chain,
   }));
-  const { messageId, message } = parseEventLogs({ abi: BRIDGE_ABI, logs: sent.logs, eventName: "TimeSent" })[0]!.args;
+  const { messageId, message } = parseEventLogs({ abi: timeBridgeAbi, logs: sent.logs, eventName: "TimeSent" })[0]!.args;
   log(`   alpha bridge sendTime(${beta.chainId}): message ${messageId}, network time ${iso(message.networkTime)} (block ${sent.blockNumber})`);
   const targetBlock = await pollUntil(
     async () => {
-      const block = await beta.publicClient.readContract({ address: beta.deployment.bridge!, abi: BRIDGE_ABI, functionName: "deliveredBlock", args: [messageId] });
+      const block = await beta.publicClient.readContract({ address: beta.deployment.bridge!, abi: timeBridgeAbi, functionName: "deliveredBlock", args: [messageId] });
       return block === 0n ? undefined : block;
     },
     "the message's delivery",
@@ -159,13 +156,13 @@ export async function runTour(network: LocalNetwork, log: (line: string) => void
   try {
     await beta.publicClient.simulateContract({
       address: beta.deployment.bridge!,
-      abi: BRIDGE_ABI,
+      abi: timeBridgeAbi,
       functionName: "receiveTime",
       args: [message],
       account: beta.user.account!,
     });
   } catch (error) {
-    errorName = decodeRevert(error, BRIDGE_ABI as Abi)?.errorName ?? "unknown";
+    errorName = decodeRevert(error, timeBridgeAbi)?.errorName ?? "unknown";
   }
   log(`   beta bridge receiveTime(same message): reverts with ${errorName}`);
 
@@ -193,7 +190,7 @@ async function sendToConsumers(alpha: LocalChain, proof: TimeProof, log: (line: 
   try {
     await alpha.publicClient.simulateContract({ address: vaultAddress, abi: timeLockedVaultAbi, functionName: "withdraw", args: [lockId, proof], account });
   } catch (error) {
-    const decoded = decodeRevert(error, timeLockedVaultAbi as Abi);
+    const decoded = decodeRevert(error, timeLockedVaultAbi);
     vaultRevert = decoded === undefined ? "unknown" : decoded.errorName === "Error" ? String(decoded.args[0]) : decoded.errorName;
   }
   const vault: ConsumerOutcome = { contract: "TimeLockedVault", revertReason: vaultRevert, explained: await explainConsumerProof(alpha.publicClient, vaultAddress, proof) };
@@ -207,7 +204,7 @@ async function sendToConsumers(alpha: LocalChain, proof: TimeProof, log: (line: 
     const recorded = parseEventLogs({ abi: attestedCheckpointAbi, logs: receipt.logs, eventName: "Checkpointed" })[0]!.args;
     log(`   AttestedCheckpoint checkpoint(subject, proof): accepted, Checkpointed at ${iso(recorded.nanoMoment)} within ${recorded.accuracy} ns (block ${receipt.blockNumber})`);
   } catch (error) {
-    const decoded = decodeRevert(error, attestedCheckpointAbi as Abi);
+    const decoded = decodeRevert(error, attestedCheckpointAbi);
     checkpointRevert = decoded === undefined ? String(error) : decoded.errorName === "Error" ? String(decoded.args[0]) : decoded.errorName;
     log(`   AttestedCheckpoint checkpoint(subject, proof): reverts "${checkpointRevert}"`);
   }

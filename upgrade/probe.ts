@@ -3,13 +3,9 @@
  * version, role), its temporal JSON-RPC (chain identity, finalized head, health, mesh state, time quality) and,
  * through that RPC, the oracle's registration of its node and card. Nothing here writes.
  */
-import { decodeFunctionResult, encodeFunctionData, parseAbi, type Address, type Hex } from "viem";
+import { decodeFunctionResult, encodeFunctionData, type Address, type Hex } from "viem";
+import { timeOracleAbi } from "../abi";
 import { createTemporalClient, type TemporalClient } from "../client/temporal";
-
-const ORACLE_ABI = parseAbi([
-  "function getNode(address node) view returns ((uint64 validFromNs, uint64 validUntilNs, uint8 status) info)",
-  "function getCard(bytes32 cardId) view returns ((bytes32 publicKeyX, bytes32 publicKeyY, uint64 validFromNs, uint64 validUntilNs, uint8 status) card)",
-]);
 
 /** A node's chain view, health and mesh, as one reading. */
 export interface NodeReading {
@@ -57,11 +53,15 @@ export async function blockHashOf(client: TemporalClient, number: bigint): Promi
 
 export function createProbe(endpoints: { rest: string; rpc: string }, oracle: Address): Probe {
   const rpc = rpcClient(endpoints.rpc);
-  async function oracleRead(functionName: "getNode" | "getCard", arg: Hex): Promise<string> {
-    const data = encodeFunctionData({ abi: ORACLE_ABI, functionName, args: [arg] as never });
-    const result = (await rpc.call("eth_call", [{ to: oracle, data }, "latest"])) as Hex;
-    const decoded = decodeFunctionResult({ abi: ORACLE_ABI, functionName, data: result }) as { validFromNs: bigint; validUntilNs: bigint; status: number };
-    return `${functionName}:${decoded.status}:${decoded.validFromNs}:${decoded.validUntilNs}`;
+  const ethCall = async (data: Hex) => (await rpc.call("eth_call", [{ to: oracle, data }, "latest"])) as Hex;
+  const asText = (what: string, entry: { status: number; validFromNs: bigint; validUntilNs: bigint }) => `${what}:${entry.status}:${entry.validFromNs}:${entry.validUntilNs}`;
+  async function nodeRegistration(node: Address): Promise<string> {
+    const data = await ethCall(encodeFunctionData({ abi: timeOracleAbi, functionName: "getNode", args: [node] }));
+    return asText("getNode", decodeFunctionResult({ abi: timeOracleAbi, functionName: "getNode", data }));
+  }
+  async function cardRegistration(cardId: Hex): Promise<string> {
+    const data = await ethCall(encodeFunctionData({ abi: timeOracleAbi, functionName: "getCard", args: [cardId] }));
+    return asText("getCard", decodeFunctionResult({ abi: timeOracleAbi, functionName: "getCard", data }));
   }
   return {
     async read() {
@@ -73,7 +73,7 @@ export function createProbe(endpoints: { rest: string; rpc: string }, oracle: Ad
       const health = (await rpc.call("system_health")) as { peers: number; isSyncing: boolean };
       const mesh = (await rpc.call("temporal_getMeshState")) as { convergenceState: string; members: number };
       const quality = (await rpc.call("temporal_getValidatorTimeQuality")) as { timeQuality: number | null } | null;
-      const registration = `${await oracleRead("getNode", info.nodeId as Hex)}|${await oracleRead("getCard", info.cardId as Hex)}`;
+      const registration = `${await nodeRegistration(info.nodeId as Address)}|${await cardRegistration(info.cardId as Hex)}`;
       return {
         nodeId: info.nodeId.toLowerCase(),
         cardId: info.cardId.toLowerCase(),

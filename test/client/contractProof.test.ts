@@ -3,18 +3,14 @@
  * contracts, byte for byte the ABI encoding protocol/codec.ts gives (which the golden vectors pin to the contract).
  */
 import { expect } from "chai";
-import { decodeFunctionData, encodeAbiParameters, encodeFunctionData, parseAbi, parseAbiParameters } from "viem";
+import { decodeFunctionData, encodeAbiParameters, encodeFunctionData, parseAbiParameters } from "viem";
+import { iTimeOracleAbi } from "../../abi";
 import { encodeTimeProof } from "../../protocol/codec";
 import { ValidationError } from "../../protocol/errors";
 import { contractProofFromJson as fromBrowserEntry } from "../../client/browser";
 import { contractProofFromJson } from "../../client";
 import { startTestNode, type TestNode } from "../node/api/helpers";
 
-/** contracts/interfaces/ITimeOracle.sol, as far as this test needs it. */
-const ORACLE_ABI = parseAbi([
-  "struct TimeProof { uint128 nanoMoment; bytes hardwareSignature; bytes nodeSignature; uint32 accuracy; }",
-  "function verifyTimeProof(TimeProof proof) view returns (bool)",
-]);
 
 describe("client contractProofFromJson", function () {
   this.timeout(30_000);
@@ -43,8 +39,8 @@ describe("client contractProofFromJson", function () {
     });
     const viemEncoding = encodeAbiParameters(parseAbiParameters("(uint128 nanoMoment, bytes hardwareSignature, bytes nodeSignature, uint32 accuracy)"), [proof]);
     expect(viemEncoding).to.equal(encodeTimeProof(proof));
-    const call = encodeFunctionData({ abi: ORACLE_ABI, functionName: "verifyTimeProof", args: [proof] });
-    expect(decodeFunctionData({ abi: ORACLE_ABI, data: call }).args).to.deep.equal([proof]);
+    const call = encodeFunctionData({ abi: iTimeOracleAbi, functionName: "verifyTimeProof", args: [proof] });
+    expect(decodeFunctionData({ abi: iTimeOracleAbi, data: call }).args).to.deep.equal([proof]);
   });
 
   it("refuses what the strict reader refuses, naming the field", function () {

@@ -5,7 +5,7 @@
 import { expect } from "chai";
 import hre from "hardhat";
 import { p256 } from "@noble/curves/nist.js";
-import { bytesToHex, concatHex, getAddress, keccak256, parseEventLogs, sha256, toHex, type Abi, type Address, type Hex } from "viem";
+import { bytesToHex, concatHex, getAddress, keccak256, parseEventLogs, sha256, toHex, type Address, type Hex } from "viem";
 import { DEFAULT_MAX_ACCEPTABLE_DRIFT_NS, DEFAULT_MAX_ATTESTATION_AGE_NS, DEFAULT_MAX_FUTURE_DRIFT_NS, NS_PER_SECOND, NodeKey } from "../../protocol";
 import { FIXTURE_NOW_NS, FIXTURE_NOW_SECONDS, FOREVER_NS, deployOracleFixture, expectRevert, loadFixture, testScalar, type OracleFixture } from "./fixtures";
 
@@ -22,7 +22,7 @@ function cardCoordinates(label: string): { x: Hex; y: Hex } {
 
 async function eventsOf(f: OracleFixture, hash: Hex) {
   const receipt = await f.publicClient.waitForTransactionReceipt({ hash });
-  return parseEventLogs({ abi: f.oracle.abi as Abi, logs: receipt.logs }) as unknown as { eventName: string; args: Record<string, unknown> }[];
+  return parseEventLogs({ abi: f.oracle.abi, logs: receipt.logs }) as unknown as { eventName: string; args: Record<string, unknown> }[];
 }
 
 describe("TimeOracle registry and settings", () => {

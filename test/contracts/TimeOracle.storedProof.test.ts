@@ -4,7 +4,7 @@
  * bridge's sendTime never serve a proof verifyTimeProof now rejects. Loosening keeps it.
  */
 import { expect } from "chai";
-import { parseEventLogs, type Abi, type Hash } from "viem";
+import { parseEventLogs, type Hash } from "viem";
 import { NS_PER_SECOND } from "../../protocol";
 import { deployOracleFixture, expectRevert, FIXTURE_NOW_NS, loadFixture, type OracleFixture } from "./fixtures";
 import { p256PublicKeyCoordinates } from "../../protocol";
@@ -17,7 +17,7 @@ async function withStoredProof(): Promise<OracleFixture> {
 
 async function cleared(f: OracleFixture, hash: Hash): Promise<boolean> {
   const receipt = await f.publicClient.waitForTransactionReceipt({ hash });
-  return parseEventLogs({ abi: f.oracle.abi as Abi, logs: receipt.logs, eventName: "TimeProofCleared" }).length === 1;
+  return parseEventLogs({ abi: f.oracle.abi, logs: receipt.logs, eventName: "TimeProofCleared" }).length === 1;
 }
 
 describe("TimeOracle: the stored proof never outlives the rules it passed", () => {

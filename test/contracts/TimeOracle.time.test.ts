@@ -5,7 +5,7 @@
 import { expect } from "chai";
 import hre from "hardhat";
 import { time } from "@nomicfoundation/hardhat-network-helpers";
-import { getAddress, parseEventLogs, type Abi } from "viem";
+import { getAddress, parseEventLogs } from "viem";
 import { DEFAULT_MAX_ATTESTATION_AGE_NS, DEFAULT_MAX_FUTURE_DRIFT_NS, NS_PER_SECOND, attest, p256PublicKeyCoordinates } from "../../protocol";
 import { FIXTURE_NOW_NS, FOREVER_NS, deployOracleFixture, expectRevert, loadFixture, type OracleFixture } from "./fixtures";
 
@@ -24,7 +24,7 @@ describe("TimeOracle time store", () => {
     const proof = f.freshProof({ nodes: f.nodeKeys });
     const hash = await f.asStranger.write.submitTimeProof([proof]);
     const receipt = await f.publicClient.waitForTransactionReceipt({ hash });
-    const [event] = parseEventLogs({ abi: f.oracle.abi as Abi, logs: receipt.logs, eventName: "TimeProofSubmitted" }) as unknown as {
+    const [event] = parseEventLogs({ abi: f.oracle.abi, logs: receipt.logs, eventName: "TimeProofSubmitted" }) as unknown as {
       args: Record<string, unknown>;
     }[];
     expect(event?.args).to.deep.equal({
@@ -73,7 +73,7 @@ describe("TimeOracle time store", () => {
     await f.oracle.write.submitTimeProof([ahead]);
     const hash = await f.asGuardian.write.revokeCard([f.dev.cardId]);
     const receipt = await f.publicClient.waitForTransactionReceipt({ hash });
-    const cleared = parseEventLogs({ abi: f.oracle.abi as Abi, logs: receipt.logs, eventName: "TimeProofCleared" }) as unknown as {
+    const cleared = parseEventLogs({ abi: f.oracle.abi, logs: receipt.logs, eventName: "TimeProofCleared" }) as unknown as {
       args: { nanoMoment: bigint };
     }[];
     expect(cleared.map((event) => event.args.nanoMoment)).to.deep.equal([ahead.nanoMoment]);

@@ -3,7 +3,7 @@
  * malformed inputs that must yield false, never a revert. Runs on TimeOracleHarness, whose clock is pinned.
  */
 import { expect } from "chai";
-import { concatHex, decodeFunctionResult, encodeFunctionData, sliceHex, toHex, type Abi, type Hex } from "viem";
+import { concatHex, decodeFunctionResult, encodeFunctionData, sliceHex, toHex, type Hex } from "viem";
 import hre from "hardhat";
 import {
   DEFAULT_MAX_ACCEPTABLE_DRIFT_NS,
@@ -301,13 +301,13 @@ describe("TimeOracle.verifyTimeProof", () => {
 
     it("rejects non-canonical ABI encodings (offsets out of bounds, dirty words) with false, not a revert", async () => {
       const proof = f.freshProof();
-      const data = encodeFunctionData({ abi: f.oracle.abi as Abi, functionName: "verifyTimeProof", args: [proof] });
+      const data = encodeFunctionData({ abi: f.oracle.abi, functionName: "verifyTimeProof", args: [proof] });
       // Layout after the selector: word 0 = offset of the tuple (0x20); the tuple's words: nanoMoment,
       // offset of hardwareSignature, offset of nodeSignature, accuracy (offsets relative to the tuple).
       const words = data.slice(10).match(/.{64}/g)!;
       const call = async (patched: string[]) => {
         const result = await f.publicClient.call({ to: f.oracle.address, data: `0x${data.slice(2, 10)}${patched.join("")}` as Hex });
-        return decodeFunctionResult({ abi: f.oracle.abi as Abi, functionName: "verifyTimeProof", data: result.data! });
+        return decodeFunctionResult({ abi: f.oracle.abi, functionName: "verifyTimeProof", data: result.data! });
       };
       expect(await call(words)).to.equal(true);
       const patch = (index: number, value: bigint) => words.map((word, i) => (i === index ? value.toString(16).padStart(64, "0") : word));

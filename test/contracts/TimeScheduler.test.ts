@@ -19,6 +19,7 @@ import {
   type Hex,
   type TransactionReceipt,
 } from "viem";
+import { iTimeSchedulerAbi, timeOracleAbi, timeSchedulerAbi } from "../../abi";
 import { NS_PER_SECOND, type TimeProof } from "../../protocol";
 import { countEvents, eventOf } from "./apps-helpers";
 import { deployOracleFixture, expectRevert, FIXTURE_NOW_NS, FIXTURE_NOW_SECONDS, loadFixture } from "./fixtures";
@@ -49,6 +50,11 @@ function proofAt(nanoMoment: bigint): TimeProof {
 
 
 /** The decoded arguments of the custom error `promise` reverts with. */
+/** The ABI's functions called `name` (all its overloads). */
+function functionsNamed(abi: Abi, name: string): AbiFunction[] {
+  return abi.filter((item): item is AbiFunction => item.type === "function" && item.name === name);
+}
+
 async function revertArgs(promise: Promise<unknown>, abi: Abi): Promise<readonly unknown[]> {
   try {
     await promise;
@@ -535,9 +541,8 @@ describe("TimeScheduler", () => {
   describe("scheduleCall(uint128 executeAt, bytes data): the defaults", () => {
     it("offers exactly that signature, payable, beside the full form", async () => {
       const { scheduler } = await loadFixture(deploySchedulerFixture);
-      for (const name of ["TimeScheduler", "ITimeScheduler"] as const) {
-        const { abi } = await hre.artifacts.readArtifact(name);
-        const forms = (abi as Abi).filter((item): item is AbiFunction => item.type === "function" && item.name === "scheduleCall");
+      for (const [name, abi] of [["TimeScheduler", timeSchedulerAbi], ["ITimeScheduler", iTimeSchedulerAbi]] as const) {
+        const forms = functionsNamed(abi, "scheduleCall");
         expect(forms.map((item) => toFunctionSelector(item)), name).to.have.members([
           toFunctionSelector("scheduleCall(uint128,bytes)"),
           toFunctionSelector("scheduleCall(uint128,uint64,uint32,bytes)"),
@@ -633,10 +638,8 @@ describe("TimeScheduler", () => {
     });
 
     it("the oracle no longer offers any scheduling function", async () => {
-      const oracleAbi = (await hre.artifacts.readArtifact("TimeOracle")).abi as Abi;
-      const schedulerAbi = (await hre.artifacts.readArtifact("ITimeScheduler")).abi as Abi;
-      const oracleFunctions = new Set(oracleAbi.filter((item) => item.type === "function").map((item) => (item as AbiFunction).name));
-      for (const item of schedulerAbi) {
+      const oracleFunctions = new Set<string>(timeOracleAbi.filter((item) => item.type === "function").map((item) => item.name));
+      for (const item of iTimeSchedulerAbi) {
         if (item.type === "function") expect(oracleFunctions.has(item.name), item.name).to.equal(false);
       }
     });

@@ -20,7 +20,6 @@ import {
   padHex,
   parseEventLogs,
   toHex,
-  type Abi,
   type Address,
   type Hex,
 } from "viem";
@@ -197,7 +196,7 @@ describe("SnapshotLib", () => {
       validUntilNs: BigInt(i) * 2_000n,
     }));
     const receipt = await publicClient.waitForTransactionReceipt({ hash: await snapshotLib.write.write([settings, nodes, cards]) });
-    const [written] = parseEventLogs({ abi: snapshotLib.abi as Abi, logs: receipt.logs, eventName: "SnapshotWritten" }) as unknown as {
+    const [written] = parseEventLogs({ abi: snapshotLib.abi, logs: receipt.logs, eventName: "SnapshotWritten" }) as unknown as {
       args: { pointer: Address; size: bigint };
     }[];
     const code = (await publicClient.getCode({ address: written!.args.pointer }))!;

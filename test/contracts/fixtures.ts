@@ -5,7 +5,7 @@
 import hre from "hardhat";
 import { loadFixture } from "@nomicfoundation/hardhat-network-helpers";
 import { expect } from "chai";
-import { BaseError, keccak256, toHex, type Abi, type AbiItem, type Address } from "viem";
+import { BaseError, keccak256, toHex, type Abi, type Address } from "viem";
 import { decodeRevert } from "../../lib/revert";
 import {
   attest,
@@ -132,18 +132,20 @@ export function joinEntries(entries: readonly Hex[]): Hex {
 }
 
 let allErrorsAbi: Abi | undefined;
+type AbiError = Extract<Abi[number], { type: "error" }>;
 
 /** The custom errors of every compiled contract (deduplicated by signature), to decode raw revert data. */
 async function allErrors(): Promise<Abi> {
   if (allErrorsAbi !== undefined) return allErrorsAbi;
-  const seen = new Map<string, AbiItem>();
+  const seen = new Map<string, AbiError>();
   for (const name of await hre.artifacts.getAllFullyQualifiedNames()) {
-    for (const item of (await hre.artifacts.readArtifact(name)).abi as Abi) {
+    const abi: Abi = (await hre.artifacts.readArtifact(name)).abi;
+    for (const item of abi) {
       if (item.type !== "error") continue;
       seen.set(`${item.name}(${item.inputs.map((input) => input.type).join(",")})`, item);
     }
   }
-  allErrorsAbi = [...seen.values()] as Abi;
+  allErrorsAbi = [...seen.values()];
   return allErrorsAbi;
 }
 

@@ -13,7 +13,7 @@
  */
 import hre from "hardhat";
 import { expect } from "chai";
-import { pad, parseEventLogs, toHex, type Abi, type Hex } from "viem";
+import { pad, parseEventLogs, toHex, type Hex } from "viem";
 import { createDevIdentity, crossChainTimeForProof, NS_PER_SECOND, p256PublicKeyCoordinates, type TimeProof } from "../../protocol";
 import { deployOracleFixture, expectRevert, FIXTURE_NOW_NS, FIXTURE_NOW_SECONDS, FOREVER_NS, loadFixture, testScalar } from "./fixtures";
 
@@ -70,7 +70,7 @@ async function deployEpochFixture() {
   async function revokeCompromised(): Promise<bigint> {
     const hash = await base.asGuardian.write.revokeCard([compromised.cardId]);
     const receipt = await base.publicClient.waitForTransactionReceipt({ hash });
-    const [started] = parseEventLogs({ abi: base.oracle.abi as Abi, logs: receipt.logs, eventName: "RegistryEpochStarted" });
+    const [started] = parseEventLogs({ abi: base.oracle.abi, logs: receipt.logs, eventName: "RegistryEpochStarted" });
     return (started as unknown as { args: { epoch: bigint } }).args.epoch;
   }
 

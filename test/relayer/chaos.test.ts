@@ -13,7 +13,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import hre from "hardhat";
 import pino from "pino";
-import { BRIDGE_ABI } from "../../relayer/abi";
+import { timeBridgeAbi } from "../../abi";
 import { RelayerStore } from "../../relayer/store";
 import type { NetworkFileJson } from "../../relayer/network";
 import { callItemId, messageItemId } from "../../relayer/worker";
@@ -153,8 +153,8 @@ describe("relayer against a chaotic RPC (a JSON-RPC chaos proxy in front of the 
     try {
       const snapshot = await rpc(beta, "evm_snapshot");
       messageId = await sendFreshTime(network, alpha, beta);
-      const [sent] = await alpha.publicClient.getContractEvents({ address: alpha.deployment.bridge!, abi: BRIDGE_ABI, eventName: "TimeSent", args: { messageId }, fromBlock: 0n });
-      await confirmed(beta, beta.user.writeContract({ address: beta.deployment.bridge!, abi: BRIDGE_ABI, functionName: "receiveTime", args: [sent!.args.message!], account: beta.user.account!, chain: beta.user.chain }));
+      const [sent] = await alpha.publicClient.getContractEvents({ address: alpha.deployment.bridge!, abi: timeBridgeAbi, eventName: "TimeSent", args: { messageId }, fromBlock: 0n });
+      await confirmed(beta, beta.user.writeContract({ address: beta.deployment.bridge!, abi: timeBridgeAbi, functionName: "receiveTime", args: [sent!.args.message!], account: beta.user.account!, chain: beta.user.chain }));
       expect(await deliveriesOf(beta, [messageId])).to.deep.equal([1]);
       await rpc(alpha, "evm_setIntervalMining", [1_000]);
       const itemId = messageItemId(beta.chainId, messageId);

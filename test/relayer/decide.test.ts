@@ -1,62 +1,38 @@
 /**
- * relayer/decide.ts: the relayer's pure decisions, and relayer/abi.ts pinned to the compiled contracts.
+ * relayer/decide.ts: the relayer's pure decisions; the revert policies and the contracts' status names pinned to
+ * the contracts (the ABIs themselves are the generated abi/, pinned to the artifacts by test/abi.test.ts).
  */
 import { expect } from "chai";
 import { readFileSync } from "node:fs";
-import { join, resolve } from "node:path";
-import { toFunctionSignature, type Abi, type AbiEvent, type AbiFunction } from "viem";
-
-type AbiError = Extract<Abi[number], { type: "error" }>;
-import { BRIDGE_ABI, CALL_STATUS, ORACLE_ABI, SCHEDULER_ABI } from "../../relayer/abi";
+import { join } from "node:path";
+import { timeBridgeAbi, timeOracleAbi, timeSchedulerAbi } from "../../abi";
+import { CALL_STATUS, CARD_STATUS, NODE_STATUS } from "../../protocol/types";
 import { backoffMs, classifyRevert, decideCall, decideMessage, decidePush, decideRevoke, isDeterministic, pushDue, REVERT_POLICY } from "../../relayer/decide";
 
 const ROOT = join(__dirname, "..", "..");
 const NS = 1_000_000n;
 
-function artifactAbi(contract: string): Abi {
-  // The build folder hardhat.config.ts uses: ATS_ARTIFACTS when set (parallel runs), else ./artifacts.
-  const artifacts = resolve(ROOT, process.env.ATS_ARTIFACTS ?? "artifacts");
-  return (JSON.parse(readFileSync(join(artifacts, "contracts", `${contract}.sol`, `${contract}.json`), "utf8")) as { abi: Abi }).abi;
-}
-
-function signatures(abi: Abi): Set<string> {
-  return new Set(
-    abi
-      .filter((item): item is AbiFunction | AbiEvent | AbiError => item.type === "function" || item.type === "event" || item.type === "error")
-      .map((item) => {
-        // Inputs by toFunctionSignature; outputs (functions) and indexed flags (events) appended, so they are pinned too.
-        const outputs = item.type === "function" ? ` -> ${item.outputs.map((output: { type: string }) => output.type).join(",")}` : "";
-        const indexed = item.type === "event" ? ` indexed ${item.inputs.map((input: { indexed?: boolean | undefined }) => (input.indexed === true ? 1 : 0)).join("")}` : "";
-        return `${item.type} ${toFunctionSignature(item as AbiFunction)}${outputs}${indexed}`;
-      }),
-  );
-}
-
-describe("relayer/abi: the fragments match the compiled contracts", () => {
-  for (const [contract, abi] of [
-    ["TimeOracle", ORACLE_ABI],
-    ["TimeBridge", BRIDGE_ABI],
-    ["TimeScheduler", SCHEDULER_ABI],
-  ] as const) {
-    it(`${contract}: every fragment the relayer uses exists with the same signature`, () => {
-      const compiled = signatures(artifactAbi(contract));
-      for (const signature of signatures(abi as Abi)) expect(compiled, `${contract} lacks ${signature}`).to.include(signature);
-    });
-  }
-
+describe("relayer: revert policies and status names match the contracts", () => {
   it("every error a revert policy names is an error of the contract the item calls", () => {
-    const kinds = { message: BRIDGE_ABI, call: SCHEDULER_ABI, push: ORACLE_ABI, revoke: ORACLE_ABI } as const;
+    const kinds = { message: timeBridgeAbi, call: timeSchedulerAbi, push: timeOracleAbi, revoke: timeOracleAbi } as const;
     for (const [kind, policies] of Object.entries(REVERT_POLICY)) {
-      const errors = new Set((kinds[kind as keyof typeof kinds] as Abi).filter((item) => item.type === "error").map((item) => (item as AbiError).name));
+      const abi: readonly { type: string; name?: string }[] = kinds[kind as keyof typeof kinds];
+      const errors = new Set(abi.filter((item) => item.type === "error").map((item) => item.name));
       for (const name of Object.keys(policies)) expect(errors, `${kind}: ${name}`).to.include(name);
     }
   });
 
-  it("CALL_STATUS lists ITimeScheduler.CallStatus in order", () => {
-    const source = readFileSync(join(ROOT, "contracts", "interfaces", "ITimeScheduler.sol"), "utf8");
-    const body = /enum CallStatus \{([^}]*)\}/.exec(source)![1]!;
-    expect(body.split(",").map((name) => name.trim())).to.deep.equal([...CALL_STATUS]);
-  });
+  for (const [file, enumName, names] of [
+    ["ITimeScheduler.sol", "CallStatus", CALL_STATUS],
+    ["ITimeOracle.sol", "CardStatus", CARD_STATUS],
+    ["ITimeOracle.sol", "NodeStatus", NODE_STATUS],
+  ] as const) {
+    it(`protocol/types.ts lists ${enumName} in the order of ${file}`, () => {
+      const source = readFileSync(join(ROOT, "contracts", "interfaces", file), "utf8");
+      const body = new RegExp(`enum ${enumName} \\{([^}]*)\\}`).exec(source)![1]!;
+      expect(body.split(",").map((name) => name.trim())).to.deep.equal([...names]);
+    });
+  }
 });
 
 describe("relayer/decide", () => {

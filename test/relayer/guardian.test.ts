@@ -12,26 +12,21 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import hre from "hardhat";
 import pino from "pino";
-import { createWalletClient, http, parseAbi, type Hex } from "viem";
+import { createWalletClient, http, type Hex } from "viem";
 import { privateKeyToAccount } from "viem/accounts";
+import { timeOracleAbi } from "../../abi";
 import { cardIdFromPublicKey } from "../../protocol/codec";
 import { generateCardKey, generateNodeKey } from "../../protocol/devca";
 import { p256PublicKeyCoordinates, p256PublicKeyToUncompressed } from "../../protocol/keys";
+import { CARD_STATUS } from "../../protocol/types";
 import { signAlert } from "../../wire/mesh";
 import type { TamperAlertJson } from "../../wire/rest";
-import { CARD_STATUS, ORACLE_ABI } from "../../relayer/abi";
 import { loadRelayerConfig } from "../../relayer/config";
 import type { NetworkFileJson } from "../../relayer/network";
 import { startRelayer, type RunningRelayer } from "../../relayer/relayer";
 import { HARDHAT_DEV_KEYS, localRelayerAddress, startLocalNetwork, type LocalChain, type LocalNetwork } from "../../scripts/network";
 import { pollUntil } from "./helpers";
 
-const REGISTRY_ABI = parseAbi([
-  "function registerCard(bytes32 publicKeyX, bytes32 publicKeyY, uint64 validFromNs, uint64 validUntilNs) returns (bytes32 cardId)",
-  "function registerNode(address node, uint64 validFromNs, uint64 validUntilNs)",
-  "function grantRole(bytes32 role, address account)",
-  "function GUARDIAN_ROLE() view returns (bytes32)",
-]);
 const NO_EXPIRY = (1n << 64n) - 1n;
 
 describe("relayer guardian (revokes a card after its node's signed tamper alert)", function () {
@@ -42,14 +37,20 @@ describe("relayer guardian (revokes a card after its node's signed tamper alert)
   let fakeNodeUrl: string;
   let alerts: TamperAlertJson[] = [];
 
-  async function asDeployer(chain: LocalChain, functionName: "registerCard" | "registerNode" | "grantRole", args: readonly unknown[]): Promise<void> {
+  /** The deployer (the oracle's admin and registrar) registers and grants on a chain's oracle. */
+  function deployerOf(chain: LocalChain) {
     const wallet = createWalletClient({ account: privateKeyToAccount(HARDHAT_DEV_KEYS.deployer), chain: chain.user.chain, transport: http(chain.rpcUrl) });
-    const hash = await wallet.writeContract({ address: chain.deployment.oracle, abi: REGISTRY_ABI, functionName, args: args as never, chain: chain.user.chain });
-    expect((await chain.publicClient.waitForTransactionReceipt({ hash })).status).to.equal("success");
+    const oracle = { address: chain.deployment.oracle, abi: timeOracleAbi, chain: chain.user.chain } as const;
+    const mined = async (pending: Promise<Hex>) => expect((await chain.publicClient.waitForTransactionReceipt({ hash: await pending })).status).to.equal("success");
+    return {
+      registerNode: (node: Hex, validFromNs: bigint, validUntilNs: bigint) => mined(wallet.writeContract({ ...oracle, functionName: "registerNode", args: [node, validFromNs, validUntilNs] })),
+      registerCard: (x: Hex, y: Hex, validFromNs: bigint, validUntilNs: bigint) => mined(wallet.writeContract({ ...oracle, functionName: "registerCard", args: [x, y, validFromNs, validUntilNs] })),
+      grantRole: (role: Hex, account: Hex) => mined(wallet.writeContract({ ...oracle, functionName: "grantRole", args: [role, account] })),
+    };
   }
 
   async function cardStatus(chain: LocalChain, cardId: Hex): Promise<string> {
-    const card = await chain.publicClient.readContract({ address: chain.deployment.oracle, abi: ORACLE_ABI, functionName: "getCard", args: [cardId] });
+    const card = await chain.publicClient.readContract({ address: chain.deployment.oracle, abi: timeOracleAbi, functionName: "getCard", args: [cardId] });
     return CARD_STATUS[card.status]!;
   }
 
@@ -100,10 +101,11 @@ describe("relayer guardian (revokes a card after its node's signed tamper alert)
     const { x, y } = p256PublicKeyCoordinates(cardPublicKey);
     const victimCard = network.chains[0]!.deployment.cardIds[0]!;
     for (const chain of network.chains) {
-      await asDeployer(chain, "registerNode", [nodeKey.address, 0n, NO_EXPIRY]);
-      await asDeployer(chain, "registerCard", [x, y, 0n, NO_EXPIRY]);
-      const guardianRole = await chain.publicClient.readContract({ address: chain.deployment.oracle, abi: REGISTRY_ABI, functionName: "GUARDIAN_ROLE" });
-      await asDeployer(chain, "grantRole", [guardianRole, localRelayerAddress()]);
+      const deployer = deployerOf(chain);
+      await deployer.registerNode(nodeKey.address, 0n, NO_EXPIRY);
+      await deployer.registerCard(x, y, 0n, NO_EXPIRY);
+      const guardianRole = await chain.publicClient.readContract({ address: chain.deployment.oracle, abi: timeOracleAbi, functionName: "GUARDIAN_ROLE" });
+      await deployer.grantRole(guardianRole, localRelayerAddress());
     }
     const outsider = generateNodeKey();
     const alert = (key: typeof nodeKey, card: Hex, reason: string): TamperAlertJson => ({

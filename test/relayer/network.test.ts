@@ -9,8 +9,9 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import hre from "hardhat";
 import pino from "pino";
-import { parseAbi, parseEther, parseEventLogs, type Hex } from "viem";
-import { CALL_STATUS, SCHEDULER_ABI } from "../../relayer/abi";
+import { parseEther, parseEventLogs, type Hex } from "viem";
+import { timeSchedulerAbi } from "../../abi";
+import { CALL_STATUS } from "../../protocol/types";
 import { CRASH_POINTS } from "../../relayer/submitter";
 import { RelayerStore } from "../../relayer/store";
 import { callItemId, messageItemId } from "../../relayer/worker";
@@ -257,7 +258,7 @@ describe("relayer end to end (2 Hardhat node chains, an attesting node, ats-rela
       await new Promise((resolve) => setTimeout(resolve, Math.max(0, executeAtMs - Date.now()) + 1_500));
       expect((await apiItems(network.relayer!.api)).find((item) => item.id === itemId)?.status).to.equal("orphaned");
       expect(await executionsOf(alpha, [callId])).to.deep.equal([0]);
-      const status = await alpha.publicClient.readContract({ address: alpha.deployment.scheduler!, abi: SCHEDULER_ABI, functionName: "callStatus", args: [callId] });
+      const status = await alpha.publicClient.readContract({ address: alpha.deployment.scheduler!, abi: timeSchedulerAbi, functionName: "callStatus", args: [callId] });
       expect(CALL_STATUS[status]).to.equal("None");
       await rpc(alpha, "evm_setIntervalMining", [1_000]); // blocks again, so that the relayer's pushes settle
       await expectStoreConsistent();
@@ -267,11 +268,10 @@ describe("relayer end to end (2 Hardhat node chains, an attesting node, ats-rela
   });
 
   it("expires a call whose window the chain clock has passed, refunding its caller, and finishes the item as expired", async () => {
-    const scheduleAbi = parseAbi(["function scheduleCall(uint128 executeAt, uint64 window, uint32 gasLimit, bytes data) payable returns (bytes32 callId)"]);
     const executeAtNs = (BigInt(Date.now()) + 1_000n) * 1_000_000n;
     const hash = await alpha.user.writeContract({
       address: alpha.deployment.scheduler!,
-      abi: scheduleAbi,
+      abi: timeSchedulerAbi,
       functionName: "scheduleCall",
       args: [executeAtNs, 12_000_000_000n, 50_000, "0x"], // the shortest window: 12 s
       value: parseEther("0.001"),
@@ -279,7 +279,7 @@ describe("relayer end to end (2 Hardhat node chains, an attesting node, ats-rela
       chain: alpha.user.chain,
     });
     const receipt = await alpha.publicClient.waitForTransactionReceipt({ hash });
-    const scheduled = parseEventLogs({ abi: SCHEDULER_ABI, logs: receipt.logs, eventName: "CallScheduled" })[0]!;
+    const scheduled = parseEventLogs({ abi: timeSchedulerAbi, logs: receipt.logs, eventName: "CallScheduled" })[0]!;
     // The chain clock moves 30 s ahead (the wall clock does not): the window is over by the chain's clock only.
     await rpc(alpha, "evm_increaseTime", [30]);
     await rpc(alpha, "evm_mine");
@@ -287,7 +287,7 @@ describe("relayer end to end (2 Hardhat node chains, an attesting node, ats-rela
     const itemId = callItemId(alpha.chainId, scheduled.args.callId);
     const items = await settledItems(network, [itemId]);
     expect(items.find((item) => item.id === itemId)?.outcome).to.match(/^expired in block \d+/);
-    const status = await alpha.publicClient.readContract({ address: alpha.deployment.scheduler!, abi: SCHEDULER_ABI, functionName: "callStatus", args: [scheduled.args.callId] });
+    const status = await alpha.publicClient.readContract({ address: alpha.deployment.scheduler!, abi: timeSchedulerAbi, functionName: "callStatus", args: [scheduled.args.callId] });
     expect(CALL_STATUS[status]).to.equal("Expired");
     expect(await executionsOf(alpha, [scheduled.args.callId])).to.deep.equal([0]);
   });

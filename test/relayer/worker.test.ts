@@ -10,12 +10,11 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import pino from "pino";
-import type { CARD_STATUS } from "../../relayer/abi";
 import type { ChainClient, ContractCall, Simulation } from "../../relayer/chain";
 import { createRelayerMetrics } from "../../relayer/metrics";
 import { RelayerStore, type NewItem } from "../../relayer/store";
 import { ChainWorker, pushItem } from "../../relayer/worker";
-import type { TimeProof } from "../../protocol/types";
+import type { CardStatusName, TimeProof } from "../../protocol/types";
 
 const HEAD = 100n;
 const CHAIN_ID = 7;
@@ -23,13 +22,12 @@ const NOW_MS = 1_800_000_000_000;
 const NOW_NS = BigInt(NOW_MS) * 1_000_000n;
 const DETERMINISTIC_REVERT_LIMIT = 3;
 const PROOF = { nanoMoment: NOW_NS, hardwareSignature: "0x", accuracy: 50, nodeSignature: "0x" } as unknown as TimeProof;
-type CardStatus = (typeof CARD_STATUS)[number];
 
 /** What the stub chain answers, at the head and at the safe block. */
 interface StubChainState {
   confirmations: number;
-  cardAtHead: CardStatus;
-  cardAtSafe: CardStatus;
+  cardAtHead: CardStatusName;
+  cardAtSafe: CardStatusName;
   storedAtHeadNs: bigint | null;
   /** simulate()'s answer (at the head). */
   simulation: Simulation;

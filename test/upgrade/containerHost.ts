@@ -18,7 +18,8 @@ import { chmodSync, existsSync, mkdirSync, readFileSync, writeFileSync } from "n
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
 import { join } from "node:path";
-import { decodeFunctionData, encodeFunctionResult, parseAbi, type Hex } from "viem";
+import { decodeFunctionData, encodeFunctionResult, type Hex } from "viem";
+import { timeOracleAbi } from "../../abi";
 import { formatImageEnv, type ImageRecord } from "../../upgrade/containerEnv";
 import type { ContainerPlanNode, NodeRole } from "../../upgrade/plan";
 import { MANIFEST_VERSION, parseManifest } from "../../wire/manifest";
@@ -44,10 +45,6 @@ export interface FakeNode {
   planNode: ContainerPlanNode;
 }
 
-const ORACLE_ABI = parseAbi([
-  "function getNode(address node) view returns ((uint64 validFromNs, uint64 validUntilNs, uint8 status) info)",
-  "function getCard(bytes32 cardId) view returns ((bytes32 publicKeyX, bytes32 publicKeyY, uint64 validFromNs, uint64 validUntilNs, uint8 status) card)",
-]);
 /** Something a real `podman inspect` carries (the container's environment): a receipt must never hold it. */
 export const INSPECT_SECRET = "inspect-env-value-7f3a9c";
 const GENESIS = `0x${createHash("sha256").update("genesis").digest("hex")}`;
@@ -263,10 +260,12 @@ printf '[{"Id":"%s","State":{"Running":true,"Pid":%s},"ImageDigest":"%s","Config
       temporal_getMeshState: () => ({ convergenceState: image?.isolated === true ? "Isolated" : "Converged", members: this.meshMembers }),
       temporal_getValidatorTimeQuality: () => ({ timeQuality: 90 }),
       eth_call: () => {
-        const { functionName } = decodeFunctionData({ abi: ORACLE_ABI, data: (call.params[0] as { data: Hex }).data });
-        return functionName === "getNode"
-          ? encodeFunctionResult({ abi: ORACLE_ABI, functionName, result: { validFromNs: 1n, validUntilNs: 2n ** 62n, status: 1 } })
-          : encodeFunctionResult({ abi: ORACLE_ABI, functionName, result: { publicKeyX: `0x${"01".repeat(32)}`, publicKeyY: `0x${"02".repeat(32)}`, validFromNs: 1n, validUntilNs: 2n ** 62n, status: 1 } });
+        const { functionName } = decodeFunctionData({ abi: timeOracleAbi, data: (call.params[0] as { data: Hex }).data });
+        if (functionName === "getNode") return encodeFunctionResult({ abi: timeOracleAbi, functionName, result: { validFromNs: 1n, validUntilNs: 2n ** 62n, status: 1 } });
+        if (functionName === "getCard") {
+          return encodeFunctionResult({ abi: timeOracleAbi, functionName, result: { publicKeyX: `0x${"01".repeat(32)}`, publicKeyY: `0x${"02".repeat(32)}`, validFromNs: 1n, validUntilNs: 2n ** 62n, status: 1 } });
+        }
+        throw new Error(`the fake node's eth_call answers getNode and getCard only, not ${functionName}`);
       },
     };
     const answer = results[call.method];
