@@ -22,7 +22,7 @@
  *   ats-node settings [--config <file>] [--json]   the settings as a table (name, env variable, default, with
  *                                        --config the value from the file + environment, secrets redacted, short
  *                                        description); --json: the full table as JSON (with bounds)
- *   ats-node evidence check <file> [--json]   checks contradiction evidence (docs/protocol.md §7.8, e.g. from GET
+ *   ats-node evidence check <file|url> [--json]  checks contradiction evidence (docs/protocol.md §7.8, e.g. from GET
  *                                        /mesh/state `contradictions[].evidence`): exit 0 when it proves the node
  *                                        lied, 1 when it does not, 2 on usage errors or malformed evidence
  *   ats-node --version                   package and protocol version
@@ -37,7 +37,7 @@ import { parseArgs } from "node:util";
 import type { Logger } from "pino";
 import { HW_MESSAGE_TAG_ASCII } from "../protocol/constants";
 import { createDevIdentity } from "../protocol/devca";
-import { AtsError } from "../protocol/errors";
+import { AtsError, rootCauseMessage } from "../protocol/errors";
 import { checkEvidenceText, MAX_CONTRADICTION_EVIDENCE_BYTES, type CheckEvidenceReturnType } from "../protocol/evidence";
 import { KEY_FILES, saveKeyDir } from "../protocol/keystore";
 import type { Hex } from "../protocol/types";
@@ -67,7 +67,7 @@ const USAGE = `usage:
   ats-node cluster --nodes <N> [--pretty]
   ats-node settings [--config <file>] [--json]
   ats-node manifest verify <file> [--rpc <url>]
-  ats-node evidence check <file> [--json]
+  ats-node evidence check <file | http(s)://…/ipfs/<cid>> [--json]
   ats-node --version`;
 
 function printJson(io: CliIo, value: unknown): void {
@@ -310,27 +310,42 @@ function evidenceVerdictText(file: string, verdict: CheckEvidenceReturnType): st
   ].join("\n");
 }
 
+/** Deadline of fetching evidence by URL, ms. */
+const EVIDENCE_FETCH_TIMEOUT_MS = 10_000;
+
+/** The evidence text of a file, or of an evidence-gateway URL (checked against its content identifier); null when too large. */
+async function readEvidence(source: string, cwd: string): Promise<string | null> {
+  if (/^https?:\/\//.test(source)) {
+    // Loaded here: multiformats is needed for this command only.
+    const { fetchContentById } = await import("../lib/contentId");
+    return Buffer.from(await fetchContentById(source, MAX_CONTRADICTION_EVIDENCE_BYTES, EVIDENCE_FETCH_TIMEOUT_MS)).toString("utf8");
+  }
+  return readBoundedText(resolve(cwd, source), MAX_CONTRADICTION_EVIDENCE_BYTES);
+}
+
 /**
- * `ats-node evidence check <file> [--json]` (docs/protocol.md §7.8): exit 0 when the evidence proves that its node
- * signed contradicting entries, 1 when it does not (bad signature, different nodes, not contradictory), 2 on usage
- * errors and malformed evidence (unreadable, too large, not the evidence shape).
+ * `ats-node evidence check <file | url> [--json]` (docs/protocol.md §7.8): exit 0 when the evidence proves that its
+ * node signed contradicting entries, 1 when it does not (bad signature, different nodes, not contradictory), 2 on
+ * usage errors and malformed evidence (unreadable, too large, not the evidence shape, a URL whose bytes are not
+ * the content its identifier names). A URL is an evidence gateway's `…/ipfs/<cid>` (catalog/ipfs.ts).
  */
-function evidenceCheck(args: string[], io: CliIo): number {
+async function evidenceCheck(args: string[], io: CliIo): Promise<number> {
   const { values, positionals } = parseArgs({ args, options: { json: { type: "boolean" } }, allowPositionals: true });
   if (positionals.length !== 1) {
-    io.stderr("usage: ats-node evidence check <file> [--json]");
+    io.stderr("usage: ats-node evidence check <file | http(s)://…/ipfs/<cid>> [--json]");
     return 2;
   }
-  const file = resolve(io.cwd, positionals[0]!);
+  const source = positionals[0]!;
+  const file = /^https?:\/\//.test(source) ? source : resolve(io.cwd, source);
   let verdict: CheckEvidenceReturnType;
   try {
-    const text = readBoundedText(file, MAX_CONTRADICTION_EVIDENCE_BYTES);
+    const text = await readEvidence(source, io.cwd);
     verdict =
       text === null
         ? { valid: false, reason: "malformed", detail: `the file is larger than ${MAX_CONTRADICTION_EVIDENCE_BYTES} bytes`, nodeId: null }
         : checkEvidenceText(text);
   } catch (error) {
-    verdict = { valid: false, reason: "malformed", detail: `cannot read it: ${(error as Error).message}`, nodeId: null };
+    verdict = { valid: false, reason: "malformed", detail: `cannot read it: ${rootCauseMessage(error)}`, nodeId: null };
   }
   if (values.json === true) printJson(io, { file, ...verdict });
   else io.stdout(evidenceVerdictText(file, verdict));
@@ -354,7 +369,7 @@ export async function runCli(argv: readonly string[], io: CliIo): Promise<number
     if (command === "cluster") return await cluster(rest, io);
     if (command === "settings") return settings(rest, io);
     if (command === "manifest" && rest[0] === "verify") return await manifestVerify(rest.slice(1), io);
-    if (command === "evidence" && rest[0] === "check") return evidenceCheck(rest.slice(1), io);
+    if (command === "evidence" && rest[0] === "check") return await evidenceCheck(rest.slice(1), io);
     if (command === "--version" || command === "-v" || command === "version") {
       io.stdout(versionText());
       return 0;

@@ -9,11 +9,10 @@
  * Exit codes: 0 stopped cleanly, 1 start-up failure (bad config, unreachable chain, wrong chain id, a contract
  * that is not what the network file says: the reason on stderr), 2 bad usage.
  */
-import { readFileSync } from "node:fs";
-import { join } from "node:path";
 import { parseArgs } from "node:util";
 import type { Logger } from "pino";
 import { createCliLogger } from "../lib/logFormat";
+import { runProgramCommand } from "../lib/programCli";
 import { waitForSignal } from "../lib/signals";
 import { describeRelayerSettings, loadRelayerConfig, redactedRelayerConfig } from "./config";
 import { startRelayer } from "./relayer";
@@ -56,22 +55,5 @@ async function start(args: string[], io: RelayerCliIo): Promise<number> {
 }
 
 export async function main(argv: string[], io: RelayerCliIo = DEFAULT_IO): Promise<number> {
-  const [command, ...rest] = argv;
-  if (command === "start") return start(rest, io);
-  if (command === "settings") {
-    const rows = describeRelayerSettings();
-    if (rest.includes("--json")) io.stdout(JSON.stringify(rows, null, 2));
-    else for (const row of rows) io.stdout(`${row.name.padEnd(26)} ${row.env.padEnd(40)} ${row.secret ? "(secret)" : JSON.stringify(row.default)}\n    ${row.description}`);
-    return 0;
-  }
-  if (command === "--version") {
-    io.stdout((JSON.parse(readFileSync(join(__dirname, "..", "package.json"), "utf8")) as { version: string }).version);
-    return 0;
-  }
-  if (command === "--help" || command === "-h") {
-    io.stdout(USAGE);
-    return 0;
-  }
-  io.stderr(USAGE);
-  return 2;
+  return runProgramCommand(argv, io, { usage: USAGE, start, describeSettings: describeRelayerSettings });
 }

@@ -242,7 +242,7 @@ describe("ats-node CLI", function () {
     }
     const usage = captureIo();
     expect(await runCli(["evidence", "check"], usage)).to.equal(2);
-    expect(usage.err.join("\n")).to.contain("usage: ats-node evidence check <file>");
+    expect(usage.err.join("\n")).to.contain("usage: ats-node evidence check <file | http(s)://…/ipfs/<cid>>");
   });
 
   it("bin/ats-node.js runs the built CLI, dist/node/cli.js (prints the settings table as JSON with --json)", async () => {
