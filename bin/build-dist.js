@@ -29,7 +29,7 @@ const LOCK = path.join(ROOT, ".dist-build.lock");
 /** A lock older than this is from a build that died: it is taken over. */
 const STALE_LOCK_MS = 10 * 60 * 1000;
 /** What dist/ is built from (relative to the repository root): a change to any of these makes dist/ stale. */
-const SOURCES = ["abi", "protocol", "wire", "lib", "client", "node", "gateway", "relayer", "upgrade", "catalog", "testing", "scripts/deploy.ts", "scripts/bench-node.ts", "proto", "package.json", "tsconfig.json", "tsconfig.build.json"];
+const SOURCES = ["abi", "protocol", "wire", "lib", "client", "node", "gateway", "relayer", "upgrade", "catalog", "testing", "scripts/deploy.ts", "scripts/bench-node.ts", "scripts/benchUdpFlood.ts", "proto", "package.json", "tsconfig.json", "tsconfig.build.json"];
 
 /** The newest modification time (ms) of the files under `entry`, 0 when it does not exist. */
 function newestMtimeMs(entry) {

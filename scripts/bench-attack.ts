@@ -1,7 +1,8 @@
 /**
- * Attack benchmark (`npm run bench:attack`). Not a test: it shows, on this machine, what six denial-of-service
- * patterns do to an honest client of the node, and prints a markdown table with the date, Node version, CPU and
- * whether the cores were pinned.
+ * Attack benchmark (`npm run bench:attack`). Not a test: it shows, on this machine, what denial-of-service patterns
+ * do to an honest client of the node (attacks 1–7, on a lone node) and of a mesh member (attacks 8 and 9, on a mesh
+ * of MESH_MEMBERS processes), and prints a markdown table per part with the date, Node version, CPU and whether the
+ * cores were pinned.
  *
  * Layout: the node runs as an operator runs it (`bin/ats-node.js start --config <file>`, default settings except
  * those listed in the header of the table) in a CHILD process bound to 127.0.0.1 on free ports, with its own
@@ -43,6 +44,21 @@
  *         notes give the answers' size (one short error each since the batch is refused whole; 17.5 MB each
  *         before) and status counts.
  *
+ * The mesh part (attacks 8 and 9, after the lone node's): 4 `ats-node start` processes meshed by config as
+ * `ats-node cluster` meshes them, each with its own keys, log and data; member 0 (pinned to core 0) is the node
+ * under attack, and the normal client measures its GET /time/current, where a member without consensus answers 503.
+ * Its own two idle windows make its reference; every 100 ms a sampler reads the age of the proof member 0 serves
+ * (now − nanoMoment). Each attack runs BENCH_ATTACK_MESH_RUNS times (default 3):
+ *   8     mesh port flood (issue 31 point 3): a child process (scripts/benchUdpFlood.ts, built) sends random
+ *         datagrams of 32–512 bytes from 127.0.0.204, with no key, to member 0's mesh port as fast as one socket
+ *         sends them (about 78k/s from one address is the rate the issue's attack reached).
+ *   9     a dead member (issue 31 point 4): member 1 is SIGSTOPped for the whole attack (its socket stays bound, so
+ *         nothing answers and no ICMP tells the others), then SIGCONTed, and the next run waits until member 0
+ *         serves again.
+ * Goals of the mesh part (issue 31), each judged on the median of the runs, every run reported: the normal client's
+ * p99 over the attack's steady state (requests sent after its first second) ≤ 3 × the reference p99, its slowest
+ * answer in the first second ≤ 100 ms, and no errors.
+ *
  * Per attack: normal client p50/p99 and errors, p99 over the reference (idle) p99, node RSS (VmRSS of the node
  * process) before / at the end (and peak) / after the settle pause, node log bytes per second during the attack
  * and over the whole phase (a node that buffered the flood logs it late), and pass/fail: no normal-client errors,
@@ -59,7 +75,7 @@
  * default duration).
  *
  * Environment: BENCH_ATTACK_S (5), BENCH_ATTACK_RATE (50), BENCH_ATTACK_SETTLE_S (2), BENCH_ATTACK_ONLY (e.g.
- * "2,5": run only those attacks), BENCH_ATTACK_CONNECTIONS (5000, attack 4), BENCH_ATTACK_KEEP_LOG=1 (keep the
+ * "2,5": run only those attacks; "8,9" only the mesh part), BENCH_ATTACK_MESH_RUNS (3), BENCH_ATTACK_CONNECTIONS (5000, attack 4), BENCH_ATTACK_KEEP_LOG=1 (keep the
  * temporary folder with the node's log and print its path), BENCH_PIN=0 (no pinning).
  */
 import { fork, spawn, spawnSync, type ChildProcess } from "node:child_process";
@@ -70,7 +86,8 @@ import { cpus, freemem, loadavg, setPriority, tmpdir } from "node:os";
 import { join } from "node:path";
 import * as grpc from "@grpc/grpc-js";
 import { WebSocket, type RawData } from "ws";
-import { createDevIdentity } from "../protocol/devca";
+import { createDevIdentity, createDevManufacturerCa, type DevIdentity } from "../protocol/devca";
+import { CLUSTER_MAX_ACCEPTABLE_DRIFT_NS, CLUSTER_WINDOW_NS, freeUdpPorts } from "../node/cluster";
 import { KEY_FILES, saveKeyDir } from "../protocol/keystore";
 import { SETTINGS } from "../node/config";
 import { loadProtos } from "../wire/grpc";
@@ -92,7 +109,13 @@ const DURATION_S = envNumber("BENCH_ATTACK_S", 5);
 const DURATION_MS = DURATION_S * 1000;
 const RATE = envNumber("BENCH_ATTACK_RATE", 50);
 const SETTLE_MS = envNumber("BENCH_ATTACK_SETTLE_S", 2) * 1000;
-const MAX_RUN_MS = envNumber("BENCH_ATTACK_MAX_S", Math.max(170, 40 + 24 * DURATION_S)) * 1000;
+/** Runs of each mesh attack (8, 9); each is judged on the median of its runs (issue 31). */
+const MESH_RUNS = envNumber("BENCH_ATTACK_MESH_RUNS", 3);
+/** The attacks that run against a mesh (the others against a lone node). */
+const MESH_ATTACK_IDS = new Set(["8", "9"]);
+/** Time the mesh part may take: its start, two idle windows and MESH_RUNS runs of two attacks, with slack. */
+const MESH_BUDGET_S = 60 + 2 * MESH_RUNS * (DURATION_S + 10);
+const MAX_RUN_MS = envNumber("BENCH_ATTACK_MAX_S", Math.max(170, 40 + 24 * DURATION_S) + MESH_BUDGET_S) * 1000;
 const RSS_SAFETY_MB = envNumber("BENCH_ATTACK_MAX_RSS_MB", Math.min(2048, Math.floor(freemem() / 2 / 2 ** 20)));
 const KEEP_LOG = process.env.BENCH_ATTACK_KEEP_LOG === "1";
 const ROOT = join(__dirname, "..");
@@ -294,6 +317,8 @@ interface ClientStats {
   timeline: { maxMs: number; errors: number }[];
   /** Every answer's latency, ascending, ms (the idle reference pools two phases'). */
   latenciesMs: number[];
+  /** p99 of the answers to requests sent after the phase's first second (its steady state), ms. */
+  steadyP99Ms: number;
 }
 
 interface ScheduleOutcome {
@@ -317,6 +342,7 @@ function startMeasurement(rest: URL): Measurement {
   const periodMs = 1000 / RATE;
   const startedAt = performance.now();
   const latencies: number[] = [];
+  const steadyLatencies: number[] = [];
   const lags: number[] = [];
   const errors = new Map<string, number>();
   const timeline: { maxMs: number; errors: number }[] = [];
@@ -344,6 +370,7 @@ function startMeasurement(rest: URL): Measurement {
         answered += 1;
         const latencyMs = performance.now() - started;
         latencies.push(latencyMs);
+        if (second >= 1) steadyLatencies.push(latencyMs);
         if (!(slot.maxMs >= latencyMs)) slot.maxMs = latencyMs;
         if (status !== 200) {
           increment(errors, `HTTP ${status}`);
@@ -401,6 +428,7 @@ function startMeasurement(rest: URL): Measurement {
       }
       agent.destroy();
       latencies.sort((a, b) => a - b);
+      steadyLatencies.sort((a, b) => a - b);
       lags.sort((a, b) => a - b);
       const errorCount = [...errors.values()].reduce((sum, value) => sum + value, 0);
       return {
@@ -416,6 +444,7 @@ function startMeasurement(rest: URL): Measurement {
         connections,
         timeline,
         latenciesMs: latencies,
+        steadyP99Ms: percentile(steadyLatencies, 99),
       };
     },
   };
@@ -614,6 +643,17 @@ interface Endpoints {
   rpc?: string;
 }
 
+interface NodeStartOptions {
+  /** The upstream chain of the node's gateway (attack 7). */
+  rpcUpstreamUrl?: string;
+  /** Settings added to (or replacing) the benchmark's, e.g. a mesh member's. */
+  config?: Record<string, unknown>;
+  identity?: DevIdentity;
+  /** File name prefix in the run's folder. */
+  name?: string;
+  core?: number;
+}
+
 class NodeUnderAttack {
   readonly child: ChildProcess;
   readonly endpoints: Endpoints;
@@ -633,33 +673,40 @@ class NodeUnderAttack {
     });
   }
 
-  static async start(dir: string, onSpawn: (child: ChildProcess) => void, rpcUpstreamUrl?: string): Promise<NodeUnderAttack> {
-    const identity = await createDevIdentity();
-    const keyDir = join(dir, "keys");
+  /**
+   * Starts `ats-node start` with the benchmark's settings plus `options.config` (a mesh member's), pinned to
+   * `options.core` (default NODE_CORE); its files are named after `options.name` (default "node") in `dir`.
+   */
+  static async start(dir: string, onSpawn: (child: ChildProcess) => void, options: NodeStartOptions = {}): Promise<NodeUnderAttack> {
+    const name = options.name ?? "node";
+    const core = options.core ?? NODE_CORE;
+    const identity = options.identity ?? (await createDevIdentity());
+    const keyDir = join(dir, `${name}-keys`);
     await saveKeyDir(keyDir, identity);
     const config: Record<string, unknown> = {
       host: "127.0.0.1",
       restPort: 0,
       grpcPort: 0,
       keyDir,
-      dataDir: join(dir, "data"),
+      dataDir: join(dir, `${name}-data`),
       trustedRootsPem: [join(keyDir, KEY_FILES.caCertificate)],
       logLevel: "info",
       shutdownGraceMs: 1_000,
     };
     // Attack 7's target: the gateway on its own port, in front of the benchmark's chain.
-    if (rpcUpstreamUrl !== undefined) Object.assign(config, { rpcUpstreamUrl, rpcPort: 0 });
+    if (options.rpcUpstreamUrl !== undefined) Object.assign(config, { rpcUpstreamUrl: options.rpcUpstreamUrl, rpcPort: 0 });
+    Object.assign(config, options.config ?? {});
     // Room for attack 1's ~1,000 schedules whatever the per-client default becomes (they come from 13 addresses).
     if ("scheduleMaxPendingPerClient" in SETTINGS) config.scheduleMaxPendingPerClient = 10_000;
-    const configPath = join(dir, "node-config.json");
+    const configPath = join(dir, `${name}-config.json`);
     writeFileSync(configPath, `${JSON.stringify(config, null, 2)}\n`);
 
     // The environment must not override the file (an ATS_* variable left in the shell).
     const env: NodeJS.ProcessEnv = { ...process.env };
     for (const definition of Object.values(SETTINGS) as { env: string }[]) delete env[definition.env];
 
-    const stdoutPath = join(dir, "node.stdout");
-    const logPath = join(dir, "node.log");
+    const stdoutPath = join(dir, `${name}.stdout`);
+    const logPath = join(dir, `${name}.log`);
     const stdoutFd = openSync(stdoutPath, "a");
     const logFd = openSync(logPath, "a");
     let child: ChildProcess;
@@ -674,7 +721,7 @@ class NodeUnderAttack {
       closeSync(logFd);
     }
     onSpawn(child);
-    pin(child.pid, NODE_CORE);
+    pin(child.pid, core);
     const startedAt = performance.now();
     let endpoints: Endpoints | null = null;
     while (endpoints === null) {
@@ -690,7 +737,7 @@ class NodeUnderAttack {
       }
     }
     // Threads started after the first pin (gRPC, SQLite, libuv pool, signer worker) inherit it; pin again to be sure.
-    pin(child.pid, NODE_CORE);
+    pin(child.pid, core);
     return new NodeUnderAttack(child, endpoints, stdoutPath, logPath);
   }
 
@@ -839,7 +886,9 @@ interface AttackContext {
   /** Observations for the notes under the table. */
   note(text: string): void;
   /** Extra cells of this attack's row. */
-  cells: { scheduleDelay?: string; scheduleDelayMs?: number };
+  cells: { scheduleDelay?: string; scheduleDelayMs?: number; proofAge?: string };
+  /** The mesh whose member 0 is `node` (attacks 8 and 9), null for the lone node. */
+  mesh: AttackedMesh | null;
 }
 
 interface Attack {
@@ -851,6 +900,8 @@ interface Attack {
   after?(ctx: AttackContext): Promise<void>;
   /** Longest the attack may run beyond the deadline, ms. */
   overrunMs?: number;
+  /** Before the normal client starts measuring (start helpers whose start-up must not eat the attack). */
+  prepare?(mesh: AttackedMesh | null): Promise<void>;
 }
 
 const CURRENT_TIME_REQUEST = "GET /time/current HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n";
@@ -1383,12 +1434,18 @@ function batchAmplification(): Attack {
   };
 }
 
+/** No attack until the deadline; on the mesh, the served proof's age is sampled meanwhile. */
+async function idleWindow(ctx: AttackContext): Promise<void> {
+  const wait = (): Promise<void> => waitUntil(ctx.deadline, ctx.signal);
+  await (ctx.mesh === null ? wait() : withProofAge(ctx, wait));
+}
+
 /** The idle phase: the normal client alone. */
 const IDLE: Attack = {
   id: "idle",
   title: "idle (no attack; with the next, the reference)",
   async run(ctx) {
-    await waitUntil(ctx.deadline, ctx.signal);
+    await idleWindow(ctx);
   },
 };
 
@@ -1401,9 +1458,207 @@ const CONTROL: Attack = {
   id: "control",
   title: "idle again (no attack; with the first, the reference)",
   async run(ctx) {
-    await waitUntil(ctx.deadline, ctx.signal);
+    await idleWindow(ctx);
   },
 };
+
+// ---------------------------------------------------------------------------------------------------------------
+// The mesh part (attacks 8 and 9): a mesh of MESH_MEMBERS `ats-node start` processes
+
+/** Members of the benchmark's mesh; member 0 is the node under attack, measured by the normal client. */
+const MESH_MEMBERS = 4;
+/** The mesh flood's source address (no key, not a member). */
+const MESH_FLOODER_ADDRESS = "127.0.0.204";
+/** Attack 8's flooder (scripts/benchUdpFlood.ts), built. */
+const FLOODER_SCRIPT = join(ROOT, "dist", "scripts", "benchUdpFlood.js");
+/** Goal of the mesh attacks: the normal client's slowest answer in the attack's first second, ms. */
+const GOAL_FIRST_SECOND_MS = 100;
+
+/**
+ * The mesh under attack: MESH_MEMBERS members meshed by config as `ats-node cluster` meshes them (one manufacturer
+ * CA, CLUSTER_WINDOW_NS, CLUSTER_MAX_ACCEPTABLE_DRIFT_NS, every other member a peer), each its own process with its
+ * own log: member 0 pinned to NODE_CORE, the others to LOAD_CORE beside the normal client (which outranks them
+ * when niced) and the attackers (which they outrank).
+ */
+class AttackedMesh {
+  readonly members: NodeUnderAttack[];
+  readonly meshPorts: number[];
+
+  private constructor(members: NodeUnderAttack[], meshPorts: number[]) {
+    this.members = members;
+    this.meshPorts = meshPorts;
+  }
+
+  static async start(dir: string, onSpawn: (child: ChildProcess) => void): Promise<AttackedMesh> {
+    const ca = await createDevManufacturerCa();
+    const identities = await Promise.all(range(MESH_MEMBERS).map(() => createDevIdentity({ ca })));
+    const meshPorts = await freeUdpPorts(MESH_MEMBERS);
+    const members: NodeUnderAttack[] = [];
+    try {
+      for (const [index, identity] of identities.entries()) {
+        const others = range(MESH_MEMBERS).filter((other) => other !== index);
+        const config = {
+          meshPort: meshPorts[index],
+          meshPeers: others.map((other) => `${identities[other]!.nodeAddress}@127.0.0.1:${meshPorts[other]}`),
+          trustedNodeAddresses: others.map((other) => identities[other]!.nodeAddress),
+          meshWindowNs: CLUSTER_WINDOW_NS.toString(),
+          maxAcceptableDriftNs: CLUSTER_MAX_ACCEPTABLE_DRIFT_NS.toString(),
+        };
+        members.push(await NodeUnderAttack.start(dir, onSpawn, { config, identity, name: `member-${index}`, core: index === 0 ? NODE_CORE : LOAD_CORE }));
+      }
+      const mesh = new AttackedMesh(members, meshPorts);
+      await mesh.waitServing(60_000);
+      return mesh;
+    } catch (error) {
+      await Promise.all(members.map((member) => member.stop().catch(() => undefined)));
+      throw error;
+    }
+  }
+
+  get attacked(): NodeUnderAttack {
+    return this.members[0]!;
+  }
+
+  /** Waits until member 0 serves a proof (200 on GET /time/current, i.e. its rounds reach consensus). */
+  async waitServing(timeoutMs: number): Promise<void> {
+    const deadline = performance.now() + timeoutMs;
+    let last = "";
+    while (performance.now() < deadline) {
+      try {
+        const answer = await httpRequest(`${this.attacked.endpoints.rest}/time/current`, { localAddress: MONITOR_ADDRESS, timeoutMs: 2_000 });
+        if (answer.status === 200) return;
+        last = `HTTP ${answer.status} ${answer.body.slice(0, 120)}`;
+      } catch (error) {
+        last = errorLabel(error);
+      }
+      await sleep(200);
+    }
+    throw new Error(`the mesh did not serve a proof within ${fmt(timeoutMs)} ms (last answer: ${last})`);
+  }
+
+  async stop(): Promise<void> {
+    // SIGCONT first: a member a failed attack left stopped would never handle SIGTERM.
+    for (const member of this.members) if (member.alive) member.child.kill("SIGCONT");
+    await Promise.all(this.members.map((member) => member.stop().catch(() => undefined)));
+  }
+}
+
+/**
+ * Samples the age of the proof member 0 serves (now − its nanoMoment) every 100 ms from the monitoring address,
+ * until `signal`; resolves with the ages (ms, ascending) and the non-200 answers by status.
+ */
+async function sampleProofAge(rest: string, signal: AbortSignal, until: number): Promise<{ agesMs: number[]; refusals: Map<string, number> }> {
+  const agesMs: number[] = [];
+  const refusals = new Map<string, number>();
+  while (!signal.aborted && performance.now() < until) {
+    try {
+      const answer = await httpRequest(`${rest}/time/current`, { localAddress: MONITOR_ADDRESS, timeoutMs: 2_000 });
+      if (answer.status === 200) {
+        const nanoMoment = BigInt((JSON.parse(answer.body) as { nanoMoment: string }).nanoMoment);
+        agesMs.push(Number(BigInt(Date.now()) * 1_000_000n - nanoMoment) / 1e6);
+      } else {
+        increment(refusals, `HTTP ${answer.status}`);
+      }
+    } catch (error) {
+      increment(refusals, errorLabel(error));
+    }
+    await sleep(100);
+  }
+  return { agesMs: agesMs.sort((a, b) => a - b), refusals };
+}
+
+/** Runs `work` with the proof-age sampler beside it and notes what the sampler saw. */
+async function withProofAge(ctx: AttackContext, work: () => Promise<void>): Promise<void> {
+  const sampling = sampleProofAge(ctx.node.endpoints.rest, ctx.signal, ctx.deadline);
+  await work();
+  const { agesMs, refusals } = await sampling;
+  ctx.cells.proofAge = agesMs.length === 0 ? "none served" : `${fmt(percentile(agesMs, 50))} / ${fmt(agesMs[agesMs.length - 1]!)}`;
+  ctx.note(
+    `served proof age (now − nanoMoment, every 100 ms from ${MONITOR_ADDRESS}): ${fmt(agesMs.length)} proofs, p50 ${fmt(percentile(agesMs, 50))} ms, ` +
+      `p99 ${fmt(percentile(agesMs, 99))} ms, max ${fmt(agesMs[agesMs.length - 1] ?? Number.NaN)} ms; not served: ${tally(refusals)}`,
+  );
+}
+
+interface FloodReport {
+  sent: number;
+  failed: number;
+  elapsedMs: number;
+}
+
+function meshFlood(): Attack {
+  let flooder: { child: ChildProcess; report: Promise<FloodReport | null> } | null = null;
+  return {
+    id: "8",
+    title: `8. mesh port flood (issue 31 point 3): random datagrams as fast as one socket sends them, from ${MESH_FLOODER_ADDRESS} (no key) to member 0's mesh port`,
+    async prepare(mesh) {
+      // The built flooder (dist/, as `npm run bench:attack` builds it), not the TypeScript source, started before
+      // the attack: loading the TypeScript register, or just a process start on a busy machine, can take seconds.
+      const child = fork(FLOODER_SCRIPT, [], {
+        execArgv: [], // not this process's TypeScript register
+        env: { ...process.env, BENCH_FLOOD_TARGET: `127.0.0.1:${mesh!.meshPorts[0]}`, BENCH_FLOOD_SOURCE: MESH_FLOODER_ADDRESS },
+        stdio: ["ignore", "inherit", "inherit", "ipc"],
+      });
+      child.on("error", () => undefined); // a send to a flooder that died: its missing report says so
+      pin(child.pid, LOAD_CORE);
+      try {
+        setPriority(child.pid ?? 0, ATTACKER_NICE);
+      } catch {
+        // not allowed: it keeps this process's priority
+      }
+      const exited = new Promise<null>((resolve) => child.once("exit", () => resolve(null)));
+      const ready = new Promise<boolean>((resolve) => {
+        child.once("message", () => resolve(true));
+        void exited.then(() => resolve(false));
+      });
+      const report = ready.then((isReady) =>
+        isReady ? Promise.race([new Promise<FloodReport>((resolve) => child.once("message", (message) => resolve(message as FloodReport))), exited]) : null,
+      );
+      flooder = { child, report };
+      if (!(await Promise.race([ready, sleep(30_000).then(() => false)]))) {
+        child.kill("SIGKILL");
+        throw new Error("the flooder did not start within 30 s");
+      }
+    },
+    async run(ctx) {
+      const started = flooder;
+      flooder = null;
+      if (started === null) throw new Error("no flooder (prepare did not run)");
+      ctx.resources.add(() => started.child.kill("SIGKILL"));
+      await withProofAge(ctx, async () => {
+        if (started.child.connected) started.child.send({ untilMs: Date.now() + Math.max(0, ctx.deadline - performance.now()) });
+        const report = await started.report;
+        ctx.note(
+          report === null
+            ? "attacker: the flooder exited without a report"
+            : `attacker: ${fmt(report.sent)} datagrams sent in ${fmt(report.elapsedMs)} ms (${fmt((report.sent * 1000) / Math.max(1, report.elapsedMs))}/s), ${fmt(report.failed)} sends failed`,
+        );
+      });
+    },
+  };
+}
+
+function deadMember(): Attack {
+  return {
+    id: "9",
+    title: "9. a dead member (issue 31 point 4): member 1 SIGSTOPped for the whole attack (no answer, no ICMP), SIGCONT after",
+    async run(ctx) {
+      const mesh = ctx.mesh;
+      if (mesh === null) throw new Error("no mesh");
+      const victim = mesh.members[1]!;
+      victim.child.kill("SIGSTOP");
+      ctx.resources.add(() => {
+        if (victim.alive) victim.child.kill("SIGCONT");
+      });
+      await withProofAge(ctx, () => waitUntil(ctx.deadline, ctx.signal));
+    },
+    async after(ctx) {
+      // Back in the mesh before the next run: continued, and the mesh serving again.
+      const victim = ctx.mesh?.members[1];
+      if (victim?.alive === true) victim.child.kill("SIGCONT");
+      await ctx.mesh?.waitServing(15_000).catch((error: unknown) => ctx.note(`after SIGCONT: ${errorLabel(error)}`));
+    },
+  };
+}
 
 // ---------------------------------------------------------------------------------------------------------------
 // The harness
@@ -1426,7 +1681,7 @@ interface PhaseResult {
   aborted: string | null;
 }
 
-async function runPhase(node: NodeUnderAttack, client: NormalClient, attack: Attack): Promise<PhaseResult> {
+async function runPhase(node: NodeUnderAttack, client: NormalClient, attack: Attack, mesh: AttackedMesh | null = null): Promise<PhaseResult> {
   const controller = new AbortController();
   const resources = new Resources();
   const notes: string[] = [];
@@ -1450,6 +1705,11 @@ async function runPhase(node: NodeUnderAttack, client: NormalClient, attack: Att
   const logFileBefore = statSync(node.logPath).size;
   const listenOverflowsBefore = listenOverflows();
 
+  try {
+    await attack.prepare?.(mesh);
+  } catch (error) {
+    notes.push(`preparing the attack failed: ${errorLabel(error)}`);
+  }
   await client.startMeasuring();
   const started = performance.now();
   const ctx: AttackContext = {
@@ -1460,6 +1720,7 @@ async function runPhase(node: NodeUnderAttack, client: NormalClient, attack: Att
     signal: controller.signal,
     note: (text) => notes.push(text),
     cells,
+    mesh,
   };
   let clientStats: ClientStats | null = null;
   let logAfter = logBefore;
@@ -1562,49 +1823,55 @@ function verdict(result: PhaseResult, idleP99Ms: number): { text: string; p99Rat
 }
 
 function selectedAttacks(connectionLimit: number): Attack[] {
-  const all = [hangingCallbacks(), pipeliningFlood(), pipeliningWithoutReading(), connectionFlood(connectionLimit), websocketSubscriptions(), grpcRefusalFlood(), batchAmplification()];
+  const all = [
+    hangingCallbacks(),
+    pipeliningFlood(),
+    pipeliningWithoutReading(),
+    connectionFlood(connectionLimit),
+    websocketSubscriptions(),
+    grpcRefusalFlood(),
+    batchAmplification(),
+    meshFlood(),
+    deadMember(),
+  ];
   const only = process.env.BENCH_ATTACK_ONLY;
   if (only === undefined || only.trim() === "") return all;
   const wanted = new Set(only.split(",").map((item) => item.trim()));
   const chosen = all.filter((attack) => wanted.has(attack.id));
-  if (chosen.length === 0) throw new Error(`BENCH_ATTACK_ONLY=${only} names no attack (1–7)`);
+  if (chosen.length === 0) throw new Error(`BENCH_ATTACK_ONLY=${only} names no attack (1–9)`);
   return chosen;
 }
 
-async function main(): Promise<void> {
-  const runStartedAt = performance.now();
-  const loadAtStart = loadavg();
-  const dir = mkdtempSync(join(tmpdir(), "ats-bench-attack-"));
-  let node: NodeUnderAttack | undefined;
-  let nodeChild: ChildProcess | undefined;
-  let client: NormalClient | undefined;
-  const killAll = (): void => {
-    nodeChild?.kill("SIGKILL");
-    client?.child.kill("SIGKILL");
-  };
-  const removeDir = (): void => {
-    if (!KEEP_LOG) rmSync(dir, { recursive: true, force: true });
-  };
-  process.once("exit", () => {
-    killAll();
-    removeDir();
-  });
-  for (const signal of ["SIGINT", "SIGTERM"] as const) {
-    process.once(signal, () => {
-      console.error(`bench:attack: ${signal}, stopping`);
-      process.exit(130);
-    });
+/**
+ * Starts the normal client on `rest` (added to `children`), moves the attackers (this process) to the load core at
+ * a lower priority than the client, and warms the client up (JIT, connections; not reported).
+ */
+async function startNormalClient(rest: string, children: Set<ChildProcess>): Promise<NormalClient> {
+  const client = await NormalClient.start(rest);
+  children.add(client.child);
+  pin(process.pid, LOAD_CORE);
+  try {
+    setPriority(ATTACKER_NICE);
+  } catch {
+    // not allowed here (or niced already): the notes show the client's timer lag
   }
-  const watchdog = setTimeout(() => {
-    console.error(`bench:attack: time limit of ${fmt(MAX_RUN_MS / 1000)} s exceeded (BENCH_ATTACK_MAX_S); stopping`);
-    process.exit(2);
-  }, MAX_RUN_MS);
-  watchdog.unref();
+  await client.startMeasuring();
+  await sleep(1_000);
+  await client.stopMeasuring();
+  return client;
+}
 
-  const fileLimit = openFileLimit();
-  // Both this process and the node hold one descriptor per connection; keep ~1,000 for everything else.
-  const connectionLimit = Math.max(100, Math.min(envNumber("BENCH_ATTACK_CONNECTIONS", 5_000), fileLimit - 1_000));
-  const attacks = selectedAttacks(connectionLimit);
+interface RunContext {
+  dir: string;
+  runStartedAt: number;
+  loadAtStart: number[];
+  children: Set<ChildProcess>;
+}
+
+/** Attacks 1–7 against a lone node, and their table. */
+async function runLonePart({ dir, runStartedAt, loadAtStart, children }: RunContext, attacks: Attack[]): Promise<void> {
+  let node: NodeUnderAttack | undefined;
+  let client: NormalClient | undefined;
   const results: PhaseResult[] = [];
   let idle: PhaseResult | undefined;
   let stoppedEarly: string | null = null;
@@ -1614,25 +1881,8 @@ async function main(): Promise<void> {
       chain = await startChainProcess(31337);
       pin(chain.child.pid, LOAD_CORE);
     }
-    node = await NodeUnderAttack.start(
-      dir,
-      (child) => {
-        nodeChild = child;
-      },
-      chain?.rpcUrl,
-    );
-    client = await NormalClient.start(node.endpoints.rest);
-    // From here on the attackers (this process) run on the load core at a lower priority than the normal client.
-    pin(process.pid, LOAD_CORE);
-    try {
-      setPriority(ATTACKER_NICE);
-    } catch {
-      // not allowed here: the notes show the client's timer lag
-    }
-    // Warm-up (JIT, connections), not reported.
-    await client.startMeasuring();
-    await sleep(1_000);
-    await client.stopMeasuring();
+    node = await NodeUnderAttack.start(dir, (child) => children.add(child), chain === undefined ? {} : { rpcUpstreamUrl: chain.rpcUrl });
+    client = await startNormalClient(node.endpoints.rest, children);
 
     idle = await runPhase(node, client, IDLE);
     for (const attack of [CONTROL, ...attacks]) {
@@ -1703,6 +1953,152 @@ async function main(): Promise<void> {
   }
   if (stoppedEarly !== null) console.log(`\nStopped early: ${stoppedEarly}`);
   if (KEEP_LOG) console.log(`\nNode log kept: ${node.logPath} (config and data in ${dir})`);
+}
+
+/** One run of a mesh attack against the goals of issue 31: what failed, empty when it passed. */
+function meshRunFailures(result: PhaseResult, idleP99Ms: number): string[] {
+  const stats = result.client;
+  const reasons: string[] = [];
+  if (result.aborted !== null) reasons.push("cut short");
+  if (stats === null) return [...reasons, "no client data"];
+  if (stats.errorCount > 0) reasons.push("errors");
+  if (!(stats.steadyP99Ms / idleP99Ms <= GOAL_P99_RATIO)) reasons.push("steady p99");
+  if (!((stats.timeline[0]?.maxMs ?? Number.NaN) <= GOAL_FIRST_SECOND_MS)) reasons.push("first second");
+  return reasons;
+}
+
+function median(values: number[]): number {
+  const sorted = values.filter((value) => !Number.isNaN(value)).sort((a, b) => a - b);
+  if (sorted.length === 0) return Number.NaN;
+  const middle = Math.floor(sorted.length / 2);
+  return sorted.length % 2 === 1 ? sorted[middle]! : (sorted[middle - 1]! + sorted[middle]!) / 2;
+}
+
+/** Attacks 8 and 9 against a mesh, each MESH_RUNS times, and their table. */
+async function runMeshPart({ dir, runStartedAt, loadAtStart, children }: RunContext, attacks: Attack[]): Promise<void> {
+  let mesh: AttackedMesh | undefined;
+  let client: NormalClient | undefined;
+  const results: PhaseResult[] = [];
+  let idle: PhaseResult | undefined;
+  let control: PhaseResult | undefined;
+  let stoppedEarly: string | null = null;
+  try {
+    mesh = await AttackedMesh.start(dir, (child) => children.add(child));
+    client = await startNormalClient(mesh.attacked.endpoints.rest, children);
+    idle = await runPhase(mesh.attacked, client, IDLE, mesh);
+    control = await runPhase(mesh.attacked, client, CONTROL, mesh);
+    outer: for (const attack of attacks) {
+      for (let run = 1; run <= MESH_RUNS; run += 1) {
+        if (!mesh.members.every((member) => member.alive)) {
+          stoppedEarly = `a member exited before attack ${attack.id} run ${run}:\n${tailOf(mesh.attacked.logPath, 1_500)}`;
+          break outer;
+        }
+        if (MAX_RUN_MS - (performance.now() - runStartedAt) < DURATION_MS + SETTLE_MS + 20_000) {
+          stoppedEarly = `time budget (BENCH_ATTACK_MAX_S) spent before attack ${attack.id} run ${run}`;
+          break outer;
+        }
+        console.error(`bench:attack: ${attack.title} (run ${run} of ${MESH_RUNS})`);
+        results.push(await runPhase(mesh.attacked, client, attack, mesh));
+      }
+    }
+  } finally {
+    await client?.stop().catch(() => undefined);
+    await mesh?.stop().catch(() => undefined);
+  }
+  if (idle === undefined || control === undefined || mesh === undefined) throw new Error("no idle measurement of the mesh");
+
+  const idleLatencies = [...(idle.client?.latenciesMs ?? []), ...(control.client?.latenciesMs ?? [])].sort((a, b) => a - b);
+  const idleP99 = percentile(idleLatencies, 99);
+  const layout = PINNING
+    ? `member 0 pinned to core ${NODE_CORE}; members 1–${MESH_MEMBERS - 1}, the normal client${NormalClient.niced ? ` (nice ${CLIENT_NICE})` : ""} and the attackers (nice ${ATTACKER_NICE}) on core ${LOAD_CORE} (taskset)`
+    : "no pinning";
+  console.log(`\n### Attack benchmark, mesh part — ${new Date().toISOString().slice(0, 16).replace("T", " ")} UTC\n`);
+  console.log(
+    `Node ${process.version}, ${cpus()[0]?.model ?? "unknown CPU"} × ${cpus().length} cores, load average at start ${loadAtStart.map((value) => value.toFixed(1)).join(" / ")}; ${layout}. ` +
+      `Mesh: ${MESH_MEMBERS} \`ats-node start\` processes meshed as \`ats-node cluster\` meshes them (meshWindowNs ${CLUSTER_WINDOW_NS}, default round settings). ` +
+      `Normal client: GET /time/current on member 0 at ${fmt(RATE)} req/s from ${NORMAL_ADDRESS}, ${fmt(DURATION_S)} s per phase; ` +
+      `idle p50 / p99 ${fmt(idle.client?.p50Ms ?? Number.NaN, 2)} / ${fmt(idle.client?.p99Ms ?? Number.NaN, 2)} ms, a second idle window's p99 ${fmt(control.client?.p99Ms ?? Number.NaN, 2)} ms, ` +
+      `reference p99 (both windows' ${fmt(idleLatencies.length)} answers) ${fmt(idleP99, 2)} ms; served proof age at idle (p50 / max, ms) ${idle.cells.proofAge ?? "n/a"} and ${control.cells.proofAge ?? "n/a"}. ` +
+      `Goals (issue 31), each judged on the median of ${fmt(MESH_RUNS)} runs: the normal client's p99 over the attack's steady state (requests sent after its first second) ≤ ${GOAL_P99_RATIO}× the reference p99, ` +
+      `its slowest answer in the first second ≤ ${fmt(GOAL_FIRST_SECOND_MS)} ms, no errors (a 503 while member 0 has no consensus is one).\n`,
+  );
+  console.log("| attack | run | normal GET p50 / steady p99 (ms) | steady p99 ÷ reference | slowest first-second answer (ms) | normal errors | served proof age p50 / max (ms) | result |");
+  console.log("|---|---|---|---|---|---|---|---|");
+  for (const attack of attacks) {
+    const runs = results.filter((result) => result.attack.id === attack.id);
+    for (const [index, result] of runs.entries()) {
+      const stats = result.client;
+      const failures = meshRunFailures(result, idleP99);
+      console.log(
+        `| ${attack.title}${result.aborted === null ? "" : ` — ${result.aborted}`} | ${fmt(index + 1)} ` +
+          `| ${stats === null ? "n/a" : `${fmt(stats.p50Ms, 2)} / ${fmt(stats.steadyP99Ms, 2)}`} ` +
+          `| ${fmt((stats?.steadyP99Ms ?? Number.NaN) / idleP99, 1)} ` +
+          `| ${fmt(stats?.timeline[0]?.maxMs ?? Number.NaN, 1)} ` +
+          `| ${stats === null ? "n/a" : `${fmt(stats.errorCount)} of ${fmt(stats.sent)}`} ` +
+          `| ${result.cells.proofAge ?? "n/a"} ` +
+          `| ${failures.length === 0 ? "pass" : `fail (${failures.join(", ")})`} |`,
+      );
+    }
+    if (runs.length === 0) continue;
+    const ratio = median(runs.map((result) => (result.client?.steadyP99Ms ?? Number.NaN) / idleP99));
+    const firstSecond = median(runs.map((result) => result.client?.timeline[0]?.maxMs ?? Number.NaN));
+    const errors = median(runs.map((result) => result.client?.errorCount ?? Number.NaN));
+    const reasons: string[] = [];
+    if (runs.length < MESH_RUNS) reasons.push(`${runs.length} of ${MESH_RUNS} runs`);
+    if (!(ratio <= GOAL_P99_RATIO)) reasons.push("steady p99");
+    if (!(firstSecond <= GOAL_FIRST_SECOND_MS)) reasons.push("first second");
+    if (!(errors === 0)) reasons.push("errors");
+    console.log(
+      `| **${attack.title}: median of ${fmt(runs.length)}** | | | ${fmt(ratio, 1)} | ${fmt(firstSecond, 1)} | ${fmt(errors)} | | ` +
+        `**${reasons.length === 0 ? "pass" : `FAIL (${reasons.join(", ")})`}** |`,
+    );
+  }
+  console.log("\nNotes:\n");
+  for (const result of [idle, control, ...results]) {
+    console.log(`- **${result.attack.title}** (${fmt(result.elapsedMs / 1000, 1)} s)`);
+    for (const note of result.notes) console.log(`  - ${note}`);
+  }
+  if (stoppedEarly !== null) console.log(`\nStopped early: ${stoppedEarly}`);
+  if (KEEP_LOG) console.log(`\nMember logs kept in ${dir}`);
+}
+
+async function main(): Promise<void> {
+  const runStartedAt = performance.now();
+  const loadAtStart = loadavg();
+  const dir = mkdtempSync(join(tmpdir(), "ats-bench-attack-"));
+  // Every child this run starts (nodes, mesh members, normal clients): killed if the run exits early.
+  const children = new Set<ChildProcess>();
+  const killAll = (): void => {
+    for (const child of children) child.kill("SIGKILL");
+  };
+  const removeDir = (): void => {
+    if (!KEEP_LOG) rmSync(dir, { recursive: true, force: true });
+  };
+  process.once("exit", () => {
+    killAll();
+    removeDir();
+  });
+  for (const signal of ["SIGINT", "SIGTERM"] as const) {
+    process.once(signal, () => {
+      console.error(`bench:attack: ${signal}, stopping`);
+      process.exit(130);
+    });
+  }
+  const watchdog = setTimeout(() => {
+    console.error(`bench:attack: time limit of ${fmt(MAX_RUN_MS / 1000)} s exceeded (BENCH_ATTACK_MAX_S); stopping`);
+    process.exit(2);
+  }, MAX_RUN_MS);
+  watchdog.unref();
+
+  const fileLimit = openFileLimit();
+  // Both this process and the node hold one descriptor per connection; keep ~1,000 for everything else.
+  const connectionLimit = Math.max(100, Math.min(envNumber("BENCH_ATTACK_CONNECTIONS", 5_000), fileLimit - 1_000));
+  const attacks = selectedAttacks(connectionLimit);
+  const loneAttacks = attacks.filter((attack) => !MESH_ATTACK_IDS.has(attack.id));
+  const meshAttacks = attacks.filter((attack) => MESH_ATTACK_IDS.has(attack.id));
+  const context: RunContext = { dir, runStartedAt, loadAtStart, children };
+  if (loneAttacks.length > 0) await runLonePart(context, loneAttacks);
+  if (meshAttacks.length > 0) await runMeshPart(context, meshAttacks);
   console.log(`\nTotal run time ${fmt((performance.now() - runStartedAt) / 1000)} s.`);
 }
 
