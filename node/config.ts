@@ -1,7 +1,8 @@
 /**
  * The node's settings: its table, declared with lib/settings.ts (the framework every program shares: loader,
  * validation, description, redaction), with the base settings of every program (logging) at the end, plus the
- * rules that involve two settings.
+ * rules that involve two settings. One file over 500 lines on purpose: every setting's default, bounds and
+ * description live here and nowhere else, one entry per setting.
  */
 import { ValidationError } from "../protocol/errors";
 import {

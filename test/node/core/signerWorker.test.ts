@@ -509,7 +509,7 @@ describe("Signer thread (node/core/signerWorker.ts)", () => {
     await thread.ready;
     expect(thread.ticksOverdue(), "withheld: never overdue").to.equal(false);
     thread.grantTicks(true);
-    // Asked at the attestor's pace, right after a collect(), as #checkSelfTicking does: never overdue while it ticks.
+    // Asked at the attestor's pace, right after a collect(), as SelfTickingTicks.tick does (node/core/tickStrategies.ts): never overdue while it ticks.
     const untilMs = Date.now() + 400;
     while (Date.now() < untilMs) {
       thread.collect();
