@@ -193,36 +193,39 @@ export class HotHistogram {
   }
 }
 
-export interface ScrapedGaugeOptions {
+export interface ScrapedMetricOptions {
   name: string;
   help: string;
+  /** "counter": `read` returns a count since the source started (it only grows while the source runs). */
+  type: "gauge" | "counter";
   registry: Registry;
-  /** The value now, or undefined: no series at all (not 0, which prom-client shows for a label-less gauge). */
+  /** The value now, or undefined: no series at all (not 0, which prom-client shows for a label-less metric). */
   read: () => number | undefined;
 }
 
 /**
- * A label-less gauge read when the registry is scraped, with no series while `read` has nothing to say: a node
- * without a mesh shows no mesh time quality, rather than a quality of 0 that would page as a broken mesh. prom-client's
- * own Gauge always shows a label-less series (0 until set).
+ * A label-less gauge or counter read when the registry is scraped, with no series while `read` has nothing to say: a
+ * node without a mesh shows no mesh time quality, rather than a quality of 0 that would page as a broken mesh.
+ * prom-client's own label-less metrics always show a series (0 until set).
  */
-export class ScrapedGauge {
-  readonly type = "gauge";
+export class ScrapedMetric {
+  readonly type: "gauge" | "counter";
   readonly aggregator = "sum";
   readonly name: string;
   readonly help: string;
   readonly #read: () => number | undefined;
 
-  constructor(options: ScrapedGaugeOptions) {
-    if (!METRIC_NAME.test(options.name)) throw new TypeError(`gauge: invalid metric name ${JSON.stringify(options.name)}`);
+  constructor(options: ScrapedMetricOptions) {
+    if (!METRIC_NAME.test(options.name)) throw new TypeError(`${options.type}: invalid metric name ${JSON.stringify(options.name)}`);
     this.name = options.name;
     this.help = options.help;
+    this.type = options.type;
     this.#read = options.read;
     // As HotHistogram: the Registry uses only name, help, type, get() and reset().
     options.registry.registerMetric(this as unknown as Parameters<Registry["registerMetric"]>[0]);
   }
 
-  get(): Promise<{ name: string; help: string; type: "gauge"; aggregator: "sum"; values: MetricLine[] }> {
+  get(): Promise<{ name: string; help: string; type: "gauge" | "counter"; aggregator: "sum"; values: MetricLine[] }> {
     const value = this.#read();
     const values = value === undefined ? [] : [{ metricName: this.name, labels: {}, value }];
     return Promise.resolve({ name: this.name, help: this.help, type: this.type, aggregator: this.aggregator, values });

@@ -31,6 +31,9 @@
  * - timerpc_mesh_rounds_total{outcome}: consensus rounds proposed, "ok" or the error message that ended them.
  * - timerpc_mesh_packets_dropped_total{reason}: mesh packets this node dropped, by reason (docs/protocol.md §7.3).
  *   All timerpc_mesh_* series are absent on a node without a mesh.
+ * - timerpc_schedules_pending, timerpc_schedule_backlog_seconds (how long the most overdue pending schedule has
+ *   waited past its due attempt; 0 when none is overdue), timerpc_schedules_finished_total{outcome} (delivered,
+ *   failed), timerpc_schedule_delivery_attempts_total: scheduled deliveries (node/schedules), read when scraped.
  * - timerpc_tamper_events_total: tamper events reported by the card.
  * - timerpc_attestation_signer{signer}: 1 for where ticks are signed now (self-ticking-thread, thread, main-thread;
  *   node/api/README.md lists when each applies), read at scrape time.
@@ -56,7 +59,7 @@ import type { CardStatus } from "../card/types";
 import type { ConvergenceState, MeshStateReport, ServiceStats, SignedTime, TimeService } from "../core/types";
 import type { DropReason } from "./connectionGuard";
 import type { NtpServerStats } from "../ntp/server";
-import { collectProcessMetrics, copiedCounter, CounterTally, flushAll, HotHistogram, ScrapedGauge, type HotHistogramChild } from "../../lib/metrics";
+import { collectProcessMetrics, copiedCounter, CounterTally, flushAll, HotHistogram, ScrapedMetric, type HotHistogramChild } from "../../lib/metrics";
 
 export { OMITTED_DEFAULT_METRICS } from "../../lib/metrics";
 
@@ -83,6 +86,10 @@ export const METRIC_NAMES = {
   meshPeersReachable: "timerpc_mesh_peers_reachable",
   meshTamperAlerts: "timerpc_mesh_tamper_alerts",
   meshContradictingPeers: "timerpc_mesh_contradicting_peers",
+  schedulesPending: "timerpc_schedules_pending",
+  scheduleBacklogSeconds: "timerpc_schedule_backlog_seconds",
+  schedulesFinishedTotal: "timerpc_schedules_finished_total",
+  scheduleDeliveryAttemptsTotal: "timerpc_schedule_delivery_attempts_total",
   meshRoundsTotal: "timerpc_mesh_rounds_total",
   meshPacketsDroppedTotal: "timerpc_mesh_packets_dropped_total",
   streamPushesSkippedTotal: "timerpc_stream_pushes_skipped_total",
@@ -303,9 +310,10 @@ export function createNodeMetrics(options: { defaultMetrics?: boolean } = {}): N
     },
   });
   const meshGauge = (name: string, help: string, value: (state: MeshStateReport) => number) =>
-    new ScrapedGauge({
+    new ScrapedMetric({
       name,
       help,
+      type: "gauge",
       registry,
       read: () => {
         const state = meshState();
@@ -334,6 +342,28 @@ export function createNodeMetrics(options: { defaultMetrics?: boolean } = {}): N
     labelName: "reason",
     registry,
     read: () => meshState()?.refused.packets,
+  });
+
+  // Scheduled deliveries (node/schedules), read from the bound service when scraped.
+  let statsSource: (() => ServiceStats) | null = null;
+  const scheduleMetric = (name: string, help: string, type: "gauge" | "counter", value: (stats: ServiceStats) => number) =>
+    new ScrapedMetric({ name, help, type, registry, read: () => (statsSource === null ? undefined : value(statsSource())) });
+  scheduleMetric(METRIC_NAMES.schedulesPending, "Scheduled deliveries pending (scheduled or delivering)", "gauge", (stats) => stats.schedulesPending);
+  scheduleMetric(METRIC_NAMES.scheduleBacklogSeconds, "How long the most overdue pending schedule has waited past its due attempt, seconds (0: none overdue)", "gauge", (stats) => {
+    const dueNs = stats.scheduleEarliestDueNs;
+    const overdueNs = dueNs === null || clockNs === null ? 0n : clockNs() - dueNs;
+    return overdueNs > 0n ? Number(overdueNs) / NS_PER_SECOND : 0;
+  });
+  scheduleMetric(METRIC_NAMES.scheduleDeliveryAttemptsTotal, "Delivery attempts (POSTs to callback URLs) made for schedules", "counter", (stats) => stats.scheduleDeliveryAttemptsTotal);
+  copiedCounter({
+    name: METRIC_NAMES.schedulesFinishedTotal,
+    help: "Schedules finished, by outcome (delivered, failed: out of attempts)",
+    labelName: "outcome",
+    registry,
+    read: () => {
+      const stats = statsSource?.();
+      return stats === undefined ? undefined : { delivered: stats.schedulesDeliveredTotal, failed: stats.schedulesFailedTotal };
+    },
   });
 
   // The NTP time host keeps plain counts (its hot path touches no prom-client object); they are copied when scraped.
@@ -414,6 +444,7 @@ export function createNodeMetrics(options: { defaultMetrics?: boolean } = {}): N
       meshSource = () => service.meshState();
       clockNs = () => service.nowNs();
       signerSource = () => signerMode(service.stats());
+      statsSource = () => service.stats();
       cardStatusSource = () => service.info().card;
       accuracyLimitSeconds.set(Number(service.info().maxAcceptableDriftNs) / NS_PER_SECOND);
       return () => {
@@ -423,6 +454,7 @@ export function createNodeMetrics(options: { defaultMetrics?: boolean } = {}): N
         meshSource = null;
         clockNs = null;
         signerSource = null;
+        statsSource = null;
         cardStatusSource = null;
       };
     },

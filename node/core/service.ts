@@ -235,7 +235,7 @@ export function createCoreTimeService(parameters: CoreTimeServiceParameters): Co
     health,
     stats: (): ServiceStats => {
       const attestorStats = attestor.stats();
-      const scheduleStats = schedules?.stats() ?? { deliveredTotal: 0, failedTotal: 0, attemptsTotal: 0 };
+      const scheduleStats = schedules?.stats() ?? { deliveredTotal: 0, failedTotal: 0, attemptsTotal: 0, pending: 0, earliestDueNs: null };
       return {
         attestationsTotal: attestorStats.attestationsTotal,
         accuracyRefusalsTotal: attestorStats.accuracyRefusalsTotal,
@@ -248,6 +248,8 @@ export function createCoreTimeService(parameters: CoreTimeServiceParameters): Co
         schedulesDeliveredTotal: scheduleStats.deliveredTotal,
         schedulesFailedTotal: scheduleStats.failedTotal,
         scheduleDeliveryAttemptsTotal: scheduleStats.attemptsTotal,
+        schedulesPending: scheduleStats.pending,
+        scheduleEarliestDueNs: scheduleStats.earliestDueNs,
       };
     },
     onProof: (listener: (signed: SignedTime) => void) => served.onProof(listener),

@@ -141,6 +141,10 @@ export interface ServiceStats {
   schedulesDeliveredTotal: number;
   schedulesFailedTotal: number;
   scheduleDeliveryAttemptsTotal: number;
+  /** Pending schedules (scheduled or delivering). */
+  schedulesPending: number;
+  /** When the earliest pending schedule's next attempt is due, node clock ns; null with none. */
+  scheduleEarliestDueNs: bigint | null;
 }
 
 export interface VerifyOptions {

@@ -77,6 +77,10 @@ export interface ScheduleStats {
    * not the refusals that follow a failed fsync, which write nothing).
    */
   storeWriteErrorsTotal: number;
+  /** Pending schedules (scheduled or delivering). */
+  pending: number;
+  /** When the earliest pending schedule's next attempt is due, node clock ns; null with none (or once stopping). */
+  earliestDueNs: bigint | null;
 }
 
 export class ScheduleService {
@@ -158,7 +162,13 @@ export class ScheduleService {
   }
 
   stats(): ScheduleStats {
-    return { ...this.#counters, storeWriteErrorsTotal: this.#store.writeErrorsTotal };
+    return {
+      ...this.#counters,
+      storeWriteErrorsTotal: this.#store.writeErrorsTotal,
+      pending: this.#pending.total,
+      // Rows being delivered wait for their claim's end, so only rows still waiting for a slot or a retry are due.
+      earliestDueNs: this.#closing ? null : (this.#store.nextDueNs("[]") ?? null),
+    };
   }
 
   /**

@@ -1,6 +1,6 @@
 import { expect } from "chai";
 import { Histogram, Registry } from "prom-client";
-import { collectProcessMetrics, copiedCounter, HotHistogram, OMITTED_DEFAULT_METRICS, ScrapedGauge } from "../../lib/metrics";
+import { collectProcessMetrics, copiedCounter, HotHistogram, OMITTED_DEFAULT_METRICS, ScrapedMetric } from "../../lib/metrics";
 
 describe("HotHistogram (lib/metrics.ts)", () => {
   const buckets = [10, 100, 1_000, 60_000_000_000];
@@ -75,11 +75,13 @@ describe("HotHistogram (lib/metrics.ts)", () => {
   });
 });
 
-describe("ScrapedGauge, copiedCounter and collectProcessMetrics (lib/metrics.ts)", () => {
-  it("ScrapedGauge shows no series while its source has nothing, and the value read at each scrape otherwise", async () => {
+describe("ScrapedMetric, copiedCounter and collectProcessMetrics (lib/metrics.ts)", () => {
+  it("ScrapedMetric shows no series while its source has nothing, and the value read at each scrape otherwise", async () => {
     const registry = new Registry();
     let value: number | undefined;
-    new ScrapedGauge({ name: "x_quality", help: "Quality", registry, read: () => value });
+    new ScrapedMetric({ name: "x_quality", help: "Quality", type: "gauge", registry, read: () => value });
+    new ScrapedMetric({ name: "x_attempts_total", help: "Attempts", type: "counter", registry, read: () => 3 });
+    expect(await registry.metrics()).to.contain("# TYPE x_attempts_total counter\nx_attempts_total 3\n");
     const empty = await registry.metrics();
     expect(empty).to.contain("# TYPE x_quality gauge");
     expect(empty).not.to.match(/^x_quality /m);
@@ -87,7 +89,7 @@ describe("ScrapedGauge, copiedCounter and collectProcessMetrics (lib/metrics.ts)
     expect(await registry.metrics()).to.match(/^x_quality 7$/m);
     value = undefined;
     expect(await registry.metrics()).not.to.match(/^x_quality /m);
-    expect(() => new ScrapedGauge({ name: "x-y", help: "h", registry, read: () => 1 })).to.throw(TypeError, "invalid metric name");
+    expect(() => new ScrapedMetric({ name: "x-y", help: "h", type: "gauge", registry, read: () => 1 })).to.throw(TypeError, "invalid metric name");
   });
 
   it("copiedCounter is a counter that shows the source's counts at each scrape, by label, and none without a source", async () => {

@@ -1,7 +1,7 @@
 import { expect } from "chai";
 import Database from "better-sqlite3";
 import { readFileSync, realpathSync } from "node:fs";
-import { createServer } from "node:http";
+import { createServer, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
 import { join } from "node:path";
 import { NotFoundError, RateLimitError, UnavailableError, ValidationError } from "../../../protocol/errors";
@@ -17,6 +17,7 @@ import {
   type ScheduleServiceOptions,
 } from "../../../node/schedules";
 import * as sqlite from "../../../lib/sqlite";
+import { createNodeMetrics } from "../../../node/api/metrics";
 import { nsToBlob } from "../../../lib/sqlite";
 import { buildService, expectRejects, scheduleServiceOptions, startCallbackServer, tempDir, testConfig, waitFor, type CallbackServer } from "../core/helpers";
 
@@ -216,6 +217,45 @@ describe("scheduled deliveries", function () {
     expect(server.received).to.have.length(3);
     expect(new Set(server.received.map((entry) => (entry.body as ScheduleDeliveryBody).id))).to.deep.equal(new Set([record.id]));
     expect(service.stats().scheduleDeliveryAttemptsTotal).to.equal(3);
+  });
+
+  it("reports the pending schedules and how long the most overdue one has waited (timerpc_schedules_pending, timerpc_schedule_backlog_seconds)", async () => {
+    // A receiver that holds every request until released: with one delivery slot the second schedule waits, overdue.
+    const held: ServerResponse[] = [];
+    const receiver = createServer((_request, response) => held.push(response));
+    await new Promise<void>((resolve) => receiver.listen(0, "127.0.0.1", resolve));
+    stops.push(async () => {
+      for (const response of held) response.end();
+      await new Promise((resolve) => receiver.close(resolve));
+    });
+    const url = `http://127.0.0.1:${(receiver.address() as AddressInfo).port}/hook`;
+    const { service } = await node(data(), { scheduleMaxConcurrentDeliveries: 1, scheduleMaxConcurrentDeliveriesPerClient: 1, scheduleDeliveryTimeoutMs: 30_000 });
+    const metrics = createNodeMetrics({ defaultMetrics: false });
+    const unbind = metrics.bindService(service);
+    stops.push(async () => unbind());
+    const series = async (name: string): Promise<number> => Number(new RegExp(`^${name} (\\S+)$`, "m").exec(await metrics.render())?.[1]);
+    expect(await series("timerpc_schedules_pending")).to.equal(0);
+    expect(await series("timerpc_schedule_backlog_seconds")).to.equal(0);
+
+    await service.schedule(nowNs(), url);
+    const waiting = await service.schedule(nowNs(), url);
+    await waitFor(() => held.length === 1, 20_000, "the first delivery in flight");
+    expect(service.stats()).to.include({ schedulesPending: 2, scheduleEarliestDueNs: waiting.executeAtNs });
+    expect(await series("timerpc_schedules_pending")).to.equal(2);
+    const backlog = await series("timerpc_schedule_backlog_seconds");
+    expect(backlog).to.be.greaterThan(0).and.lessThan(20);
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    expect(await series("timerpc_schedule_backlog_seconds")).to.be.greaterThan(backlog);
+
+    held.shift()!.end();
+    await waitFor(() => held.length === 1, 20_000, "the second delivery in flight");
+    held.shift()!.end();
+    await waitFor(() => service.stats().schedulesDeliveredTotal === 2, 20_000, "both delivered");
+    expect(await series("timerpc_schedules_pending")).to.equal(0);
+    expect(await series("timerpc_schedule_backlog_seconds")).to.equal(0);
+    const text = await metrics.render();
+    expect(text).to.match(/^timerpc_schedules_finished_total\{outcome="delivered"\} 2$/m);
+    expect(text).to.match(/^timerpc_schedule_delivery_attempts_total 2$/m);
   });
 
   it("marks a schedule failed after maxAttempts, with the last error", async () => {
