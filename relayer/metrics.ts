@@ -6,6 +6,7 @@
  */
 import { Counter, Gauge, Registry } from "prom-client";
 import { collectProcessMetrics } from "../lib/metrics";
+import { ITEM_KINDS } from "./store";
 
 export interface RelayerMetrics {
   readonly registry: Registry;
@@ -35,9 +36,12 @@ export function createRelayerMetrics(queueDepth: () => Record<string, number>): 
       }
     },
   });
+  const finished = new Counter({ name: "ats_relayer_finished_total", help: "Items finished, by kind and outcome (delivered, executed, pushed, done, dead). An item a reorg deeper than the confirmations reopens counts again when it finishes again.", labelNames: ["kind", "outcome"], registers: [registry] });
+  // Dead letters at zero from the start, so that increase() (the dead-letter alert) sees the first one.
+  for (const kind of ITEM_KINDS) finished.inc({ kind, outcome: "dead" }, 0);
   return {
     registry,
-    finished: new Counter({ name: "ats_relayer_finished_total", help: "Items finished, by kind and outcome (delivered, executed, pushed, done, dead). An item a reorg deeper than the confirmations reopens counts again when it finishes again.", labelNames: ["kind", "outcome"], registers: [registry] }),
+    finished,
     failures: new Counter({ name: "ats_relayer_failures_total", help: "Failed attempts, by kind and reason (a revert's error name, Unavailable, TxReverted).", labelNames: ["kind", "reason"], registers: [registry] }),
     tickFailures: new Counter({ name: "ats_relayer_tick_failures_total", help: "Ticks of a chain that failed (RPC unreachable, …).", labelNames: ["chain"], registers: [registry] }),
     reorgs: new Counter({ name: "ats_relayer_reorgs_total", help: "Reorgs seen at the scan cursor.", labelNames: ["chain"], registers: [registry] }),

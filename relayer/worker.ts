@@ -134,6 +134,9 @@ export class ChainWorker {
     submitterOptions: Pick<SubmitterOptions, "feeBumpAfterMs" | "maxFeePerGasWei" | "crashAt">,
   ) {
     this.submitter = new Submitter(chain, store, { ...submitterOptions, nowMs, log });
+    // At zero from the start: increase() reads a series born at 1 as no increase, and would miss the first one.
+    metrics.tickFailures.inc({ chain: chain.config.name }, 0);
+    metrics.reorgs.inc({ chain: chain.config.name }, 0);
   }
 
   private get chainId(): number {

@@ -79,7 +79,8 @@ export const DEFAULT_CONNECTION_LIMITS: Readonly<ConnectionLimits> = {
 };
 
 /** Why a connection was dropped (label of timerpc_connections_dropped_total). */
-export type DropReason = "server_full" | "address_full" | "penalised" | "pipelining" | "refusals" | "stalled";
+export const DROP_REASONS = ["server_full", "address_full", "penalised", "pipelining", "refusals", "stalled"] as const;
+export type DropReason = (typeof DROP_REASONS)[number];
 
 /** Longest a connection being closed waits for its client to read the answers it was given. */
 const CLOSE_GRACE_MS = 1_000;

@@ -57,7 +57,7 @@
 import { Counter, Gauge, Histogram, Registry } from "prom-client";
 import type { CardStatus } from "../card/types";
 import type { ConvergenceState, MeshStateReport, ServiceStats, SignedTime, TimeService } from "../core/types";
-import type { DropReason } from "./connectionGuard";
+import { DROP_REASONS, type DropReason } from "./connectionGuard";
 import type { NtpServerStats } from "../ntp/server";
 import { collectProcessMetrics, copiedCounter, CounterTally, flushAll, HotHistogram, ScrapedMetric, type HotHistogramChild } from "../../lib/metrics";
 
@@ -265,6 +265,8 @@ export function createNodeMetrics(options: { defaultMetrics?: boolean } = {}): N
     labelNames: ["reason"] as const,
     registers: [registry],
   });
+  // At zero from the start, so that increase() sees the first drop of each reason.
+  for (const reason of DROP_REASONS) connectionsDroppedTotal.inc({ reason }, 0);
 
   const streamPushesSkippedTotal = new Counter({
     name: METRIC_NAMES.streamPushesSkippedTotal,

@@ -9,6 +9,7 @@ import { Value } from "@sinclair/typebox/value";
 import { buildRestApp } from "../../../node/api/rest";
 import { NodeInfoBody } from "../../../wire/rest";
 import { createTransportContext } from "../../../node/api/context";
+import { DROP_REASONS } from "../../../node/api/connectionGuard";
 import { OMITTED_DEFAULT_METRICS } from "../../../node/api/metrics";
 import { http, startTestNode, testLogger, type TestNode } from "./helpers";
 
@@ -360,6 +361,8 @@ describe("node/api/rest", function () {
       expect(text).to.match(/^timerpc_accuracy_ns_bucket\{le="100000000"\} [1-9]\d*$/m);
       expect(text).to.match(/^timerpc_accuracy_ns_bucket\{le="10"\} 0$/m);
       expect(text).not.to.match(/^timerpc_mesh_\w+[{ ]/m);
+      // Every drop reason from the start (at zero until one happens), so that increase() sees the first one.
+      for (const reason of DROP_REASONS) expect(text).to.match(new RegExp(`^timerpc_connections_dropped_total\\{reason="${reason}"\\} \\d+$`, "m"));
     });
 
     it("GET /metrics keeps prom-client's process metrics but not the per-handle lists, whose scrape cost grows with open connections", async function () {
