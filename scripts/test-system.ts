@@ -1,6 +1,6 @@
 /**
- * `npm run test:system`: the tests that drive real programs from Debian packages (chronyd, sntp, SoftHSM2, gpsd),
- * kept out of `npm test` so that a fresh machine with only Node.js and npm passes that. First every program the
+ * `npm run test:system`: the tests that drive real programs from Debian packages (chronyd, sntp, SoftHSM2, gpsd,
+ * Prometheus and promtool), kept out of `npm test` so that a fresh machine with only Node.js and npm passes that. First every program the
  * suite needs is looked up on PATH (and /usr/sbin, where Debian puts daemons); a missing one is named on one line
  * with the package that provides it, and the run stops with exit code 1 before any test (a suite that skipped what
  * it cannot run would pass without testing anything). Then `hardhat test` runs every file under test-system/.
@@ -21,6 +21,8 @@ export const SYSTEM_PROGRAMS: readonly { program: string; debianPackage: string 
   { program: "softhsm2-util", debianPackage: "softhsm2" },
   { program: "gpsd", debianPackage: "gpsd" },
   { program: "gpsfake", debianPackage: "gpsd-clients" },
+  { program: "promtool", debianPackage: "prometheus" },
+  { program: "prometheus", debianPackage: "prometheus" },
 ];
 
 /** The PKCS#11 module SoftHSM2 installs (Debian's path), checked like a program. */
