@@ -5,7 +5,7 @@
  * - `promtool check rules` and `promtool test rules` on ops/prometheus/alerts.yml and its unit tests, `promtool
  *   check config` on the example scrape configuration;
  * - `promtool check metrics` on each running program's /metrics (the attesting nodes of a local mesh and the
- *   relayer; the temporal gateway and the upgrade agent export none): it flags nothing but the two names the service
+ *   relayer; the temporal gateway and the upgrade agent export none yet): it flags nothing but the two names the service
  *   description fixes, timerpc_accuracy_ns and timerpc_node_drift_ns (an abbreviated unit);
  * - a real `prometheus` scraping that network (127.0.0.1 on a free port, its own temporary storage, stopped in
  *   after(), also on failure), loaded with the alerting rules: every metric the dashboard and the rules name is a

@@ -35,7 +35,7 @@ export interface ScheduleBook {
   get(id: string): ScheduleRecord;
   start(): void;
   stop(): Promise<void>;
-  stats(): { deliveredTotal: number; failedTotal: number; attemptsTotal: number };
+  stats(): { deliveredTotal: number; failedTotal: number; attemptsTotal: number; pending: number; earliestDueNs: bigint | null };
 }
 
 /** What the schedules get from the service: its clock and its proof wait. */
