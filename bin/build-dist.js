@@ -141,7 +141,7 @@ function prepareDistOrExit(program) {
   process.setSourceMapsEnabled(true);
 }
 
-module.exports = { DIST, SOURCES, build, ensureBuilt, prepareDistOrExit, staleness };
+module.exports = { DIST, SOURCES, build, ensureBuilt, newestMtimeMs, prepareDistOrExit, staleness };
 
 if (require.main === module) {
   try {

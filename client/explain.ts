@@ -152,6 +152,35 @@ export async function explainTimeProof(publicClient: PublicClient, oracle: Addre
   };
 }
 
+/** The rules of docs/protocol.md §6.2 in the verifier's order, each with the reason it fails with. */
+export const TIME_PROOF_RULES: readonly { rule: string; reason: VerifyFailureReason; condition: string }[] = [
+  { rule: "0", reason: "malformed-proof", condition: "the value has the shape of a proof" },
+  { rule: "1a", reason: "hardware-signature-length", condition: "the hardware signature is exactly 96 bytes" },
+  { rule: "1b", reason: "unknown-card", condition: "its card is registered" },
+  { rule: "1c", reason: "revoked-card", condition: "the card is not revoked" },
+  { rule: "1d", reason: "card-not-valid-now", condition: "the card is inside its validity window now" },
+  { rule: "1e", reason: "high-s", condition: "the card signature's s ≤ n/2 (P-256)" },
+  { rule: "1f", reason: "bad-hardware-signature", condition: "the card signature verifies over the moment" },
+  { rule: "2a", reason: "node-signature-length", condition: "the node signature is 1 to 32 entries of 80 bytes" },
+  { rule: "2b", reason: "bad-node-signature", condition: "every entry recovers a signer" },
+  { rule: "2c", reason: "unknown-node", condition: "every signer is a registered node, active now" },
+  { rule: "2d", reason: "nodes-not-ascending", condition: "signers are in strictly ascending address order" },
+  { rule: "2e", reason: "quorum-not-met", condition: "at least nodeQuorum entries" },
+  { rule: "3a", reason: "too-old", condition: "no older than maxAttestationAge at the chain's clock" },
+  { rule: "3b", reason: "too-far-in-future", condition: "no further ahead than maxFutureDrift" },
+  { rule: "4", reason: "accuracy-too-low", condition: "the signed accuracy ≤ maxAcceptableDrift" },
+];
+
+/**
+ * Every §6.2 rule's outcome for a verdict: the verifier checks in order and stops at the first failure, so the
+ * rules before `reason` passed, `reason`'s failed and the later ones were not reached; a valid proof passes all.
+ */
+export function ruleVerdicts(reason: VerifyFailureReason | null): { rule: string; reason: VerifyFailureReason; condition: string; status: "pass" | "fail" | "not reached" }[] {
+  const failedAt = reason === null ? TIME_PROOF_RULES.length : TIME_PROOF_RULES.findIndex((rule) => rule.reason === reason);
+  if (failedAt < 0) throw new Error(`no §6.2 rule fails with ${reason}`);
+  return TIME_PROOF_RULES.map((rule, index) => ({ ...rule, status: index < failedAt ? "pass" : index === failedAt ? "fail" : "not reached" }));
+}
+
 /** The two revert strings a TimeConsumer guard fixes for a proof it refuses (docs/protocol.md §6.7). */
 export type ConsumerRefusal = "Invalid time proof" | "Insufficient accuracy";
 

@@ -32,7 +32,7 @@ import { openStream } from "./ws";
 
 export type * from "./types";
 export { createClusterClient } from "./cluster";
-export { explainConsumerProof, explainTimeProof, type ConsumerRefusal, type ExplainedConsumerProof, type ExplainedEntry, type ExplainedProof } from "./explain";
+export { explainConsumerProof, explainTimeProof, ruleVerdicts, TIME_PROOF_RULES, type ConsumerRefusal, type ExplainedConsumerProof, type ExplainedEntry, type ExplainedProof } from "./explain";
 export { assertHash, createTemporalClient, parseLossless, type BlockTransactionTimestamp, type ConsensusTimeResult, type ConsensusTimeState, type FinalizedBlock, type TemporalClient, type TemporalClientOptions } from "./temporal";
 export { hardwareAccuracyOf, nodeScore, scoreInputsOf, selectionOrder, RECENT_ANSWERS, SELECTION_POOL, type NodeObservations, type NodeScoreInputs } from "./selection";
 export { consensusFromMessage, nodeInfoFromMessage, proofJsonFromMessage } from "./grpc";
