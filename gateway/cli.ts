@@ -65,6 +65,7 @@ async function start(args: string[], io: GatewayCliIo): Promise<number> {
       chainName: config.rpcChainName,
       legacyNumbers: config.rpcLegacyNumbers,
       pollIntervalMs: config.chainPollIntervalMs,
+      corsAllowedOrigins: config.rpcCorsAllowedOrigins,
       logger,
     });
   } catch (error) {

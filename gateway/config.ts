@@ -4,7 +4,8 @@
  * and the table of `ats-gateway`, the gateway as a program of its own: those, plus the attesting nodes it reads
  * consensus time from, its interface, data folder and logging.
  */
-import { BASE_SETTINGS, defineSettings, setting, type LoadSettingsOptions, type SettingDescription, type SettingValues } from "../lib/settings";
+import { CORS_ORIGIN_PATTERN, corsOriginProblems } from "../lib/cors";
+import { BASE_SETTINGS, defineSettings, setting, type LoadSettingsOptions, type SettingDescription, type SettingFailure, type SettingValues } from "../lib/settings";
 import type { PublishedLimits } from "./methods";
 
 const MAX_PORT = 65_535;
@@ -99,7 +100,23 @@ export const TEMPORAL_GATEWAY_SETTINGS = {
     max: 65_536,
     secret: false,
   }),
+  rpcCorsAllowedOrigins: setting({
+    kind: "list",
+    env: "ATS_RPC_CORS_ALLOWED_ORIGINS",
+    description:
+      "Web origins whose pages may call the gateway over HTTP from another site (CORS, lib/cors.ts): each an origin exactly as browsers send it, or '*' alone. Every answer carries Vary: Origin and, for a listed origin, Access-Control-Allow-Origin; a preflight (OPTIONS) admits POST with a content-type header; credentials are never allowed. Empty (default): none, so browsers keep other sites' pages from reading the gateway (the time explorer of docs/explorer.md lists its origin here).",
+    default: [],
+    max: 100,
+    pattern: CORS_ORIGIN_PATTERN,
+    patternHint: "an origin such as https://explorer.example.org or http://127.0.0.1:8080, or '*'",
+    secret: false,
+  }),
 } as const;
+
+/** The rules of the gateway's settings that one setting's bounds cannot say; both tables apply them. */
+export function checkTemporalGatewaySettings(values: Pick<TemporalGatewaySettings, "rpcCorsAllowedOrigins">, fail: SettingFailure): void {
+  for (const problem of corsOriginProblems(values.rpcCorsAllowedOrigins)) fail("rpcCorsAllowedOrigins", problem.message, problem.value);
+}
 
 /** `ats-gateway`'s table: where its time comes from, where it listens and stores, then the gateway's own settings. */
 export const GATEWAY_PROGRAM_SETTINGS = {
@@ -174,6 +191,7 @@ const GATEWAY_SETTINGS = defineSettings(GATEWAY_PROGRAM_SETTINGS, {
     if (values.rpcUpstreamUrl === "") fail("rpcUpstreamUrl", "is required (the EVM chain the gateway fronts)");
     if (values.nodeUrls.length === 0) fail("nodeUrls", "is required (the attesting nodes whose consensus time the gateway serves)");
     if (values.nodeStaleAfterMs <= values.nodePollIntervalMs) fail("nodeStaleAfterMs", `must exceed nodePollIntervalMs (${values.nodePollIntervalMs})`);
+    checkTemporalGatewaySettings(values, fail);
   },
 });
 

@@ -11,6 +11,7 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import type { AddressInfo } from "node:net";
 import { stringify } from "lossless-json";
 import type { Logger } from "pino";
+import { createCorsPolicy } from "../lib/cors";
 import { RateLimiter } from "../lib/rateLimit";
 import { toJsonRpcError } from "../wire/errorMapping";
 import { errorResponse, JSON_RPC_ERRORS, JsonRpcError, parseBody, serializeBatch, type JsonRpcResponse, type ParsedItem } from "./jsonrpc";
@@ -33,6 +34,11 @@ export interface TemporalGatewayOptions {
   legacyNumbers: boolean;
   /** How often the chain is polled for new blocks, ms. */
   pollIntervalMs: number;
+  /**
+   * Web origins whose pages may call the gateway over HTTP (CORS, lib/cors.ts; e.g. the time explorer's): every
+   * answer carries their headers, and a preflight (OPTIONS) admits a JSON POST. Empty or absent: none.
+   */
+  corsAllowedOrigins?: readonly string[];
   logger: Logger;
 }
 
@@ -105,6 +111,8 @@ export async function startTemporalGateway(options: TemporalGatewayOptions): Pro
   const upstream = httpUpstream(options.upstreamUrl);
   const observer = new BlockObserver(upstream, store, () => options.time.consensusNowNs(), logger);
   const rateLimiter = new RateLimiter({ ratePerSecond: limits.requestsPerSecondPerClient });
+  // A JSON-RPC call is a POST with content-type application/json: a browser preflights it, asking for that header.
+  const cors = createCorsPolicy(options.corsAllowedOrigins ?? [], { methods: "POST", allowHeaders: "content-type" });
   const context: MethodContext = {
     store,
     upstream,
@@ -154,6 +162,12 @@ export async function startTemporalGateway(options: TemporalGatewayOptions): Pro
       response.writeHead(status, { "content-type": "application/json" }).end(json);
     };
     const send = (status: number, body: unknown) => sendJson(status, body === null ? "" : stringify(body)!);
+    // On every answer, errors and 429s too: a page must be able to read why it was refused.
+    for (const [name, value] of Object.entries(cors.answerHeaders(request.headers.origin))) response.setHeader(name, value);
+    if (request.method === "OPTIONS" && cors.enabled) {
+      response.writeHead(204, cors.preflightHeaders(request.headers.origin)).end();
+      return;
+    }
     if (request.method !== "POST") {
       send(405, errorResponse(null, JSON_RPC_ERRORS.INVALID_REQUEST, "Invalid Request", "JSON-RPC is served over POST"));
       return;

@@ -4,6 +4,7 @@
  * rules that involve two settings. One file over 500 lines on purpose: every setting's default, bounds and
  * description live here and nowhere else, one entry per setting.
  */
+import { CORS_ORIGIN_PATTERN, corsOriginProblems } from "../lib/cors";
 import { ValidationError } from "../protocol/errors";
 import {
   DEFAULT_MAX_ACCEPTABLE_DRIFT_NS,
@@ -27,7 +28,7 @@ import {
   type SettingValues,
 } from "../lib/settings";
 import { MAX_ROUNDS_IN_FLIGHT } from "../wire/mesh";
-import { TEMPORAL_GATEWAY_SETTINGS } from "../gateway/config";
+import { checkTemporalGatewaySettings, TEMPORAL_GATEWAY_SETTINGS } from "../gateway/config";
 
 export { LOG_FORMATS, LOG_LEVELS, type LogFormat, type LogLevel, type SettingDescription } from "../lib/settings";
 
@@ -35,8 +36,6 @@ const NS_PER_DAY = 86_400n * NS_PER_SECOND;
 const MAX_PORT = 65_535;
 const ADDRESS_PATTERN = /^0x[0-9a-fA-F]{40}$/;
 const BYTES32_PATTERN = /^0x[0-9a-fA-F]{64}$/;
-/** A web origin's shape (http(s), a lowercase host name or bracketed IPv6, an optional port) or "*"; see checkCorsAllowedOrigins. */
-const CORS_ORIGIN_PATTERN = /^(?:\*|https?:\/\/(?:\[[0-9a-f:.]+\]|[a-z0-9](?:[a-z0-9-]*[a-z0-9])?(?:\.[a-z0-9](?:[a-z0-9-]*[a-z0-9])?)*)(?::[0-9]{1,5})?)$/;
 
 /** The settings table. Order is the order of `describeSettings()` and of the redacted log line. */
 export const SETTINGS = {
@@ -957,6 +956,7 @@ export function redactedConfig(config: NodeConfig): Record<string, unknown> {
 
 /** Rules that involve two settings. */
 function checkCrossFieldRules(config: NodeConfig, fail: SettingFailure): void {
+  checkTemporalGatewaySettings(config, fail);
   if (config.maxMeasuredErrorNs > config.accuracyNs) {
     throw new ValidationError(
       "config.maxMeasuredErrorNs",
@@ -1041,25 +1041,9 @@ function checkPkcs11Settings(config: NodeConfig, fail: SettingFailure): void {
   }
 }
 
-/**
- * Each origin exactly as a browser serialises it in its Origin header (the transports compare strings): a port
- * within range and not the scheme's default (`https://a.example:443` is sent as `https://a.example`); and "*" only
- * alone (beside it, other entries would suggest a restriction that does not exist).
- */
+/** The origins of corsAllowedOrigins as lib/cors.ts checks them (exactly as browsers send them; "*" only alone). */
 function checkCorsAllowedOrigins(origins: readonly string[], fail: SettingFailure): void {
-  if (origins.includes("*") && origins.length > 1) fail("corsAllowedOrigins", "must be '*' alone or a list of origins, not both", origins);
-  origins.forEach((origin, index) => {
-    if (origin === "*") return;
-    let serialised: string | null;
-    try {
-      serialised = new URL(origin).origin;
-    } catch {
-      serialised = null;
-    }
-    if (serialised !== origin) {
-      fail("corsAllowedOrigins", `entry ${index} must be an origin as browsers send it${serialised === null ? "" : ` (${serialised})`}`, origin);
-    }
-  });
+  for (const problem of corsOriginProblems(origins)) fail("corsAllowedOrigins", problem.message, problem.value);
 }
 
 /**

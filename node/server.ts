@@ -168,6 +168,7 @@ export async function startNode(parameters: StartNodeParameters): Promise<Runnin
         chainName: config.rpcChainName,
         legacyNumbers: config.rpcLegacyNumbers,
         pollIntervalMs: 500,
+        corsAllowedOrigins: config.rpcCorsAllowedOrigins,
         logger,
       }).catch((error: unknown) => {
         throw listenError(error, "rpcPort", config.host, config.rpcPort);

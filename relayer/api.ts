@@ -1,11 +1,14 @@
 /**
  * The operator API (fastify, 127.0.0.1 by default): list and read items, retry or skip one (API key required;
  * refused with 403 when no key is configured), ask for a proof push, /metrics and /health. Closed schemas, no
- * type coercion: a bad id, filter or body is a 400 naming the field.
+ * type coercion: a bad id, filter or body is a 400 naming the field. The read-only routes (/health, /items,
+ * /items/<id>) answer CORS for the origins of `apiCorsAllowedOrigins` (lib/cors.ts), so that a page such as the
+ * time explorer can show the queues; the actions and /metrics never do.
  */
-import Fastify, { type FastifyInstance } from "fastify";
+import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest } from "fastify";
 import { Type } from "@sinclair/typebox";
 import { apiKeyMatches, type ApiKeyHash } from "../lib/apiKeys";
+import { createCorsPolicy } from "../lib/cors";
 import type { RelayerMetrics } from "./metrics";
 import { ITEM_KINDS, ITEM_STATUSES, type Item, type RelayerStore } from "./store";
 
@@ -21,6 +24,8 @@ export interface OperatorApiDeps {
   store: RelayerStore;
   metrics: RelayerMetrics;
   apiKeys: readonly ApiKeyHash[];
+  /** Origins whose pages may read the read-only routes (empty: none). */
+  corsAllowedOrigins?: readonly string[];
   health: () => HealthReport;
   /** Adds a forced push item for the chain; false when the chain is unknown. */
   requestPush: (chainId: number) => boolean;
@@ -50,7 +55,22 @@ export function createOperatorApi(deps: OperatorApiDeps): FastifyInstance {
     return null;
   }
 
-  app.get("/health", async (_request, reply) => {
+  // CORS on the read-only routes only, on every answer they give (errors too: a page may read its 400 or 503).
+  const cors = createCorsPolicy(deps.corsAllowedOrigins ?? [], { methods: "GET, HEAD" });
+  const corsOnSend = (request: FastifyRequest, reply: FastifyReply, payload: unknown, done: (err: null, payload: unknown) => void): void => {
+    void reply.headers(cors.answerHeaders(request.headers.origin));
+    done(null, payload);
+  };
+  const readHooks = cors.enabled ? { onSend: corsOnSend } : {};
+  if (cors.enabled) {
+    for (const path of ["/health", "/items", "/items/:id"]) {
+      app.options(path, (request, reply) => {
+        void reply.code(204).headers(cors.preflightHeaders(request.headers.origin)).send();
+      });
+    }
+  }
+
+  app.get("/health", readHooks, async (_request, reply) => {
     const report = deps.health();
     return reply.status(report.ok ? 200 : 503).send(report);
   });
@@ -69,17 +89,21 @@ export function createOperatorApi(deps: OperatorApiDeps): FastifyInstance {
             kind: Type.Optional(Type.Union(ITEM_KINDS.map((k) => Type.Literal(k)))),
             chainId: Type.Optional(Type.String({ pattern: "^[1-9][0-9]{0,15}$" })),
             limit: Type.Optional(Type.String({ pattern: "^[1-9][0-9]{0,3}$" })),
+            /** oldest (default): the first created first; newest: the latest first (recent deliveries). */
+            order: Type.Optional(Type.Union([Type.Literal("oldest"), Type.Literal("newest")])),
           },
           { additionalProperties: false },
         ),
       },
+      ...readHooks,
     },
     async (request, reply) => {
-      const query = request.query as { status?: Item["status"]; kind?: Item["kind"]; chainId?: string; limit?: string };
+      const query = request.query as { status?: Item["status"]; kind?: Item["kind"]; chainId?: string; limit?: string; order?: "oldest" | "newest" };
       const limit = query.limit === undefined ? 100 : Number(query.limit);
       if (limit > MAX_LIST_LIMIT) return reply.status(400).send({ error: `querystring/limit must be at most ${MAX_LIST_LIMIT}` });
       const items = deps.store.items({
         limit,
+        newestFirst: query.order === "newest",
         ...(query.status !== undefined ? { status: query.status } : {}),
         ...(query.kind !== undefined ? { kind: query.kind } : {}),
         ...(query.chainId !== undefined ? { chainId: Number(query.chainId) } : {}),
@@ -90,7 +114,7 @@ export function createOperatorApi(deps: OperatorApiDeps): FastifyInstance {
 
   const idParams = { params: Type.Object({ id: ITEM_ID }, { additionalProperties: false }) };
 
-  app.get("/items/:id", { schema: idParams }, async (request, reply) => {
+  app.get("/items/:id", { schema: idParams, ...readHooks }, async (request, reply) => {
     const { id } = request.params as { id: string };
     const item = deps.store.item(id);
     if (item === undefined) return reply.status(404).send({ error: `no item ${id}` });

@@ -3,6 +3,7 @@
  * the network file (relayer/network.ts) that `networkFile` names; the signer key from the environment or an
  * encrypted keystore, never from the file and never logged.
  */
+import { CORS_ORIGIN_PATTERN, corsOriginProblems } from "../lib/cors";
 import { BASE_SETTINGS, defineSettings, setting, type LoadSettingsOptions, type SettingDescription, type SettingValues } from "../lib/settings";
 
 const MAX_PORT = 65_535;
@@ -77,6 +78,17 @@ export const RELAYER_SETTINGS = {
     default: [],
     max: 64,
     secret: true,
+  }),
+  apiCorsAllowedOrigins: setting({
+    kind: "list",
+    env: "ATS_RELAYER_API_CORS_ALLOWED_ORIGINS",
+    description:
+      "Web origins whose pages may read the operator API's read-only routes (GET /health, /items, /items/<id>) from another site (CORS; lib/cors.ts): each an origin exactly as browsers send it, or '*' alone. Answers carry Vary: Origin, credentials are never allowed; the actions (retry, skip, push) and /metrics never get CORS headers. Empty (default): none (the time explorer of docs/explorer.md lists its origin here).",
+    default: [],
+    max: 100,
+    pattern: CORS_ORIGIN_PATTERN,
+    patternHint: "an origin such as https://explorer.example.org or http://127.0.0.1:8080, or '*'",
+    secret: false,
   }),
   pollIntervalMs: setting({
     kind: "integer",
@@ -191,6 +203,7 @@ const SETTINGS = defineSettings(RELAYER_SETTINGS, {
     if (hasKey === hasKeystore) fail("signerPrivateKey", "give exactly one of signerPrivateKey and signerKeystoreFile");
     if (hasKeystore && values.signerKeystorePassword === "") fail("signerKeystorePassword", "is required with signerKeystoreFile (the keystore must be encrypted)");
     if (values.retryBaseMs > values.retryMaxMs) fail("retryBaseMs", `must not exceed retryMaxMs (${values.retryMaxMs})`);
+    for (const problem of corsOriginProblems(values.apiCorsAllowedOrigins)) fail("apiCorsAllowedOrigins", problem.message, problem.value);
   },
 });
 

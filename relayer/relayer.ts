@@ -138,6 +138,7 @@ export async function startRelayer(config: RelayerConfig, options: StartRelayerO
     store,
     metrics,
     apiKeys: config.apiKeys,
+    corsAllowedOrigins: config.apiCorsAllowedOrigins,
     health,
     requestPush(chainId) {
       if (!chains.has(chainId)) return false;

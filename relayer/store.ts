@@ -81,6 +81,8 @@ export interface ItemFilter {
   kind?: ItemKind;
   chainId?: number;
   limit: number;
+  /** The latest created first (default: the oldest first). */
+  newestFirst?: boolean;
 }
 
 interface ItemRow {
@@ -327,7 +329,8 @@ export class RelayerStore {
       where.push(`${column} = ?`);
       args.push(value);
     }
-    const sql = `SELECT * FROM items ${where.length > 0 ? `WHERE ${where.join(" AND ")}` : ""} ORDER BY created_ms, id LIMIT ?`;
+    const order = filter.newestFirst === true ? "created_ms DESC, id DESC" : "created_ms, id";
+    const sql = `SELECT * FROM items ${where.length > 0 ? `WHERE ${where.join(" AND ")}` : ""} ORDER BY ${order} LIMIT ?`;
     return (this.db.prepare(sql).all(...args, filter.limit) as ItemRow[]).map(itemFromRow);
   }
 
