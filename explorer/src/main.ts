@@ -8,7 +8,7 @@ import { byId, h, render } from "./dom";
 import { errorText } from "./poll";
 import { createRpc } from "./rpc";
 import type { ExplorerConfig } from "./types";
-import { showTransaction, startBlocks } from "./views/blocks";
+import { showBlock, showTransaction, startBlocks } from "./views/blocks";
 import { startInspector } from "./views/inspector";
 import { createMeshPlot } from "./views/meshPlot";
 import { startNodes } from "./views/nodes";
@@ -20,9 +20,12 @@ async function loadConfig(): Promise<ExplorerConfig> {
   return (await response.json()) as ExplorerConfig;
 }
 
-function txHashInLocation(): string | null {
-  const match = /^#tx=(0x[0-9a-fA-F]{64})$/.exec(window.location.hash);
-  return match === null ? null : match[1]!;
+/** What the page's address asks for: `#tx=0x…` or `#block=N`. */
+function lookupInLocation(): { tx: string } | { block: bigint } | null {
+  const tx = /^#tx=(0x[0-9a-fA-F]{64})$/.exec(window.location.hash);
+  if (tx !== null) return { tx: tx[1]! };
+  const block = /^#block=(0|[1-9][0-9]{0,18})$/.exec(window.location.hash);
+  return block === null ? null : { block: BigInt(block[1]!) };
 }
 
 async function main(): Promise<void> {
@@ -31,21 +34,24 @@ async function main(): Promise<void> {
   const rpc = createRpc(config.gateway);
 
   const txInput = byId<HTMLInputElement>("tx-hash");
-  const txResult = byId("tx-result");
+  const lookupResult = byId("tx-result");
   const lookUp = (hash: string) => {
     txInput.value = hash;
-    void showTransaction(rpc, hash, txResult);
+    void showTransaction(rpc, hash, lookupResult);
+  };
+  const follow = () => {
+    const asked = lookupInLocation();
+    if (asked === null) return;
+    if ("tx" in asked) lookUp(asked.tx);
+    else void showBlock(rpc, asked.block, lookupResult, lookUp);
   };
   byId<HTMLFormElement>("tx-form").addEventListener("submit", (event) => {
     event.preventDefault();
-    window.location.hash = `tx=${txInput.value.trim()}`;
+    const asked = txInput.value.trim();
+    window.location.hash = /^[0-9]+$/.test(asked) ? `block=${asked}` : `tx=${asked}`;
   });
-  window.addEventListener("hashchange", () => {
-    const hash = txHashInLocation();
-    if (hash !== null) lookUp(hash);
-  });
-  const initial = txHashInLocation();
-  if (initial !== null) lookUp(initial);
+  window.addEventListener("hashchange", follow);
+  follow();
 
   startBlocks(rpc, { head: byId("head"), blocks: byId("blocks"), status: byId("blocks-status") }, lookUp);
   const plot = createMeshPlot(config.nodes, { select: byId<HTMLSelectElement>("mesh-node"), plot: byId("mesh-plot"), legend: byId("mesh-legend") });

@@ -1,6 +1,7 @@
 /**
  * The finalized head, live, and the latest final blocks with every transaction's canonical timestamp
- * (temporal_getBlockTransactionTimestamps); a transaction lookup by hash (temporal_getTransactionTimestamp).
+ * (temporal_getBlockTransactionTimestamps); a transaction lookup by hash (temporal_getTransactionTimestamp) and a
+ * block by number (`#tx=0x…`, `#block=N` in the page's address).
  * Blocks come from the gateway only: chain_getFinalizedHead, eth_getBlockByHash, temporal_getBlockMetadata.
  */
 import { durationNs, shortHex, utcWithNs } from "../format";
@@ -54,6 +55,25 @@ async function readBlock(rpc: Rpc, number: bigint, hash: string): Promise<FinalB
   return { number, hash, metadata, txs };
 }
 
+/** A final block: its hash, when the gateway observed it, and every transaction with its canonical timestamp. */
+function blockArticle(block: FinalBlock, onSelectTx: (hash: string) => void): HTMLElement {
+  return h(
+    "article",
+    { class: "block", "data-testid": "block", "data-number": block.number.toString() },
+    h("header", {}, h("strong", {}, `#${block.number}`), " ", h("code", { title: block.hash, class: "hash" }, shortHex(block.hash, 10))),
+    h("div", { class: "kv" }, h("span", {}, "observed"), nsCell(block.metadata?.observedAtNs ?? null)),
+    h("div", { class: "kv" }, h("span", {}, "transactions"), String(block.metadata?.transactionCount ?? block.txs?.length ?? "?")),
+    block.txs === null || block.txs.length === 0
+      ? null
+      : h(
+          "table",
+          { class: "txs" },
+          h("thead", {}, h("tr", {}, h("th", {}, "#"), h("th", {}, "transaction"), h("th", {}, "canonical timestamp (ns, UTC)"))),
+          h("tbody", {}, ...block.txs.map((tx) => h("tr", { "data-testid": "block-tx", "data-hash": tx.ethHash }, h("td", {}, tx.extrinsicIndex), h("td", {}, txLink(tx.ethHash, onSelectTx)), h("td", {}, nsCell(tx.timestampNs))))),
+        ),
+  );
+}
+
 export function startBlocks(rpc: Rpc, elements: { head: HTMLElement; blocks: HTMLElement; status: HTMLElement }, onSelectTx: (hash: string) => void): { stop(): void } {
   const blocks: FinalBlock[] = [];
   let headHash: string | null = null;
@@ -73,39 +93,22 @@ export function startBlocks(rpc: Rpc, elements: { head: HTMLElement; blocks: HTM
             h("span", { class: "head-observed" }, "observed ", nsCell(head.metadata?.observedAtNs ?? null, "head-observed-ns")),
           ),
     );
-    render(
-      elements.blocks,
-      ...blocks.map((block) =>
-        h(
-          "article",
-          { class: "block", "data-testid": "block", "data-number": block.number.toString() },
-          h("header", {}, h("strong", {}, `#${block.number}`), " ", h("code", { title: block.hash, class: "hash" }, shortHex(block.hash, 10))),
-          h("div", { class: "kv" }, h("span", {}, "observed"), nsCell(block.metadata?.observedAtNs ?? null)),
-          h("div", { class: "kv" }, h("span", {}, "transactions"), String(block.metadata?.transactionCount ?? block.txs?.length ?? "?")),
-          block.txs === null || block.txs.length === 0
-            ? null
-            : h(
-                "table",
-                { class: "txs" },
-                h("thead", {}, h("tr", {}, h("th", {}, "#"), h("th", {}, "transaction"), h("th", {}, "canonical timestamp (ns, UTC)"))),
-                h("tbody", {}, ...block.txs.map((tx) => h("tr", { "data-testid": "block-tx", "data-hash": tx.ethHash }, h("td", {}, tx.extrinsicIndex), h("td", {}, txLink(tx.ethHash, onSelectTx)), h("td", {}, nsCell(tx.timestampNs))))),
-              ),
-        ),
-      ),
-    );
+    render(elements.blocks, ...blocks.map((block) => blockArticle(block, onSelectTx)));
   };
 
   const poll = every(
     POLL_MS,
     async () => {
       const hash = await rpc.call<string | null>("chain_getFinalizedHead");
-      if (hash === null || hash === headHash) return;
+      if (hash === null || (hash === headHash && blocks.every((block) => block.metadata !== null && block.txs !== null))) return;
       const header = await rpc.call<{ number: string } | null>("eth_getBlockByHash", [hash, false]);
       if (header === null) return; // reorged away between the two calls: the next poll sees the new head
       const number = BigInt(header.number);
-      const known = new Set(blocks.map((block) => block.number));
+      // Read again: blocks not read yet, and those the gateway had not processed when read (it follows the chain
+      // by polling, so a block can be final upstream a moment before its timestamps are recorded).
+      const complete = new Set(blocks.filter((block) => block.metadata !== null && block.txs !== null).map((block) => block.number));
       const wanted: bigint[] = [];
-      for (let n = number; n >= 0n && n > number - BigInt(BLOCKS_SHOWN); n--) if (!known.has(n) || n === number) wanted.push(n);
+      for (let n = number; n >= 0n && n > number - BigInt(BLOCKS_SHOWN); n--) if (!complete.has(n)) wanted.push(n);
       const read = await Promise.all(
         wanted.map(async (n) => {
           if (n === number) return readBlock(rpc, n, hash);
@@ -151,11 +154,26 @@ export async function showTransaction(rpc: Rpc, hash: string, target: HTMLElemen
         { class: "tx", "data-testid": "tx-result" },
         h("div", { class: "kv" }, h("span", {}, "transaction"), h("code", { class: "hash" }, hash)),
         h("div", { class: "kv" }, h("span", {}, "canonical timestamp"), timestampNs === null ? h("span", { class: "muted" }, "none: the gateway has not seen it") : nsCell(timestampNs, "tx-timestamp")),
-        h("div", { class: "kv" }, h("span", {}, "block"), tx === null ? "unknown to the chain" : tx.blockNumber === null ? "pending" : `#${BigInt(tx.blockNumber)}`),
+        h("div", { class: "kv" }, h("span", {}, "block"), tx === null ? "unknown to the chain" : tx.blockNumber === null ? "pending" : h("a", { href: `#block=${BigInt(tx.blockNumber)}`, "data-testid": "tx-block" }, `#${BigInt(tx.blockNumber)}`)),
         tx === null ? null : h("div", { class: "kv" }, h("span", {}, "from → to"), h("code", { class: "hash" }, `${shortHex(tx.from)} → ${tx.to === null ? "(contract creation)" : shortHex(tx.to)}`)),
         wait === null ? null : h("div", { class: "kv" }, h("span", {}, wait.included ? "waited for inclusion" : "waiting so far"), h("span", { title: `${wait.waitNs} ns` }, durationNs(wait.waitNs))),
       ),
     );
+  } catch (error) {
+    render(target, h("p", { class: "error" }, errorText(error)));
+  }
+}
+
+/** Shows one block by number (a link from a transaction, or #block=N): its transactions and their timestamps. */
+export async function showBlock(rpc: Rpc, number: bigint, target: HTMLElement, onSelectTx: (hash: string) => void): Promise<void> {
+  render(target, h("p", { class: "muted" }, "looking up…"));
+  try {
+    const header = await rpc.call<{ hash: string } | null>("eth_getBlockByNumber", [`0x${number.toString(16)}`, false]);
+    if (header === null) {
+      render(target, h("p", { class: "error" }, `the chain has no block #${number} yet`));
+      return;
+    }
+    render(target, blockArticle(await readBlock(rpc, number, header.hash), onSelectTx));
   } catch (error) {
     render(target, h("p", { class: "error" }, errorText(error)));
   }
