@@ -31,9 +31,17 @@ function staleness() {
   return SOURCES.some((source) => newestMtimeMs(path.join(ROOT, source)) > stamp) ? "stale" : null;
 }
 
-async function build() {
-  // Loaded here: `--if-stale` on a fresh bundle needs no esbuild (a production install has none).
-  const esbuild = require("esbuild");
+/** esbuild, or null when it is not installed (an install without dev dependencies). */
+function loadEsbuild() {
+  try {
+    return require("esbuild");
+  } catch (error) {
+    if (error.code === "MODULE_NOT_FOUND") return null;
+    throw error;
+  }
+}
+
+async function build(esbuild) {
   const staging = path.join(ROOT, "explorer", `.build-${process.pid}`);
   const old = path.join(ROOT, "explorer", `.build-old-${process.pid}`);
   fs.rmSync(staging, { recursive: true, force: true });
@@ -67,8 +75,15 @@ if (require.main === module) {
   const ifStale = process.argv.includes("--if-stale");
   const reason = staleness();
   if (ifStale && reason === null) process.exit(0);
+  // Loaded only now: a fresh bundle needs no esbuild. `--optional` (npm's prepare): an install without dev
+  // dependencies (an operator's) has none and needs no explorer page, so it says so and goes on.
+  const esbuild = loadEsbuild();
+  if (esbuild === null) {
+    process.stderr.write("bin/build-explorer.js: esbuild is not installed (dev dependencies omitted): the explorer's page is not built\n");
+    process.exit(process.argv.includes("--optional") ? 0 : 1);
+  }
   if (ifStale) process.stderr.write(`building explorer/build/ (${reason === "missing" ? "not built yet" : "older than the sources"}) …\n`);
-  build().catch((error) => {
+  build(esbuild).catch((error) => {
     process.stderr.write(`bin/build-explorer.js: ${error instanceof Error ? error.message : String(error)}\n`);
     process.exitCode = 1;
   });

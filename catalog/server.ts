@@ -3,7 +3,8 @@
  * - downloads (`/releases`, catalog/downloads.ts), when `releasesDir` is set;
  * - the evidence gateway (`/ipfs/<cid>`, catalog/ipfs.ts) and the index of what was published into it
  *   (`/evidence`, catalog/publish.ts);
- * - the faucet (`/faucet`, catalog/faucet.ts), when `faucetRpcUrl` and `faucetPrivateKey` are set.
+ * - the faucet (`/faucet`, catalog/faucet.ts), when `faucetRpcUrl` and `faucetPrivateKey` are set;
+ * - the time explorer (`/explorer/`, catalog/explorer.ts), when `explorerNetworkFile` is set.
  * `GET /` names each service's URL. Errors are the package's (wire/errorMapping.ts): a JSON body with status.
  */
 import fastifyStatic from "@fastify/static";
@@ -17,6 +18,7 @@ import { toHttpError } from "../wire/errorMapping";
 import { MAX_CONTENT_ID_CHARS } from "../lib/contentId";
 import { ContentStore } from "./contentStore";
 import { registerDownloads } from "./downloads";
+import { EXPLORER_PREFIX, explorerOptionsOf, registerExplorer } from "./explorer";
 import { Faucet, MAX_SIWE_MESSAGE_CHARS } from "./faucet";
 import { registerEvidenceGateway } from "./ipfs";
 import { publishMeshEvidence, publishReleases, type PublishedEvidence } from "./publish";
@@ -36,6 +38,8 @@ export interface CatalogServices {
   evidenceIndex: string;
   /** The faucet's terms (GET), nonce and claim routes below it; null without a faucet. */
   faucet: string | null;
+  /** The time explorer's page; null without explorerNetworkFile. */
+  explorer: string | null;
 }
 
 export interface CatalogServer {
@@ -135,6 +139,7 @@ export async function startCatalog(config: CatalogConfig, deps: { log: Logger })
   registerEvidenceGateway(app, store);
   app.get("/evidence", async () => ({ evidence, releases: Object.fromEntries(releases) }));
   registerFaucet(app, () => faucet);
+  if (config.explorerNetworkFile !== "") await registerExplorer(app, explorerOptionsOf(config));
   app.get("/", async () => ({ services }));
 
   await app.listen({ host: config.host, port: config.port });
@@ -153,6 +158,7 @@ export async function startCatalog(config: CatalogConfig, deps: { log: Logger })
     evidence: `${url}/ipfs/`,
     evidenceIndex: `${url}/evidence`,
     faucet: faucet === null ? null : `${url}/faucet`,
+    explorer: config.explorerNetworkFile === "" ? null : `${url}${EXPLORER_PREFIX}`,
   };
   await publishNow();
   const timer = setInterval(() => void publishNow().catch((error: unknown) => log.error({ err: error }, "publishing failed")), config.evidencePollMs);

@@ -1,7 +1,8 @@
 /**
  * The catalog's settings: one table (lib/settings.ts), as every program has. Each of its services is on when its
  * source is set: downloads with `releasesDir`, evidence with `contentDir` (always; `evidenceNodeUrls` adds the
- * mesh's evidence), the faucet with `faucetRpcUrl` and `faucetPrivateKey`.
+ * mesh's evidence), the faucet with `faucetRpcUrl` and `faucetPrivateKey`, the time explorer with
+ * `explorerNetworkFile`.
  */
 import { BASE_SETTINGS, defineSettings, setting, type LoadSettingsOptions, type SettingDescription, type SettingValues } from "../lib/settings";
 
@@ -75,6 +76,33 @@ export const CATALOG_SETTINGS = {
     default: "",
     pattern: /^[0-9A-Za-z.:\-[\]]{0,255}$/,
     patternHint: "host or host:port",
+    secret: false,
+  }),
+  explorerNetworkFile: setting({
+    kind: "string",
+    env: "ATS_CATALOG_EXPLORER_NETWORK_FILE",
+    description: "The network file (relayer/network.ts) whose first chain, gateway and nodes the time explorer shows at /explorer/ (docs/explorer.md); its pages read them directly, so each must list the catalog's origin in its CORS setting. Empty (default): no explorer.",
+    default: "",
+    pattern: /^[^\0]{0,4096}$/,
+    patternHint: "a path",
+    secret: false,
+  }),
+  explorerRelayerUrl: setting({
+    kind: "string",
+    env: "ATS_CATALOG_EXPLORER_RELAYER_URL",
+    description: "The relayer's operator API whose queues the explorer shows (read-only routes). Empty: no relayer panel.",
+    default: "",
+    pattern: /^(https?:\/\/[^\s]{1,2040})?$/,
+    patternHint: "an http(s) URL",
+    secret: false,
+  }),
+  explorerDir: setting({
+    kind: "string",
+    env: "ATS_CATALOG_EXPLORER_DIR",
+    description: "The explorer's built page (npm run build:explorer). Empty (default): the package's explorer/build/.",
+    default: "",
+    pattern: /^[^\0]{0,4096}$/,
+    patternHint: "a path",
     secret: false,
   }),
   ...BASE_SETTINGS,

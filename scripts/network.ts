@@ -141,6 +141,8 @@ export async function startLocalNetwork(options: StartLocalNetworkOptions): Prom
       rpcPort: 0,
       rpcChainName: LOCAL_CHAINS[0].name,
       corsAllowedOrigins: ["*"],
+      // The same for the gateway's JSON-RPC, which the time explorer's page calls (docs/explorer.md).
+      rpcCorsAllowedOrigins: ["*"],
       // The NTP time host on a free port of loopback (123 needs privileges and may be taken by the host's own NTP).
       ntpEnabled: true,
       ntpHost: "127.0.0.1",
@@ -236,7 +238,8 @@ export async function startLocalNetwork(options: StartLocalNetworkOptions): Prom
     const relayerConfigFile = join(options.dir, "relayer.json");
     writeFileSync(
       relayerConfigFile,
-      `${JSON.stringify({ networkFile: "network.json", dataDir: "relayer-data", apiPort: 0, pollIntervalMs: 200, apiKeys: [LOCAL_RELAYER_API_KEY], ...options.relayerSettings }, null, 2)}\n`,
+      // apiCorsAllowedOrigins: the time explorer's page reads the queues (read-only routes; docs/explorer.md).
+      `${JSON.stringify({ networkFile: "network.json", dataDir: "relayer-data", apiPort: 0, pollIntervalMs: 200, apiKeys: [LOCAL_RELAYER_API_KEY], apiCorsAllowedOrigins: ["*"], ...options.relayerSettings }, null, 2)}\n`,
     );
     const relayerEnv = { ATS_RELAYER_PRIVATE_KEY: HARDHAT_DEV_KEYS.relayer };
 

@@ -1,6 +1,6 @@
 /**
  * `npm run test:system`: the tests that drive real programs from Debian packages (chronyd, sntp, SoftHSM2, gpsd,
- * Prometheus and promtool), kept out of `npm test` so that a fresh machine with only Node.js and npm passes that. First every program the
+ * Prometheus and promtool, Chromium), kept out of `npm test` so that a fresh machine with only Node.js and npm passes that. First every program the
  * suite needs is looked up on PATH (and /usr/sbin, where Debian puts daemons); a missing one is named on one line
  * with the package that provides it, and the run stops with exit code 1 before any test (a suite that skipped what
  * it cannot run would pass without testing anything). Then `hardhat test` runs every file under test-system/.
@@ -23,6 +23,8 @@ export const SYSTEM_PROGRAMS: readonly { program: string; debianPackage: string 
   { program: "gpsfake", debianPackage: "gpsd-clients" },
   { program: "promtool", debianPackage: "prometheus" },
   { program: "prometheus", debianPackage: "prometheus" },
+  // The time explorer's browser tests drive it through playwright-core (no browser download).
+  { program: "chromium", debianPackage: "chromium" },
 ];
 
 /** The PKCS#11 module SoftHSM2 installs (Debian's path), checked like a program. */
