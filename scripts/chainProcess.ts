@@ -1,20 +1,45 @@
 /**
- * A local chain as a child process: `hardhat node --hostname 127.0.0.1 --port <free port>` with its own chain id
- * (ATS_CHAIN_ID, read by hardhat.config.ts) and blocks that may share a timestamp (ATS_SAME_TIMESTAMP_BLOCKS, so
- * that a burst of transactions does not run the chain clock ahead of the wall clock), started until it serves, killed on a start that does not finish,
- * stopped and awaited. Used by `npm start` (scripts/network.ts), the relayer's tests and its benchmark.
+ * A local chain as a child process, of one of two EVM implementations (CHAIN_KINDS):
+ *
+ * - hardhat: `hardhat node --hostname 127.0.0.1 --port <free port>` with its own chain id (ATS_CHAIN_ID, read by
+ *   hardhat.config.ts) and blocks that may share a timestamp (ATS_SAME_TIMESTAMP_BLOCKS, so that a burst of
+ *   transactions does not run the chain clock ahead of the wall clock);
+ * - anvil: Foundry's node from the npm `@foundry-rs/anvil` package (its platform binary, started directly so that
+ *   signals reach it), `anvil --host 127.0.0.1 --port <free port> --chain-id <id>`; its blocks take the wall clock
+ *   and may share a second already.
+ *
+ * Each is started until it serves, killed on a start that does not finish, stopped and awaited. Used by `npm start`
+ * (scripts/network.ts), the relayer's and the gateway's tests and the benchmarks. What differs between the two
+ * beyond the start (test controls, the `finalized` tag, real reorgs) is scripts/chainControl.ts.
  */
 import { spawn, type ChildProcess } from "node:child_process";
+import { existsSync } from "node:fs";
 import { createServer } from "node:net";
-import { join } from "node:path";
+import { dirname, join } from "node:path";
 
 const HARDHAT_CLI = require.resolve("hardhat/internal/cli/cli.js");
 const ROOT = join(__dirname, "..");
 
+/** The EVM implementations a local chain can run on. */
+export const CHAIN_KINDS = ["hardhat", "anvil"] as const;
+export type ChainKind = (typeof CHAIN_KINDS)[number];
+
+/**
+ * anvil's slots per epoch: its `safe` tag is the head minus one epoch and `finalized` the head minus two (32 by
+ * default, as on Ethereum: 64 one-second blocks before anything is final on a local chain). Two keeps the lag that
+ * makes the tags mean something, and lets a local network finalize within seconds.
+ */
+export const ANVIL_SLOTS_IN_AN_EPOCH = 2;
+
 export interface ChainProcess {
   readonly child: ChildProcess;
+  readonly kind: ChainKind;
   readonly chainId: number;
   readonly rpcUrl: string;
+}
+
+export function isChainKind(value: string): value is ChainKind {
+  return (CHAIN_KINDS as readonly string[]).includes(value);
 }
 
 /** A TCP port free on 127.0.0.1 now (the OS picks it). */
@@ -29,37 +54,93 @@ export function freeTcpPort(): Promise<number> {
   });
 }
 
-/** Starts Hardhat node on loopback; rejects (and kills the child) when it exits or does not serve within `timeoutMs`. */
-export async function startChainProcess(chainId: number, timeoutMs = 60_000): Promise<ChainProcess> {
+/** The anvil binary of the installed `@foundry-rs/anvil` (its per-platform package, as the package's own bin.mjs picks it). */
+export function anvilBinary(): string {
+  const arch = process.arch === "x64" ? "amd64" : process.arch;
+  const name = `@foundry-rs/anvil-${process.platform}-${arch}`;
+  let binary: string;
+  try {
+    binary = join(dirname(require.resolve(`${name}/package.json`)), "bin", process.platform === "win32" ? "anvil.exe" : "anvil");
+  } catch {
+    throw new Error(`anvil: the package ${name} is not installed (npm install installs it with the devDependency @foundry-rs/anvil on ${process.platform}/${process.arch})`);
+  }
+  if (!existsSync(binary)) throw new Error(`anvil: ${binary} is missing from ${name}`);
+  return binary;
+}
+
+function spawnChain(kind: ChainKind, chainId: number, port: number): ChildProcess {
+  if (kind === "hardhat") {
+    return spawn(process.execPath, [HARDHAT_CLI, "node", "--hostname", "127.0.0.1", "--port", String(port)], {
+      cwd: ROOT,
+      env: { ...process.env, ATS_CHAIN_ID: String(chainId), ATS_SAME_TIMESTAMP_BLOCKS: "1", HARDHAT_DISABLE_TELEMETRY_PROMPT: "true" },
+      stdio: ["ignore", "pipe", "pipe"],
+    });
+  }
+  // --silent: no line per request on stdout (the start is told by the RPC answering, see waitUntilServing).
+  const args = ["--host", "127.0.0.1", "--port", String(port), "--chain-id", String(chainId), "--slots-in-an-epoch", String(ANVIL_SLOTS_IN_AN_EPOCH), "--silent"];
+  return spawn(anvilBinary(), args, { cwd: ROOT, stdio: ["ignore", "pipe", "pipe"] });
+}
+
+/** Whether the chain answers eth_chainId with `chainId` now. */
+async function serves(rpcUrl: string, chainId: number): Promise<boolean> {
+  try {
+    const response = await fetch(rpcUrl, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ jsonrpc: "2.0", id: 1, method: "eth_chainId", params: [] }), signal: AbortSignal.timeout(1_000) });
+    const body = (await response.json()) as { result?: string };
+    return body.result !== undefined && Number(body.result) === chainId;
+  } catch {
+    return false;
+  }
+}
+
+/**
+ * Starts a chain of `kind` on loopback; rejects (and kills the child) when it exits or does not serve within
+ * `timeoutMs`. Hardhat is ready when it prints its banner; anvil (silent) when its RPC answers.
+ */
+export async function startChainProcess(chainId: number, kind: ChainKind = "hardhat", timeoutMs = 60_000): Promise<ChainProcess> {
   const port = await freeTcpPort();
-  const child = spawn(process.execPath, [HARDHAT_CLI, "node", "--hostname", "127.0.0.1", "--port", String(port)], {
-    cwd: ROOT,
-    env: { ...process.env, ATS_CHAIN_ID: String(chainId), ATS_SAME_TIMESTAMP_BLOCKS: "1", HARDHAT_DISABLE_TELEMETRY_PROMPT: "true" },
-    stdio: ["ignore", "pipe", "pipe"],
-  });
+  const rpcUrl = `http://127.0.0.1:${port}`;
+  const child = spawnChain(kind, chainId, port);
   let output = "";
   const remember = (chunk: Buffer) => (output = (output + chunk.toString()).slice(-4_000));
   child.stderr!.on("data", remember);
+  child.stdout!.on("data", remember);
+  const label = `${kind} node (chain ${chainId})`;
   return new Promise<ChainProcess>((resolve, reject) => {
+    let settled = false;
+    const ready = () => {
+      if (settled) return;
+      settled = true;
+      clearTimeout(timer);
+      child.off("exit", onExit);
+      child.stdout!.removeListener("data", onStdout);
+      child.stdout!.removeListener("data", remember);
+      child.stdout!.resume(); // keep draining: a full pipe would block the chain
+      resolve({ child, kind, chainId, rpcUrl });
+    };
     const timer = setTimeout(() => {
+      settled = true;
       child.kill("SIGKILL"); // never leave a half-started chain behind
-      reject(new Error(`Hardhat node (chain ${chainId}) did not start in ${timeoutMs} ms: ${output}`));
+      reject(new Error(`${label} did not start in ${timeoutMs} ms: ${output}`));
     }, timeoutMs);
     const onExit = (code: number | null) => {
+      settled = true;
       clearTimeout(timer);
-      reject(new Error(`Hardhat node (chain ${chainId}) exited with ${code}: ${output}`));
+      reject(new Error(`${label} exited with ${code}: ${output}`));
     };
     child.once("exit", onExit);
-    child.stdout!.on("data", (chunk: Buffer) => {
-      remember(chunk);
-      if (output.includes("Started HTTP and WebSocket JSON-RPC server at")) {
-        clearTimeout(timer);
-        child.off("exit", onExit);
-        child.stdout!.removeAllListeners("data");
-        child.stdout!.resume(); // keep draining: a full pipe would block the chain
-        resolve({ child, chainId, rpcUrl: `http://127.0.0.1:${port}` });
-      }
-    });
+    const onStdout = () => {
+      if (kind === "hardhat" && output.includes("Started HTTP and WebSocket JSON-RPC server at")) ready();
+    };
+    child.stdout!.on("data", onStdout);
+    if (kind === "anvil") {
+      const poll = async () => {
+        while (!settled) {
+          if (await serves(rpcUrl, chainId)) return ready();
+          await new Promise((resume) => setTimeout(resume, 50));
+        }
+      };
+      void poll();
+    }
   });
 }
 

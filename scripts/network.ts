@@ -2,16 +2,16 @@
  * A whole local network on 127.0.0.1, as `npm start` runs it and the relayer's end-to-end tests use it:
  *
  * - attesting nodes: a mesh of `meshNodes` dev nodes (node/cluster.ts), or one dev node when meshNodes is 1;
- * - two chains: Hardhat node processes with chain ids 31337 ("alpha") and 31338 ("beta"), each with the oracle,
- *   scheduler, bridge and example vault deployed, and every node's card and address registered (nodeQuorum =
- *   the mesh's threshold);
+ * - two chains: Hardhat node (or, with `chainKind: "anvil"`, anvil) processes with chain ids 31337 ("alpha") and
+ *   31338 ("beta"), each with the oracle, scheduler, bridge and example vault deployed, and every node's card and
+ *   address registered (nodeQuorum = the mesh's threshold);
  * - each node's NTP time host (node/ntp) on a free UDP port, named in the network file (`ntp`) and, node 1's, in
  *   the manifest's catalog as `time-host` (ntp://127.0.0.1:PORT; `ntsVerified: false`: no NTS is offered);
  * - the network file (relayer/network.ts) and a relayer config beside it, in `dir`;
  * - optionally the relayer (`ats-relayer` as a child process).
  *
  * Keys: the deployer and the relayer use Hardhat's public development accounts #0 and #1 (their keys are printed
- * in every Hardhat node banner; never use them on a real chain). Nothing here reads outside the repository.
+ * in every Hardhat node banner, and anvil funds the same accounts; never use them on a real chain). Nothing here reads outside the repository.
  */
 import { mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
@@ -26,7 +26,8 @@ import { verifyCardCertificateChain } from "../protocol";
 import { consensusThreshold } from "../protocol/consensus";
 import { NETWORK_FILE_VERSION, type NetworkFileJson } from "../relayer/network";
 import { MANIFEST_VERSION, parseManifest, TIME_HOST_SERVICE } from "../wire/manifest";
-import { startChainProcess, stopChainProcess, type ChainProcess } from "./chainProcess";
+import { ChainControl } from "./chainControl";
+import { startChainProcess, stopChainProcess, type ChainKind, type ChainProcess } from "./chainProcess";
 import { deployAttestedTime, type AttestedTimeDeployment, type CardRegistration, type NodeRegistration } from "./deploy";
 import { startRelayerProcess, stopRelayerProcess, type RelayerProcess } from "./relayerProcess";
 
@@ -50,6 +51,10 @@ export const LOCAL_CHAINS = [
 
 export interface LocalChain {
   readonly name: string;
+  /** The EVM implementation it runs on. */
+  readonly kind: ChainKind;
+  /** Its development controls (mining, snapshots, reorgs on anvil) under one interface. */
+  readonly control: ChainControl;
   readonly chainId: number;
   readonly rpcUrl: string;
   readonly process: ChainProcess;
@@ -85,6 +90,8 @@ export interface StartLocalNetworkOptions {
   /** Folder for the network file, the relayer's config and database. */
   dir: string;
   meshNodes: number;
+  /** The EVM implementation of both chains (default hardhat). */
+  chainKind?: ChainKind;
   /** Relayer settings beside the defaults (e.g. pollIntervalMs, pushHeartbeatMs). */
   relayerSettings?: Record<string, unknown>;
   /** Blocks on top of an event before the relayer acts on it (default 1). */
@@ -128,7 +135,7 @@ export async function startLocalNetwork(options: StartLocalNetworkOptions): Prom
     // The chains first: the attesting nodes' temporal gateways front the first one.
     const chainProcesses: ChainProcess[] = [];
     for (const { chainId } of LOCAL_CHAINS) {
-      const chainProcess = await startChainProcess(chainId);
+      const chainProcess = await startChainProcess(chainId, options.chainKind ?? "hardhat");
       closers.push(() => stopChainProcess(chainProcess));
       chainProcesses.push(chainProcess);
     }
@@ -190,9 +197,10 @@ export async function startLocalNetwork(options: StartLocalNetworkOptions): Prom
         },
       });
       // A block every second besides the one per transaction (automine): confirmations then come on their own.
-      await publicClient.request({ method: "evm_setIntervalMining" as never, params: [BLOCK_INTERVAL_MS] as never });
-      chains.push({ name, chainId, rpcUrl: chainProcess.rpcUrl, process: chainProcess, deployment, publicClient, user: walletFor(chainProcess.rpcUrl, chainId, HARDHAT_DEV_KEYS.user) });
-      log(`chain ${name} (${chainId}) at ${chainProcess.rpcUrl}: oracle ${deployment.oracle}, scheduler ${deployment.scheduler}, bridge ${deployment.bridge}`);
+      const control = new ChainControl(chainProcess.kind, chainProcess.rpcUrl);
+      await control.setIntervalMining(BLOCK_INTERVAL_MS);
+      chains.push({ name, kind: chainProcess.kind, control, chainId, rpcUrl: chainProcess.rpcUrl, process: chainProcess, deployment, publicClient, user: walletFor(chainProcess.rpcUrl, chainId, HARDHAT_DEV_KEYS.user) });
+      log(`chain ${name} (${chainProcess.kind}, ${chainId}) at ${chainProcess.rpcUrl}: oracle ${deployment.oracle}, scheduler ${deployment.scheduler}, bridge ${deployment.bridge}`);
     }
 
     // The network file and the relayer's config.

@@ -6,12 +6,14 @@
  *   npm start                 run until Ctrl-C
  *   npm start -- --once       run the tour and exit (CI)
  *   npm start -- --nodes 1    one attesting node instead of a mesh of 4
+ *   npm start -- --chain anvil  the two chains on anvil instead of Hardhat node (scripts/chainProcess.ts)
  */
 import { rmSync } from "node:fs";
 import { join } from "node:path";
 import { parseArgs } from "node:util";
 import pino from "pino";
 import { waitForSignal } from "../lib/signals";
+import { CHAIN_KINDS, isChainKind } from "./chainProcess";
 import { LOCAL_RELAYER_API_KEY, startLocalNetwork, type LocalNetwork } from "./network";
 import { runTour } from "./tour";
 
@@ -19,7 +21,12 @@ import { runTour } from "./tour";
 const DIR = process.env.ATS_NETWORK_DIR ?? join(__dirname, "..", ".ats");
 
 async function main(): Promise<number> {
-  const { values } = parseArgs({ options: { once: { type: "boolean", default: false }, nodes: { type: "string", default: "4" } } });
+  const { values } = parseArgs({ options: { once: { type: "boolean", default: false }, nodes: { type: "string", default: "4" }, chain: { type: "string", default: "hardhat" } } });
+  const chainKind = values.chain;
+  if (!isChainKind(chainKind)) {
+    process.stderr.write(`--chain must be one of ${CHAIN_KINDS.join(", ")}, got ${chainKind}\n`);
+    return 2;
+  }
   const meshNodes = Number(values.nodes);
   if (!Number.isInteger(meshNodes) || meshNodes < 1 || meshNodes > 16) {
     process.stderr.write(`--nodes must be an integer from 1 to 16, got ${values.nodes}\n`);
@@ -33,7 +40,7 @@ async function main(): Promise<number> {
   rmSync(DIR, { recursive: true, force: true });
   let network: LocalNetwork | undefined;
   try {
-    network = await startLocalNetwork({ hre, dir: DIR, meshNodes, nodeLogger: pino({ level: "error" }, pino.destination(2)), log: (line) => log(`   ${line}`) });
+    network = await startLocalNetwork({ hre, dir: DIR, meshNodes, chainKind, nodeLogger: pino({ level: "error" }, pino.destination(2)), log: (line) => log(`   ${line}`) });
     const relayer = await network.startRelayer();
     log(`   relayer: operator API ${relayer.api} (x-api-key: ${LOCAL_RELAYER_API_KEY}), signer Hardhat account #1`);
     log(`   network file: ${network.networkFile}; manifest: ${network.manifestFile} (npx ats-node manifest verify <it>)`);
