@@ -4,6 +4,9 @@
  * - their development controls under one interface (ChainControl): mining on interval or per transaction, a block
  *   on demand, snapshots, dropping a pooled transaction, the next block's base fee, the clock; Hardhat takes interval
  *   mining in milliseconds and names its own methods `hardhat_*`, anvil takes whole seconds and names them `anvil_*`;
+ * - their mining modes: Hardhat mines a block per transaction (automine) and one per interval at once; anvil's modes
+ *   exclude each other over RPC (evm_setIntervalMining(0) stops mining altogether, evm_setAutomine(true) ends the
+ *   interval), so on anvil an interval wins: transactions then wait for the next interval block, as on a real chain;
  * - what their block tags mean (CHAIN_TRAITS): Hardhat answers `safe` and `finalized` with the head, anvil lags them
  *   one and two epochs behind it (ANVIL_SLOTS_IN_AN_EPOCH blocks each), as a proof-of-stake chain does;
  * - real reorgs: anvil builds a competing chain (`anvil_reorg`: new blocks from the common ancestor back to the old
@@ -26,6 +29,8 @@ export interface ChainTraits {
   finalizedLagBlocks: number;
   /** Whether the chain can be reorganised into a competing history (anvil_reorg, anvil_rollback). */
   realReorgs: boolean;
+  /** Whether automine and interval mining run together (else with an interval, transactions wait for its blocks). */
+  automineWithInterval: boolean;
 }
 
 export const CHAIN_TRAITS: Readonly<Record<ChainKind, ChainTraits>> = {
@@ -36,6 +41,7 @@ export const CHAIN_TRAITS: Readonly<Record<ChainKind, ChainTraits>> = {
     safeLagBlocks: 0,
     finalizedLagBlocks: 0,
     realReorgs: false,
+    automineWithInterval: true,
   },
   anvil: {
     intervalMiningUnitMs: 1_000,
@@ -44,6 +50,7 @@ export const CHAIN_TRAITS: Readonly<Record<ChainKind, ChainTraits>> = {
     safeLagBlocks: ANVIL_SLOTS_IN_AN_EPOCH,
     finalizedLagBlocks: 2 * ANVIL_SLOTS_IN_AN_EPOCH,
     realReorgs: true,
+    automineWithInterval: false,
   },
 };
 
@@ -60,6 +67,8 @@ export class ChainRpcError extends Error {
 /** The development controls of one local chain, by JSON-RPC over its URL. */
 export class ChainControl {
   readonly traits: ChainTraits;
+  /** The mining asked for (both chains start with automine and no interval). */
+  private mining = { automine: true, intervalMs: 0 };
 
   constructor(
     readonly kind: ChainKind,
@@ -76,15 +85,30 @@ export class ChainControl {
     return body.result;
   }
 
-  /** A block every `intervalMs` besides automine's (0: none); anvil rounds up to whole seconds. */
+  /** A block every `intervalMs` (0: none) besides automine's where the chain can (anvil: whole seconds, rounded up). */
   async setIntervalMining(intervalMs: number): Promise<void> {
-    const unit = this.traits.intervalMiningUnitMs;
-    await this.call("evm_setIntervalMining", [intervalMs === 0 ? 0 : Math.max(1, Math.ceil(intervalMs / unit))]);
+    this.mining.intervalMs = intervalMs;
+    if (this.traits.automineWithInterval) await this.call("evm_setIntervalMining", [this.intervalParam()]);
+    else await this.applyExclusiveMining();
   }
 
   /** A block per transaction as it arrives (on) or transactions wait in the pool (off). */
   async setAutomine(on: boolean): Promise<void> {
-    await this.call("evm_setAutomine", [on]);
+    this.mining.automine = on;
+    if (this.traits.automineWithInterval) await this.call("evm_setAutomine", [on]);
+    else await this.applyExclusiveMining();
+  }
+
+  private intervalParam(): number {
+    const { intervalMs } = this.mining;
+    return intervalMs === 0 ? 0 : Math.max(1, Math.ceil(intervalMs / this.traits.intervalMiningUnitMs));
+  }
+
+  /** anvil: an interval if one is asked for, else automine if asked for, else no mining (blocks on demand only). */
+  private async applyExclusiveMining(): Promise<void> {
+    if (this.mining.intervalMs > 0) await this.call("evm_setIntervalMining", [this.intervalParam()]);
+    else if (this.mining.automine) await this.call("evm_setAutomine", [true]);
+    else await this.call("evm_setIntervalMining", [0]);
   }
 
   async mine(count = 1): Promise<void> {
