@@ -25,6 +25,14 @@ import type { ChainConfig } from "./network";
  */
 export const TX_GAS_CAP = 16_777_216n;
 
+/**
+ * The block a transaction is simulated on: the pending one, whose clock is the next block's. Nodes differ on the
+ * default: Hardhat runs eth_estimateGas and eth_call on a pending block at the wall clock, anvil and geth on the
+ * latest block, whose timestamp is a block interval old on a busy chain and arbitrarily old on an idle one; a fresh
+ * proof then looks like one from the future there, and a call due now looks early.
+ */
+export const SIMULATION_BLOCK = "pending";
+
 /** The scheduler's request (protocol/types.ts ScheduledCall). */
 export type ScheduledCallRequest = ScheduledCall;
 
@@ -232,12 +240,13 @@ export class ChainClient {
   /**
    * Simulates the call from the signer: eth_estimateGas runs it (one request when it succeeds); when the estimate
    * fails, eth_call tells a revert (by its error name) from a node that cannot estimate (then see estimateByCalls).
+   * Both run on the pending block (SIMULATION_BLOCK), as the transaction will.
    */
   async simulate(call: ContractCall): Promise<Simulation> {
     const { data } = call;
     const from = this.account.address;
     try {
-      return { ok: true, gas: await this.client.estimateGas({ account: from, to: call.to, data, gas: TX_GAS_CAP }) };
+      return { ok: true, gas: await this.client.estimateGas({ account: from, to: call.to, data, gas: TX_GAS_CAP, blockTag: SIMULATION_BLOCK }) };
     } catch (error) {
       const decoded = decodeRevert(error, call.abi);
       if (decoded !== undefined) return revertOf(decoded);
@@ -258,7 +267,7 @@ export class ChainClient {
    */
   private async callRevert(call: ContractCall, blockNumber?: bigint): Promise<DecodedRevertData | null> {
     try {
-      await this.client.call({ account: this.account.address, to: call.to, data: call.data, gas: TX_GAS_CAP, ...atBlock(blockNumber) });
+      await this.client.call({ account: this.account.address, to: call.to, data: call.data, gas: TX_GAS_CAP, ...(blockNumber === undefined ? { blockTag: SIMULATION_BLOCK } : { blockNumber }) });
       return null;
     } catch (error) {
       const decoded = decodeRevert(error, call.abi);
@@ -278,7 +287,7 @@ export class ChainClient {
     let high = TX_GAS_CAP;
     while (high - low > high / 100n) {
       const middle = (low + high) / 2n;
-      const ok = await this.client.call({ account: from, to, data, gas: middle }).then(
+      const ok = await this.client.call({ account: from, to, data, gas: middle, blockTag: SIMULATION_BLOCK }).then(
         () => true,
         () => false,
       );

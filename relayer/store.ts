@@ -259,7 +259,8 @@ export class RelayerStore {
 
   /**
    * After a reorg: moves the cursor back to `ancestor` (a position of the history that is still canonical) and
-   * marks the open (pending or submitted) items of the chain's orphaned blocks `orphaned` and returns their ids.
+   * marks the open (pending or submitted) items of the chain's orphaned blocks `orphaned`, with the reason as their
+   * outcome (which block left the canonical chain, back to which ancestor), and returns their ids.
    * The target chain's submitter cancels the transactions it had sent for them (Submitter.keepAlive).
    * Bridge messages are exempt: a message authenticates itself and names no origin (its id is its content, and
    * another chain's event may carry the same one), so it stays worth delivering when its source event is gone.
@@ -267,17 +268,19 @@ export class RelayerStore {
   rewindCursor(chainId: number, ancestor: Cursor | undefined): string[] {
     return this.db.transaction(() => {
       const above = ancestor?.blockNumber ?? -1n;
-      const orphaned = (
+      const orphanedRows = (
         this.db
           .prepare(
             "SELECT id, source_block FROM items WHERE source_chain_id = ? AND kind != 'message' AND status IN ('pending','submitted') AND source_block IS NOT NULL",
           )
           .all(chainId) as { id: string; source_block: string }[]
-      )
-        .filter((row) => BigInt(row.source_block) > above)
-        .map((row) => row.id);
-      const mark = this.db.prepare("UPDATE items SET status = 'orphaned', updated_ms = ? WHERE id = ?");
-      for (const id of orphaned) mark.run(this.nowMs(), id);
+      ).filter((row) => BigInt(row.source_block) > above);
+      const orphaned = orphanedRows.map((row) => row.id);
+      const mark = this.db.prepare("UPDATE items SET status = 'orphaned', outcome = ?, updated_ms = ? WHERE id = ?");
+      const back = ancestor === undefined ? "the start block" : `block ${ancestor.blockNumber}`;
+      for (const { id, source_block } of orphanedRows) {
+        mark.run(`orphaned: its source block ${source_block} left the canonical chain (a reorg back to ${back})`, this.nowMs(), id);
+      }
       const rows = this.db.prepare("SELECT seq, block_number FROM cursors WHERE chain_id = ?").all(chainId) as {
         seq: number;
         block_number: string;
@@ -305,7 +308,7 @@ export class RelayerStore {
            status = CASE WHEN EXISTS (
              SELECT 1 FROM txs WHERE txs.item_id = items.id AND txs.state IN ('signed','broadcast','mined')
            ) THEN 'submitted' ELSE 'pending' END,
-           source_block = excluded.source_block, updated_ms = excluded.updated_ms
+           source_block = excluded.source_block, outcome = NULL, updated_ms = excluded.updated_ms
          WHERE items.status = 'orphaned'`,
       )
       .run(item.id, item.kind, item.chainId, item.sourceChainId, item.sourceBlock?.toString() ?? null, item.payload, item.nextAttemptMs, now, now);

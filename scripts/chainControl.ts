@@ -9,6 +9,10 @@
  *   interval), so on anvil an interval wins: transactions then wait for the next interval block, as on a real chain;
  * - what their block tags mean (CHAIN_TRAITS): Hardhat answers `safe` and `finalized` with the head, anvil lags them
  *   one and two epochs behind it (ANVIL_SLOTS_IN_AN_EPOCH blocks each), as a proof-of-stake chain does;
+ * - the clock after history is rewritten: anvil's evm_revert (and its reorgs) set the chain clock back to the
+ *   kept head's timestamp and count on from there, so that every later block lags the wall clock by the time
+ *   taken back (a fresh proof then looks like one from the future); Hardhat keeps its blocks on the wall clock.
+ *   The control puts anvil's clock back on the wall clock after each (realignClock);
  * - real reorgs: anvil builds a competing chain (`anvil_reorg`: new blocks from the common ancestor back to the old
  *   height, with the transactions it is given; `anvil_rollback`: the chain cut back, the cut transactions gone),
  *   Hardhat only restores a snapshot (`evm_revert`), which shortens the chain.
@@ -31,6 +35,8 @@ export interface ChainTraits {
   realReorgs: boolean;
   /** Whether automine and interval mining run together (else with an interval, transactions wait for its blocks). */
   automineWithInterval: boolean;
+  /** Whether evm_revert and reorgs leave the chain clock behind the wall clock (realigned by the control). */
+  rewritesRewindClock: boolean;
 }
 
 export const CHAIN_TRAITS: Readonly<Record<ChainKind, ChainTraits>> = {
@@ -42,6 +48,7 @@ export const CHAIN_TRAITS: Readonly<Record<ChainKind, ChainTraits>> = {
     finalizedLagBlocks: 0,
     realReorgs: false,
     automineWithInterval: true,
+    rewritesRewindClock: false,
   },
   anvil: {
     intervalMiningUnitMs: 1_000,
@@ -51,6 +58,7 @@ export const CHAIN_TRAITS: Readonly<Record<ChainKind, ChainTraits>> = {
     finalizedLagBlocks: 2 * ANVIL_SLOTS_IN_AN_EPOCH,
     realReorgs: true,
     automineWithInterval: false,
+    rewritesRewindClock: true,
   },
 };
 
@@ -121,7 +129,17 @@ export class ChainControl {
 
   /** Back to a snapshot: the chain is cut to its height (no competing blocks). */
   async revert(snapshot: string): Promise<boolean> {
-    return (await this.call("evm_revert", [snapshot])) === true;
+    const reverted = (await this.call("evm_revert", [snapshot])) === true;
+    await this.realignClock();
+    return reverted;
+  }
+
+  /** The next blocks on the wall clock again (never before the head's timestamp), where a rewrite took the clock back. */
+  private async realignClock(): Promise<void> {
+    if (!this.traits.rewritesRewindClock) return;
+    const head = (await this.call("eth_getBlockByNumber", ["latest", false])) as { timestamp: string };
+    const nowSeconds = Math.floor(Date.now() / 1_000);
+    await this.call("evm_setTime", [Math.max(nowSeconds, Number(BigInt(head.timestamp)))]);
   }
 
   /** Removes a transaction from the pool; whether it was there (Hardhat answers a boolean, anvil the hash or null). */
@@ -146,12 +164,14 @@ export class ChainControl {
   async reorg(depth: number, transactions: readonly ReorgTransaction[] = []): Promise<void> {
     this.requireRealReorgs("reorg");
     await this.call("anvil_reorg", [depth, transactions.map((tx) => [tx.raw, tx.block])]);
+    await this.realignClock();
   }
 
   /** Cuts the last `depth` blocks off (anvil only); their transactions are gone. */
   async rollback(depth: number): Promise<void> {
     this.requireRealReorgs("rollback");
     await this.call("anvil_rollback", [depth]);
+    await this.realignClock();
   }
 
   private requireRealReorgs(what: string): void {

@@ -25,6 +25,24 @@ export async function pollUntil<T>(read: () => Promise<T | undefined>, what: str
   }
 }
 
+/** The gas limit of the user's transactions (userTxFields: well above what sendTime, submitTimeProof or scheduleCall use). */
+const USER_GAS_LIMIT = 1_000_000n;
+
+/**
+ * The fields that make a user's transaction go out without being run first: the user's account and chain, a gas
+ * limit, the next nonce and fees (spread into writeContract, which then returns the hash without simulating).
+ * anvil runs eth_estimateGas and eth_fillTransaction on the latest block's clock (Hardhat on the wall clock), which
+ * an idle chain (automine, no interval) lets fall seconds behind a fresh proof: the estimate would refuse a proof the
+ * block accepts. And a call sent while mining is off may depend on one still in the pool (sendTime on
+ * submitTimeProof).
+ */
+export async function userTxFields(chain: LocalChain) {
+  const account = chain.user.account!;
+  const nonce = await chain.publicClient.getTransactionCount({ address: account.address, blockTag: "pending" });
+  const { maxFeePerGas, maxPriorityFeePerGas } = await chain.publicClient.estimateFeesPerGas();
+  return { account, chain: chain.user.chain, gas: USER_GAS_LIMIT, nonce, maxFeePerGas, maxPriorityFeePerGas };
+}
+
 /** Waits for a user transaction's receipt; a revert throws. */
 export async function confirmed(chain: LocalChain, pending: Promise<Hex>) {
   const receipt = await chain.publicClient.waitForTransactionReceipt({ hash: await pending });
@@ -42,7 +60,7 @@ export async function sendFreshTime(network: LocalNetwork, source: LocalChain, t
     for (let attempt = 0; ; attempt++) {
       const { proof } = await client.getCurrentTime();
       try {
-        await confirmed(source, source.user.writeContract({ address: source.deployment.oracle, abi: timeOracleAbi, functionName: "submitTimeProof", args: [proof], account: source.user.account!, chain: source.user.chain }));
+        await confirmed(source, source.user.writeContract({ address: source.deployment.oracle, abi: timeOracleAbi, functionName: "submitTimeProof", args: [proof], ...(await userTxFields(source)) }));
         break;
       } catch (error) {
         if (attempt >= 3) throw error; // the relayer's pusher stored a newer proof in between: fetch another
@@ -53,7 +71,7 @@ export async function sendFreshTime(network: LocalNetwork, source: LocalChain, t
   }
   const receipt = await confirmed(
     source,
-    source.user.writeContract({ address: source.deployment.bridge!, abi: timeBridgeAbi, functionName: "sendTime", args: [BigInt(target.chainId)], account: source.user.account!, chain: source.user.chain }),
+    source.user.writeContract({ address: source.deployment.bridge!, abi: timeBridgeAbi, functionName: "sendTime", args: [BigInt(target.chainId)], ...(await userTxFields(source)) }),
   );
   const [sent] = parseEventLogs({ abi: timeBridgeAbi, logs: receipt.logs, eventName: "TimeSent" });
   if (sent === undefined) throw new Error("sendTime emitted no TimeSent");
@@ -65,7 +83,7 @@ export async function scheduleCall(chain: LocalChain, leadMs: number): Promise<H
   const executeAt = (BigInt(Date.now()) + BigInt(leadMs)) * NS_PER_MS;
   const receipt = await confirmed(
     chain,
-    chain.user.writeContract({ address: chain.deployment.scheduler!, abi: timeSchedulerAbi, functionName: "scheduleCall", args: [executeAt, "0x"], value: parseEther("0.001"), account: chain.user.account!, chain: chain.user.chain }),
+    chain.user.writeContract({ address: chain.deployment.scheduler!, abi: timeSchedulerAbi, functionName: "scheduleCall", args: [executeAt, "0x"], value: parseEther("0.001"), ...(await userTxFields(chain)) }),
   );
   const [scheduled] = parseEventLogs({ abi: timeSchedulerAbi, logs: receipt.logs, eventName: "CallScheduled" });
   if (scheduled === undefined) throw new Error("scheduleCall emitted no CallScheduled");

@@ -1,7 +1,9 @@
 /**
- * The temporal JSON-RPC gateway (gateway/) in front of a real Hardhat node process on loopback: the temporal
- * methods, automatic timestamping (received and observed), restart persistence, a reorg, every bad-input class,
- * limits, legacy numbers, and a property: no answer (outside the legacy mode) holds a JSON number above 2^53 − 1.
+ * The temporal JSON-RPC gateway (gateway/) in front of a real chain process on loopback, once a Hardhat node and
+ * once anvil (CHAIN_KINDS): the temporal methods, automatic timestamping (received and observed), restart
+ * persistence, a reorg, every bad-input class, limits, legacy numbers, and a property: no answer (outside the legacy
+ * mode) holds a JSON number above 2^53 − 1. On anvil also a real reorg (anvil_reorg) under a finalized-heads
+ * subscription.
  */
 import { expect } from "chai";
 import fc from "fast-check";
@@ -19,7 +21,8 @@ import { MANIFEST_VERSION } from "../../wire/manifest";
 import type { MeshStateReport } from "../../wire/meshState";
 import { METHODS } from "../../gateway/methods";
 import { startTemporalGateway, type RunningGateway } from "../../gateway/server";
-import { startChainProcess, stopChainProcess, type ChainProcess } from "../../scripts/chainProcess";
+import { CHAIN_TRAITS, ChainControl } from "../../scripts/chainControl";
+import { CHAIN_KINDS, startChainProcess, stopChainProcess, type ChainProcess } from "../../scripts/chainProcess";
 import { HARDHAT_DEV_KEYS } from "../../scripts/network";
 
 const LONE: MeshStateReport = {
@@ -67,13 +70,14 @@ async function until<T>(read: () => Promise<T | undefined>, what: string, timeou
   }
 }
 
-describe("temporal JSON-RPC gateway (gateway/) in front of a Hardhat node", function () {
+for (const chainKind of CHAIN_KINDS) describe(`temporal JSON-RPC gateway (gateway/) in front of ${chainKind}`, function () {
   this.timeout(120_000);
   let chain: ChainProcess;
+  let control: ChainControl;
   let dir: string;
   let gateway: RunningGateway;
 
-  function start(overrides: { legacyNumbers?: boolean; limits?: Partial<typeof LIMITS>; dataDir?: string } = {}): Promise<RunningGateway> {
+  function start(overrides: { legacyNumbers?: boolean; limits?: Partial<typeof LIMITS>; dataDir?: string; confirmations?: number } = {}): Promise<RunningGateway> {
     return startTemporalGateway({
       host: "127.0.0.1",
       port: 0,
@@ -81,8 +85,8 @@ describe("temporal JSON-RPC gateway (gateway/) in front of a Hardhat node", func
       dataDir: overrides.dataDir ?? dir,
       time: { consensusNowNs: nowNs, meshState: () => LONE },
       limits: { ...LIMITS, ...overrides.limits },
-      confirmations: 1,
-      chainName: "hardhat-local",
+      confirmations: overrides.confirmations ?? 1,
+      chainName: "local",
       legacyNumbers: overrides.legacyNumbers ?? false,
       pollIntervalMs: 100,
       logger: pino({ level: "silent" }),
@@ -97,8 +101,9 @@ describe("temporal JSON-RPC gateway (gateway/) in front of a Hardhat node", func
   }
 
   before(async () => {
-    chain = await startChainProcess(31337);
-    await call(chain.rpcUrl, "evm_setIntervalMining", [500]);
+    chain = await startChainProcess(31337, chainKind);
+    control = new ChainControl(chainKind, chain.rpcUrl);
+    await control.setIntervalMining(500); // anvil: 1 s, its shortest
     dir = mkdtempSync(join(tmpdir(), "ats-gateway-"));
     gateway = await start();
   });
@@ -117,7 +122,7 @@ describe("temporal JSON-RPC gateway (gateway/) in front of a Hardhat node", func
     expect(time).to.include({ convergenceState: "Initializing", peerCount: 0, timeQuality: 0, consensusOffsetNs: null });
     expect((await call(gateway.url, "temporal_getMeshState")).result).to.deep.equal(LONE);
     expect((await call(gateway.url, "system_health")).result).to.deep.equal({ peers: 0, isSyncing: false, shouldHavePeers: false });
-    expect((await call(gateway.url, "system_chain")).result).to.equal("hardhat-local");
+    expect((await call(gateway.url, "system_chain")).result).to.equal("local");
     expect((await call(gateway.url, "eth_chainId")).result).to.equal("0x7a69");
     const genesis = (await call(gateway.url, "chain_getBlockHash", [0])).result as string;
     expect(genesis).to.match(/^0x[0-9a-f]{64}$/);
@@ -150,13 +155,13 @@ describe("temporal JSON-RPC gateway (gateway/) in front of a Hardhat node", func
   });
 
   it("timestamps a transaction first seen in a block when it observes the block; a reorg drops that timestamp and the orphaned block", async () => {
-    const snapshot = (await call(chain.rpcUrl, "evm_snapshot")).result;
+    const snapshot = await control.snapshot();
     const direct = (await call(chain.rpcUrl, "eth_sendRawTransaction", [await signedTransfer()])).result as Hex;
     const observed = await until(async () => ((await call(gateway.url, "temporal_getTransactionTimestamp", [direct])).result as string | null) ?? undefined, "the observation");
     expect(observed).to.match(/^[1-9][0-9]{18}$/);
     const receipt = (await call(chain.rpcUrl, "eth_getTransactionReceipt", [direct])).result as { blockNumber: string; blockHash: string };
-    expect((await call(chain.rpcUrl, "evm_revert", [snapshot])).result).to.equal(true);
-    for (let i = 0; i < 3; i++) await call(chain.rpcUrl, "evm_mine");
+    expect(await control.revert(snapshot)).to.equal(true);
+    await control.mine(3);
     await until(async () => ((await call(gateway.url, "temporal_getTransactionTimestamp", [direct])).result === null ? true : undefined), "the orphaned timestamp's removal");
     const block = (await call(gateway.url, "temporal_getBlockMetadata", [receipt.blockNumber])).result as { hash: string } | null;
     expect(block?.hash).to.not.equal(receipt.blockHash);
@@ -209,7 +214,7 @@ describe("temporal JSON-RPC gateway (gateway/) in front of a Hardhat node", func
       expect((await call(gateway.url, "temporal_getTransactionTimestamp", [123])).error).to.include({ code: -32602 });
       expect((await call(gateway.url, "temporal_getBlockMetadata", [-1])).error).to.include({ code: -32602 });
       expect((await call(gateway.url, "temporal_nope")).error).to.include({ code: -32601, message: "Method not found" });
-      for (const unsafe of ["eth_sendTransaction", "eth_sign", "personal_sign", "evm_mine", "hardhat_setBalance", "debug_traceTransaction", "admin_peers"]) {
+      for (const unsafe of ["eth_sendTransaction", "eth_sign", "personal_sign", "evm_mine", "hardhat_setBalance", "anvil_reorg", "anvil_rollback", "debug_traceTransaction", "admin_peers"]) {
         expect((await call(gateway.url, unsafe)).error, unsafe).to.include({ code: -32601, message: "Method not allowed" });
       }
       expect((await call(gateway.url, "temporal_getTransactionTimestamp", [`0x${"00".repeat(32)}`])).result).to.equal(null);
@@ -230,7 +235,7 @@ describe("temporal JSON-RPC gateway (gateway/) in front of a Hardhat node", func
       expect(answers[0]!.result).to.equal("0x7a69");
       expect(answers[1]!.error!.code).to.equal(-32601);
       expect(answers[2]!.error!.code).to.equal(-32600);
-      expect(answers[3]!.result).to.equal("hardhat-local");
+      expect(answers[3]!.result).to.equal("local");
       expect(((await post(gateway.url, [])).json as Answer).error!.code).to.equal(-32600);
       expect((await post(gateway.url, { jsonrpc: "2.0", method: "eth_chainId" })).status).to.equal(204);
     });
@@ -442,6 +447,70 @@ describe("temporal JSON-RPC gateway (gateway/) in front of a Hardhat node", func
       expect(((await client.next((m) => m.id === 14)).error as { code: number }).code).to.equal(-32600);
       client.socket.close();
     });
+
+    // Hardhat has no competing history (evm_revert only shortens the chain): the reorg case runs where one exists.
+    if (CHAIN_TRAITS[chainKind].realReorgs) {
+      it("across a real reorg shallower than its confirmations (anvil_reorg): the finalized heads never go back, and the unfinalized view reports the new branch", async () => {
+        const confirmations = 3;
+        const gatewayOf3 = await start({ dataDir: join(dir, "reorg"), confirmations });
+        const client = await open(gatewayOf3.url);
+        await control.setIntervalMining(0);
+        await control.setAutomine(false); // blocks only from mine and reorg: every depth is this test's
+        try {
+          const chainHash = async (number: bigint) => ((await call(chain.rpcUrl, "eth_getBlockByNumber", [`0x${number.toString(16)}`, false])).result as { hash: string }).hash;
+          const observed = (number: bigint) =>
+            until(async () => {
+              const recorded = gatewayOf3.store.block(number);
+              return recorded !== undefined && gatewayOf3.store.latestBlock()?.number === number && recorded.hash === (await chainHash(number)) ? recorded : undefined;
+            }, `the gateway at block ${number}`);
+          await control.mine(confirmations + 2);
+          const startHead = BigInt((await call(chain.rpcUrl, "eth_blockNumber")).result as string);
+          await observed(startHead);
+          client.socket.send(JSON.stringify({ jsonrpc: "2.0", id: 1, method: "chain_subscribeFinalizedHeads", params: [] }));
+          await client.next((m) => m.id === 1);
+          // A transfer in the next block, seen by the gateway there.
+          const direct = (await call(chain.rpcUrl, "eth_sendRawTransaction", [await signedTransfer()])).result as Hex;
+          await control.mine(1);
+          const head = startHead + 1n;
+          const before = await observed(head);
+          expect((await call(gatewayOf3.url, "temporal_getTransactionTimestamp", [direct])).result).to.match(/^[1-9][0-9]{18}$/);
+          const reorgsBefore = gatewayOf3.observer.reorgsTotal;
+
+          // The last 2 blocks replaced by empty ones: shallower than the 3 confirmations, so nothing final changes.
+          await control.reorg(2);
+          const after = await observed(head);
+          expect(after.hash, "the unfinalized head is the new branch's").to.not.equal(before.hash);
+          const metadata = (await call(gatewayOf3.url, "temporal_getBlockMetadata", [head.toString()])).result as { hash: string; transactionCount: number };
+          expect(metadata).to.include({ hash: after.hash, transactionCount: 0 });
+          expect((await call(gatewayOf3.url, "temporal_getTransactionTimestamp", [direct])).result, "the orphaned transaction's timestamp").to.equal(null);
+          expect(gatewayOf3.observer.reorgsTotal).to.be.greaterThan(reorgsBefore);
+
+          // Blocks on top until the replaced ones are final: the stream goes on from where it was, on the new branch.
+          await control.mine(confirmations + 1);
+          const lastFinal = head + 1n;
+          const finals: { number: bigint; hash: string; parentHash: string }[] = [];
+          while (finals.length === 0 || finals.at(-1)!.number < lastFinal) {
+            const message = await client.next(heads);
+            const result = (message.params as { result: { number: string; hash: string; parentHash: string } }).result;
+            finals.push({ number: BigInt(result.number), hash: result.hash, parentHash: result.parentHash });
+          }
+          expect(finals[0]!.number).to.equal(startHead - BigInt(confirmations) + 1n);
+          for (const [index, final] of finals.entries()) {
+            if (index > 0) {
+              expect(final.number, "in order, none twice").to.equal(finals[index - 1]!.number + 1n);
+              expect(final.parentHash, "each the child of the one before").to.equal(finals[index - 1]!.hash);
+            }
+            expect(final.hash, `final block ${final.number} is on the chain`).to.equal(await chainHash(final.number));
+          }
+          expect(finals.map((final) => final.hash)).to.not.include(before.hash);
+        } finally {
+          client.socket.close();
+          await gatewayOf3.close();
+          await control.setAutomine(true);
+          await control.setIntervalMining(500);
+        }
+      });
+    }
   });
 
   it("ats-node manifest verify: a manifest whose chain the endpoint serves passes; another chain id or genesis fails, naming both", async () => {

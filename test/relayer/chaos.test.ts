@@ -21,7 +21,7 @@ import { localRelayerAddress, startLocalNetwork, type LocalChain, type LocalNetw
 import { confirmed } from "../../scripts/localUser";
 import { startRelayerProcess, stopRelayerProcess, type RelayerProcess } from "../../scripts/relayerProcess";
 import { startChaosProxy, type ChaosProxy } from "./chaosProxy";
-import { deliveriesOf, executionsOf, pollUntil, rpc, scheduleCall, sendFreshTime } from "./helpers";
+import { deliveriesOf, executionsOf, pollUntil, scheduleCall, sendFreshTime } from "./helpers";
 
 const FEE_CAP_WEI = 200_000_000_000n; // 200 gwei
 
@@ -110,8 +110,8 @@ describe("relayer against a chaotic RPC (a JSON-RPC chaos proxy in front of the 
   });
 
   it("a transaction stuck in the pool is replaced at the same nonce with higher fees, and only one of them is mined", async () => {
-    await rpc(beta, "evm_setIntervalMining", [0]);
-    await rpc(beta, "evm_setAutomine", [false]);
+    await beta.control.setIntervalMining(0);
+    await beta.control.setAutomine(false);
     let messageId: `0x${string}`;
     try {
       messageId = await sendFreshTime(network, alpha, beta);
@@ -126,17 +126,17 @@ describe("relayer against a chaotic RPC (a JSON-RPC chaos proxy in front of the 
       expect(new Set(txs.map((tx) => tx.nonce)).size, "one nonce").to.equal(1);
       expect(BigInt(txs[1]!.maxFeePerGas) > BigInt(txs[0]!.maxFeePerGas)).to.equal(true);
     } finally {
-      await rpc(beta, "evm_setAutomine", [true]);
-      await rpc(beta, "evm_setIntervalMining", [1_000]);
+      await beta.control.setAutomine(true);
+      await beta.control.setIntervalMining(1_000);
     }
     await expectDeliveredOnce(messageId);
   });
 
   it("a reorg deeper than the confirmation depth takes back a settled delivery: the relayer sends it again at its nonce, and the message is delivered once", async () => {
-    const snapshot = await rpc(beta, "evm_snapshot");
+    const snapshot = await beta.control.snapshot();
     const messageId = await sendFreshTime(network, alpha, beta);
     await expectDeliveredOnce(messageId); // settled: done, and the store's nonce is the chain's
-    expect(await rpc(beta, "evm_revert", [snapshot])).to.equal(true); // the delivery and its confirmations are gone
+    expect(await beta.control.revert(snapshot)).to.equal(true); // the delivery and its confirmations are gone
     expect(await deliveriesOf(beta, [messageId])).to.deep.equal([0]);
     await pollUntil(async () => ((await deliveriesOf(beta, [messageId]))[0] === 1 ? true : undefined), "the delivery again", 60_000);
     await expectDeliveredOnce(messageId);
@@ -147,16 +147,16 @@ describe("relayer against a chaotic RPC (a JSON-RPC chaos proxy in front of the 
   it("another party's delivery seen only at the chain head is not taken as done: when a reorg takes it back, the relayer delivers the message", async () => {
     // No blocks but the ones transactions make, on both chains: the other party's delivery stays at beta's head
     // (not `confirmations` deep), and the relayer sees the message only once alpha moves on.
-    await rpc(alpha, "evm_setIntervalMining", [0]);
-    await rpc(beta, "evm_setIntervalMining", [0]);
+    await alpha.control.setIntervalMining(0);
+    await beta.control.setIntervalMining(0);
     let messageId: `0x${string}`;
     try {
-      const snapshot = await rpc(beta, "evm_snapshot");
+      const snapshot = await beta.control.snapshot();
       messageId = await sendFreshTime(network, alpha, beta);
       const [sent] = await alpha.publicClient.getContractEvents({ address: alpha.deployment.bridge!, abi: timeBridgeAbi, eventName: "TimeSent", args: { messageId }, fromBlock: 0n });
       await confirmed(beta, beta.user.writeContract({ address: beta.deployment.bridge!, abi: timeBridgeAbi, functionName: "receiveTime", args: [sent!.args.message!], account: beta.user.account!, chain: beta.user.chain }));
       expect(await deliveriesOf(beta, [messageId])).to.deep.equal([1]);
-      await rpc(alpha, "evm_setIntervalMining", [1_000]);
+      await alpha.control.setIntervalMining(1_000);
       const itemId = messageItemId(beta.chainId, messageId);
       const waiting = await pollUntil(async () => {
         const response = await fetch(`${relayer!.api}/items/${itemId}`);
@@ -167,11 +167,11 @@ describe("relayer against a chaotic RPC (a JSON-RPC chaos proxy in front of the 
         return item.lastError?.includes("not yet at the safe block") === true ? item : undefined;
       }, `the relayer to wait for ${itemId}'s other delivery to be deep enough`);
       expect(waiting.status, "finished on a delivery only the head shows").to.equal("pending");
-      expect(await rpc(beta, "evm_revert", [snapshot])).to.equal(true); // the other party's delivery is gone
+      expect(await beta.control.revert(snapshot)).to.equal(true); // the other party's delivery is gone
       expect(await deliveriesOf(beta, [messageId])).to.deep.equal([0]);
     } finally {
-      await rpc(alpha, "evm_setIntervalMining", [1_000]);
-      await rpc(beta, "evm_setIntervalMining", [1_000]);
+      await alpha.control.setIntervalMining(1_000);
+      await beta.control.setIntervalMining(1_000);
     }
     await expectDeliveredOnce(messageId);
   });
@@ -220,8 +220,8 @@ describe("relayer against a chaotic RPC (a JSON-RPC chaos proxy in front of the 
   });
 
   it("a base fee above the relayer's cap: the message waits, naming the cap, and goes once the fee falls", async () => {
-    await rpc(beta, "hardhat_setNextBlockBaseFeePerGas", [`0x${(FEE_CAP_WEI * 2n).toString(16)}`]);
-    await rpc(beta, "evm_mine");
+    await beta.control.setNextBlockBaseFeePerGas(FEE_CAP_WEI * 2n);
+    await beta.control.mine();
     const messageId = await sendFreshTime(network, alpha, beta);
     const itemId = messageItemId(beta.chainId, messageId);
     await pollUntil(async () => {
@@ -232,7 +232,7 @@ describe("relayer against a chaotic RPC (a JSON-RPC chaos proxy in front of the 
     }, "the fee cap to hold the message");
     expect(await deliveriesOf(beta, [messageId])).to.deep.equal([0]);
     // Empty blocks lower the base fee by up to 1/8 each.
-    for (let block = 0; block < 12; block++) await rpc(beta, "evm_mine");
+    for (let block = 0; block < 12; block++) await beta.control.mine();
     await expectDeliveredOnce(messageId);
   });
 });

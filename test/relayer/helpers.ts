@@ -1,9 +1,12 @@
 /**
  * Helpers of the relayer's end-to-end tests: waiting for the relayer to settle, its operator API, chain RPCs; the
- * user's actions and the exactly-once counts are scripts/localUser.ts (shared with bench:relayer).
+ * user's actions and the exactly-once counts are scripts/localUser.ts (shared with bench:relayer); the chains'
+ * controls (mining, snapshots, reorgs) are each LocalChain's `control` (scripts/chainControl.ts).
  */
 import { expect } from "chai";
-import type { LocalChain, LocalNetwork } from "../../scripts/network";
+import { join } from "node:path";
+import { RelayerStore } from "../../relayer/store";
+import { localRelayerAddress, type LocalNetwork } from "../../scripts/network";
 
 export { deliveredIds, deliveriesOf, executionsOf, pollUntil, scheduleCall, sendFreshTime } from "../../scripts/localUser";
 import { pollUntil } from "../../scripts/localUser";
@@ -41,12 +44,33 @@ export async function settledItems(network: LocalNetwork, expectedIds: readonly 
   }
 }
 
-/** Mines `count` blocks on a chain. */
-export async function mine(chain: LocalChain, count = 1): Promise<void> {
-  for (let i = 0; i < count; i++) await chain.publicClient.request({ method: "evm_mine" as never });
-}
-
-/** A Hardhat JSON-RPC method without viem typings. */
-export function rpc(chain: LocalChain, method: string, params: unknown[] = []): Promise<unknown> {
-  return chain.publicClient.request({ method: method as never, params: params as never });
+/**
+ * After the relayer settled every transaction and stopped: nothing open in its store (the database in
+ * `dir`/relayer-data), and its next nonce on each chain is the chain's.
+ */
+export async function expectStoreSettled(network: LocalNetwork, dir: string): Promise<void> {
+  // The tracker settles a nonce once its block is confirmed: give it the blocks and the ticks to do so.
+  let open: unknown[] = [];
+  await pollUntil(async () => {
+    const reader = new RelayerStore(join(dir, "relayer-data"));
+    try {
+      open = network.chains.flatMap((chain) => reader.openTxs(chain.chainId).map((tx) => ({ chainId: tx.chainId, nonce: tx.nonce, state: tx.state, item: tx.itemId })));
+      return open.length === 0 ? true : undefined;
+    } finally {
+      reader.close();
+    }
+  }, "every open transaction's settlement").catch((error: Error) => {
+    throw new Error(`${error.message}; still open: ${JSON.stringify(open)}; relayer log: ${network.relayer?.stderrTail().slice(-1_500) ?? "none"}`);
+  });
+  await network.stopRelayer("SIGTERM");
+  const store = new RelayerStore(join(dir, "relayer-data"));
+  try {
+    for (const chain of network.chains) {
+      expect(store.openTxs(chain.chainId), `open transactions on ${chain.name}`).to.deep.equal([]);
+      const chainNonce = await chain.publicClient.getTransactionCount({ address: localRelayerAddress() });
+      expect(store.nextNonce(chain.chainId), `next nonce on ${chain.name}`).to.equal(chainNonce);
+    }
+  } finally {
+    store.close();
+  }
 }

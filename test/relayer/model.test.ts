@@ -19,7 +19,7 @@ import { messageItemId } from "../../relayer/worker";
 import { startLocalNetwork, type LocalChain, type LocalNetwork } from "../../scripts/network";
 import { startRelayerProcess, stopRelayerProcess, type RelayerProcess } from "../../scripts/relayerProcess";
 import { startChaosProxy, type ChaosProxy, type FaultKind } from "./chaosProxy";
-import { deliveredIds, deliveriesOf, mine, pollUntil, rpc, sendFreshTime } from "./helpers";
+import { deliveredIds, deliveriesOf, pollUntil, sendFreshTime } from "./helpers";
 
 interface Model {
   /** Emitted message ids by target chain index. */
@@ -49,7 +49,7 @@ class MineCommand implements fc.AsyncCommand<Model, Real> {
   constructor(readonly chain: 0 | 1, readonly blocks: number) {}
   check = () => true;
   async run(_model: Model, real: Real): Promise<void> {
-    await mine(real.chains[this.chain], this.blocks);
+    await real.chains[this.chain].control.mine(this.blocks);
   }
   toString = () => `mine(${this.chain}, ${this.blocks})`;
 }
@@ -60,11 +60,11 @@ class ReorgCommand implements fc.AsyncCommand<Model, Real> {
   check = () => true;
   async run(_model: Model, real: Real): Promise<void> {
     const chain = real.chains[this.chain];
-    const snapshot = await rpc(chain, "evm_snapshot");
-    await mine(chain, this.depth);
+    const snapshot = await chain.control.snapshot();
+    await chain.control.mine(this.depth);
     await new Promise((resolve) => setTimeout(resolve, 150)); // let the relayer index them
-    expect(await rpc(chain, "evm_revert", [snapshot])).to.equal(true);
-    await mine(chain, this.depth + 1); // another, longer history
+    expect(await chain.control.revert(snapshot)).to.equal(true);
+    await chain.control.mine(this.depth + 1); // another, longer history
   }
   toString = () => `reorg(${this.chain}, ${this.depth})`;
 }

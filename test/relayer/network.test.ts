@@ -1,6 +1,7 @@
 /**
- * The relayer end to end: two Hardhat node processes, a real attesting node, `ats-relayer` as a child process
- * (scripts/network.ts). Exactly-once is read from the chains themselves (TimeReceived / CallExecuted events) and
+ * The relayer end to end, once on two Hardhat node processes and once on two anvil processes (CHAIN_KINDS), with a
+ * real attesting node and `ats-relayer` as a child process (scripts/network.ts); the chains' controls are
+ * scripts/chainControl.ts, so the same steps run on both. Exactly-once is read from the chains themselves (TimeReceived / CallExecuted events) and
  * from the relayer's own store after it stopped (no open transaction, its nonce equal to the chain's).
  */
 import { expect } from "chai";
@@ -13,13 +14,13 @@ import { parseEther, parseEventLogs, type Hex } from "viem";
 import { timeSchedulerAbi } from "../../abi";
 import { CALL_STATUS } from "../../protocol/types";
 import { CRASH_POINTS } from "../../relayer/submitter";
-import { RelayerStore } from "../../relayer/store";
 import { callItemId, messageItemId } from "../../relayer/worker";
-import { localRelayerAddress, startLocalNetwork, type LocalChain, type LocalNetwork } from "../../scripts/network";
+import { CHAIN_KINDS } from "../../scripts/chainProcess";
+import { startLocalNetwork, type LocalChain, type LocalNetwork } from "../../scripts/network";
 import { runTour } from "../../scripts/tour";
-import { apiItems, deliveriesOf, executionsOf, mine, pollUntil, rpc, scheduleCall, sendFreshTime, settledItems } from "./helpers";
+import { apiItems, deliveriesOf, executionsOf, expectStoreSettled, pollUntil, scheduleCall, sendFreshTime, settledItems } from "./helpers";
 
-describe("relayer end to end (2 Hardhat node chains, an attesting node, ats-relayer processes)", function () {
+for (const chainKind of CHAIN_KINDS) describe(`relayer end to end (2 ${chainKind} chains, an attesting node, ats-relayer processes)`, function () {
   this.timeout(240_000);
   let dir: string;
   let network: LocalNetwork;
@@ -28,7 +29,7 @@ describe("relayer end to end (2 Hardhat node chains, an attesting node, ats-rela
 
   before(async () => {
     dir = mkdtempSync(join(tmpdir(), "ats-relayer-e2e-"));
-    network = await startLocalNetwork({ hre, dir, meshNodes: 1, nodeLogger: pino({ level: "silent" }), relayerSettings: { pollIntervalMs: 100, retryBaseMs: 200, retryMaxMs: 2_000 } });
+    network = await startLocalNetwork({ hre, dir, meshNodes: 1, chainKind, nodeLogger: pino({ level: "silent" }), relayerSettings: { pollIntervalMs: 100, retryBaseMs: 200, retryMaxMs: 2_000 } });
     [alpha, beta] = network.chains as [LocalChain, LocalChain];
   });
 
@@ -41,33 +42,7 @@ describe("relayer end to end (2 Hardhat node chains, an attesting node, ats-rela
     await network.stopRelayer("SIGKILL");
   });
 
-  /** After the relayer stopped: nothing open in its store, and its next nonce is each chain's. */
-  async function expectStoreConsistent(): Promise<void> {
-    // The tracker settles a nonce once its block is confirmed: give it the blocks and the ticks to do so.
-    let open: unknown[] = [];
-    await pollUntil(async () => {
-      const reader = new RelayerStore(join(dir, "relayer-data"));
-      try {
-        open = network.chains.flatMap((chain) => reader.openTxs(chain.chainId).map((tx) => ({ chainId: tx.chainId, nonce: tx.nonce, state: tx.state, item: tx.itemId })));
-        return open.length === 0 ? true : undefined;
-      } finally {
-        reader.close();
-      }
-    }, "every open transaction's settlement").catch((error: Error) => {
-      throw new Error(`${error.message}; still open: ${JSON.stringify(open)}; relayer log: ${network.relayer?.stderrTail().slice(-1_500) ?? "none"}`);
-    });
-    await network.stopRelayer("SIGTERM");
-    const store = new RelayerStore(join(dir, "relayer-data"));
-    try {
-      for (const chain of network.chains) {
-        expect(store.openTxs(chain.chainId), `open transactions on ${chain.name}`).to.deep.equal([]);
-        const chainNonce = await chain.publicClient.getTransactionCount({ address: localRelayerAddress() });
-        expect(store.nextNonce(chain.chainId), `next nonce on ${chain.name}`).to.equal(chainNonce);
-      }
-    } finally {
-      store.close();
-    }
-  }
+  const expectStoreConsistent = () => expectStoreSettled(network, dir);
 
   it("runs the tour: a live proof refused by the sample vault (explained) and accepted by AttestedCheckpoint, a proof pushed, a scheduled call executed by the keeper, a message bridged, its replay refused", async () => {
     await network.startRelayer();
@@ -134,8 +109,8 @@ describe("relayer end to end (2 Hardhat node chains, an attesting node, ats-rela
   });
 
   it("re-broadcasts a transaction the target chain dropped from its pool, at the same nonce", async () => {
-    await rpc(beta, "evm_setIntervalMining", [0]);
-    await rpc(beta, "evm_setAutomine", [false]);
+    await beta.control.setIntervalMining(0);
+    await beta.control.setAutomine(false);
     try {
       await network.startRelayer();
       const messageId = await sendFreshTime(network, alpha, beta);
@@ -146,9 +121,9 @@ describe("relayer end to end (2 Hardhat node chains, an attesting node, ats-rela
         const body = (await response.json()) as { item: { status: string }; txs: { hash: Hex; nonce: number }[] };
         return body.item.status === "submitted" && body.txs.length > 0 ? body.txs[0]! : undefined;
       }, "the message's submission");
-      expect(await rpc(beta, "hardhat_dropTransaction", [submitted.hash])).to.equal(true);
-      await rpc(beta, "evm_setAutomine", [true]);
-      await rpc(beta, "evm_setIntervalMining", [1_000]);
+      expect(await beta.control.dropTransaction(submitted.hash)).to.equal(true);
+      await beta.control.setAutomine(true);
+      await beta.control.setIntervalMining(1_000);
       const items = await settledItems(network, [itemId]);
       expect(items.find((item) => item.id === itemId)?.status).to.equal("done");
       expect(await deliveriesOf(beta, [messageId])).to.deep.equal([1]);
@@ -156,40 +131,40 @@ describe("relayer end to end (2 Hardhat node chains, an attesting node, ats-rela
       expect(receipt.status, "the same signed transaction was mined").to.equal("success");
       await expectStoreConsistent();
     } finally {
-      await rpc(beta, "evm_setAutomine", [true]);
-      await rpc(beta, "evm_setIntervalMining", [1_000]);
+      await beta.control.setAutomine(true);
+      await beta.control.setIntervalMining(1_000);
     }
   });
 
   it("delivers again, once, when a reorg of the target chain removes an unconfirmed delivery", async () => {
-    await rpc(beta, "evm_setIntervalMining", [0]); // no block on top of the delivery: it stays unconfirmed
+    await beta.control.setIntervalMining(0); // no block on top of the delivery: it stays unconfirmed
     try {
-      const snapshot = await rpc(beta, "evm_snapshot");
+      const snapshot = await beta.control.snapshot();
       await network.startRelayer();
       const messageId = await sendFreshTime(network, alpha, beta);
       await pollUntil(async () => ((await deliveriesOf(beta, [messageId]))[0] === 1 ? true : undefined), "the first delivery");
-      expect(await rpc(beta, "evm_revert", [snapshot])).to.equal(true);
+      expect(await beta.control.revert(snapshot)).to.equal(true);
       expect(await deliveriesOf(beta, [messageId])).to.deep.equal([0]);
-      await rpc(beta, "evm_setIntervalMining", [1_000]);
+      await beta.control.setIntervalMining(1_000);
       const itemId = messageItemId(beta.chainId, messageId);
       const items = await settledItems(network, [itemId]);
       expect(items.find((item) => item.id === itemId)?.status).to.equal("done");
       expect(await deliveriesOf(beta, [messageId])).to.deep.equal([1]);
       await expectStoreConsistent();
     } finally {
-      await rpc(beta, "evm_setIntervalMining", [1_000]);
+      await beta.control.setIntervalMining(1_000);
     }
   });
 
   it("never acts on an event of a block that is not yet confirmed, and forgets it when a reorg removes it", async () => {
     // The relayer waits for 1 confirmation: with no block on top, the message is seen by nobody but the chain.
-    await rpc(alpha, "evm_setIntervalMining", [0]);
+    await alpha.control.setIntervalMining(0);
     try {
       await network.startRelayer();
-      const snapshot = await rpc(alpha, "evm_snapshot");
+      const snapshot = await alpha.control.snapshot();
       const orphan = await sendFreshTime(network, alpha, beta);
-      expect(await rpc(alpha, "evm_revert", [snapshot])).to.equal(true);
-      await rpc(alpha, "evm_setIntervalMining", [1_000]);
+      expect(await alpha.control.revert(snapshot)).to.equal(true);
+      await alpha.control.setIntervalMining(1_000);
       const kept = await sendFreshTime(network, alpha, beta);
       const keptId = messageItemId(beta.chainId, kept);
       await settledItems(network, [keptId]);
@@ -197,58 +172,58 @@ describe("relayer end to end (2 Hardhat node chains, an attesting node, ats-rela
       expect(items.map((item) => item.id)).to.not.include(messageItemId(beta.chainId, orphan));
       expect(await deliveriesOf(beta, [orphan, kept])).to.deep.equal([0, 1]);
     } finally {
-      await rpc(alpha, "evm_setIntervalMining", [1_000]);
+      await alpha.control.setIntervalMining(1_000);
     }
   });
 
   it("walks back to the common ancestor after a source reorg below its cursor, and still delivers a message in flight, once", async () => {
     // A bridge message names no origin and authenticates itself (its id is its content): a send reorged away on its
     // source chain leaves a message that is as valid as before, so the delivery already sent stands.
-    await rpc(alpha, "evm_setIntervalMining", [0]);
-    await rpc(beta, "evm_setIntervalMining", [0]);
-    await rpc(beta, "evm_setAutomine", [false]); // the delivery waits in beta's pool
+    await alpha.control.setIntervalMining(0);
+    await beta.control.setIntervalMining(0);
+    await beta.control.setAutomine(false); // the delivery waits in beta's pool
     try {
       await network.startRelayer();
-      const snapshot = await rpc(alpha, "evm_snapshot");
+      const snapshot = await alpha.control.snapshot();
       const message = await sendFreshTime(network, alpha, beta);
-      await mine(alpha, 1); // one confirmation: the relayer indexes the message and sends its delivery
+      await alpha.control.mine(1); // one confirmation: the relayer indexes the message and sends its delivery
       const itemId = messageItemId(beta.chainId, message);
       await pollUntil(async () => ((await apiItems(network.relayer!.api)).find((item) => item.id === itemId)?.status === "submitted" ? true : undefined), "the delivery's submission");
-      expect(await rpc(alpha, "evm_revert", [snapshot])).to.equal(true);
-      await mine(alpha, 4); // another history, longer than the cursor's
+      expect(await alpha.control.revert(snapshot)).to.equal(true);
+      await alpha.control.mine(4); // another history, longer than the cursor's
       await pollUntil(async () => {
         const metrics = await (await fetch(`${network.relayer!.api}/metrics`)).text();
         return /ats_relayer_reorgs_total\{chain="alpha"\} [1-9]/.test(metrics) ? true : undefined;
       }, "the walk back");
       expect((await apiItems(network.relayer!.api)).find((item) => item.id === itemId)?.status).to.equal("submitted");
-      await rpc(alpha, "evm_setIntervalMining", [1_000]);
-      await rpc(beta, "evm_setAutomine", [true]);
-      await rpc(beta, "evm_setIntervalMining", [1_000]);
+      await alpha.control.setIntervalMining(1_000);
+      await beta.control.setAutomine(true);
+      await beta.control.setIntervalMining(1_000);
       const items = await settledItems(network, [itemId]);
       expect(items.find((item) => item.id === itemId)?.status).to.equal("done");
       expect(await deliveriesOf(beta, [message])).to.deep.equal([1]);
       await pollUntil(async () => (network.relayer !== undefined && (await fetch(`${network.relayer.api}/health`)).status === 200 ? true : undefined), "health");
       await expectStoreConsistent();
     } finally {
-      await rpc(beta, "evm_setAutomine", [true]);
-      await rpc(alpha, "evm_setIntervalMining", [1_000]);
-      await rpc(beta, "evm_setIntervalMining", [1_000]);
+      await beta.control.setAutomine(true);
+      await alpha.control.setIntervalMining(1_000);
+      await beta.control.setIntervalMining(1_000);
     }
   });
 
   it("cancels a scheduled call whose CallScheduled block a reorg took back after it was indexed: orphaned, never executed", async () => {
-    await rpc(alpha, "evm_setIntervalMining", [0]);
+    await alpha.control.setIntervalMining(0);
     try {
       await network.startRelayer();
-      const snapshot = await rpc(alpha, "evm_snapshot");
+      const snapshot = await alpha.control.snapshot();
       const leadMs = 2_000;
       const callId = await scheduleCall(alpha, leadMs);
       const executeAtMs = Date.now() + leadMs;
-      await mine(alpha, 1); // one confirmation: the relayer indexes the call and waits for executeAt
+      await alpha.control.mine(1); // one confirmation: the relayer indexes the call and waits for executeAt
       const itemId = callItemId(alpha.chainId, callId);
       await pollUntil(async () => ((await apiItems(network.relayer!.api)).find((item) => item.id === itemId)?.status === "pending" ? true : undefined), "the call's indexing");
-      expect(await rpc(alpha, "evm_revert", [snapshot])).to.equal(true);
-      await mine(alpha, 4); // another history, longer than the cursor's: the call never happened in it
+      expect(await alpha.control.revert(snapshot)).to.equal(true);
+      await alpha.control.mine(4); // another history, longer than the cursor's: the call never happened in it
       await pollUntil(async () => {
         const metrics = await (await fetch(`${network.relayer!.api}/metrics`)).text();
         return /ats_relayer_reorgs_total\{chain="alpha"\} [1-9]/.test(metrics) ? true : undefined;
@@ -260,10 +235,10 @@ describe("relayer end to end (2 Hardhat node chains, an attesting node, ats-rela
       expect(await executionsOf(alpha, [callId])).to.deep.equal([0]);
       const status = await alpha.publicClient.readContract({ address: alpha.deployment.scheduler!, abi: timeSchedulerAbi, functionName: "callStatus", args: [callId] });
       expect(CALL_STATUS[status]).to.equal("None");
-      await rpc(alpha, "evm_setIntervalMining", [1_000]); // blocks again, so that the relayer's pushes settle
+      await alpha.control.setIntervalMining(1_000); // blocks again, so that the relayer's pushes settle
       await expectStoreConsistent();
     } finally {
-      await rpc(alpha, "evm_setIntervalMining", [1_000]);
+      await alpha.control.setIntervalMining(1_000);
     }
   });
 
@@ -281,8 +256,8 @@ describe("relayer end to end (2 Hardhat node chains, an attesting node, ats-rela
     const receipt = await alpha.publicClient.waitForTransactionReceipt({ hash });
     const scheduled = parseEventLogs({ abi: timeSchedulerAbi, logs: receipt.logs, eventName: "CallScheduled" })[0]!;
     // The chain clock moves 30 s ahead (the wall clock does not): the window is over by the chain's clock only.
-    await rpc(alpha, "evm_increaseTime", [30]);
-    await rpc(alpha, "evm_mine");
+    await alpha.control.increaseTime(30);
+    await alpha.control.mine();
     await network.startRelayer();
     const itemId = callItemId(alpha.chainId, scheduled.args.callId);
     const items = await settledItems(network, [itemId]);

@@ -110,9 +110,10 @@ describe("relayer/store", () => {
     expect(orphaned).to.deep.equal(["call:1:high"]);
     expect(store.cursor(1)).to.deep.equal({ blockNumber: 5n, blockHash: hashOf(5) });
     expect(store.item("call:1:low")!.status).to.equal("pending");
-    expect(store.item("call:1:high")!.status).to.equal("orphaned");
+    expect(store.item("call:1:high")).to.include({ status: "orphaned", outcome: "orphaned: its source block 8 left the canonical chain (a reorg back to block 5)" });
+    expect(store.item("call:1:low")!.outcome).to.equal(null);
     expect(store.advanceCursor(1, { blockNumber: 9n, blockHash: hashOf(99) }, [callItem("call:1:high", 7n)])).to.equal(1);
-    expect(store.item("call:1:high")).to.include({ status: "pending", sourceBlock: 7n });
+    expect(store.item("call:1:high")).to.include({ status: "pending", sourceBlock: 7n, outcome: null });
   });
 
   it("never orphans a bridge message: it needs no origin, and another chain's event may carry the same id", () => {
