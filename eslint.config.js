@@ -13,7 +13,7 @@ function forbid(groups, message) {
 
 module.exports = tseslint.config(
   // .dist-build-<pid>/ and .dist-old-<pid>/: bin/build-dist.js staging folders (a killed build leaves one behind).
-  { ignores: ["node_modules/**", "artifacts/**", "cache/**", "dist/**", ".dist-build-*/**", ".dist-old-*/**", "typechain-types/**", "coverage/**", "**/*.js"] },
+  { ignores: ["node_modules/**", "artifacts/**", "cache/**", "dist/**", "dist-bench/**", ".dist-build-*/**", ".dist-old-*/**", "typechain-types/**", "coverage/**", "**/*.js"] },
   js.configs.recommended,
   ...tseslint.configs.recommended,
   {

@@ -5,9 +5,8 @@
  * `npm ci` run it through the `prepare` script):
  *
  * 1. `tsc -p tsconfig.build.json` (the production folders abi/, protocol/, wire/, lib/, client/, node/, gateway/, relayer/,
- *    upgrade/, testing/, the deploy library scripts/deploy.ts and the benchmark's node child scripts/bench-node.ts;
- *    never test/ or hardhat.config.ts; type errors fail the build and emit nothing) into a staging folder, with
- *    source maps and type declarations (the package's `exports` point at both);
+ *    upgrade/, deploy/, testing/; never scripts/, test/ or hardhat.config.ts; type errors fail the build and emit
+ *    nothing) into a staging folder, with source maps and type declarations (the package's `exports` point at both);
  * 2. proto/*.proto copied to dist/proto/ and a dist/package.json (name, version), so dist/ mirrors the
  *    repository's layout and holds everything the node reads from disk besides node_modules: a versioned artifact;
  * 3. a stamp file, written last; then the staging folder replaces dist/ in one rename (a process running from the
@@ -16,20 +15,28 @@
  * `--if-stale` builds only when dist/ is missing or older than its sources (SOURCES below): what `npm test`
  * (pretest), `npm run bench:node` and bin/ats-node.js (ensureBuilt, on first use) do. Concurrent builds of one
  * checkout wait for each other through a lock folder.
+ *
+ * `--bench` builds dist-bench/ the same way from tsconfig.bench.json: the production folders and the benchmarks'
+ * node child (scripts/bench-node.ts), which `npm run bench:node` and `bench:mesh` fork, so that the benchmarked
+ * node is compiled code as bin/ats-node.js runs it, while the package build (dist/) holds no script.
  */
 const { execFileSync } = require("node:child_process");
 const fs = require("node:fs");
 const path = require("node:path");
 
 const ROOT = path.join(__dirname, "..");
-const DIST = path.join(ROOT, "dist");
-const STAMP = path.join(DIST, ".build-stamp");
-const TSCONFIG = path.join(ROOT, "tsconfig.build.json");
 const LOCK = path.join(ROOT, ".dist-build.lock");
 /** A lock older than this is from a build that died: it is taken over. */
 const STALE_LOCK_MS = 10 * 60 * 1000;
 /** What dist/ is built from (relative to the repository root): a change to any of these makes dist/ stale. */
-const SOURCES = ["abi", "protocol", "wire", "lib", "client", "node", "gateway", "relayer", "upgrade", "catalog", "testing", "scripts/deploy.ts", "scripts/bench-node.ts", "scripts/benchUdpFlood.ts", "proto", "package.json", "tsconfig.json", "tsconfig.build.json"];
+const SOURCES = ["abi", "protocol", "wire", "lib", "client", "node", "gateway", "relayer", "upgrade", "catalog", "deploy", "testing", "proto", "package.json", "tsconfig.json", "tsconfig.build.json"];
+
+/** What is built: the package's dist/ (default), or with `--bench` the benchmarks' dist-bench/ (see the header). */
+const TARGETS = {
+  dist: { dir: path.join(ROOT, "dist"), tsconfig: "tsconfig.build.json", sources: SOURCES },
+  bench: { dir: path.join(ROOT, "dist-bench"), tsconfig: "tsconfig.bench.json", sources: [...SOURCES, "scripts", "tsconfig.bench.json"] },
+};
+const DIST = TARGETS.dist.dir;
 
 /** The newest modification time (ms) of the files under `entry`, 0 when it does not exist. */
 function newestMtimeMs(entry) {
@@ -45,15 +52,15 @@ function newestMtimeMs(entry) {
   return newest;
 }
 
-/** Why dist/ needs a build ("missing", "stale"), or null when it is at least as new as every source. */
-function staleness() {
+/** Why the target's folder needs a build ("missing", "stale"), or null when it is at least as new as every source. */
+function staleness(target = TARGETS.dist) {
   let stamp;
   try {
-    stamp = fs.statSync(STAMP).mtimeMs;
+    stamp = fs.statSync(path.join(target.dir, ".build-stamp")).mtimeMs;
   } catch {
     return "missing";
   }
-  for (const source of SOURCES) if (newestMtimeMs(path.join(ROOT, source)) > stamp) return "stale";
+  for (const source of target.sources) if (newestMtimeMs(path.join(ROOT, source)) > stamp) return "stale";
   return null;
 }
 
@@ -84,16 +91,17 @@ function withLock(fn) {
   }
 }
 
-/** Builds dist/ (see the header). Throws when tsc fails; dist/ is then left as it was. */
-function build({ stdio = "inherit" } = {}) {
+/** Builds the target's folder (see the header). Throws when tsc fails; the folder is then left as it was. */
+function build({ stdio = "inherit", target = TARGETS.dist } = {}) {
+  const name = path.basename(target.dir);
   const staging = path.join(ROOT, `.dist-build-${process.pid}`);
   const old = path.join(ROOT, `.dist-old-${process.pid}`);
   fs.rmSync(staging, { recursive: true, force: true });
   try {
     try {
-      execFileSync(process.execPath, [require.resolve("typescript/bin/tsc"), "-p", TSCONFIG, "--outDir", staging], { cwd: ROOT, stdio });
+      execFileSync(process.execPath, [require.resolve("typescript/bin/tsc"), "-p", path.join(ROOT, target.tsconfig), "--outDir", staging], { cwd: ROOT, stdio });
     } catch (error) {
-      throw new Error(`tsc -p tsconfig.build.json failed${error.status === undefined ? `: ${error.message}` : " (errors above)"}; dist/ is unchanged`);
+      throw new Error(`tsc -p ${target.tsconfig} failed${error.status === undefined ? `: ${error.message}` : " (errors above)"}; ${name}/ is unchanged`);
     }
     fs.mkdirSync(path.join(staging, "proto"), { recursive: true });
     for (const name of fs.readdirSync(path.join(ROOT, "proto"))) {
@@ -103,8 +111,8 @@ function build({ stdio = "inherit" } = {}) {
     const built = { name: pkg.name, version: pkg.version, description: pkg.description, license: pkg.license, private: true, type: "commonjs" };
     fs.writeFileSync(path.join(staging, "package.json"), `${JSON.stringify(built, null, 2)}\n`);
     fs.writeFileSync(path.join(staging, ".build-stamp"), `${new Date().toISOString()}\n`);
-    if (fs.existsSync(DIST)) fs.renameSync(DIST, old);
-    fs.renameSync(staging, DIST);
+    if (fs.existsSync(target.dir)) fs.renameSync(target.dir, old);
+    fs.renameSync(staging, target.dir);
   } finally {
     fs.rmSync(staging, { recursive: true, force: true });
     fs.rmSync(old, { recursive: true, force: true });
@@ -115,13 +123,13 @@ function build({ stdio = "inherit" } = {}) {
  * Builds dist/ unless it is at least as new as its sources (checked again under the lock: another process may have
  * just built it). `log` gets one line before a build. Returns whether it built.
  */
-function ensureBuilt({ log = (line) => process.stderr.write(`${line}\n`), stdio = "inherit" } = {}) {
-  if (staleness() === null) return false;
+function ensureBuilt({ log = (line) => process.stderr.write(`${line}\n`), stdio = "inherit", target = TARGETS.dist } = {}) {
+  if (staleness(target) === null) return false;
   return withLock(() => {
-    const reason = staleness();
+    const reason = staleness(target);
     if (reason === null) return false;
-    log(`building dist/ (${reason === "missing" ? "not built yet" : "older than the sources"}): tsc -p tsconfig.build.json …`);
-    build({ stdio });
+    log(`building ${path.basename(target.dir)}/ (${reason === "missing" ? "not built yet" : "older than the sources"}): tsc -p ${target.tsconfig} …`);
+    build({ stdio, target });
     return true;
   });
 }
@@ -141,12 +149,13 @@ function prepareDistOrExit(program) {
   process.setSourceMapsEnabled(true);
 }
 
-module.exports = { DIST, SOURCES, build, ensureBuilt, newestMtimeMs, prepareDistOrExit, staleness };
+module.exports = { DIST, SOURCES, TARGETS, build, ensureBuilt, newestMtimeMs, prepareDistOrExit, staleness };
 
 if (require.main === module) {
   try {
-    if (process.argv.includes("--if-stale")) ensureBuilt();
-    else withLock(() => build());
+    const target = process.argv.includes("--bench") ? TARGETS.bench : TARGETS.dist;
+    if (process.argv.includes("--if-stale")) ensureBuilt({ target });
+    else withLock(() => build({ target }));
   } catch (error) {
     process.stderr.write(`bin/build-dist.js: ${error.message}\n`);
     process.exitCode = 1;

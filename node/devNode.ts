@@ -57,7 +57,7 @@ export interface StartDevNodeParameters {
 
 /**
  * The public development card and first development node key (protocol/devkeys.ts), certified by a fresh dev CA:
- * the keys scripts/deploy.ts registers on a local chain. Public knowledge, like Hardhat's accounts: a node on them
+ * the keys deploy/ registers on a local chain. Public knowledge, like Hardhat's accounts: a node on them
  * is for a local chain only.
  */
 export function publicDevIdentity(): Promise<DevIdentity> {

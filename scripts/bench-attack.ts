@@ -1470,7 +1470,7 @@ const MESH_MEMBERS = 4;
 /** The mesh flood's source address (no key, not a member). */
 const MESH_FLOODER_ADDRESS = "127.0.0.204";
 /** Attack 8's flooder (scripts/benchUdpFlood.ts), built. */
-const FLOODER_SCRIPT = join(ROOT, "dist", "scripts", "benchUdpFlood.js");
+const FLOODER_SCRIPT = join(ROOT, "dist-bench", "scripts", "benchUdpFlood.js");
 /** Goal of the mesh attacks: the normal client's slowest answer in the attack's first second, ms. */
 const GOAL_FIRST_SECOND_MS = 100;
 

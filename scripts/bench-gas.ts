@@ -12,7 +12,7 @@ import os from "node:os";
 import hre from "hardhat";
 import { time } from "@nomicfoundation/hardhat-network-helpers";
 import { decodeEventLog, keccak256, toHex, type Hex } from "viem";
-import { NO_EXPIRY_NS } from "./deploy";
+import { NO_EXPIRY_NS } from "../deploy";
 import { benchApps } from "./bench-apps";
 import { attest, createDevIdentity, DEV_CARD_ACCURACY_NS, NodeKey, NS_PER_SECOND, p256PublicKeyCoordinates, type TimeProof } from "../protocol";
 

@@ -45,7 +45,7 @@ const PIPELINED_CALLERS = 8;
 const NODE_CORE = 0;
 const OTHER_CORE = 1;
 const ROOT = join(__dirname, "..");
-const BASELINE_SCRIPT = join(ROOT, "dist", "scripts", "bench-node.js");
+const BASELINE_SCRIPT = join(ROOT, "dist-bench", "scripts", "bench-node.js");
 
 type Row = [string, string, string];
 

@@ -3,8 +3,8 @@
  * table with the date, Node version, CPU and how the cores were shared.
  *
  * Layout: the node under load runs in a CHILD process, the load generators in this process or its children. The
- * children run this script as built into dist/ (CHILD_SCRIPT: the compiled code that ships, as bin/ats-node.js runs
- * it); this driver may run from the TypeScript sources (`node -r ./bin/register-ts.js`).
+ * children run this script as built into dist-bench/ (CHILD_SCRIPT: compiled as the code that ships, as bin/ats-node.js
+ * runs it); this driver may run from the TypeScript sources (`node -r ./bin/register-ts.js`).
  * With `taskset` (util-linux) and ≥ 2 cores, the node is pinned to core 0 and everything else (this process, wrk,
  * autocannon, the gRPC loop) to core 1, so the node has one core to itself and the figures are per node core.
  * Max-throughput runs use `wrk` when it is installed (a C load generator that needs far less CPU than the JS
@@ -71,12 +71,13 @@ const RATIO_RUNS = Number(process.env.BENCH_RATIO_RUNS ?? 3);
 /** Rounds of the serving ratio with node and bare node:http loaded at once (benchUtil.ts simultaneousRatio). */
 const SIMULTANEOUS_RUNS = Number(process.env.BENCH_SIMULTANEOUS_RUNS ?? 5);
 /**
- * What the child processes run: this script compiled into dist/ by bin/build-dist.js (tsconfig.build.json), so
- * the benchmarked node is the built code bin/ats-node.js runs, not TypeScript transpiled on load. `npm run
- * bench:node` builds dist/ first when it is stale; main() checks again. When this file is itself the compiled
+ * What the child processes run: this script compiled into dist-bench/ by `bin/build-dist.js --bench`
+ * (tsconfig.bench.json: the package's compiler settings), so the benchmarked node is built code as bin/ats-node.js
+ * runs it, not TypeScript transpiled on load. `npm run bench:node` builds dist-bench/ first when it is stale;
+ * main() checks again. When this file is itself the compiled
  * copy, the children run it.
  */
-const CHILD_SCRIPT = __filename.endsWith(".js") ? __filename : join(__dirname, "..", "dist", "scripts", "bench-node.js");
+const CHILD_SCRIPT = __filename.endsWith(".js") ? __filename : join(__dirname, "..", "dist-bench", "scripts", "bench-node.js");
 /** Verifications run before the measured ones (JIT, key caches): the verify rows are the steady state. */
 const VERIFY_WARMUP = 500;
 const NODE_CORE = 0;
@@ -500,13 +501,13 @@ async function withSteal<T>(run: () => Promise<T> | T): Promise<{ result: T; ste
   return { result, stealPercent };
 }
 
-/** Builds dist/ when it is missing or older than the sources (bin/build-dist.js), so the children run today's code. */
+/** Builds dist-bench/ when it is missing or older than the sources (bin/build-dist.js), so the children run today's code. */
 function ensureChildBuilt(): void {
   if (__filename.endsWith(".js")) return;
   // A plain-JavaScript build helper of this package (bin/), loaded by path: no TypeScript types.
   // eslint-disable-next-line @typescript-eslint/no-require-imports
-  const { ensureBuilt } = require(join(__dirname, "..", "bin", "build-dist.js")) as { ensureBuilt(): boolean };
-  ensureBuilt();
+  const { ensureBuilt, TARGETS } = require(join(__dirname, "..", "bin", "build-dist.js")) as { ensureBuilt(options: { target: unknown }): boolean; TARGETS: { bench: unknown } };
+  ensureBuilt({ target: TARGETS.bench });
 }
 
 async function main(): Promise<void> {

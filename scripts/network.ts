@@ -17,7 +17,7 @@ import { mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import type { HardhatRuntimeEnvironment } from "hardhat/types";
 import type { Logger } from "pino";
-import { createPublicClient, createWalletClient, defineChain, getAddress, http, type Address, type Hex, type PublicClient, type WalletClient } from "viem";
+import { createPublicClient, createWalletClient, defineChain, getAddress, http, type Account, type Address, type Chain, type Hex, type PublicClient, type Transport, type WalletClient } from "viem";
 import { privateKeyToAccount } from "viem/accounts";
 import { createTimeClient } from "../client";
 import { startDevNode } from "../node/devNode";
@@ -28,7 +28,7 @@ import { NETWORK_FILE_VERSION, type NetworkFileJson } from "../relayer/network";
 import { MANIFEST_VERSION, parseManifest, TIME_HOST_SERVICE } from "../wire/manifest";
 import { ChainControl } from "./chainControl";
 import { startChainProcess, stopChainProcess, type ChainKind, type ChainProcess } from "./chainProcess";
-import { deployAttestedTime, type AttestedTimeDeployment, type CardRegistration, type NodeRegistration } from "./deploy";
+import { deployAttestedTime, type AttestedTimeDeployment, type CardRegistration, type NodeRegistration } from "../deploy";
 import { startRelayerProcess, stopRelayerProcess, type RelayerProcess } from "./relayerProcess";
 
 /** Hardhat's development accounts #0–#2 (public test keys, funded with 10,000 ETH on every Hardhat node). */
@@ -100,9 +100,13 @@ export interface StartLocalNetworkOptions {
   log?: (line: string) => void;
 }
 
-function walletFor(rpcUrl: string, chainId: number, key: Hex): WalletClient {
-  const chain = defineChain({ id: chainId, name: `local-${chainId}`, nativeCurrency: { name: "Ether", symbol: "ETH", decimals: 18 }, rpcUrls: { default: { http: [rpcUrl] } } });
-  return createWalletClient({ account: privateKeyToAccount(key), chain, transport: http(rpcUrl) });
+/** The viem chain of a local Hardhat node process. */
+function localViemChain(rpcUrl: string, chainId: number): Chain {
+  return defineChain({ id: chainId, name: `local-${chainId}`, nativeCurrency: { name: "Ether", symbol: "ETH", decimals: 18 }, rpcUrls: { default: { http: [rpcUrl] } } });
+}
+
+function walletFor(rpcUrl: string, chainId: number, key: Hex): WalletClient<Transport, Chain, Account> {
+  return createWalletClient({ account: privateKeyToAccount(key), chain: localViemChain(rpcUrl, chainId), transport: http(rpcUrl) });
 }
 
 /** The card and node of each attesting node, read from its /node/info and checked against the dev CA. */
@@ -185,10 +189,10 @@ export async function startLocalNetwork(options: StartLocalNetworkOptions): Prom
     const chains: LocalChain[] = [];
     for (const [index, { name, chainId }] of LOCAL_CHAINS.entries()) {
       const chainProcess = chainProcesses[index]!;
-      const publicClient = createPublicClient({ transport: http(chainProcess.rpcUrl) }) as PublicClient;
+      const publicClient = createPublicClient({ chain: localViemChain(chainProcess.rpcUrl, chainId), transport: http(chainProcess.rpcUrl) });
       const deployment = await deployAttestedTime(options.hre, {
-        deployer: walletFor(chainProcess.rpcUrl, chainId, HARDHAT_DEV_KEYS.deployer) as never,
-        publicClient: publicClient as never,
+        deployer: walletFor(chainProcess.rpcUrl, chainId, HARDHAT_DEV_KEYS.deployer),
+        publicClient,
         cards: registrations.cards,
         nodes: registrations.nodes,
         settings: {

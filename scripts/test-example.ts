@@ -43,7 +43,7 @@ const REQUIRED = [
   "contracts/testing/TimeTestKit.sol",
   "bin/ats-node.js",
 ];
-const FORBIDDEN_PREFIXES = ["test/", "scripts/", "contracts/test/", "examples/", "node_modules/", ".ats/", "artifacts/", "cache/", "protocol/", "client/", "node/"];
+const FORBIDDEN_PREFIXES = ["test/", "scripts/", "dist/scripts/", "contracts/test/", "examples/", "node_modules/", ".ats/", "artifacts/", "cache/", "protocol/", "client/", "node/"];
 const OPERATOR_PACKAGES = ["fastify", "better-sqlite3", "pino", "prom-client"];
 
 /** Runs a command; its stdout is returned, and on failure it is part of the error (tsc and mocha report there). */

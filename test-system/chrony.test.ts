@@ -20,7 +20,7 @@ import { startDevNode, type DevNode } from "../node/devNode";
 import { startNode, type RunningNode } from "../node/server";
 import type { CardStatus } from "../node/card/types";
 import type { SignedTime } from "../node/core/types";
-import { deployAttestedTime, devRegistrations } from "../scripts/deploy";
+import { deployAttestedTime, devRegistrations } from "../deploy";
 import { verifyDevNodeProof } from "./devProof";
 import { accuracyFromChrony, CHRONYC, CLIENT_MAX_CLOCK_ERROR_PPM, startChronydPair, waitUntil, type ChronydPair } from "./chronyd";
 

@@ -12,7 +12,7 @@ import { join } from "node:path";
 import { contractProofFromJson } from "../client/contractProof";
 import type { CardStatus } from "../node/card/types";
 import { createVerifyContext, verifyTimeProof } from "../protocol/verify";
-import { deployAttestedTime } from "../scripts/deploy";
+import { deployAttestedTime } from "../deploy";
 import { startNodeProcess, stopNodeProcess, type NodeProcess } from "../scripts/nodeProcess";
 import { accuracyFromChrony, CHRONYC, CLIENT_MAX_CLOCK_ERROR_PPM, startChronydPair, waitUntil, type ChronydPair } from "./chronyd";
 import { provisionToken, type Provisioned } from "./softhsm";

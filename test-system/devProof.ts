@@ -2,7 +2,7 @@
 import { cardIdFromPublicKey } from "../protocol/codec";
 import type { Address, TimeProof } from "../protocol/types";
 import { createVerifyContext, verifyTimeProof } from "../protocol/verify";
-import { devRegistrations } from "../scripts/deploy";
+import { devRegistrations } from "../deploy";
 
 export function verifyDevNodeProof(proof: TimeProof, nodeAddress: Address, maxAcceptableDriftNs: bigint): ReturnType<typeof verifyTimeProof> {
   const cardPublicKey = devRegistrations().cards[0]!.publicKey; // the public development card a dev node runs

@@ -25,7 +25,7 @@ import { P256_HALF_N, SECP256K1_HALF_N } from "../protocol/constants";
 import { proofFromJson } from "../protocol/json";
 import type { TimeProof } from "../protocol/types";
 import { createVerifyContext, verifyTimeProof } from "../protocol/verify";
-import { deployAttestedTime } from "../scripts/deploy";
+import { deployAttestedTime } from "../deploy";
 import { startNodeProcess, stopNodeProcess, type NodeProcess } from "../scripts/nodeProcess";
 import { SOFTHSM2_MODULE } from "../scripts/test-system";
 import { ATS_NODE_BIN, provisionToken, run, type Provisioned } from "./softhsm";

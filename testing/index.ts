@@ -28,7 +28,7 @@ import { LOCAL_MESH_ACCURACY_NS, NS_PER_SECOND, P256_N, SOFTWARE_MESH_ACCURACY_N
 import { DEV_CARD_PRIVATE_KEY, DEV_NODE_PRIVATE_KEYS, DEV_OTHER_CARD_PRIVATE_KEY } from "../protocol/devkeys";
 import { attest } from "../protocol/sign";
 import type { TimeProof } from "../protocol/types";
-import { deployAttestedTime, devRegistrations, type AttestedTimeDeployment } from "../scripts/deploy";
+import { deployAttestedTime, devRegistrations, type AttestedTimeDeployment } from "../deploy";
 
 export const INVALID_PROOF_KINDS = ["expired", "future", "high-s", "unknown-card", "tampered-accuracy", "below-quorum"] as const;
 export type InvalidProofKind = (typeof INVALID_PROOF_KINDS)[number];

@@ -11,7 +11,7 @@ import { explainTimeProof } from "../../client/explain";
 import { DEV_CARD_ACCURACY_NS, NS_PER_SECOND } from "../../protocol/constants";
 import { DEV_CARD_PRIVATE_KEY, DEV_NODE_PRIVATE_KEYS, DEV_OTHER_CARD_PRIVATE_KEY } from "../../protocol/devkeys";
 import { attest } from "../../protocol/sign";
-import { deployAttestedTime, devRegistrations } from "../../scripts/deploy";
+import { deployAttestedTime, devRegistrations } from "../../deploy";
 
 async function fixture() {
   const deployment = await deployAttestedTime(hre, { ...devRegistrations(), settings: { nodeQuorum: 2n }, scheduler: false, bridge: false, example: false });

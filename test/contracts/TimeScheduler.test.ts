@@ -24,7 +24,7 @@ import { NS_PER_SECOND, type TimeProof } from "../../protocol";
 import { countEvents, eventOf } from "./apps-helpers";
 import { deployOracleFixture, expectRevert, FIXTURE_NOW_NS, FIXTURE_NOW_SECONDS, loadFixture } from "./fixtures";
 import { decodeRevert } from "../../lib/revert";
-import type { ScheduledCall } from "../../scripts/deploy";
+import type { ScheduledCall } from "../../deploy";
 
 const NOW_SECONDS = 1_800_000_000n;
 const NOW_NS = NOW_SECONDS * NS_PER_SECOND;

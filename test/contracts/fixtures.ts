@@ -27,7 +27,7 @@ export function testScalar(label: string): Hex {
 }
 
 /** No expiry: the largest uint64. */
-import { NO_EXPIRY_NS } from "../../scripts/deploy";
+import { NO_EXPIRY_NS } from "../../deploy";
 export const FOREVER_NS = NO_EXPIRY_NS;
 
 /** The chain clock the oracle harness is pinned to at deployment: 2024-11-22T09:41:33Z, in seconds. */

@@ -14,7 +14,7 @@ import { nodeAddressFromPrivateKey } from "../../protocol/keys";
 import { attest } from "../../protocol/sign";
 import type { TimeProof } from "../../protocol/types";
 import { loadKeyDir } from "../../protocol/keystore";
-import { devRegistrations } from "../../scripts/deploy";
+import { devRegistrations } from "../../deploy";
 import { runCli, type CliIo } from "../../node/cli";
 import type { StartNodeFunction } from "../../node/devNode";
 import { describeSettings, type NodeConfig } from "../../node/config";

@@ -10,7 +10,7 @@ import { cpSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import type { HardhatRuntimeEnvironment } from "hardhat/types";
 import pino from "pino";
-import { createPublicClient, createWalletClient, defineChain, http, type Hex, type PublicClient } from "viem";
+import { createPublicClient, createWalletClient, defineChain, http, type Hex } from "viem";
 import { privateKeyToAccount } from "viem/accounts";
 import { startDevNode, type DevNode } from "../../node/devNode";
 import { CLUSTER_MAX_ACCEPTABLE_DRIFT_NS, CLUSTER_WINDOW_NS, freeUdpPorts } from "../../node/cluster";
@@ -18,7 +18,7 @@ import { consensusThreshold } from "../../protocol/consensus";
 import { createDevIdentity, createDevManufacturerCa, type DevIdentity } from "../../protocol/devca";
 import { saveKeyDir } from "../../protocol/keystore";
 import { freeTcpPort, startChainProcess, stopChainProcess, type ChainProcess } from "../../scripts/chainProcess";
-import { deployAttestedTime } from "../../scripts/deploy";
+import { deployAttestedTime } from "../../deploy";
 import { HARDHAT_DEV_KEYS } from "../../scripts/network";
 import { fetchVerifiedRelease } from "../../upgrade/fetchRelease";
 import { writeInstallEnv } from "../../upgrade/installEnv";
@@ -99,15 +99,15 @@ export async function startUpgradeCluster(options: {
   };
   const chain = await startChainProcess(CHAIN_ID);
   closers.push(() => stopChainProcess(chain));
-  const publicClient = createPublicClient({ transport: http(chain.rpcUrl) }) as PublicClient;
   const viemChain = defineChain({ id: CHAIN_ID, name: "upgrade-test", nativeCurrency: { name: "Ether", symbol: "ETH", decimals: 18 }, rpcUrls: { default: { http: [chain.rpcUrl] } } });
+  const publicClient = createPublicClient({ chain: viemChain, transport: http(chain.rpcUrl) });
   const deployer = createWalletClient({ account: privateKeyToAccount(HARDHAT_DEV_KEYS.deployer), chain: viemChain, transport: http(chain.rpcUrl) });
 
   const ca = await createDevManufacturerCa();
   const identities = await Promise.all(Array.from({ length: options.nodeCount }, () => createDevIdentity({ ca })));
   const deployment = await deployAttestedTime(options.hre, {
-    deployer: deployer as never,
-    publicClient: publicClient as never,
+    deployer,
+    publicClient,
     cards: identities.map((identity) => ({ publicKey: identity.cardPublicKey })),
     nodes: identities.map((identity) => ({ address: identity.nodeAddress })),
     settings: { nodeQuorum: BigInt(consensusThreshold(options.nodeCount)), maxAcceptableDriftNs: CLUSTER_MAX_ACCEPTABLE_DRIFT_NS },

@@ -1,5 +1,5 @@
 /**
- * scripts/deploy.ts: `deployAttestedTime` deploys and configures the oracle, the scheduler, the bridge and the
+ * deploy/ (the deploy library): `deployAttestedTime` deploys and configures the oracle, the scheduler, the bridge and the
  * example vault, and hands the roles over; a proof signed with the registered development keys then verifies on-chain.
  */
 import hre from "hardhat";
@@ -13,7 +13,7 @@ import {
   NS_PER_SECOND,
 } from "../../protocol";
 import { DEV_CARD_PRIVATE_KEY, DEV_NODE_PRIVATE_KEYS } from "../../protocol/devkeys";
-import { deployAttestedTime, devRegistrations } from "../../scripts/deploy";
+import { deployAttestedTime, devRegistrations } from "../../deploy";
 import { expectRevert } from "../contracts/fixtures";
 import { timeOracleAbi } from "../../abi";
 
@@ -33,7 +33,7 @@ async function deployFixture() {
   return { deployment, oracle, registrations, deployer: deployer!, admin: admin!, registrar: registrar!, guardian: guardian! };
 }
 
-describe("scripts/deploy.ts deployAttestedTime", () => {
+describe("deploy/ deployAttestedTime", () => {
   it("deploys the oracle, then the scheduler, the bridge and the two example consumers, each wired to the oracle", async () => {
     const { deployment, deployer } = await loadFixture(deployFixture);
     const scheduler = await hre.viem.getContractAt("TimeScheduler", deployment.scheduler!);
