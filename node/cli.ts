@@ -18,7 +18,8 @@
  *                                        local chain, so a local oracle accepts its proofs), or on fresh random keys
  *                                        with --fresh-keys; prints its endpoints
  *   ats-node cluster --nodes <N> [--pretty]   start N meshed dev nodes on 127.0.0.1 (free ports, fresh keys under
- *                                        one dev CA); prints every node's id and endpoints; Ctrl-C stops them all
+ *                                        one dev CA), each in a process of its own; prints every node's id, pid and
+ *                                        endpoints; Ctrl-C (or this process's death) stops them all
  *   ats-node settings [--config <file>] [--json]   the settings as a table (name, env variable, default, with
  *                                        --config the value from the file + environment, secrets redacted, short
  *                                        description); --json: the full table as JSON (with bounds)
@@ -175,6 +176,8 @@ async function cluster(args: string[], io: CliIo): Promise<number> {
     cwd: io.cwd,
     logger: loggerFactory(io),
     overrides: prettyOverride(values.pretty),
+    // Each member in a process of its own, its log lines on this stderr; a test's startNode double runs in process.
+    onLogLine: io.stderr,
     ...(io.startNode === undefined ? {} : { startNode: io.startNode }),
   });
   printJson(io, { nodes: devCluster.nodes, trustedRootPem: devCluster.trustedRootPem });

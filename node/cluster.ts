@@ -1,7 +1,9 @@
 /**
  * A local mesh of dev nodes (`ats-node cluster --nodes N`, docs/protocol.md §7): N nodes on 127.0.0.1 with fresh
  * dev identities under one dev manufacturer CA, free ports, each listing the others as meshPeers and as trusted
- * nodes, so each serves proofs co-signed by ⌈2N/3⌉ of them. Closing stops every node and removes the folders.
+ * nodes, so each serves proofs co-signed by ⌈2N/3⌉ of them. Each member runs in a process of its own
+ * (./devNodeProcess.ts), started side by side; in process only for tests (`mode`). Closing stops every node and
+ * removes the folders.
  *
  * The cluster settings differ from a node's defaults where loopback software cannot meet them, and say so:
  * - meshWindowNs: CLUSTER_WINDOW_NS (1 ms), not 100 ns — readings of one host clock through the kernel's loopback
@@ -19,6 +21,7 @@ import { ValidationError } from "../protocol/errors";
 import type { Address, Hex } from "../protocol/types";
 import type { NodeConfig, SettingName } from "./config";
 import { startDevNode, type DevNode, type NodeHandle, type StartNodeFunction } from "./devNode";
+import { startDevNodeProcess } from "./devNodeProcess";
 
 /** Most nodes a local cluster runs (the meshPeers bound + 1). */
 export const MAX_CLUSTER_NODES = 32;
@@ -31,6 +34,8 @@ export interface ClusterNode {
   readonly nodeId: Address;
   readonly cardId: Hex;
   readonly endpoints: NodeHandle["endpoints"] & { mesh?: string };
+  /** Its process id (a member in a process of its own); absent in process. */
+  readonly pid?: number;
 }
 
 export interface DevCluster {
@@ -48,6 +53,14 @@ export interface StartDevClusterParameters {
   readonly env: NodeJS.ProcessEnv;
   readonly cwd: string;
   readonly logger: (config: NodeConfig) => Logger;
+  /**
+   * Where the members run. "processes" (the default): each `ats-node start` in a process of its own (its own
+   * failure domain, as an operator runs a mesh), logging through `onLogLine`. "in-process": all in this process,
+   * logging through `logger`; for tests that give a `startNode` double, which cannot cross a process.
+   */
+  readonly mode?: "processes" | "in-process";
+  /** Each line a member process logs (stderr); default: dropped. */
+  readonly onLogLine?: (line: string) => void;
   readonly startNode?: StartNodeFunction;
   /** Settings every node gets (e.g. logFormat, meshRoundIntervalMs); ports, keys and peers are the cluster's. */
   readonly overrides?: Partial<Record<SettingName, unknown>>;
@@ -75,7 +88,9 @@ export async function startDevCluster(parameters: StartDevClusterParameters): Pr
   const ca = await createDevManufacturerCa();
   const identities = await Promise.all(Array.from({ length: count }, () => createDevIdentity({ ca })));
   const meshPorts = await freeUdpPorts(count);
-  const running: Array<DevNode | null> = [];
+  const running: Array<(DevNode & { pid?: number }) | null> = [];
+  const starts: Promise<DevNode & { pid?: number }>[] = [];
+  const inProcess = parameters.mode === "in-process" || parameters.startNode !== undefined;
   const closeAll = async (): Promise<void> => {
     const nodes = running.splice(0, running.length);
     await Promise.all(nodes.map((node) => node?.close()));
@@ -92,17 +107,19 @@ export async function startDevCluster(parameters: StartDevClusterParameters): Pr
         meshPeers: count === 1 ? [] : peers,
         trustedNodeAddresses: identities.filter((_, otherIndex) => otherIndex !== index).map((other) => other.nodeAddress),
       };
-      running.push(
-        await startDevNode({
-          env: { ...parameters.env, ATS_REST_PORT: undefined, ATS_GRPC_PORT: undefined },
-          cwd: parameters.cwd,
-          logger: parameters.logger,
-          overrides,
-          identity,
-          ...(parameters.startNode === undefined ? {} : { startNode: parameters.startNode }),
-        }),
+      const env = { ...parameters.env, ATS_REST_PORT: undefined, ATS_GRPC_PORT: undefined };
+      starts.push(
+        inProcess
+          ? startDevNode({ env, cwd: parameters.cwd, logger: parameters.logger, overrides, identity, ...(parameters.startNode === undefined ? {} : { startNode: parameters.startNode }) })
+          : startDevNodeProcess({ env, overrides, identity, name: `node ${index + 1}`, ...(parameters.onLogLine === undefined ? {} : { onLogLine: parameters.onLogLine }) }),
       );
+      // In process the members start one after another (one event loop); processes start side by side.
+      if (inProcess) await starts[starts.length - 1]!.catch(() => undefined);
     }
+    const settled = await Promise.allSettled(starts);
+    for (const result of settled) running.push(result.status === "fulfilled" ? result.value : null);
+    const failed = settled.find((result): result is PromiseRejectedResult => result.status === "rejected");
+    if (failed !== undefined) throw failed.reason;
   } catch (error) {
     await closeAll();
     throw error;
@@ -111,6 +128,7 @@ export async function startDevCluster(parameters: StartDevClusterParameters): Pr
     nodeId: identities[index]!.nodeAddress,
     cardId: identities[index]!.cardId,
     endpoints: node!.node.endpoints,
+    ...(node!.pid === undefined ? {} : { pid: node!.pid }),
   }));
   return {
     nodes,

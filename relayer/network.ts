@@ -46,6 +46,23 @@ export const NetworkFileSchema = Type.Object(
     temporalRpc: Type.Optional(Type.Array(Type.String({ pattern: "^https?://", maxLength: 2048 }), { maxItems: 32 })),
     /** The nodes' NTP time hosts as ntp://host:port (docs/protocol.md §9.8), for other tools; the relayer does not use them. */
     ntp: Type.Optional(Type.Array(Type.String({ pattern: "^ntp://[^\\s]{1,2040}$" }), { maxItems: 32 })),
+    /** A local network's programs (`npm start`): each process and every endpoint it serves, by name; for tools and tests. */
+    programs: Type.Optional(
+      Type.Array(
+        Type.Object(
+          {
+            name: Type.String({ minLength: 1, maxLength: 64 }),
+            program: Type.String({ minLength: 1, maxLength: 64 }),
+            pid: Type.Integer({ minimum: 1 }),
+            endpoints: Type.Record(Type.String({ pattern: "^[a-z][a-zA-Z0-9-]{0,31}$" }), Type.String({ minLength: 1, maxLength: 2048 })),
+          },
+          { additionalProperties: false },
+        ),
+        { maxItems: 64 },
+      ),
+    ),
+    /** "stopped": the network this file describes has been stopped, its endpoints are closed (the relayer refuses it). */
+    status: Type.Optional(Type.Union([Type.Literal("running"), Type.Literal("stopped")])),
   },
   { additionalProperties: false },
 );
@@ -75,6 +92,7 @@ export function parseNetwork(json: unknown, source: string): NetworkConfig {
     throw new ValidationError(`network${problem.path}`, `${source}: ${problem.message}`);
   }
   const file = json as NetworkFileJson;
+  if (file.status === "stopped") throw new ValidationError("network/status", `${source}: the network it describes has been stopped (its endpoints are closed); start it again`);
   const seenIds = new Set<number>();
   const seenNames = new Set<string>();
   for (const chain of file.chains) {

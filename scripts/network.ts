@@ -13,15 +13,17 @@
  * Keys: the deployer and the relayer use Hardhat's public development accounts #0 and #1 (their keys are printed
  * in every Hardhat node banner, and anvil funds the same accounts; never use them on a real chain). Nothing here reads outside the repository.
  */
-import { mkdirSync, writeFileSync } from "node:fs";
+import { mkdirSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import type { HardhatRuntimeEnvironment } from "hardhat/types";
 import type { Logger } from "pino";
 import { createPublicClient, createWalletClient, defineChain, getAddress, http, type Account, type Address, type Chain, type Hex, type PublicClient, type Transport, type WalletClient } from "viem";
 import { privateKeyToAccount } from "viem/accounts";
 import { createTimeClient } from "../client";
-import { startDevNode } from "../node/devNode";
-import { CLUSTER_MAX_ACCEPTABLE_DRIFT_NS, startDevCluster } from "../node/cluster";
+import { childEnv, printedJson, startProgram } from "../lib/childProgram";
+import { CLUSTER_MAX_ACCEPTABLE_DRIFT_NS, startDevCluster, type ClusterNode } from "../node/cluster";
+import { publicDevIdentity } from "../node/devNode";
+import { startDevNodeProcess } from "../node/devNodeProcess";
 import { verifyCardCertificateChain } from "../protocol";
 import { consensusThreshold } from "../protocol/consensus";
 import { NETWORK_FILE_VERSION, type NetworkFileJson } from "../relayer/network";
@@ -79,6 +81,8 @@ export interface LocalNetwork {
   /** Environment the relayer needs beside its config file (its key). */
   readonly relayerEnv: NodeJS.ProcessEnv;
   relayer: RelayerProcess | undefined;
+  /** Every process of the network and every endpoint it serves (also in the network file, `programs`). */
+  programs: readonly NetworkProgram[];
   /** Starts the relayer process; `env` adds variables (a test's crash hook). */
   startRelayer(env?: NodeJS.ProcessEnv): Promise<RelayerProcess>;
   stopRelayer(signal?: NodeJS.Signals): Promise<void>;
@@ -109,6 +113,30 @@ function walletFor(rpcUrl: string, chainId: number, key: Hex): WalletClient<Tran
   return createWalletClient({ account: privateKeyToAccount(key), chain: localViemChain(rpcUrl, chainId), transport: http(rpcUrl) });
 }
 
+/** One process of the local network and its endpoints by name (the network file's `programs`). */
+export type NetworkProgram = NonNullable<NetworkFileJson["programs"]>[number];
+
+/** A node's endpoints by name: REST (and its /metrics), gRPC, the WebSocket stream, NTP, the mesh's UDP port. */
+function nodeEndpoints(node: ClusterNode): Record<string, string> {
+  const { rest, grpc, ws, ntp, mesh } = node.endpoints;
+  const named: Record<string, string> = { rest, metrics: `${rest}/metrics`, ws };
+  if (grpc !== "") named.grpc = grpc;
+  if (ntp !== undefined && ntp !== "") named.ntp = ntp;
+  if (mesh !== undefined && mesh !== "") named.mesh = mesh;
+  return named;
+}
+
+/** Each node in the manifest's catalog: `node-N` (REST), `node-N-ws` (its stream), `node-N-grpc` (h2c, plaintext). */
+function manifestNodeServices(nodes: readonly ClusterNode[]): Record<string, string> {
+  return Object.fromEntries(
+    nodes.flatMap((node, index) => [
+      [`node-${index + 1}`, node.endpoints.rest],
+      [`node-${index + 1}-ws`, node.endpoints.ws],
+      ...(node.endpoints.grpc === "" ? [] : [[`node-${index + 1}-grpc`, `http://${node.endpoints.grpc}`]]),
+    ]),
+  );
+}
+
 /** The card and node of each attesting node, read from its /node/info and checked against the dev CA. */
 async function registrationsOf(endpoints: readonly string[], trustedRootPem: string): Promise<{ cards: CardRegistration[]; nodes: NodeRegistration[] }> {
   const cards: CardRegistration[] = [];
@@ -136,21 +164,12 @@ export async function startLocalNetwork(options: StartLocalNetworkOptions): Prom
     for (const close of closers.reverse()) await close().catch(() => undefined);
   };
   try {
-    // The chains first: the attesting nodes' temporal gateways front the first one.
-    const chainProcesses: ChainProcess[] = [];
-    for (const { chainId } of LOCAL_CHAINS) {
-      const chainProcess = await startChainProcess(chainId, options.chainKind ?? "hardhat");
-      closers.push(() => stopChainProcess(chainProcess));
-      chainProcesses.push(chainProcess);
-    }
-
-    // Attesting nodes, each with a temporal JSON-RPC gateway in front of alpha, and CORS for every origin on their
-    // public reads, so that a dApp's development server (any localhost port) can read them from the browser: the
-    // nodes bind loopback and serve only what anyone may read; a deployed node lists its dApps' origins instead.
+    // The chains and the attesting nodes start side by side: the nodes need no chain (the gateway, started after
+    // both, fronts alpha). Each node is a process of its own, with CORS for every origin on its public reads, so
+    // that a dApp's development server (any localhost port) can read them from the browser: the nodes bind
+    // loopback and serve only what anyone may read; a deployed node lists its dApps' origins instead.
+    log(`starting: chains ${LOCAL_CHAINS.map((chain) => chain.name).join(", ")} and ${options.meshNodes === 1 ? "1 attesting node" : `${options.meshNodes} attesting nodes`}, each a process of its own`);
     const nodeSettings = {
-      rpcUpstreamUrl: chainProcesses[0]!.rpcUrl,
-      rpcPort: 0,
-      rpcChainName: LOCAL_CHAINS[0].name,
       corsAllowedOrigins: ["*"],
       // The same for the gateway's JSON-RPC, which the time explorer's page calls (docs/explorer.md).
       rpcCorsAllowedOrigins: ["*"],
@@ -158,34 +177,56 @@ export async function startLocalNetwork(options: StartLocalNetworkOptions): Prom
       ntpEnabled: true,
       ntpHost: "127.0.0.1",
       ntpPort: 0,
+      logLevel: options.nodeLogger.level,
     };
-    let endpoints: string[];
-    let gateways: string[];
-    let ntp: string[];
-    let trustedRootPem: string;
-    if (options.meshNodes === 1) {
-      const dev = await startDevNode({ env: {}, cwd: process.cwd(), logger: () => options.nodeLogger, overrides: nodeSettings });
-      closers.push(() => dev.close());
-      endpoints = [dev.node.endpoints.rest];
-      gateways = [dev.node.endpoints.rpc ?? ""];
-      ntp = [dev.node.endpoints.ntp ?? ""];
-      trustedRootPem = dev.trustedRootPem;
-    } else {
-      const cluster = await startDevCluster({ nodes: options.meshNodes, env: {}, cwd: process.cwd(), logger: () => options.nodeLogger, overrides: nodeSettings });
+    const onLogLine = (line: string) => options.nodeLogger.error(line);
+    const chainsStarting = Promise.all(
+      LOCAL_CHAINS.map(async ({ chainId }) => {
+        const chainProcess = await startChainProcess(chainId, options.chainKind ?? "hardhat");
+        closers.push(() => stopChainProcess(chainProcess));
+        return chainProcess;
+      }),
+    );
+    const nodesStarting = (async (): Promise<{ nodes: readonly ClusterNode[]; trustedRootPem: string }> => {
+      if (options.meshNodes === 1) {
+        // The public development card and node keys (node/devNode.ts publicDevIdentity), as `ats-node dev` runs.
+        const identity = await publicDevIdentity();
+        const dev = await startDevNodeProcess({ identity, env: {}, overrides: nodeSettings, name: "node 1", onLogLine });
+        closers.push(() => dev.close());
+        return { nodes: [{ nodeId: dev.nodeAddress, cardId: dev.cardId, endpoints: dev.node.endpoints, pid: dev.pid }], trustedRootPem: dev.trustedRootPem };
+      }
+      const cluster = await startDevCluster({ nodes: options.meshNodes, env: {}, cwd: process.cwd(), logger: () => options.nodeLogger, onLogLine, overrides: nodeSettings });
       closers.push(() => cluster.close());
-      endpoints = cluster.nodes.map((node) => node.endpoints.rest);
-      gateways = cluster.nodes.map((node) => node.endpoints.rpc ?? "");
-      ntp = cluster.nodes.map((node) => node.endpoints.ntp ?? "");
-      trustedRootPem = cluster.trustedRootPem;
-    }
-    log(`attesting nodes: ${endpoints.join(", ")}`);
-    log(`temporal JSON-RPC (in front of ${LOCAL_CHAINS[0].name}): ${gateways[0]}`);
-    ntp.forEach((url, index) => log(`NTP (node ${index + 1}): ${url}`));
-    // sntp and ntpdate ask port 123 only; chronyd takes a port (as root; -Q: measure, never set the clock).
-    if (ntp[0] !== undefined && ntp[0] !== "") log(`   ask it: chronyd -Q 'server 127.0.0.1 port ${ntp[0].slice(ntp[0].lastIndexOf(":") + 1)} iburst maxsamples 1'`);
+      return cluster;
+    })();
+    const [chainProcesses, started] = await Promise.all([chainsStarting, nodesStarting]);
+    const nodes = started.nodes;
+    const trustedRootPem = started.trustedRootPem;
+    const endpoints = nodes.map((node) => node.endpoints.rest);
+    const ntp = nodes.map((node) => node.endpoints.ntp ?? "");
+    log(`chains and nodes are up; the temporal gateway (a process of its own) in front of ${LOCAL_CHAINS[0].name}`);
+    const gateway = await startProgram<{ endpoints: { rpc: string; ws: string } }>({
+      bin: "ats-gateway.js",
+      args: ["start"],
+      env: childEnv({
+        ATS_RPC_UPSTREAM_URL: chainProcesses[0]!.rpcUrl,
+        ATS_RPC_PORT: "0",
+        ATS_RPC_CHAIN_NAME: LOCAL_CHAINS[0].name,
+        ATS_GATEWAY_NODE_URLS: endpoints.join(","),
+        ATS_GATEWAY_DATA_DIR: join(options.dir, "gateway-data"),
+        ATS_LOG_LEVEL: options.nodeLogger.level,
+      }),
+      ready: (stdout) => printedJson(stdout),
+      name: "gateway",
+      timeoutMs: 60_000,
+      onStderrLine: onLogLine,
+    });
+    closers.push(() => gateway.stop());
+    const gateways = [gateway.printed.endpoints.rpc];
     const registrations = await registrationsOf(endpoints, trustedRootPem);
 
     // The contracts deployed on each chain, the nodes registered.
+    log(`deploying the contracts on ${LOCAL_CHAINS.map((chain) => chain.name).join(" and ")} and registering the nodes`);
     const chains: LocalChain[] = [];
     for (const [index, { name, chainId }] of LOCAL_CHAINS.entries()) {
       const chainProcess = chainProcesses[index]!;
@@ -222,10 +263,17 @@ export async function startLocalNetwork(options: StartLocalNetworkOptions): Prom
         confirmations: options.confirmations ?? 1,
       })),
       nodes: endpoints,
-      temporalRpc: gateways.filter((url) => url !== ""),
+      temporalRpc: gateways,
       ntp: ntp.filter((url) => url !== ""),
+      programs: [
+        ...chains.map((chain) => ({ name: `chain ${chain.name}`, program: "hardhat node", pid: chain.process.child.pid!, endpoints: { rpc: chain.rpcUrl } })),
+        ...nodes.map((node, index) => ({ name: `node ${index + 1}`, program: "ats-node", pid: node.pid!, endpoints: nodeEndpoints(node) })),
+        { name: "gateway", program: "ats-gateway", pid: gateway.child.pid!, endpoints: { rpc: gateway.printed.endpoints.rpc, ws: gateway.printed.endpoints.ws } },
+      ],
+      status: "running",
     };
-    writeFileSync(networkFile, `${JSON.stringify(network, null, 2)}\n`);
+    const writeNetworkFile = () => writeFileSync(networkFile, `${JSON.stringify(network, null, 2)}\n`);
+    writeNetworkFile();
     // The network manifest (wire/manifest.ts) of the first chain, checked before it is written.
     const genesis = (await chains[0]!.publicClient.getBlock({ blockNumber: 0n })).hash;
     const alphaDeployment = chains[0]!.deployment;
@@ -233,7 +281,13 @@ export async function startLocalNetwork(options: StartLocalNetworkOptions): Prom
       version: MANIFEST_VERSION,
       name: "local",
       chain: { evmChainId: chains[0]!.chainId, genesisHash: genesis, ntsVerified: false },
-      services: { rpc: chains[0]!.rpcUrl, time: gateways[0]!, ...(ntp[0] === undefined || ntp[0] === "" ? {} : { [TIME_HOST_SERVICE]: ntp[0] }) },
+      services: {
+        rpc: chains[0]!.rpcUrl,
+        time: gateways[0]!,
+        "time-ws": gateway.printed.endpoints.ws,
+        ...(ntp[0] === undefined || ntp[0] === "" ? {} : { [TIME_HOST_SERVICE]: ntp[0] }),
+        ...manifestNodeServices(nodes),
+      },
       bootnodes: [],
       meshPeers: registrations.nodes.map((node, index) => ({ nodeId: node.address, endpoint: endpoints[index]! })),
       contracts: {
@@ -265,18 +319,34 @@ export async function startLocalNetwork(options: StartLocalNetworkOptions): Prom
       relayerConfigFile,
       relayerEnv,
       relayer: undefined,
+      programs: network.programs!,
       async startRelayer(env: NodeJS.ProcessEnv = {}) {
         localNetwork.relayer = await startRelayerProcess(relayerConfigFile, { ...relayerEnv, ...env });
+        const api = localNetwork.relayer.api;
+        network.programs = [
+          ...network.programs!.filter((entry) => entry.name !== "relayer"),
+          { name: "relayer", program: "ats-relayer", pid: localNetwork.relayer.child.pid!, endpoints: { api, metrics: `${api}/metrics` } },
+        ];
+        localNetwork.programs = network.programs;
+        writeNetworkFile();
         return localNetwork.relayer;
       },
       async stopRelayer(signal: NodeJS.Signals = "SIGTERM") {
         await stopRelayerProcess(localNetwork.relayer, signal);
         localNetwork.relayer = undefined;
       },
-      async close() {
+      close() {
+        return (closing ??= closeNetwork());
+      },
+    };
+    let closing: Promise<void> | undefined;
+    const closeNetwork = async () => {
         await localNetwork.stopRelayer("SIGTERM").catch(() => undefined);
         await closeAll();
-      },
+        // Nothing points at closed ports: the network file says it stopped (the relayer refuses it), the manifest goes.
+        network.status = "stopped";
+        writeNetworkFile();
+        rmSync(manifestFile, { force: true });
     };
     return localNetwork;
   } catch (error) {

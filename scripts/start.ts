@@ -14,11 +14,22 @@ import { parseArgs } from "node:util";
 import pino from "pino";
 import { waitForSignal } from "../lib/signals";
 import { CHAIN_KINDS, isChainKind } from "./chainProcess";
-import { LOCAL_RELAYER_API_KEY, startLocalNetwork, type LocalNetwork } from "./network";
+import { LOCAL_RELAYER_API_KEY, startLocalNetwork, type LocalNetwork, type NetworkProgram } from "./network";
 import { runTour } from "./tour";
 
 /** Where the network file, the relayer's config and its database go: .ats/, or ATS_NETWORK_DIR (tests). */
 const DIR = process.env.ATS_NETWORK_DIR ?? join(__dirname, "..", ".ats");
+
+/** One line per program: its name, process id and every endpoint it serves, by name. */
+function endpointLines(programs: readonly NetworkProgram[]): string[] {
+  const width = Math.max(...programs.map((program) => program.name.length));
+  return programs.map(
+    (program) =>
+      `   ${program.name.padEnd(width)}  ${program.program} (pid ${program.pid}): ${Object.entries(program.endpoints)
+        .map(([name, url]) => `${name} ${url}`)
+        .join("  ")}`,
+  );
+}
 
 async function main(): Promise<number> {
   const { values } = parseArgs({ options: { once: { type: "boolean", default: false }, nodes: { type: "string", default: "4" }, chain: { type: "string", default: "hardhat" } } });
@@ -35,14 +46,18 @@ async function main(): Promise<number> {
   const log = (line: string) => process.stdout.write(`${line}\n`);
   log(`Attested Time: a local network on 127.0.0.1 (${meshNodes === 1 ? "1 attesting node" : `a mesh of ${meshNodes} attesting nodes`}, 2 chains, the relayer)`);
   // Compiled here, before anything starts; the Hardhat runtime is loaded only now (it reads hardhat.config.ts).
+  log("   compiling the contracts (skipped when nothing changed)");
   const hre = (await import("hardhat")).default;
   await hre.run("compile", { quiet: true });
   rmSync(DIR, { recursive: true, force: true });
   let network: LocalNetwork | undefined;
   try {
     network = await startLocalNetwork({ hre, dir: DIR, meshNodes, chainKind, nodeLogger: pino({ level: "error" }, pino.destination(2)), log: (line) => log(`   ${line}`) });
+    log("   starting the relayer");
     const relayer = await network.startRelayer();
-    log(`   relayer: operator API ${relayer.api} (x-api-key: ${LOCAL_RELAYER_API_KEY}), signer Hardhat account #1`);
+    log("");
+    for (const line of endpointLines(network.programs)) log(line);
+    log(`   relayer: x-api-key ${LOCAL_RELAYER_API_KEY} for its operator routes, signer Hardhat account #1`);
     log(`   network file: ${network.networkFile}; manifest: ${network.manifestFile} (npx ats-node manifest verify <it>)`);
     log("");
     await runTour(network, log);
@@ -50,10 +65,16 @@ async function main(): Promise<number> {
     log(`The network is up. Endpoints and addresses: ${network.networkFile}`);
     log(`   relayer items: curl ${relayer.api}/items   metrics: ${relayer.api}/metrics`);
     log(`   temporal JSON-RPC (alpha): ${network.temporalRpc[0]}   e.g. curl -s -d '{"jsonrpc":"2.0","id":1,"method":"temporal_getConsensusTime"}' ${network.temporalRpc[0]}`);
-    if (values.once) return 0;
+    if (values.once) {
+      await network.close();
+      log(`The network was up and has been stopped (--once): the URLs above are closed; ${network.networkFile} says "stopped". Run npm start to keep it up.`);
+      return 0;
+    }
     log("Press Ctrl-C to stop.");
     await waitForSignal();
     log("Stopping…");
+    await network.close();
+    log(`Stopped: ${network.networkFile} says "stopped", the manifest is removed.`);
     return 0;
   } catch (error) {
     process.stderr.write(`npm start failed: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}\n`);

@@ -1,14 +1,14 @@
 /**
  * `npm start -- --once`, as CI runs it: scripts/start.ts as a child process with its defaults (a mesh of 4
- * attesting nodes, two chains, the relayer), the whole tour, a clean exit; everything it started is gone after.
+ * attesting nodes, two chains, the relayer), the whole tour, every program's endpoints on its own line, a clean exit;
+ * everything it started is gone after, the network file says "stopped" and the manifest is removed.
  */
 import { expect } from "chai";
 import { spawn } from "node:child_process";
 import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { parseNetwork } from "../../relayer/network";
-import { parseManifest } from "../../wire/manifest";
+import { parseNetwork, type NetworkFileJson } from "../../relayer/network";
 
 const ROOT = join(__dirname, "..", "..");
 
@@ -58,20 +58,20 @@ describe("npm start -- --once (scripts/start.ts)", function () {
     expect(stdout).to.match(/status Executed: executed by 0x70997970C51812dc3A010C7d01b50e0d17dc79C8/);
     expect(stdout).to.match(/beta bridge: delivered in block \d+/);
     expect(stdout).to.include("reverts with TimeBridgeAlreadyDelivered");
-    for (const node of [1, 2, 3, 4]) expect(stdout).to.match(new RegExp(`NTP \\(node ${node}\\): ntp://127\\.0\\.0\\.1:\\d+`));
+    for (const node of [1, 2, 3, 4]) expect(stdout).to.match(new RegExp(`node ${node} +ats-node \\(pid \\d+\\): rest http://127\\.0\\.0\\.1:\\d+ .*grpc 127\\.0\\.0\\.1:\\d+ +ntp ntp://127\\.0\\.0\\.1:\\d+`));
+    expect(stdout).to.match(/gateway +ats-gateway \(pid \d+\): rpc http:\/\/127\.0\.0\.1:\d+ +ws ws:\/\/127\.0\.0\.1:\d+/);
+    // --once says the network was stopped; the network file says so too (the relayer refuses it), the manifest is gone.
+    expect(stdout).to.include("The network was up and has been stopped (--once)");
     const networkFile = join(dir, "network.json");
-    expect(existsSync(networkFile)).to.equal(true);
-    const network = parseNetwork(JSON.parse(readFileSync(networkFile, "utf8")), networkFile);
+    const file = JSON.parse(readFileSync(networkFile, "utf8")) as NetworkFileJson;
+    expect(file.status).to.equal("stopped");
+    expect(() => parseNetwork(file, networkFile)).to.throw("the network it describes has been stopped");
+    const network = parseNetwork({ ...file, status: "running" }, networkFile);
     expect(network.chains.map((chain) => chain.chainId)).to.deep.equal([31337, 31338]);
     expect(network.nodes).to.have.length(4);
-    const ntp = (JSON.parse(readFileSync(networkFile, "utf8")) as { ntp?: string[] }).ntp ?? [];
-    expect(new Set(ntp).size, "one NTP time host per node").to.equal(4);
-    const manifest = parseManifest(JSON.parse(readFileSync(join(dir, "manifest.json"), "utf8")));
-    expect(manifest.chain.evmChainId).to.equal(31337);
-    expect(manifest.meshPeers).to.have.length(4);
-    expect(manifest.services.time).to.match(/^http:\/\/127\.0\.0\.1:\d+$/);
-    expect(manifest.services["time-host"]).to.equal(ntp[0]);
-    expect(manifest.chain.ntsVerified).to.equal(false);
+    expect(new Set(file.ntp).size, "one NTP time host per node").to.equal(4);
+    expect(file.programs!.map((program) => program.name)).to.deep.equal(["chain alpha", "chain beta", "node 1", "node 2", "node 3", "node 4", "gateway", "relayer"]);
+    expect(existsSync(join(dir, "manifest.json"))).to.equal(false);
     // Everything it started is stopped: the chains no longer answer.
     for (const chain of network.chains) {
       const answered = await fetch(chain.rpcUrl, { method: "POST", body: "{}", signal: AbortSignal.timeout(2_000) }).then(
