@@ -218,7 +218,7 @@ export async function startLocalNetwork(options: StartLocalNetworkOptions): Prom
       }),
       ready: (stdout) => printedJson(stdout),
       name: "gateway",
-      timeoutMs: 60_000,
+      timeoutMs: 120_000, // as a node's: a first start may build dist/ first
       onStderrLine: onLogLine,
     });
     closers.push(() => gateway.stop());
