@@ -11,8 +11,9 @@
  * whole is bounded by {@link serializeBatch}.
  *
  * Codes: the standard -32700 (parse error), -32600 (invalid request), -32601 (method not found), -32602 (invalid
- * params), -32603 (internal error); and RATE_LIMITED (-32005, "Rate limit exceeded", as Infura and Alchemy use it)
- * and RESPONSE_TOO_LARGE (-32006) as application errors.
+ * params), -32603 (internal error); and RATE_LIMITED (-32005, "Rate limit exceeded", as Infura and Alchemy use it),
+ * RESPONSE_TOO_LARGE (-32006) and REQUEST_TIMED_OUT (-32002, a batch item past the batch's time budget, geth's code)
+ * as application errors.
  */
 
 export const JSON_RPC_ERRORS = {
@@ -23,6 +24,7 @@ export const JSON_RPC_ERRORS = {
   INTERNAL_ERROR: -32603,
   RATE_LIMITED: -32005,
   RESPONSE_TOO_LARGE: -32006,
+  REQUEST_TIMED_OUT: -32002,
   UPSTREAM_ERROR: -32000,
 } as const;
 

@@ -8,6 +8,7 @@ import { LosslessNumber } from "lossless-json";
 import type { MeshStateReport } from "../wire/meshState";
 import type { Hex } from "../protocol/types";
 import { JSON_RPC_ERRORS, JsonRpcError } from "./jsonrpc";
+import { finalizedNumber, withFinalityTags } from "./finality";
 import type { BlockRecord, TemporalStore } from "./store";
 
 /** The node as the gateway reads it. */
@@ -19,12 +20,15 @@ export interface TemporalTimeSource {
 
 /** The chain behind the gateway: raw JSON-RPC calls (results as the chain gave them). */
 export interface Upstream {
-  call(method: string, params: readonly unknown[]): Promise<unknown>;
+  /** `signal`: the caller gives up (a batch's time budget ran out); the call is abandoned with -32000. */
+  call(method: string, params: readonly unknown[], signal?: AbortSignal): Promise<unknown>;
 }
 
 export interface PublishedLimits {
   maxBodyBytes: number;
   maxBatchItems: number;
+  /** Time budget of one batch, ms: an item not answered by then gets -32002 (Request timed out). */
+  maxBatchMs: number;
   maxResponseBytes: number;
   requestsPerSecondPerClient: number;
   maxConnections: number;
@@ -110,11 +114,6 @@ function nsOut(value: bigint | null, legacy: boolean): string | LosslessNumber |
   return legacy ? new LosslessNumber(value.toString()) : value.toString();
 }
 
-async function finalizedBlockNumber(ctx: MethodContext): Promise<bigint> {
-  const head = BigInt((await ctx.upstream.call("eth_blockNumber", [])) as string);
-  return head - BigInt(ctx.confirmations) < 0n ? -1n : head - BigInt(ctx.confirmations);
-}
-
 function blockMetadata(block: BlockRecord, legacy: boolean): Record<string, unknown> {
   return {
     number: block.number.toString(),
@@ -170,7 +169,7 @@ export const METHODS: Readonly<Record<string, Method>> = {
   async temporal_getBlockTransactionTimestamps(params, ctx) {
     const [raw] = positional(params, 1, 1);
     const number = blockNumberParam(raw);
-    const finalized = await finalizedBlockNumber(ctx);
+    const finalized = finalizedNumber(ctx.store, ctx.confirmations);
     if (number > finalized) throw invalidParams(`block ${number} is not final yet (final up to ${finalized}, ${ctx.confirmations} confirmations)`);
     if (ctx.store.block(number) === undefined) return null; // before the gateway started following the chain
     // On an EVM chain the native hash is the Ethereum hash and the extrinsic index the transaction index.
@@ -190,12 +189,27 @@ export const METHODS: Readonly<Record<string, Method>> = {
     };
   },
 
+  /**
+   * "Included" means what eth_getTransactionReceipt says: the chain has a receipt for it. The gateway's own record
+   * lags the chain by up to a poll interval, so a transaction it has not yet seen in a block is looked up upstream,
+   * and one with a receipt is included from that moment (its wait ends there, or when the gateway observed its block,
+   * whichever came first).
+   */
   async temporal_getTransactionWaitTime(params, ctx) {
-    const [hash] = positional(params, 1, 1);
-    const tx = ctx.store.transaction(hashParam(hash));
+    const [raw] = positional(params, 1, 1);
+    const hash = hashParam(raw);
+    let tx = ctx.store.transaction(hash);
     if (tx === undefined || tx.source !== "received") return null; // only a received transaction has a known arrival
-    if (tx.includedAtNs === null) return { included: false, waitNs: (ctx.time.consensusNowNs() - tx.timestampNs).toString() };
-    return { included: true, waitNs: (tx.includedAtNs - tx.timestampNs).toString() };
+    if (tx.includedAtNs === null) {
+      const nowNs = ctx.time.consensusNowNs();
+      const receipt = (await ctx.upstream.call("eth_getTransactionReceipt", [hash])) as { blockNumber?: unknown; transactionIndex?: unknown } | null;
+      if (receipt === null || typeof receipt.blockNumber !== "string" || typeof receipt.transactionIndex !== "string") {
+        return { included: false, waitNs: (nowNs - tx.timestampNs).toString() };
+      }
+      ctx.store.markIncluded(hash, BigInt(receipt.blockNumber), Number(BigInt(receipt.transactionIndex)), nowNs);
+      tx = ctx.store.transaction(hash)!;
+    }
+    return { included: true, waitNs: (tx.includedAtNs! - tx.timestampNs).toString() };
   },
 
   async temporal_getRecentWaitTimes(params, ctx) {
@@ -218,7 +232,12 @@ export const METHODS: Readonly<Record<string, Method>> = {
 
   async temporal_getLimits(params, ctx) {
     positional(params, 0, 0);
-    return { ...ctx.limits, rateLimitErrorCode: JSON_RPC_ERRORS.RATE_LIMITED, responseTooLargeErrorCode: JSON_RPC_ERRORS.RESPONSE_TOO_LARGE };
+    return {
+      ...ctx.limits,
+      rateLimitErrorCode: JSON_RPC_ERRORS.RATE_LIMITED,
+      responseTooLargeErrorCode: JSON_RPC_ERRORS.RESPONSE_TOO_LARGE,
+      requestTimedOutErrorCode: JSON_RPC_ERRORS.REQUEST_TIMED_OUT,
+    };
   },
 
   async system_health(params, ctx) {
@@ -242,8 +261,11 @@ export const METHODS: Readonly<Record<string, Method>> = {
 
   async chain_getFinalizedHead(params, ctx) {
     positional(params, 0, 0);
-    const finalized = await finalizedBlockNumber(ctx);
+    const finalized = finalizedNumber(ctx.store, ctx.confirmations);
     if (finalized < 0n) return null;
+    const recorded = ctx.store.block(finalized);
+    if (recorded !== undefined) return recorded.hash;
+    // Final, but before this gateway's history (it follows the chain from where it started).
     const block = (await ctx.upstream.call("eth_getBlockByNumber", [`0x${finalized.toString(16)}`, false])) as { hash?: string } | null;
     return block?.hash ?? null;
   },
@@ -278,7 +300,9 @@ function maxFeeOf(raw: Hex): bigint | null {
 export function resolveMethod(name: string): Method {
   const own = Object.prototype.hasOwnProperty.call(METHODS, name) ? METHODS[name] : undefined;
   if (own !== undefined) return own;
-  if (FORWARDED_METHODS.has(name)) return (params, ctx) => ctx.upstream.call(name, Array.isArray(params) ? params : [params]);
+  if (FORWARDED_METHODS.has(name)) {
+    return (params, ctx) => ctx.upstream.call(name, withFinalityTags(name, Array.isArray(params) ? params : [params], ctx.store, ctx.confirmations));
+  }
   if (UNSAFE.test(name)) throw new JsonRpcError(JSON_RPC_ERRORS.METHOD_NOT_FOUND, "Method not allowed", `${name} would carry keys, sign or administer: never served`);
   throw new JsonRpcError(JSON_RPC_ERRORS.METHOD_NOT_FOUND, "Method not found", `${name} is neither a temporal method nor an allowed eth_* method (temporal_getLimits lists the limits)`);
 }

@@ -15,9 +15,10 @@ import { createCorsPolicy } from "../lib/cors";
 import { RateLimiter } from "../lib/rateLimit";
 import { toJsonRpcError } from "../wire/errorMapping";
 import { errorResponse, JSON_RPC_ERRORS, JsonRpcError, parseBody, serializeBatch, type JsonRpcResponse, type ParsedItem } from "./jsonrpc";
-import { resolveMethod, type MethodContext, type PublishedLimits, type TemporalTimeSource, type Upstream } from "./methods";
+import { resolveMethod, type MethodContext, type PublishedLimits, type TemporalTimeSource } from "./methods";
 import { BlockObserver } from "./observer";
 import { TemporalStore } from "./store";
+import { httpUpstream } from "./upstream";
 import { attachGatewaySockets } from "./ws";
 
 export interface TemporalGatewayOptions {
@@ -47,32 +48,6 @@ export interface RunningGateway {
   readonly store: TemporalStore;
   readonly observer: BlockObserver;
   close(): Promise<void>;
-}
-
-/** Upstream calls that take longer fail with -32000, ms. */
-const UPSTREAM_TIMEOUT_MS = 10_000;
-
-/** The chain behind the gateway over HTTP JSON-RPC; its errors come back as the chain gave them. */
-export function httpUpstream(url: string): Upstream {
-  let nextId = 1;
-  return {
-    async call(method, params) {
-      let answer: { result?: unknown; error?: { code: number; message: string; data?: unknown } };
-      try {
-        const response = await fetch(url, {
-          method: "POST",
-          headers: { "content-type": "application/json" },
-          body: JSON.stringify({ jsonrpc: "2.0", id: nextId++, method, params }),
-          signal: AbortSignal.timeout(UPSTREAM_TIMEOUT_MS),
-        });
-        answer = (await response.json()) as typeof answer;
-      } catch (error) {
-        throw new JsonRpcError(JSON_RPC_ERRORS.UPSTREAM_ERROR, "Upstream unavailable", (error as Error).name);
-      }
-      if (answer.error !== undefined) throw new JsonRpcError(answer.error.code, answer.error.message, answer.error.data);
-      return answer.result ?? null;
-    },
-  };
 }
 
 /** The body's bytes, undecoded: parseBody refuses invalid UTF-8 rather than reading it as U+FFFD. */
@@ -123,8 +98,42 @@ export async function startTemporalGateway(options: TemporalGatewayOptions): Pro
     legacyNumbers: options.legacyNumbers,
   };
 
+  /** The methods' context for the items of one batch: their upstream calls end when the batch's budget does. */
+  function withinBudget(signal: AbortSignal): MethodContext {
+    return { ...context, upstream: { call: (method, params) => upstream.call(method, params, signal) } };
+  }
+
+  /**
+   * A batch's answers, each item's within the batch's time budget (maxBatchMs, as geth bounds a batch by its
+   * write timeout): an item still unanswered when it runs out gets -32002 "Request timed out" with its id, and its
+   * upstream call, waiting or running, is abandoned. The others keep theirs: one slow item costs no other.
+   */
+  async function answerBatch(items: readonly ParsedItem[], clientKey: string): Promise<AnsweredItem[]> {
+    const budget = new AbortController();
+    const timedOut = new Promise<"timed-out">((resolve) => {
+      budget.signal.addEventListener("abort", () => resolve("timed-out"), { once: true });
+    });
+    const timer = setTimeout(() => budget.abort(new DOMException("the batch's time budget ran out", "TimeoutError")), limits.maxBatchMs);
+    const ctx = withinBudget(budget.signal);
+    try {
+      const answers = await Promise.all(
+        items.map(async (item) => {
+          const outcome = await Promise.race([answer(item, clientKey, ctx), timedOut]);
+          if (outcome !== "timed-out") return outcome;
+          if (item.ok && item.call.id === undefined) return null; // a notification gets no answer, late or not
+          const id = item.ok ? (item.call.id ?? null) : item.response.id;
+          return serialized(errorResponse(id, JSON_RPC_ERRORS.REQUEST_TIMED_OUT, "Request timed out", `the batch's answer is due within ${limits.maxBatchMs} ms; split the batch`));
+        }),
+      );
+      return answers.filter((a): a is AnsweredItem => a !== null);
+    } finally {
+      clearTimeout(timer);
+      budget.abort(); // a late item's upstream call, if any is still waiting for its turn, never starts
+    }
+  }
+
   /** One item's answer as JSON text (null for a notification), within maxResponseBytes. */
-  async function answer(item: ParsedItem, clientKey: string): Promise<AnsweredItem | null> {
+  async function answer(item: ParsedItem, clientKey: string, ctx: MethodContext = context): Promise<AnsweredItem | null> {
     // Every item takes a token, an invalid one too: refusing costs the gateway work as well.
     const allowed = rateLimiter.tryTake(clientKey);
     const id = item.ok ? (item.call.id ?? null) : item.response.id;
@@ -136,7 +145,7 @@ export async function startTemporalGateway(options: TemporalGatewayOptions): Pro
     const { call } = item;
     let response: JsonRpcResponse;
     try {
-      const result = await resolveMethod(call.method)(call.params, context);
+      const result = await resolveMethod(call.method)(call.params, ctx);
       response = { jsonrpc: "2.0", id, result };
     } catch (error) {
       if (error instanceof JsonRpcError) {
@@ -193,7 +202,7 @@ export async function startTemporalGateway(options: TemporalGatewayOptions): Pro
       const single = await answer(parsed.item, clientKey);
       return single === null ? send(204, null) : sendJson(200, single.json);
     }
-    const answers = (await Promise.all(parsed.items.map((item) => answer(item, clientKey)))).filter((a): a is AnsweredItem => a !== null);
+    const answers = await answerBatch(parsed.items, clientKey);
     return answers.length === 0 ? send(204, null) : sendJson(200, serializeBatch(answers, limits.maxResponseBytes));
   }
 

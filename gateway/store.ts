@@ -18,7 +18,10 @@ export interface TxTimestamp {
   txIndex: number | null;
   /** For received transactions: the max fee per gas it offered (the local fee-priority queue), wei. */
   maxFeePerGasWei: bigint | null;
-  /** When it was seen in a block (received ones: their wait ends there), ns. */
+  /**
+   * When the gateway first knew it in a block, ns: when it observed the block, or earlier, when a receipt asked for
+   * (temporal_getTransactionWaitTime) showed it included (received ones: their wait ends there).
+   */
   includedAtNs: bigint | null;
 }
 
@@ -142,16 +145,35 @@ export class TemporalStore {
   }
 
   /**
+   * A received transaction that a receipt shows in block `blockNumber` before the gateway recorded that block: it is
+   * included from `atNs` on. Recording the block keeps that moment (recordBlock); a block recorded at that number
+   * without the transaction un-includes it, and a reorg forgets it with the block (forgetBlocksFrom).
+   */
+  markIncluded(hash: Hex, blockNumber: bigint, txIndex: number, atNs: bigint): void {
+    this.db
+      .prepare("UPDATE tx_timestamps SET block_number = ?, tx_index = ?, included_at_ns = ? WHERE hash = ? AND block_number IS NULL")
+      .run(Number(blockNumber), txIndex, nsToBlob(atNs), hash.toLowerCase());
+  }
+
+  /**
    * Records a block and its transactions, in one commit: a transaction not seen before gets `observedAtNs` as its
-   * timestamp (source "observed"); one received earlier keeps its own and is marked included.
+   * timestamp (source "observed"); one received earlier keeps its own and is marked included (from when a receipt
+   * first showed it in this block, if one did: markIncluded). One marked included at this number by a receipt but
+   * absent from the block (the receipt's block was reorged away before it was recorded) is un-included.
    */
   recordBlock(block: Omit<BlockRecord, "transactionCount" | "maxTimestampNs">, txHashes: readonly Hex[]): BlockRecord {
     return this.db.transaction(() => {
       const insertObserved = this.db.prepare("INSERT INTO tx_timestamps (hash, timestamp_ns, source) VALUES (?, ?, 'observed') ON CONFLICT (hash) DO NOTHING");
-      const include = this.db.prepare("UPDATE tx_timestamps SET block_number = ?, tx_index = ?, included_at_ns = ? WHERE hash = ?");
+      const include = this.db.prepare(
+        "UPDATE tx_timestamps SET included_at_ns = CASE WHEN block_number = ?1 AND included_at_ns IS NOT NULL THEN included_at_ns ELSE ?3 END, block_number = ?1, tx_index = ?2 WHERE hash = ?4",
+      );
+      const hashes = txHashes.map((raw) => raw.toLowerCase());
+      const inBlock = new Set(hashes);
+      const markedHere = this.db.prepare("SELECT hash FROM tx_timestamps WHERE block_number = ?").all(Number(block.number)) as { hash: string }[];
+      const unInclude = this.db.prepare("UPDATE tx_timestamps SET block_number = NULL, tx_index = NULL, included_at_ns = NULL WHERE hash = ?");
+      for (const { hash } of markedHere) if (!inBlock.has(hash)) unInclude.run(hash);
       let maxTimestampNs: bigint | null = null;
-      txHashes.forEach((raw, index) => {
-        const hash = raw.toLowerCase();
+      hashes.forEach((hash, index) => {
         insertObserved.run(hash, nsToBlob(block.observedAtNs));
         include.run(Number(block.number), index, nsToBlob(block.observedAtNs), hash);
         const timestampNs = this.transaction(hash as Hex)!.timestampNs;

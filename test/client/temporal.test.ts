@@ -37,7 +37,7 @@ describe("client/temporal: createTemporalClient against a gateway", function () 
       upstreamUrl: chain.rpcUrl,
       dataDir: join(dir, subdir),
       time: { consensusNowNs: () => BigInt(Date.now()) * NS, meshState: () => meshState },
-      limits: { maxBodyBytes: 65_536, maxBatchItems: 10, maxResponseBytes: 1_048_576, requestsPerSecondPerClient: 0, maxConnections: 64 },
+      limits: { maxBodyBytes: 65_536, maxBatchItems: 10, maxBatchMs: 10_000, maxResponseBytes: 1_048_576, requestsPerSecondPerClient: 0, maxConnections: 64 },
       confirmations: 1,
       chainName: "local",
       legacyNumbers,

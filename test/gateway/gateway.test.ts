@@ -41,7 +41,7 @@ const LONE: MeshStateReport = {
   contradictions: [],
   refused: { packets: {}, coSignRequests: 0, coSignRequestsByRule: {}, relayedProofs: {} },
 };
-const LIMITS = { maxBodyBytes: 8_192, maxBatchItems: 5, maxResponseBytes: 65_536, requestsPerSecondPerClient: 0, maxConnections: 64 };
+const LIMITS = { maxBodyBytes: 8_192, maxBatchItems: 5, maxBatchMs: 10_000, maxResponseBytes: 65_536, requestsPerSecondPerClient: 0, maxConnections: 64 };
 const nowNs = () => BigInt(Date.now()) * 1_000_000n;
 
 interface Answer {
