@@ -72,6 +72,9 @@ export const FORWARDED_METHODS = new Set([
   "web3_clientVersion",
 ]);
 
+/** Served over WebSocket only (./ws.ts). */
+export const SUBSCRIPTION_METHODS: ReadonlySet<string> = new Set(["eth_subscribe", "eth_unsubscribe", "chain_subscribeFinalizedHeads", "chain_unsubscribeFinalizedHeads"]);
+
 /** Method families that carry keys, sign or administer: refused by name, whatever the chain would do. */
 const UNSAFE = /^(eth_sign|eth_signTransaction|eth_signTypedData.*|eth_sendTransaction|eth_accounts|eth_coinbase|personal_.*|admin_.*|debug_.*|miner_.*|txpool_.*|evm_.*|hardhat_.*|anvil_.*|engine_.*|clique_.*)$/;
 
@@ -302,6 +305,10 @@ export function resolveMethod(name: string): Method {
   if (own !== undefined) return own;
   if (FORWARDED_METHODS.has(name)) {
     return (params, ctx) => ctx.upstream.call(name, withFinalityTags(name, Array.isArray(params) ? params : [params], ctx.store, ctx.confirmations));
+  }
+  if (SUBSCRIPTION_METHODS.has(name)) {
+    // geth's answer over HTTP, with the way to get them.
+    throw new JsonRpcError(JSON_RPC_ERRORS.METHOD_NOT_FOUND, "notifications not supported", `${name} needs a WebSocket connection: ws:// on this same port`);
   }
   if (UNSAFE.test(name)) throw new JsonRpcError(JSON_RPC_ERRORS.METHOD_NOT_FOUND, "Method not allowed", `${name} would carry keys, sign or administer: never served`);
   throw new JsonRpcError(JSON_RPC_ERRORS.METHOD_NOT_FOUND, "Method not found", `${name} is neither a temporal method nor an allowed eth_* method (temporal_getLimits lists the limits)`);

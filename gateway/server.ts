@@ -7,6 +7,7 @@
  * too, and a body refused whole; each item over it gets -32005, and a client already over it gets HTTP 429 before
  * its body is parsed), connections. Bad input never crashes it and never earns a stack trace.
  */
+import { setMaxListeners } from "node:events";
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
 import { stringify } from "lossless-json";
@@ -47,6 +48,8 @@ export interface RunningGateway {
   readonly url: string;
   readonly store: TemporalStore;
   readonly observer: BlockObserver;
+  /** Open WebSocket subscriptions of every kind. */
+  subscriptionCount(): number;
   close(): Promise<void>;
 }
 
@@ -88,6 +91,7 @@ export async function startTemporalGateway(options: TemporalGatewayOptions): Pro
   const rateLimiter = new RateLimiter({ ratePerSecond: limits.requestsPerSecondPerClient });
   // A JSON-RPC call is a POST with content-type application/json: a browser preflights it, asking for that header.
   const cors = createCorsPolicy(options.corsAllowedOrigins ?? [], { methods: "POST", allowHeaders: "content-type" });
+  const rateLimitedMessage = `at most ${limits.requestsPerSecondPerClient} requests per second per client`;
   const context: MethodContext = {
     store,
     upstream,
@@ -110,6 +114,8 @@ export async function startTemporalGateway(options: TemporalGatewayOptions): Pro
    */
   async function answerBatch(items: readonly ParsedItem[], clientKey: string): Promise<AnsweredItem[]> {
     const budget = new AbortController();
+    // One listener per item waiting on it (its upstream call), and one for the race below: not a leak.
+    setMaxListeners(items.length + 1, budget.signal);
     const timedOut = new Promise<"timed-out">((resolve) => {
       budget.signal.addEventListener("abort", () => resolve("timed-out"), { once: true });
     });
@@ -139,7 +145,7 @@ export async function startTemporalGateway(options: TemporalGatewayOptions): Pro
     const id = item.ok ? (item.call.id ?? null) : item.response.id;
     const notification = item.ok && item.call.id === undefined;
     if (!allowed) {
-      return notification ? null : serialized(errorResponse(id, JSON_RPC_ERRORS.RATE_LIMITED, "Rate limit exceeded", `at most ${limits.requestsPerSecondPerClient} requests per second per client`));
+      return notification ? null : serialized(errorResponse(id, JSON_RPC_ERRORS.RATE_LIMITED, "Rate limit exceeded", rateLimitedMessage));
     }
     if (!item.ok) return serialized(item.response);
     const { call } = item;
@@ -191,7 +197,7 @@ export async function startTemporalGateway(options: TemporalGatewayOptions): Pro
     const retryAfterMs = rateLimiter.msUntilNextToken(clientKey);
     if (retryAfterMs > 0) {
       response.setHeader("retry-after", String(Math.ceil(retryAfterMs / 1000)));
-      return send(429, errorResponse(null, JSON_RPC_ERRORS.RATE_LIMITED, "Rate limit exceeded", `at most ${limits.requestsPerSecondPerClient} requests per second per client`));
+      return send(429, errorResponse(null, JSON_RPC_ERRORS.RATE_LIMITED, "Rate limit exceeded", rateLimitedMessage));
     }
     const parsed = parseBody(body, limits.maxBatchItems);
     if (parsed.kind === "error") {
@@ -213,7 +219,17 @@ export async function startTemporalGateway(options: TemporalGatewayOptions): Pro
       else response.destroy();
     });
   });
-  const sockets = attachGatewaySockets({ server, store, confirmations: options.confirmations, maxPayloadBytes: limits.maxBodyBytes, maxConnections: limits.maxConnections, answer });
+  const sockets = attachGatewaySockets({
+    server,
+    store,
+    upstream,
+    confirmations: options.confirmations,
+    maxPayloadBytes: limits.maxBodyBytes,
+    maxConnections: limits.maxConnections,
+    answer,
+    allow: (clientKey) => rateLimiter.tryTake(clientKey),
+    rateLimitedMessage,
+  });
   server.maxConnections = limits.maxConnections;
   server.headersTimeout = 10_000;
   server.requestTimeout = 30_000;
@@ -242,6 +258,7 @@ export async function startTemporalGateway(options: TemporalGatewayOptions): Pro
     url: `http://${options.host.includes(":") ? `[${options.host}]` : options.host}:${port}`,
     store,
     observer,
+    subscriptionCount: () => sockets.subscriptionCount(),
     async close() {
       stopped = true;
       if (timer !== undefined) clearTimeout(timer);

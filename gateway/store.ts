@@ -165,7 +165,7 @@ export class TemporalStore {
     return this.db.transaction(() => {
       const insertObserved = this.db.prepare("INSERT INTO tx_timestamps (hash, timestamp_ns, source) VALUES (?, ?, 'observed') ON CONFLICT (hash) DO NOTHING");
       const include = this.db.prepare(
-        "UPDATE tx_timestamps SET included_at_ns = CASE WHEN block_number = ?1 AND included_at_ns IS NOT NULL THEN included_at_ns ELSE ?3 END, block_number = ?1, tx_index = ?2 WHERE hash = ?4",
+        "UPDATE tx_timestamps SET included_at_ns = CASE WHEN block_number = @number AND included_at_ns IS NOT NULL THEN included_at_ns ELSE @atNs END, block_number = @number, tx_index = @index WHERE hash = @hash",
       );
       const hashes = txHashes.map((raw) => raw.toLowerCase());
       const inBlock = new Set(hashes);
@@ -175,7 +175,7 @@ export class TemporalStore {
       let maxTimestampNs: bigint | null = null;
       hashes.forEach((hash, index) => {
         insertObserved.run(hash, nsToBlob(block.observedAtNs));
-        include.run(Number(block.number), index, nsToBlob(block.observedAtNs), hash);
+        include.run({ number: Number(block.number), index, atNs: nsToBlob(block.observedAtNs), hash });
         const timestampNs = this.transaction(hash as Hex)!.timestampNs;
         if (maxTimestampNs === null || timestampNs > maxTimestampNs) maxTimestampNs = timestampNs;
       });

@@ -1,66 +1,96 @@
 /**
- * JSON-RPC over WebSocket on the gateway's port (docs/protocol.md §9.5): the same methods as over HTTP, and the
- * finalized-heads subscription:
+ * JSON-RPC over WebSocket on the gateway's port (docs/protocol.md §9.5): the same methods as over HTTP, and
+ * subscriptions to the chain's final blocks (./finality.ts: `confirmations` deep in the chain the gateway records):
  *
+ *   eth_subscribe(["newHeads"])                → a subscription id; then `eth_subscription` notifications
+ *                                                 { subscription, result: <block header, as geth sends it> }, one
+ *                                                 per final block, in order, from the next final block on
+ *   eth_subscribe(["logs", { address?, topics? }]) → the same, one notification per matching log of each final
+ *                                                 block, in block and log order (filters: ./subscriptions.ts)
+ *   eth_unsubscribe([id])                      → true; an id this connection does not hold: -32000 "subscription
+ *                                                 not found", as geth
  *   chain_subscribeFinalizedHeads([cursor?])   → a subscription id; then `chain_finalizedHead` notifications
  *                                                 { subscription, result: { number, hash, parentHash } }, one per
- *                                                 final block (rpcConfirmations deep) in order, from cursor + 1
- *                                                 (a reconnecting client passes the last number it got: no gap,
- *                                                 no repeat), or from the next final block without a cursor
- *   chain_unsubscribeFinalizedHeads([id])      → true
+ *                                                 final block in order, from cursor + 1 (a reconnecting client
+ *                                                 passes the last number it got: no gap, no repeat), or from the
+ *                                                 next final block without a cursor
+ *   chain_unsubscribeFinalizedHeads([id])      → true, or false for an id it does not hold
  *
- * Only final blocks are sent, so none is ever retracted short of a reorg deeper than the confirmations. At most
- * MAX_SUBSCRIPTIONS_PER_SOCKET per connection; frames are bounded by the body limit; a socket that does not read
- * its notifications (more than MAX_BUFFERED_BYTES queued) is closed.
+ * `newHeads` follows the finalized head, not the latest: each head is sent once, never retracted short of a reorg
+ * deeper than the confirmations (so no `removed: true` log is ever sent), and every block number from the
+ * subscription on is sent, however many blocks one poll of the chain found: a subscription keeps its own cursor
+ * and waits for a block a reorg took away rather than skip it. Whatever became final while a client was away is
+ * the client's to fetch (eth_getBlockByNumber, eth_getLogs), or, for finalized heads, to resume from its cursor.
+ *
+ * Every subscribe call takes a rate-limit token like any call. At most MAX_SUBSCRIPTIONS_PER_SOCKET subscriptions
+ * of any kind per connection; frames are bounded by the body limit; a socket that does not read its notifications
+ * (more than MAX_BUFFERED_BYTES queued) is closed.
  */
+import { randomBytes } from "node:crypto";
 import type { Server } from "node:http";
 import { stringify } from "lossless-json";
 import { WebSocketServer, type RawData, type WebSocket } from "ws";
+import { finalizedNumber } from "./finality";
 import { errorResponse, JSON_RPC_ERRORS, JsonRpcError, parseBody, type JsonRpcCall, type ParsedItem } from "./jsonrpc";
-import { blockNumberParam } from "./methods";
-import type { TemporalStore } from "./store";
+import { blockNumberParam, SUBSCRIPTION_METHODS, type Upstream } from "./methods";
+import type { BlockRecord, TemporalStore } from "./store";
+import { FinalBlockFeed, logMatches, parseEthSubscribe, type LogFilter } from "./subscriptions";
 
-export const MAX_SUBSCRIPTIONS_PER_SOCKET = 4;
+/** Subscriptions of every kind on one connection (ethers and viem open one per event or watcher). */
+export const MAX_SUBSCRIPTIONS_PER_SOCKET = 16;
 const MAX_BUFFERED_BYTES = 4 * 1024 * 1024;
-/** Notifications sent per subscription per pump (the rest on the next). */
+/** Blocks sent per subscription per pump (the rest on the next). */
 const BLOCKS_PER_PUMP = 100;
 
+type Kind = "finalizedHeads" | "newHeads" | "logs";
+
 interface Subscription {
+  /** geth's form: 16 random bytes as 0x-hex, so that no id can be guessed. */
   id: string;
-  /** The next block number to send. */
-  next: bigint;
+  kind: Kind;
+  /** For logs. */
+  filter: LogFilter | null;
+  /** The next block number to send; null until the gateway has recorded a block (then: the first it recorded). */
+  next: bigint | null;
+  /** A pump of this subscription still running (one at a time: each block goes out once, in order). */
+  pumping: boolean;
 }
 
 export interface GatewaySocketServer {
   /** Sends every subscription what became final since; called after each block observation. */
-  pump(): void;
+  pump(): Promise<void>;
+  /** Open subscriptions of every kind, on every connection. */
+  subscriptionCount(): number;
   close(): void;
 }
 
 export function attachGatewaySockets(options: {
   server: Server;
   store: TemporalStore;
+  upstream: Upstream;
   confirmations: number;
   maxPayloadBytes: number;
   maxConnections: number;
   /** The HTTP path's answer for one parsed item (the same methods). */
   answer: (item: ParsedItem, clientKey: string) => Promise<{ json: string } | null>;
+  /** Takes a client's rate-limit token for a subscription call; false when it is over its rate. */
+  allow: (clientKey: string) => boolean;
+  /** What a call over the rate is told. */
+  rateLimitedMessage: string;
 }): GatewaySocketServer {
   const { store } = options;
   const wss = new WebSocketServer({ noServer: true, maxPayload: options.maxPayloadBytes, clientTracking: true });
   const subscriptions = new Map<WebSocket, Subscription[]>();
-  let nextSubscriptionId = 1;
+  const feed = new FinalBlockFeed(options.upstream);
 
-  function finalNumber(): bigint {
-    const latest = store.latestBlock();
-    return latest === undefined ? -1n : latest.number - BigInt(options.confirmations);
-  }
+  const finalNumber = () => finalizedNumber(store, options.confirmations);
 
   function send(socket: WebSocket, message: unknown): void {
     sendText(socket, stringify(message)!);
   }
 
   function sendText(socket: WebSocket, json: string): void {
+    if (socket.readyState !== socket.OPEN) return;
     if (socket.bufferedAmount > MAX_BUFFERED_BYTES) {
       socket.close(1008, "notifications not read");
       return;
@@ -68,44 +98,104 @@ export function attachGatewaySockets(options: {
     socket.send(json);
   }
 
-  function pumpOne(socket: WebSocket, subscription: Subscription): void {
-    const final = finalNumber();
-    for (let sent = 0; subscription.next <= final && sent < BLOCKS_PER_PUMP; sent++) {
-      const block = store.block(subscription.next);
-      if (block === undefined) return; // forgotten by a reorg and not recorded again yet: wait, never skip
-      send(socket, { jsonrpc: "2.0", method: "chain_finalizedHead", params: { subscription: subscription.id, result: { number: block.number.toString(), hash: block.hash, parentHash: block.parentHash } } });
-      subscription.next += 1n;
+  /** Sends one recorded block to a subscription; false when the block's content is not to be had yet (wait). */
+  async function deliver(socket: WebSocket, subscription: Subscription, block: BlockRecord): Promise<boolean> {
+    if (subscription.kind === "finalizedHeads") {
+      const result = { number: block.number.toString(), hash: block.hash, parentHash: block.parentHash };
+      send(socket, { jsonrpc: "2.0", method: "chain_finalizedHead", params: { subscription: subscription.id, result } });
+      return true;
+    }
+    const notify = (result: unknown) => send(socket, { jsonrpc: "2.0", method: "eth_subscription", params: { subscription: subscription.id, result } });
+    if (subscription.kind === "newHeads") {
+      const header = await feed.header(block);
+      if (header === null) return false;
+      notify(header);
+      return true;
+    }
+    const logs = await feed.logs(block);
+    if (logs === null) return false;
+    for (const log of logs) if (logMatches(subscription.filter!, log)) notify(log);
+    return true;
+  }
+
+  async function pumpOne(socket: WebSocket, subscription: Subscription): Promise<void> {
+    if (subscription.pumping) return; // the running pump will get there; the next one picks up the rest
+    subscription.pumping = true;
+    try {
+      if (subscription.next === null) {
+        const first = store.firstBlock();
+        if (first === undefined) return;
+        subscription.next = first.number;
+      }
+      const final = finalNumber();
+      for (let sent = 0; subscription.next <= final && sent < BLOCKS_PER_PUMP; sent++) {
+        if (!isHeld(socket, subscription)) return;
+        const block = store.block(subscription.next);
+        if (block === undefined) return; // forgotten by a reorg and not recorded again yet: wait, never skip
+        if (!(await deliver(socket, subscription, block))) return;
+        subscription.next += 1n;
+      }
+    } finally {
+      subscription.pumping = false;
     }
   }
 
-  function subscribe(socket: WebSocket, call: JsonRpcCall): unknown {
-    const params = Array.isArray(call.params) ? call.params : [];
-    if (params.length > 1) throw new JsonRpcError(JSON_RPC_ERRORS.INVALID_PARAMS, "Invalid params", "expected [cursor?]");
+  function isHeld(socket: WebSocket, subscription: Subscription): boolean {
+    return socket.readyState === socket.OPEN && (subscriptions.get(socket)?.includes(subscription) ?? false);
+  }
+
+  /** Where a subscription without a cursor starts: the next final block (the first recorded, before any is). */
+  function nextFinal(): bigint | null {
+    return store.latestBlock() === undefined ? null : finalNumber() + 1n;
+  }
+
+  function hold(socket: WebSocket, kind: Kind, next: bigint | null, filter: LogFilter | null = null): string {
     const held = subscriptions.get(socket) ?? [];
-    if (held.length >= MAX_SUBSCRIPTIONS_PER_SOCKET) throw new JsonRpcError(JSON_RPC_ERRORS.INVALID_REQUEST, "Invalid Request", `at most ${MAX_SUBSCRIPTIONS_PER_SOCKET} subscriptions per connection`);
-    let next: bigint;
-    if (params.length === 1) {
-      const cursor = blockNumberParam(params[0]);
-      next = cursor + 1n;
-      const first = store.firstBlock();
-      if (first === undefined || next < first.number) {
-        throw new JsonRpcError(JSON_RPC_ERRORS.INVALID_PARAMS, "Invalid params", `cursor ${cursor} is before this gateway's history (it starts at block ${first?.number ?? "none yet"})`);
-      }
-    } else {
-      next = finalNumber() + 1n;
+    if (held.length >= MAX_SUBSCRIPTIONS_PER_SOCKET) {
+      throw new JsonRpcError(JSON_RPC_ERRORS.INVALID_REQUEST, "Invalid Request", `at most ${MAX_SUBSCRIPTIONS_PER_SOCKET} subscriptions per connection`);
     }
-    const subscription = { id: `0x${(nextSubscriptionId++).toString(16)}`, next };
+    const subscription: Subscription = { id: `0x${randomBytes(16).toString("hex")}`, kind, filter, next, pumping: false };
     subscriptions.set(socket, [...held, subscription]);
-    setImmediate(() => pumpOne(socket, subscription)); // after the subscription id is answered
+    // After the subscription id is answered: a client must know the id before its first notification.
+    setImmediate(() => void pumpOne(socket, subscription).catch(() => undefined));
     return subscription.id;
   }
 
-  function unsubscribe(socket: WebSocket, call: JsonRpcCall): unknown {
+  function subscribeFinalizedHeads(socket: WebSocket, call: JsonRpcCall): string {
+    const params = Array.isArray(call.params) ? call.params : [];
+    if (params.length > 1) throw new JsonRpcError(JSON_RPC_ERRORS.INVALID_PARAMS, "Invalid params", "expected [cursor?]");
+    if (params.length === 0) return hold(socket, "finalizedHeads", nextFinal());
+    const cursor = blockNumberParam(params[0]);
+    const first = store.firstBlock();
+    if (first === undefined || cursor + 1n < first.number) {
+      throw new JsonRpcError(JSON_RPC_ERRORS.INVALID_PARAMS, "Invalid params", `cursor ${cursor} is before this gateway's history (it starts at block ${first?.number ?? "none yet"})`);
+    }
+    return hold(socket, "finalizedHeads", cursor + 1n);
+  }
+
+  function unsubscribe(socket: WebSocket, call: JsonRpcCall, kinds: readonly Kind[]): boolean {
     const [id] = Array.isArray(call.params) ? call.params : [];
     if (typeof id !== "string") throw new JsonRpcError(JSON_RPC_ERRORS.INVALID_PARAMS, "Invalid params", "expected [subscription id]");
     const held = subscriptions.get(socket) ?? [];
-    subscriptions.set(socket, held.filter((subscription) => subscription.id !== id));
-    return held.some((subscription) => subscription.id === id);
+    const kept = held.filter((subscription) => subscription.id !== id || !kinds.includes(subscription.kind));
+    subscriptions.set(socket, kept);
+    return kept.length < held.length;
+  }
+
+  function subscriptionCall(socket: WebSocket, call: JsonRpcCall): unknown {
+    switch (call.method) {
+      case "eth_subscribe": {
+        const wanted = parseEthSubscribe(call.params);
+        return hold(socket, wanted.kind, nextFinal(), wanted.kind === "logs" ? wanted.filter : null);
+      }
+      case "eth_unsubscribe":
+        if (!unsubscribe(socket, call, ["newHeads", "logs"])) throw new JsonRpcError(JSON_RPC_ERRORS.UPSTREAM_ERROR, "subscription not found");
+        return true;
+      case "chain_subscribeFinalizedHeads":
+        return subscribeFinalizedHeads(socket, call);
+      default:
+        return unsubscribe(socket, call, ["finalizedHeads"]);
+    }
   }
 
   async function onMessage(socket: WebSocket, data: RawData, clientKey: string): Promise<void> {
@@ -116,11 +206,14 @@ export function attachGatewaySockets(options: {
       return;
     }
     const { item } = parsed;
-    if (item.ok && (item.call.method === "chain_subscribeFinalizedHeads" || item.call.method === "chain_unsubscribeFinalizedHeads")) {
+    if (item.ok && SUBSCRIPTION_METHODS.has(item.call.method)) {
       const id = item.call.id ?? null;
+      if (!options.allow(clientKey)) {
+        send(socket, errorResponse(id, JSON_RPC_ERRORS.RATE_LIMITED, "Rate limit exceeded", options.rateLimitedMessage));
+        return;
+      }
       try {
-        const result = item.call.method === "chain_subscribeFinalizedHeads" ? subscribe(socket, item.call) : unsubscribe(socket, item.call);
-        send(socket, { jsonrpc: "2.0", id, result });
+        send(socket, { jsonrpc: "2.0", id, result: subscriptionCall(socket, item.call) });
       } catch (error) {
         const rpcError = error instanceof JsonRpcError ? error : new JsonRpcError(JSON_RPC_ERRORS.INTERNAL_ERROR, "Internal error");
         send(socket, errorResponse(id, rpcError.code, rpcError.message, rpcError.data));
@@ -147,8 +240,16 @@ export function attachGatewaySockets(options: {
   });
 
   return {
-    pump() {
-      for (const [socket, held] of subscriptions) for (const subscription of held) pumpOne(socket, subscription);
+    async pump() {
+      const pumps: Promise<void>[] = [];
+      for (const [socket, held] of subscriptions) for (const subscription of held) pumps.push(pumpOne(socket, subscription));
+      // One subscription's failed fetch (the chain away) costs the others nothing; it is retried at the next pump.
+      await Promise.allSettled(pumps);
+    },
+    subscriptionCount() {
+      let count = 0;
+      for (const held of subscriptions.values()) count += held.length;
+      return count;
     },
     close() {
       for (const client of wss.clients) client.terminate();

@@ -424,7 +424,7 @@ for (const chainKind of CHAIN_KINDS) describe(`temporal JSON-RPC gateway (gatewa
       second.socket.close();
     });
 
-    it("refuses a cursor before its history, a batch in one message and a fifth subscription, each with a clear error", async () => {
+    it("refuses a cursor before its history, a batch in one message and a seventeenth subscription, each with a clear error", async () => {
       // A gateway started now: its history begins at the current head, long after block 0.
       const late = await start({ dataDir: join(dir, "late") });
       try {
@@ -441,10 +441,10 @@ for (const chainKind of CHAIN_KINDS) describe(`temporal JSON-RPC gateway (gatewa
       const client = await open(gateway.url);
       client.socket.send(JSON.stringify([{ jsonrpc: "2.0", id: 2, method: "eth_chainId" }]));
       expect(((await client.next((m) => (m.error as { data?: string } | undefined)?.data === "one call per WebSocket message")).error as { code: number }).code).to.equal(-32600);
-      for (let id = 10; id < 14; id++) client.socket.send(JSON.stringify({ jsonrpc: "2.0", id, method: "chain_subscribeFinalizedHeads", params: [] }));
-      for (let id = 10; id < 14; id++) expect((await client.next((m) => m.id === id)).result).to.match(/^0x/);
-      client.socket.send(JSON.stringify({ jsonrpc: "2.0", id: 14, method: "chain_subscribeFinalizedHeads", params: [] }));
-      expect(((await client.next((m) => m.id === 14)).error as { code: number }).code).to.equal(-32600);
+      for (let id = 10; id < 26; id++) client.socket.send(JSON.stringify({ jsonrpc: "2.0", id, method: "chain_subscribeFinalizedHeads", params: [] }));
+      for (let id = 10; id < 26; id++) expect((await client.next((m) => m.id === id)).result).to.match(/^0x/);
+      client.socket.send(JSON.stringify({ jsonrpc: "2.0", id: 26, method: "chain_subscribeFinalizedHeads", params: [] }));
+      expect((await client.next((m) => m.id === 26)).error).to.deep.equal({ code: -32600, message: "Invalid Request", data: "at most 16 subscriptions per connection" });
       client.socket.close();
     });
 

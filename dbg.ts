@@ -1,0 +1,25 @@
+import pino from "pino";
+import { mkdtempSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { createPublicClient, webSocket, parseAbiItem } from "viem";
+import { startTemporalGateway } from "./node/rpc/server";
+import { startChainProcess, stopChainProcess } from "./scripts/chainProcess";
+(async () => {
+  const chain = await startChainProcess(31337);
+  const opts = { host: "127.0.0.1", port: 0, upstreamUrl: chain.rpcUrl, dataDir: mkdtempSync(join(tmpdir(), "dbg-")), time: { consensusNowNs: () => 1n, meshState: () => ({}) as any }, limits: { maxBodyBytes: 1e6, maxBatchItems: 1000, maxBatchMs: 1e4, maxResponseBytes: 4e6, requestsPerSecondPerClient: 0, maxConnections: 64 }, confirmations: 1, chainName: "x", legacyNumbers: false, pollIntervalMs: 100, logger: pino({ level: "warn" }) };
+  let gw = await startTemporalGateway(opts);
+  await fetch(chain.rpcUrl, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ jsonrpc: "2.0", id: 1, method: "evm_setIntervalMining", params: [200] }) });
+  const client = createPublicClient({ transport: webSocket(gw.url.replace("http", "ws"), { reconnect: { attempts: 200, delay: 100 }, retryCount: 0 }) });
+  client.watchBlocks({ onBlock: (b) => console.log("block", b?.number), onError: (e) => console.log("blocks error", e.name) });
+  client.watchEvent({ address: "0x0000000000000000000000000000000000000001", event: parseAbiItem("event Ping(uint256 value)"), onLogs: () => {}, onError: (e) => console.log("events error", e.name) });
+  await new Promise((r) => setTimeout(r, 1500));
+  console.log("subs", gw.subscriptionCount());
+  const port = Number(new URL(gw.url).port);
+  await gw.close(); console.log("closed");
+  await new Promise((r) => setTimeout(r, 1000));
+  gw = await startTemporalGateway({ ...opts, port }); console.log("restarted");
+  await new Promise((r) => setTimeout(r, 2000));
+  console.log("subs", gw.subscriptionCount());
+  await gw.close(); await stopChainProcess(chain); process.exit(0);
+})();
