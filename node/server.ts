@@ -71,7 +71,7 @@ function urlHost(host: string): string {
 /**
  * A listen failure the operator can fix, as one sentence naming the setting, the port and the host, with the
  * cause attached: a busy port (EADDRINUSE), a port this user may not bind (EACCES), a host that is not an address
- * of this machine (EADDRNOTAVAIL). node:net gives `code`; gRPC only puts it in the message. Others pass unchanged.
+ * of this host (EADDRNOTAVAIL). node:net gives `code`; gRPC only puts it in the message. Others pass unchanged.
  */
 export function listenError(error: unknown, setting: "restPort" | "grpcPort" | "rpcPort", host: string, port: number): unknown {
   if (!(error instanceof Error)) return error;

@@ -266,7 +266,7 @@ export async function startLocalNetwork(options: StartLocalNetworkOptions): Prom
       temporalRpc: gateways,
       ntp: ntp.filter((url) => url !== ""),
       programs: [
-        ...chains.map((chain) => ({ name: `chain ${chain.name}`, program: "hardhat node", pid: chain.process.child.pid!, endpoints: { rpc: chain.rpcUrl } })),
+        ...chains.map((chain) => ({ name: `chain ${chain.name}`, program: chain.process.kind, pid: chain.process.child.pid!, endpoints: { rpc: chain.rpcUrl } })),
         ...nodes.map((node, index) => ({ name: `node ${index + 1}`, program: "ats-node", pid: node.pid!, endpoints: nodeEndpoints(node) })),
         { name: "gateway", program: "ats-gateway", pid: gateway.child.pid!, endpoints: { rpc: gateway.printed.endpoints.rpc, ws: gateway.printed.endpoints.ws } },
       ],

@@ -1,5 +1,5 @@
 /**
- * The local supervisor: a unit on this machine without systemd (tests, the local network). Its folder holds
+ * The local supervisor: a unit on a host without systemd (tests, the local network). Its folder holds
  *
  *   unit.json     { "configFile": "node.json", "modulesDir": "/…/node_modules" } (modulesDir optional): written by
  *                 whoever sets the node up, read here, never written by the agent

@@ -100,7 +100,7 @@ export interface TokenRequest {
 /** Fetches a token from the challenge's realm (docs.docker.com "Token Authentication Specification"). */
 export async function fetchToken(request: TokenRequest): Promise<string> {
   const { challenge, credentials, registryOrigin } = request;
-  // The realm comes from the registry's answer: over plain http from a host off this machine, anyone on the path
+  // The realm comes from the registry's answer: over plain http from another host, anyone on the path
   // could have named their own realm, and the credentials would go to it. Anonymous tokens carry no secret.
   if (credentials !== null && !isSecureOrLoopback(new URL(registryOrigin))) {
     throw refuse(`registry ${registryOrigin}: its token challenge came over plain http, so its realm is not trusted with the ${credentials.from}`, { registry: registryOrigin });

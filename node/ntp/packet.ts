@@ -6,7 +6,7 @@
  * - `encodeNtpReply` builds the 48-byte server reply (mode 4) of RFC 5905 Appendix A.5.3 `fast_xmit`;
  * - `encodeKissOfDeath` builds a Kiss-o'-Death (RFC 5905 §7.4: stratum 0, the kiss code in the reference id);
  * - timestamps convert between Unix nanoseconds and the 64-bit NTP format (RFC 5905 §6) across eras: the 32-bit
- *   seconds field wraps every 2^32 s (era 1 starts 2036-02-07T06:28:16Z), and a decoder picks the era nearest a
+ *   seconds field wraps every 2^32 s (era 1 starts 2^32 s after the 1900 epoch, in 2036), and a decoder picks the era nearest a
  *   pivot time, as §6 prescribes ("the correct era ... from the nearest 68 years");
  * - durations (root delay, root dispersion) go to the 32-bit NTP short format (16.16 s), rounded UP, so that a
  *   bound carried in them is never understated.
