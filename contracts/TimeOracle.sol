@@ -622,8 +622,8 @@ contract TimeOracle is ITimeOracle, AccessControlDefaultAdminRules {
                     }
                 }
                 // ---- Rule 1, continued: the card is valid now, and its signature's r and s are in range, s low (the
-                // precompile would accept a high s). When the card is absent (card = cardsEnd) the words read at card + 96..112
-                // lie in free scratch memory after the copy, and the result is discarded.
+                // precompile would accept a high s). When the card is absent (card = cardsEnd) the words read at
+                // card + 96..112 lie in free scratch memory after the copy, and the result is discarded.
                 failed := or(
                     or(
                         failed,
