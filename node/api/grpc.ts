@@ -26,6 +26,7 @@ import { admitClient, verifyWithOptionalChain, type TransportContext } from "./c
 import { toGrpcError } from "../../wire/errorMapping";
 import { throwIfRejected, withStrictRequestDecoding } from "./grpcWire";
 import { checkDurationNs } from "./input";
+import { NewerMoments } from "./newerMoments";
 import type { Transport } from "./metrics";
 
 import {
@@ -380,11 +381,14 @@ export function createGrpcServer(context: TransportContext): grpc.Server {
         limits.grpcMinStreamIntervalNs,
         limits.grpcMaxStreamIntervalNs,
       );
+      const sent = new NewerMoments();
       const send = (): void => {
         try {
           // Skip an update rather than queue without bound when the client reads slowly.
           if (call.writableNeedDrain) return;
           const signed = service.current();
+          // Each message carries a moment newer than the stream's previous one (newerMoments.ts).
+          if (!sent.admit(signed)) return;
           call.write(responses.response(signed, requestId));
           metrics.countServedProof(TRANSPORT, signed);
         } catch (error) {

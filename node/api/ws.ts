@@ -15,7 +15,9 @@
  *       → {"type":"subscribed","id":"<id>","interval":<ns>}
  *   {"type":"unsubscribe","id":"<id>"} → {"type":"unsubscribed","id":"<id>"}
  * Server → client, every interval of each subscription, from the service's cached proofs (no signing here; one
- * timer per distinct interval and a node-wide push budget, pushScheduler.ts, so updates may be skipped under load):
+ * timer per distinct interval and a node-wide push budget, pushScheduler.ts, so updates may be skipped under load).
+ * Each push carries a moment strictly newer than the subscription's previous push; a tick with nothing newer
+ * sends nothing (newerMoments.ts):
  *   {"nanoMoment":"<dec>","accuracy":<ns>,"id":"<subscription id>"[,"proof":{…docs/protocol.md §9.1 proof…}]}
  * Errors: {"type":"error","message":"…"} for bad JSON, unknown types or fields, bad interval, too many
  * subscriptions, binary frames, and "Rate limit exceeded" (each client message takes a rate-limit token). The
@@ -31,6 +33,7 @@ import type { SignedTime } from "../core/types";
 import { API_KEY_HEADER } from "../../wire/auth";
 import { CLIENT_MESSAGES, schemaProblem, type SubscribeMessage, type UnsubscribeMessage } from "../../wire/ws";
 import { admitClient, type TransportContext } from "./context";
+import { NewerMoments } from "./newerMoments";
 import type { PushChannel } from "./pushScheduler";
 import { TurnBudget } from "./turnBudget";
 import { TurnQueue } from "./turnQueue";
@@ -62,6 +65,8 @@ interface Subscription {
   id: string;
   intervalNs: bigint;
   includeProof: boolean;
+  /** The moment of its last push: the next must be newer. */
+  sent: NewerMoments;
   /** Stops its pushes (context.pushes). */
   cancel: () => void;
 }
@@ -186,6 +191,8 @@ export function attachStreamServer(server: Server, context: TransportContext): S
       closeWith(ws, WS_CLOSE_INTERNAL_ERROR, INTERNAL_ERROR_MESSAGE);
       return;
     }
+    // Each push carries a moment newer than the subscription's previous push (newerMoments.ts).
+    if (!subscription.sent.admit(signed)) return;
     ws.send(frames.frame(signed, subscription.id, subscription.includeProof));
     metrics.countServedProof("ws", signed);
   }
@@ -225,6 +232,7 @@ export function attachStreamServer(server: Server, context: TransportContext): S
           id,
           intervalNs: message.intervalNs,
           includeProof: message.includeProof,
+          sent: new NewerMoments(),
           cancel: () => undefined,
         };
         subscription.cancel = pushes.add(Number(message.intervalNs / NS_PER_MS), () => push(ws, subscription), state.channel);

@@ -12,7 +12,7 @@ import { proofFromJson } from "../../../protocol/json";
 import { ValidationError } from "../../../protocol/errors";
 import { loadConfig } from "../../../node/config";
 import { concatEntries, entriesOf, NODE_ADDRESSES, validProof } from "../../protocol/fixtures";
-import { http, startTestNode, waitFor, type TestNode } from "./helpers";
+import { freezeCurrentProof, http, startTestNode, waitFor, type TestNode } from "./helpers";
 
 /** The round fields of a lone node's ConsensusProof: proto3 defaults (docs/protocol.md §9.4). */
 const LONE_NODE_ROUND = { members: 0, threshold: 0, time_ns: "", deviation_ns: "", window_ns: "", readings: [], excluded: [] };
@@ -260,6 +260,30 @@ describe("node/api/grpc", function () {
     const bad = (client as unknown as { StreamTime(request: unknown): grpc.ClientReadableStream<TimeResponseMessage> }).StreamTime({ interval_ns: "5" });
     const error = await new Promise<grpc.ServiceError>((resolve) => bad.on("error", resolve));
     expect(error.code).to.equal(grpc.status.INVALID_ARGUMENT);
+  });
+
+  it("StreamTime never repeats a moment: a tick with no newer proof sends nothing", async function () {
+    // The served proof stands still (as between two node ticks) while the stream's interval ticks on.
+    const { frozen, reads, restore } = freezeCurrentProof(t.service);
+    const stream = (client as unknown as { StreamTime(request: unknown): grpc.ClientReadableStream<TimeResponseMessage> }).StreamTime({
+      interval_ns: "2000000",
+    });
+    const moments: bigint[] = [];
+    stream.on("data", (message: TimeResponseMessage) => moments.push(BigInt(message.nano_moment)));
+    stream.on("error", () => undefined);
+    try {
+      await waitFor(() => reads() >= 5, "five pushes due while the proof stands still");
+    } finally {
+      restore();
+    }
+    try {
+      // A newer proof ends the wait; messages arrive in order, so every push made meanwhile arrived before it.
+      await waitFor(() => moments.some((moment) => moment > frozen.proof.nanoMoment), "a newer moment");
+    } finally {
+      stream.cancel();
+    }
+    expect(moments.filter((moment) => moment === frozen.proof.nanoMoment), "the standing proof, once").to.have.length(1);
+    for (let i = 1; i < moments.length; i += 1) expect(moments[i]! > moments[i - 1]!, `push ${i} newer than push ${i - 1}`).to.equal(true);
   });
 
   it("StreamTime counts against the client's stream share: beyond maxStreamsPerClient, RESOURCE_EXHAUSTED", async function () {

@@ -17,6 +17,7 @@ import { DevTimeCard } from "../../../node/card/dev";
 import { loadConfig, type NodeConfig, type SettingName } from "../../../node/config";
 import { createTimeService } from "../../../node/compose";
 import type { CoreTimeService } from "../../../node/core";
+import type { SignedTime } from "../../../node/core/types";
 import type { TransportLimits } from "../../../node/api/context";
 import { startNode, type RunningNode } from "../../../node/server";
 
@@ -162,4 +163,19 @@ export function grpcCurrentProof(target: string, credentials: grpc.ChannelCreden
       else resolve(proofJsonFromMessage(response.nano_moment, response.proof));
     });
   });
+}
+
+/**
+ * Makes the service serve one proof while the test runs, as between two node ticks: `reads` counts the pushes
+ * and requests that asked for it; `restore()` serves the real proofs again.
+ */
+export function freezeCurrentProof(service: CoreTimeService): { frozen: SignedTime; reads: () => number; restore: () => void } {
+  const served = service.current;
+  const frozen = served();
+  let reads = 0;
+  service.current = () => {
+    reads += 1;
+    return frozen;
+  };
+  return { frozen, reads: () => reads, restore: () => (service.current = served) };
 }

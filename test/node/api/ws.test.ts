@@ -3,7 +3,7 @@ import { expect } from "chai";
 import WebSocket from "ws";
 import { parseJsonLossless, proofFromJson } from "../../../protocol/json";
 import { createVerifyContext, verifyTimeProof } from "../../../protocol/verify";
-import { http, startTestNode, waitFor, type TestNode } from "./helpers";
+import { freezeCurrentProof, http, startTestNode, waitFor, type TestNode } from "./helpers";
 import { PushScheduler } from "../../../node/api/pushScheduler";
 
 interface Frame {
@@ -105,6 +105,24 @@ describe("node/api/ws", function () {
       nowNs: BigInt(Date.now()) * 1_000_000n,
     });
     expect(verifyTimeProof(proof, context)).to.deep.include({ valid: true });
+  });
+
+  it("never pushes the same moment twice on a subscription: a tick with no newer proof sends nothing", async function () {
+    const client = await open();
+    // The served proof stands still (as between two node ticks) while the subscription's interval ticks on.
+    const { frozen, reads, restore } = freezeCurrentProof(t.service);
+    try {
+      client.send({ type: "subscribe", interval: 2_000_000, accuracy: "hardware" });
+      await client.next((frame) => frame["type"] === "subscribed", "subscribed");
+      await waitFor(() => reads() >= 5, "five pushes due while the proof stands still");
+    } finally {
+      restore();
+    }
+    // A newer proof ends the wait; frames arrive in order, so every push made meanwhile arrived before it.
+    await waitFor(() => client.frames.some((frame) => isUpdate(frame) && BigInt(String(frame["nanoMoment"])) > frozen.proof.nanoMoment), "a newer moment");
+    const moments = client.frames.filter(isUpdate).map((frame) => BigInt(String(frame["nanoMoment"])));
+    expect(moments.filter((moment) => moment === frozen.proof.nanoMoment), "the standing proof, once").to.have.length(1);
+    for (let i = 1; i < moments.length; i += 1) expect(moments[i]! > moments[i - 1]!, `push ${i} newer than push ${i - 1}`).to.equal(true);
   });
 
   it("hands the push scheduler each connection's socket as the channel of its subscriptions", async function () {
