@@ -4,12 +4,13 @@
  * - hardhat: `hardhat node --hostname 127.0.0.1 --port <free port>` with its own chain id (ATS_CHAIN_ID, read by
  *   hardhat.config.ts) and blocks that may share a timestamp (ATS_SAME_TIMESTAMP_BLOCKS, so that a burst of
  *   transactions does not run the chain clock ahead of the wall clock);
- * - anvil: Foundry's node from the npm `@foundry-rs/anvil` package (its platform binary, started directly so that
- *   signals reach it), `anvil --host 127.0.0.1 --port <free port> --chain-id <id>`; its blocks take the wall clock
+ * - anvil: Foundry's node from the npm `@foundry-rs/anvil` package (its platform binary, not the package's launcher,
+ *   so that signals reach it), `anvil --host 127.0.0.1 --port <free port> --chain-id <id>`; its blocks take the wall clock
  *   and may share a second already.
  *
- * Each is started until it serves, killed on a start that does not finish, stopped and awaited. Used by `npm start`
- * (scripts/network.ts), the relayer's and the gateway's tests and the benchmarks. What differs between the two
+ * Each runs under scripts/superviseWithParent.js, so that it stops when the process that started it dies (SIGKILL,
+ * a crash); it is started until it serves, killed on a start that does not finish, stopped and awaited. Used by
+ * `npm start` (scripts/network.ts), the relayer's and the gateway's tests and the benchmarks. What differs between the two
  * beyond the start (test controls, the `finalized` tag, real reorgs) is scripts/chainControl.ts.
  */
 import { spawn, type ChildProcess } from "node:child_process";
@@ -19,6 +20,7 @@ import { dirname, join } from "node:path";
 
 const HARDHAT_CLI = require.resolve("hardhat/internal/cli/cli.js");
 const ROOT = join(__dirname, "..");
+const SUPERVISOR = join(__dirname, "superviseWithParent.js");
 
 /** The EVM implementations a local chain can run on. */
 export const CHAIN_KINDS = ["hardhat", "anvil"] as const;
@@ -68,17 +70,38 @@ export function anvilBinary(): string {
   return binary;
 }
 
-function spawnChain(kind: ChainKind, chainId: number, port: number): ChildProcess {
+/** The chain's program and arguments. */
+function chainCommand(kind: ChainKind, chainId: number, port: number): { program: string; args: string[]; env: NodeJS.ProcessEnv } {
   if (kind === "hardhat") {
-    return spawn(process.execPath, [HARDHAT_CLI, "node", "--hostname", "127.0.0.1", "--port", String(port)], {
-      cwd: ROOT,
+    return {
+      program: process.execPath,
+      args: [HARDHAT_CLI, "node", "--hostname", "127.0.0.1", "--port", String(port)],
       env: { ...process.env, ATS_CHAIN_ID: String(chainId), ATS_SAME_TIMESTAMP_BLOCKS: "1", HARDHAT_DISABLE_TELEMETRY_PROMPT: "true" },
-      stdio: ["ignore", "pipe", "pipe"],
-    });
+    };
   }
-  // --silent: no line per request on stdout (the start is told by the RPC answering, see waitUntilServing).
+  // --silent: no line per request on stdout (the start is told by the RPC answering, see startChainProcess).
   const args = ["--host", "127.0.0.1", "--port", String(port), "--chain-id", String(chainId), "--slots-in-an-epoch", String(ANVIL_SLOTS_IN_AN_EPOCH), "--silent"];
-  return spawn(anvilBinary(), args, { cwd: ROOT, stdio: ["ignore", "pipe", "pipe"] });
+  return { program: anvilBinary(), args, env: process.env };
+}
+
+/**
+ * The chain under scripts/superviseWithParent.js, which holds an IPC channel to this process: the chain stops when
+ * this process dies, however it dies. The supervisor leads a process group of its own, which the chain joins: a
+ * Ctrl-C in the terminal reaches this process only (which then stops the chain once), and should the supervisor
+ * itself be killed, the group is, so that the chain is not left behind.
+ */
+function spawnChain(kind: ChainKind, chainId: number, port: number): ChildProcess {
+  const { program, args, env } = chainCommand(kind, chainId, port);
+  const child = spawn(process.execPath, [SUPERVISOR, program, ...args], { cwd: ROOT, env, stdio: ["ignore", "pipe", "pipe", "ipc"], detached: true });
+  child.once("exit", (_code, signal) => {
+    if (signal === null || child.pid === undefined) return; // it exited as its chain did, after it
+    try {
+      process.kill(-child.pid, "SIGKILL");
+    } catch {
+      // the group is empty: the chain went first
+    }
+  });
+  return child;
 }
 
 /** Whether the chain answers eth_chainId with `chainId` now. */

@@ -1,13 +1,19 @@
 /**
  * `npm start` runs every program as a process of its own (issue 31.2): scripts/start.ts as a child, left running;
- * its network file names each process and its endpoints. One mesh member is killed (SIGKILL, a crash): the others
- * keep serving proofs with consensus, co-signed by the survivors only, and report the dead member absent. Ctrl-C
- * (SIGINT) then stops every process, marks the network file stopped and removes the manifest. On a failure the
- * start process is SIGKILLed, and its children stop with it (bin/stopWithParent.js).
+ * its network file names each process and its endpoints.
+ *
+ * - One mesh member is killed (SIGKILL, a crash): the others keep serving proofs with consensus, co-signed by the
+ *   survivors only, and report the dead member absent. Then `npm start` itself is SIGKILLed: every process it
+ *   started, the chains and their supervisors included, stops on its own (bin/stopWithParent.js,
+ *   scripts/superviseWithParent.js).
+ * - On anvil with one node, Ctrl-C (SIGINT) stops every process, marks the network file stopped and removes the
+ *   manifest.
+ *
+ * Processes are found in /proc (Linux): every descendant of the start process, by parent pid.
  */
 import { expect } from "chai";
 import { spawn, type ChildProcess } from "node:child_process";
-import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { NetworkFileJson } from "../../relayer/network";
@@ -15,13 +21,43 @@ import { parseManifest } from "../../wire/manifest";
 
 const ROOT = join(__dirname, "..", "..");
 
-function alive(pid: number): boolean {
+/** The fields of /proc/<pid>/stat after the command's name ("state ppid …"), or undefined once it is gone. */
+function statFields(pid: number | string): string[] | undefined {
+  let stat: string;
   try {
-    process.kill(pid, 0);
-    return true;
+    stat = readFileSync(`/proc/${pid}/stat`, "utf8");
   } catch {
-    return false;
+    return undefined;
   }
+  // "pid (comm) state ppid …": comm may hold spaces and parentheses, so the fields are read after the last ")".
+  return stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+}
+
+/** Whether `pid` runs: a zombie (exited, not yet reaped by whoever adopted it) does not. */
+function alive(pid: number): boolean {
+  const fields = statFields(pid);
+  return fields !== undefined && fields[0] !== "Z";
+}
+
+/** Every process now running below `rootPid` (children, their children…), read from /proc. */
+function descendants(rootPid: number): number[] {
+  const childrenOf = new Map<number, number[]>();
+  for (const entry of readdirSync("/proc")) {
+    if (!/^\d+$/.test(entry)) continue;
+    const fields = statFields(entry);
+    if (fields === undefined) continue; // it exited meanwhile
+    const parentPid = Number(fields[1]);
+    childrenOf.set(parentPid, [...(childrenOf.get(parentPid) ?? []), Number(entry)]);
+  }
+  const found: number[] = [];
+  const pending = [rootPid];
+  while (pending.length > 0) {
+    for (const child of childrenOf.get(pending.pop()!) ?? []) {
+      found.push(child);
+      pending.push(child);
+    }
+  }
+  return found;
 }
 
 async function until<T>(read: () => Promise<T | undefined> | T | undefined, what: string, timeoutMs: number): Promise<T> {
@@ -34,37 +70,60 @@ async function until<T>(read: () => Promise<T | undefined> | T | undefined, what
   }
 }
 
-describe("npm start: every program a process of its own (scripts/start.ts)", function () {
-  this.timeout(600_000);
-  let dir: string;
-  let start: ChildProcess | undefined;
-  let stdout = "";
-  let stderr = "";
+/** `npm start` with `args`, left running in a folder of its own; `started()` resolves once it serves. */
+class RunningStart {
+  readonly dir = mkdtempSync(join(tmpdir(), "ats-processes-"));
+  readonly child: ChildProcess;
+  stdout = "";
+  stderr = "";
 
-  before(() => {
-    dir = mkdtempSync(join(tmpdir(), "ats-processes-"));
-    start = spawn(process.execPath, ["-r", "./bin/register-ts.js", "scripts/start.ts"], {
+  constructor(args: readonly string[]) {
+    this.child = spawn(process.execPath, ["-r", "./bin/register-ts.js", "scripts/start.ts", ...args], {
       cwd: ROOT,
-      env: { ...process.env, ATS_NETWORK_DIR: dir },
+      env: { ...process.env, ATS_NETWORK_DIR: this.dir },
       stdio: ["ignore", "pipe", "pipe"],
     });
-    start.stdout!.on("data", (chunk: Buffer) => (stdout += chunk.toString()));
-    start.stderr!.on("data", (chunk: Buffer) => (stderr = (stderr + chunk.toString()).slice(-20_000)));
+    this.child.stdout!.on("data", (chunk: Buffer) => (this.stdout += chunk.toString()));
+    this.child.stderr!.on("data", (chunk: Buffer) => (this.stderr = (this.stderr + chunk.toString()).slice(-20_000)));
+  }
+
+  exited(): boolean {
+    return this.child.exitCode !== null || this.child.signalCode !== null;
+  }
+
+  async started(): Promise<NetworkFileJson> {
+    await until(() => (this.stdout.includes("Press Ctrl-C to stop.") ? true : this.exited() ? Promise.reject(new Error(`npm start exited:\n${this.stdout}\n${this.stderr}`)) : undefined), "the network", 400_000);
+    return JSON.parse(readFileSync(join(this.dir, "network.json"), "utf8")) as NetworkFileJson;
+  }
+
+  /** Sends `signal` and waits for the exit; returns the exit code. */
+  async stop(signal: NodeJS.Signals): Promise<number | null> {
+    if (this.exited()) return this.child.exitCode;
+    const exited = new Promise<number | null>((resolve) => this.child.once("exit", (code) => resolve(code)));
+    this.child.kill(signal);
+    return exited;
+  }
+
+  /** SIGKILLed if still running (its children notice and stop on their own); its folder removed. */
+  async cleanUp(): Promise<void> {
+    await this.stop("SIGKILL");
+    rmSync(this.dir, { recursive: true, force: true });
+  }
+}
+
+describe("npm start: every program a process of its own (scripts/start.ts)", function () {
+  this.timeout(600_000);
+  let start: RunningStart | undefined;
+
+  afterEach(async () => {
+    await start?.cleanUp();
+    start = undefined;
   });
 
-  after(async () => {
-    if (start !== undefined && start.exitCode === null && start.signalCode === null) {
-      const exited = new Promise((resolve) => start!.once("exit", resolve));
-      start.kill("SIGKILL"); // its children notice and stop on their own
-      await exited;
-    }
-    rmSync(dir, { recursive: true, force: true });
-  });
-
-  it("keeps serving proofs with consensus after one member's process is killed, reports it absent, and Ctrl-C stops everything", async () => {
-    await until(() => (stdout.includes("Press Ctrl-C to stop.") ? true : start!.exitCode !== null ? Promise.reject(new Error(`npm start exited:\n${stdout}\n${stderr}`)) : undefined), "the network", 400_000);
-    const networkFile = join(dir, "network.json");
-    const network = JSON.parse(readFileSync(networkFile, "utf8")) as NetworkFileJson;
+  it("keeps serving proofs with consensus after one member's process is killed and reports it absent; a SIGKILLed npm start leaves no process behind", async () => {
+    start = new RunningStart([]);
+    const network = await start.started();
+    const { stdout, dir } = start;
     expect(network.status).to.equal("running");
     const programs = network.programs!;
     expect(programs.map((program) => program.name)).to.deep.equal(["chain alpha", "chain beta", "node 1", "node 2", "node 3", "node 4", "gateway", "relayer"]);
@@ -105,12 +164,26 @@ describe("npm start: every program a process of its own (scripts/start.ts)", fun
     expect(served.consensus.responders).to.be.at.least(3);
     for (const reading of served.consensus.readings) expect(survivors).to.include(reading.nodeId.toLowerCase());
 
-    // Ctrl-C: every process stops, the network file says so, the manifest is gone.
-    const exited = new Promise<number | null>((resolve) => start!.once("exit", (code) => resolve(code)));
-    start!.kill("SIGINT");
-    expect(await exited, stderr.slice(-3_000)).to.equal(0);
-    for (const program of programs) expect(alive(program.pid), program.name).to.equal(false);
-    expect((JSON.parse(readFileSync(networkFile, "utf8")) as NetworkFileJson).status).to.equal("stopped");
-    expect(existsSync(join(dir, "manifest.json"))).to.equal(false);
+    // npm start dies (SIGKILL): every process below it, the chains' included, stops on its own.
+    const tree = descendants(start.child.pid!);
+    for (const program of programs.filter((program) => program !== victim)) expect(tree, `${program.name} runs below npm start`).to.include(program.pid);
+    for (const chain of programs.filter((program) => program.name.startsWith("chain "))) expect(descendants(chain.pid), `${chain.name} runs under its supervisor`).to.have.length(1);
+    await start.stop("SIGKILL");
+    const left = await until(() => {
+      const running = tree.filter(alive);
+      return running.length === 0 ? running : undefined;
+    }, `the end of every process npm start started (${tree.join(", ")})`, 30_000).catch(() => tree.filter(alive));
+    expect(left, "processes left running after npm start was SIGKILLed").to.deep.equal([]);
+  });
+
+  it("on anvil, Ctrl-C stops every process, marks the network file stopped and removes the manifest", async () => {
+    start = new RunningStart(["--nodes", "1", "--chain", "anvil"]);
+    const network = await start.started();
+    expect(network.programs!.map((program) => `${program.name}: ${program.program}`)).to.deep.equal(["chain alpha: anvil", "chain beta: anvil", "node 1: ats-node", "gateway: ats-gateway", "relayer: ats-relayer"]);
+    const tree = descendants(start.child.pid!);
+    expect(await start.stop("SIGINT"), start.stderr.slice(-3_000)).to.equal(0);
+    expect(tree.filter(alive), "processes left running after Ctrl-C").to.deep.equal([]);
+    expect((JSON.parse(readFileSync(join(start.dir, "network.json"), "utf8")) as NetworkFileJson).status).to.equal("stopped");
+    expect(existsSync(join(start.dir, "manifest.json"))).to.equal(false);
   });
 });
