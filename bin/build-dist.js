@@ -31,37 +31,73 @@ const STALE_LOCK_MS = 10 * 60 * 1000;
 /** What dist/ is built from (relative to the repository root): a change to any of these makes dist/ stale. */
 const SOURCES = ["abi", "protocol", "wire", "lib", "client", "node", "gateway", "relayer", "upgrade", "catalog", "deploy", "testing", "proto", "package.json", "tsconfig.json", "tsconfig.build.json"];
 
-/** What is built: the package's dist/ (default), or with `--bench` the benchmarks' dist-bench/ (see the header). */
+/**
+ * What is built: the package's dist/ (default), or with `--bench` the benchmarks' dist-bench/ (see the header). A
+ * target may name another `root` (the folder its sources, tsconfig, proto/ and package.json are read from; tests).
+ */
 const TARGETS = {
   dist: { dir: path.join(ROOT, "dist"), tsconfig: "tsconfig.build.json", sources: SOURCES },
   bench: { dir: path.join(ROOT, "dist-bench"), tsconfig: "tsconfig.bench.json", sources: [...SOURCES, "scripts", "tsconfig.bench.json"] },
 };
 const DIST = TARGETS.dist.dir;
 
-/** The newest modification time (ms) of the files under `entry`, 0 when it does not exist. */
-function newestMtimeMs(entry) {
+/**
+ * The newest file or folder under `entry` and its modification time (ms), null when `entry` does not exist. A
+ * folder counts for itself too: deleting or renaming a file changes only its folder's time.
+ */
+function newestEntry(entry) {
   let stat;
   try {
     stat = fs.statSync(entry);
   } catch {
-    return 0;
+    return null;
   }
-  if (!stat.isDirectory()) return stat.mtimeMs;
-  let newest = stat.mtimeMs; // a deleted or renamed file changes its folder's time
-  for (const name of fs.readdirSync(entry)) newest = Math.max(newest, newestMtimeMs(path.join(entry, name)));
+  let newest = { path: entry, mtimeMs: stat.mtimeMs, isDirectory: stat.isDirectory() };
+  if (!newest.isDirectory) return newest;
+  for (const name of fs.readdirSync(entry)) {
+    const inner = newestEntry(path.join(entry, name));
+    if (inner !== null && inner.mtimeMs > newest.mtimeMs) newest = inner;
+  }
   return newest;
 }
 
-/** Why the target's folder needs a build ("missing", "stale"), or null when it is at least as new as every source. */
+/** The newest modification time (ms) of the files under `entry`, 0 when it does not exist. */
+function newestMtimeMs(entry) {
+  return newestEntry(entry)?.mtimeMs ?? 0;
+}
+
+/**
+ * Why the target's folder needs a build, or null when it is at least as new as every source:
+ * `{ reason: "missing" }`, or `{ reason: "stale", source, sourceMtimeMs, stampMtimeMs }` with `source` the newest
+ * source entry newer than the build's stamp (relative to the root; a folder ends with "/"), the one that made it
+ * stale, so that a rebuild can say what caused it.
+ */
 function staleness(target = TARGETS.dist) {
-  let stamp;
+  const root = target.root ?? ROOT;
+  let stampMtimeMs;
   try {
-    stamp = fs.statSync(path.join(target.dir, ".build-stamp")).mtimeMs;
+    stampMtimeMs = fs.statSync(path.join(target.dir, ".build-stamp")).mtimeMs;
   } catch {
-    return "missing";
+    return { reason: "missing" };
   }
-  for (const source of target.sources) if (newestMtimeMs(path.join(ROOT, source)) > stamp) return "stale";
-  return null;
+  let newest = null;
+  for (const source of target.sources) {
+    const entry = newestEntry(path.join(root, source));
+    if (entry !== null && entry.mtimeMs > stampMtimeMs && (newest === null || entry.mtimeMs > newest.mtimeMs)) newest = entry;
+  }
+  if (newest === null) return null;
+  const relative = path.relative(root, newest.path).split(path.sep).join("/");
+  return { reason: "stale", source: newest.isDirectory ? `${relative}/` : relative, sourceMtimeMs: newest.mtimeMs, stampMtimeMs };
+}
+
+/** The one line a rebuild prints: what is built, why (naming the source that made it stale), and how. */
+function buildMessage(target, stale) {
+  const name = `${path.basename(target.dir)}/`;
+  const how = `tsc -p ${target.tsconfig} …`;
+  if (stale.reason === "missing") return `building ${name} (not built yet): ${how}`;
+  const what = stale.source.endsWith("/") ? `${stale.source} (a file added, removed or renamed)` : stale.source;
+  const built = new Date(stale.stampMtimeMs).toISOString();
+  return `rebuilding ${name}: ${what} changed at ${new Date(stale.sourceMtimeMs).toISOString()}, after ${name} was built at ${built}: ${how}`;
 }
 
 function sleepMs(ms) {
@@ -93,21 +129,22 @@ function withLock(fn) {
 
 /** Builds the target's folder (see the header). Throws when tsc fails; the folder is then left as it was. */
 function build({ stdio = "inherit", target = TARGETS.dist } = {}) {
+  const root = target.root ?? ROOT;
   const name = path.basename(target.dir);
-  const staging = path.join(ROOT, `.dist-build-${process.pid}`);
-  const old = path.join(ROOT, `.dist-old-${process.pid}`);
+  const staging = path.join(root, `.dist-build-${process.pid}`);
+  const old = path.join(root, `.dist-old-${process.pid}`);
   fs.rmSync(staging, { recursive: true, force: true });
   try {
     try {
-      execFileSync(process.execPath, [require.resolve("typescript/bin/tsc"), "-p", path.join(ROOT, target.tsconfig), "--outDir", staging], { cwd: ROOT, stdio });
+      execFileSync(process.execPath, [require.resolve("typescript/bin/tsc"), "-p", path.join(root, target.tsconfig), "--outDir", staging], { cwd: root, stdio });
     } catch (error) {
       throw new Error(`tsc -p ${target.tsconfig} failed${error.status === undefined ? `: ${error.message}` : " (errors above)"}; ${name}/ is unchanged`);
     }
     fs.mkdirSync(path.join(staging, "proto"), { recursive: true });
-    for (const name of fs.readdirSync(path.join(ROOT, "proto"))) {
-      if (name.endsWith(".proto")) fs.copyFileSync(path.join(ROOT, "proto", name), path.join(staging, "proto", name));
+    for (const name of fs.readdirSync(path.join(root, "proto"))) {
+      if (name.endsWith(".proto")) fs.copyFileSync(path.join(root, "proto", name), path.join(staging, "proto", name));
     }
-    const pkg = JSON.parse(fs.readFileSync(path.join(ROOT, "package.json"), "utf8"));
+    const pkg = JSON.parse(fs.readFileSync(path.join(root, "package.json"), "utf8"));
     const built = { name: pkg.name, version: pkg.version, description: pkg.description, license: pkg.license, private: true, type: "commonjs" };
     fs.writeFileSync(path.join(staging, "package.json"), `${JSON.stringify(built, null, 2)}\n`);
     fs.writeFileSync(path.join(staging, ".build-stamp"), `${new Date().toISOString()}\n`);
@@ -121,22 +158,23 @@ function build({ stdio = "inherit", target = TARGETS.dist } = {}) {
 
 /**
  * Builds dist/ unless it is at least as new as its sources (checked again under the lock: another process may have
- * just built it). `log` gets one line before a build. Returns whether it built.
+ * just built it). `log` gets one line before a build, naming the source that made it stale (buildMessage): a
+ * launcher's rebuild takes seconds to half a minute, and silence then looks like a hang. Returns whether it built.
  */
 function ensureBuilt({ log = (line) => process.stderr.write(`${line}\n`), stdio = "inherit", target = TARGETS.dist } = {}) {
   if (staleness(target) === null) return false;
   return withLock(() => {
-    const reason = staleness(target);
-    if (reason === null) return false;
-    log(`building ${path.basename(target.dir)}/ (${reason === "missing" ? "not built yet" : "older than the sources"}): tsc -p ${target.tsconfig} …`);
+    const stale = staleness(target);
+    if (stale === null) return false;
+    log(buildMessage(target, stale));
     build({ stdio, target });
     return true;
   });
 }
 
 /**
- * What a bin/ launcher does before it requires its program from dist/: builds dist/ when missing or stale (a line on
- * stderr, ~5 s), or exits 1 naming `program` when that fails (never stale code); then turns source maps on so that
+ * What a bin/ launcher does before it requires its program from dist/: builds dist/ when missing or stale (one line
+ * on stderr naming the source file that made it stale, then ~5–30 s of tsc), or exits 1 naming `program` when that fails (never stale code); then turns source maps on so that
  * stack traces name TypeScript lines.
  */
 function prepareDistOrExit(program) {
@@ -149,7 +187,7 @@ function prepareDistOrExit(program) {
   process.setSourceMapsEnabled(true);
 }
 
-module.exports = { DIST, SOURCES, TARGETS, build, ensureBuilt, newestMtimeMs, prepareDistOrExit, staleness };
+module.exports = { DIST, SOURCES, TARGETS, build, buildMessage, ensureBuilt, newestMtimeMs, prepareDistOrExit, staleness };
 
 if (require.main === module) {
   try {

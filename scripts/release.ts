@@ -19,7 +19,11 @@ import { buildRelease } from "../upgrade/release";
 
 const ROOT = join(__dirname, "..");
 // eslint-disable-next-line @typescript-eslint/no-require-imports
-const buildDist = require("../bin/build-dist.js") as { DIST: string; SOURCES: string[]; staleness(): string | null };
+const buildDist = require("../bin/build-dist.js") as {
+  DIST: string;
+  SOURCES: string[];
+  staleness(): { reason: "missing" } | { reason: "stale"; source: string } | null;
+};
 // The optional peers the node needs at run time: bundled with the dependencies (upgrade/productionTree.ts).
 // eslint-disable-next-line @typescript-eslint/no-require-imports
 const { OPERATOR_PACKAGES } = require("../bin/operatorPackages.js") as { OPERATOR_PACKAGES: readonly string[] };
@@ -35,7 +39,8 @@ function main(): number {
   });
   const stale = buildDist.staleness();
   if (stale !== null) {
-    process.stderr.write(`release: dist/ is ${stale} (older than its sources): run npm run build:dist first\n`);
+    const why = stale.reason === "missing" ? "not built" : `older than ${stale.source}`;
+    process.stderr.write(`release: dist/ is ${why}: run npm run build:dist first\n`);
     return 1;
   }
   const sourceRevision = git(["rev-parse", "HEAD"]);
