@@ -191,6 +191,21 @@ export class ChainClient {
     return events;
   }
 
+  /**
+   * Whether `bridge` emitted TimeSent(`messageId`) in block `blockNumber` of the chain as it is now (the check before
+   * a message's delivery is sent: worker.ts sourceOfMessage). One eth_getLogs over that block, by the indexed id.
+   */
+  async timeSentIn(bridge: Address, messageId: Hex, blockNumber: bigint): Promise<boolean> {
+    try {
+      const logs = await this.client.getContractEvents({ address: bridge, abi: timeBridgeAbi, eventName: "TimeSent", args: { messageId }, fromBlock: blockNumber, toBlock: blockNumber, strict: true });
+      return logs.length > 0;
+    } catch (error) {
+      // Some nodes refuse a range above their head: a chain cut shorter than the block no longer holds the event.
+      if ((await this.headBlock()) < blockNumber) return false;
+      throw error;
+    }
+  }
+
   // The reads below answer at the chain's head, or at `blockNumber` (the worker confirms a terminal decision at the
   // safe block: worker.ts confirmedAtSafeBlock).
 

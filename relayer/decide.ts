@@ -82,6 +82,8 @@ export type Decision =
   | { action: "done"; outcome: string }
   | { action: "dead"; reason: string }
   | { action: "wait"; untilMs: number; note: string }
+  /** Its source event is no longer on the canonical chain: never sent (revived if a rescan finds the event again). */
+  | { action: "orphan"; reason: string }
   | { action: "send" };
 
 export interface MessageObservation {
@@ -102,6 +104,28 @@ export function decideMessage(observed: MessageObservation): Decision {
     return { action: "dead", reason: REVERT_POLICY.message.TimeBridgeNotNewer!.note };
   }
   return { action: "send" };
+}
+
+export interface SourceObservation {
+  /** Whether the source chain still holds the item's event at the block it was indexed from (read just now). */
+  eventCanonical: boolean;
+  sourceChain: string;
+  sourceBlock: bigint;
+  /** The event, for the reason (e.g. "TimeSent"). */
+  eventName: string;
+}
+
+/**
+ * The last word before a send that a source event asked for: a target chain cannot tell a message whose source
+ * event a reorg deeper than the confirmations took back from one still on its chain (it verifies the proof only),
+ * so the relayer looks at the source again immediately before each send, and never sends for an event that is gone.
+ */
+export function decideSource(observed: SourceObservation): Extract<Decision, { action: "orphan" | "send" }> {
+  if (observed.eventCanonical) return { action: "send" };
+  return {
+    action: "orphan",
+    reason: `orphaned: its source event (${observed.eventName} in block ${observed.sourceBlock} of ${observed.sourceChain}) is no longer on the canonical chain (a reorg deeper than the confirmations took it back): never sent`,
+  };
 }
 
 export interface CallObservation {

@@ -4,7 +4,8 @@
  *   items     one row per job: a bridge message to deliver, a scheduled call to execute, a proof to push, a card
  *             to revoke (the guardian). Status
  *             pending → submitted → done, or dead (dead-letter, with the reason), skipped (by an operator),
- *             orphaned (its source block left the canonical chain; a rescan revives it if the event comes back).
+ *             orphaned (its source event left the canonical chain: seen by a rewind, or for a bridge message by the
+ *             look at its source just before its send; a rescan revives it if the event comes back).
  *   txs       every transaction the relayer signed: chain, nonce, hash, the raw signed bytes (so it can be
  *             re-broadcast unchanged after a crash or a drop), state signed → broadcast → mined → confirmed, or
  *             replaced (another transaction took its nonce).
@@ -262,8 +263,9 @@ export class RelayerStore {
    * marks the open (pending or submitted) items of the chain's orphaned blocks `orphaned`, with the reason as their
    * outcome (which block left the canonical chain, back to which ancestor), and returns their ids.
    * The target chain's submitter cancels the transactions it had sent for them (Submitter.keepAlive).
-   * Bridge messages are exempt: a message authenticates itself and names no origin (its id is its content, and
-   * another chain's event may carry the same one), so it stays worth delivering when its source event is gone.
+   * A bridge message is orphaned here only once `submitted` (its transaction is out and is to be cancelled): a
+   * pending one is looked at on its source chain immediately before its send (worker.ts sourceOfMessage), which
+   * also covers a send that comes before this walk back, and is orphaned there if its event is gone.
    */
   rewindCursor(chainId: number, ancestor: Cursor | undefined): string[] {
     return this.db.transaction(() => {
@@ -271,7 +273,7 @@ export class RelayerStore {
       const orphanedRows = (
         this.db
           .prepare(
-            "SELECT id, source_block FROM items WHERE source_chain_id = ? AND kind != 'message' AND status IN ('pending','submitted') AND source_block IS NOT NULL",
+            "SELECT id, source_block FROM items WHERE source_chain_id = ? AND (status = 'submitted' OR (status = 'pending' AND kind != 'message')) AND source_block IS NOT NULL",
           )
           .all(chainId) as { id: string; source_block: string }[]
       ).filter((row) => BigInt(row.source_block) > above);
@@ -296,10 +298,16 @@ export class RelayerStore {
   /**
    * Inserts a new item; an orphaned one with the same id comes back: to `submitted` when a transaction of its own is
    * still open (not yet cancelled: it stands, and a second nonce for one job is never sent), else to `pending`.
-   * Returns whether it is new or revived.
+   * An open (pending or submitted) one takes the event's new place (a rescan after a reorg found it in another
+   * block): the check before a message's send looks there. Returns whether it is new or revived.
    */
   insertItem(item: NewItem): boolean {
     const now = this.nowMs();
+    this.db
+      .prepare(
+        "UPDATE items SET source_chain_id = @chain, source_block = @block, updated_ms = @now WHERE id = @id AND status IN ('pending','submitted') AND (source_chain_id IS NOT @chain OR source_block IS NOT @block)",
+      )
+      .run({ chain: item.sourceChainId, block: item.sourceBlock?.toString() ?? null, now, id: item.id });
     const result = this.db
       .prepare(
         `INSERT INTO items (id, kind, chain_id, source_chain_id, source_block, payload, status, next_attempt_ms, created_ms, updated_ms)
@@ -393,11 +401,24 @@ export class RelayerStore {
     return Object.fromEntries(rows.map((row) => [`${row.kind}/${row.status}`, row.n]));
   }
 
-  /** Final: done with an outcome. Only pending or submitted items finish (an operator's skip stays). */
-  finish(id: string, outcome: string): void {
+  /**
+   * Final: done with an outcome. Only pending or submitted items finish (an operator's skip stays); an orphaned one
+   * too with `evenOrphaned` (its transaction was mined before its cancellation: the store tells what happened).
+   */
+  finish(id: string, outcome: string, evenOrphaned = false): void {
     this.db
-      .prepare("UPDATE items SET status = 'done', outcome = ?, updated_ms = ? WHERE id = ? AND status IN ('pending','submitted')")
+      .prepare(`UPDATE items SET status = 'done', outcome = ?, updated_ms = ? WHERE id = ? AND status IN ('pending','submitted'${evenOrphaned ? ",'orphaned'" : ""})`)
       .run(outcome, this.nowMs(), id);
+  }
+
+  /**
+   * Its source event is gone (seen before its send): `orphaned` with the reason, as a rewind does; a rescan that
+   * finds the event again revives it (insertItem).
+   */
+  orphan(id: string, reason: string): void {
+    this.db
+      .prepare("UPDATE items SET status = 'orphaned', outcome = ?, updated_ms = ? WHERE id = ? AND status IN ('pending','submitted')")
+      .run(reason.slice(0, MAX_ERROR_TEXT), this.nowMs(), id);
   }
 
   deadLetter(id: string, reason: string): void {

@@ -10,7 +10,7 @@ import { timeBridgeAbi, timeOracleAbi, timeSchedulerAbi } from "../abi";
 import type { ClusterClient } from "../client";
 import type { Address, Hex } from "../protocol/types";
 import type { ChainClient, ContractCall, CrossChainTimeMessage, IndexedEvent, ScheduledCallRequest } from "./chain";
-import { backoffMs, classifyRevert, decideCall, decideMessage, decidePush, decideRevoke, isDeterministic, pushDue, type Decision } from "./decide";
+import { backoffMs, classifyRevert, decideCall, decideMessage, decidePush, decideRevoke, decideSource, isDeterministic, pushDue, type Decision } from "./decide";
 import type { RelayerMetrics } from "./metrics";
 import type { Item, NewItem, RelayerStore } from "./store";
 import { FeeAboveCapError, InFlightFullError, Submitter, type SettledTx, type SubmitterOptions } from "./submitter";
@@ -18,6 +18,8 @@ import { FeeAboveCapError, InFlightFullError, Submitter, type SettledTx, type Su
 const NS_PER_MS = 1_000_000n;
 
 type WaitDecision = Extract<Decision, { action: "wait" }>;
+/** The last check before a send (decideSource): send, or orphan the item. */
+type BeforeSend = () => Promise<Extract<Decision, { action: "orphan" | "send" }>>;
 /** The chain's head and safe block in one tick (ChainWorker.depthOfTick). */
 interface Depth {
   head: bigint;
@@ -319,7 +321,26 @@ export class ChainWorker {
       item,
       { to: this.chain.config.bridge!, abi: timeBridgeAbi, data: encodeFunctionData({ abi: timeBridgeAbi, functionName: "receiveTime", args: [message] }) },
       submitAfter,
+      () => this.sourceOfMessage(item, payload),
     );
+  }
+
+  /**
+   * Whether the message's TimeSent is still where it was indexed, read on its source chain now. The target bridge
+   * verifies the proof, not the source: without this look, a message whose send a reorg deeper than the
+   * confirmations took back would be delivered all the same. An unreadable source chain throws (retried as
+   * Unavailable): nothing is sent unchecked. A scheduled call needs no such look: its own chain's scheduler refuses
+   * a call it does not hold (status None); a push and a revocation come from no chain event.
+   */
+  private async sourceOfMessage(item: Item, payload: MessagePayload): ReturnType<BeforeSend> {
+    const source = this.chains.get(payload.sourceChainId);
+    if (source === undefined || item.sourceBlock === null) throw new Error(`message ${item.id}: its source chain ${payload.sourceChainId} is not in the network file`);
+    return decideSource({
+      eventCanonical: await source.timeSentIn(payload.sourceBridge, payload.messageId, item.sourceBlock),
+      sourceChain: source.config.name,
+      sourceBlock: item.sourceBlock,
+      eventName: "TimeSent",
+    });
   }
 
   private async processCall(item: Item, payload: CallPayload): Promise<void> {
@@ -376,7 +397,8 @@ export class ChainWorker {
     await this.simulateAndSubmit(item, { to: this.chain.config.oracle, abi: timeOracleAbi, data });
   }
 
-  private async simulateAndSubmit(item: Item, call: ContractCall, submitAfter: Promise<void> = Promise.resolve()): Promise<void> {
+  /** Simulates `call` and sends it, after `submitAfter` and only if `beforeSend` (read last, just before signing) says so. */
+  private async simulateAndSubmit(item: Item, call: ContractCall, submitAfter: Promise<void> = Promise.resolve(), beforeSend?: BeforeSend): Promise<void> {
     const simulation = await this.chain.simulate(call);
     if (!simulation.ok) {
       const policy = classifyRevert(item.kind, simulation.errorName);
@@ -406,6 +428,10 @@ export class ChainWorker {
       }
     }
     await submitAfter;
+    if (beforeSend !== undefined) {
+      const last = await beforeSend();
+      if (last.action !== "send") return this.apply(item, last);
+    }
     const hash = await this.submitter.submit(item.id, call.to, call.data, simulation.gas);
     this.log.info({ item: item.id, chain: this.chain.config.name, hash }, "submitted");
   }
@@ -473,6 +499,11 @@ export class ChainWorker {
       case "wait":
         this.store.postpone(item.id, decision.untilMs, decision.note);
         return;
+      case "orphan":
+        this.store.orphan(item.id, decision.reason);
+        this.metrics.finished.inc({ kind: item.kind, outcome: "orphaned" });
+        this.log.warn({ item: item.id, reason: decision.reason }, "orphaned");
+        return;
     }
   }
 
@@ -491,14 +522,19 @@ export class ChainWorker {
   /** A job's nonce settled: success finishes it; a revert or a lost nonce sends it back to be decided again. */
   private onSettled(settled: SettledTx): void {
     const item = this.store.item(settled.itemId);
-    if (item === undefined || item.status !== "submitted") return;
+    if (item === undefined) return;
+    // An item orphaned after its transaction went out (a reorg of its source): the cancellation lost the race when
+    // that transaction is mined, and a mined delivery cannot be recalled; the store says so instead of "orphaned".
+    const minedAfterOrphaning = item.status === "orphaned" && settled.receipt?.status === "success";
+    if (item.status !== "submitted" && !minedAfterOrphaning) return;
     if (settled.receipt === null) {
       this.store.postpone(item.id, this.nowMs(), "its nonce was taken by another transaction");
       return;
     }
     if (settled.receipt.status === "success") {
       const outcome = item.kind === "call" ? callOutcome(settled.data) : { message: "delivered", push: "pushed", revoke: "revoked" }[item.kind];
-      this.store.finish(item.id, `${outcome} in block ${settled.receipt.blockNumber} by ${settled.hash}`);
+      const late = minedAfterOrphaning ? " (sent before its source event left the canonical chain; mined before the cancellation)" : "";
+      this.store.finish(item.id, `${outcome} in block ${settled.receipt.blockNumber} by ${settled.hash}${late}`, minedAfterOrphaning);
       this.metrics.finished.inc({ kind: item.kind, outcome });
       return;
     }

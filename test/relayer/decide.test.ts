@@ -7,7 +7,7 @@ import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { timeBridgeAbi, timeOracleAbi, timeSchedulerAbi } from "../../abi";
 import { CALL_STATUS, CARD_STATUS, NODE_STATUS } from "../../protocol/types";
-import { backoffMs, classifyRevert, decideCall, decideMessage, decidePush, decideRevoke, isDeterministic, pushDue, REVERT_POLICY } from "../../relayer/decide";
+import { backoffMs, classifyRevert, decideCall, decideMessage, decidePush, decideRevoke, decideSource, isDeterministic, pushDue, REVERT_POLICY } from "../../relayer/decide";
 
 const ROOT = join(__dirname, "..", "..");
 const NS = 1_000_000n;
@@ -80,6 +80,19 @@ describe("relayer/decide", () => {
     });
     it("sends a newer, undelivered message", () => {
       expect(decideMessage({ deliveredBlock: 0n, latestNetworkTimeNs: 4n, networkTimeNs: 5n })).to.deep.equal({ action: "send" });
+    });
+  });
+
+  describe("decideSource", () => {
+    const source = { sourceChain: "alpha", sourceBlock: 12n, eventName: "TimeSent" };
+    it("sends while the source event is where it was indexed", () => {
+      expect(decideSource({ ...source, eventCanonical: true })).to.deep.equal({ action: "send" });
+    });
+    it("orphans, never sends, once the source event is gone, and says which event of which block", () => {
+      expect(decideSource({ ...source, eventCanonical: false })).to.deep.equal({
+        action: "orphan",
+        reason: "orphaned: its source event (TimeSent in block 12 of alpha) is no longer on the canonical chain (a reorg deeper than the confirmations took it back): never sent",
+      });
     });
   });
 

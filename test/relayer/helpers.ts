@@ -15,6 +15,7 @@ export interface ApiItem {
   id: string;
   status: string;
   outcome: string | null;
+  lastError: string | null;
 }
 
 export async function apiItems(api: string, query = ""): Promise<ApiItem[]> {

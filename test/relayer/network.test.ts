@@ -176,9 +176,7 @@ for (const chainKind of CHAIN_KINDS) describe(`relayer end to end (2 ${chainKind
     }
   });
 
-  it("walks back to the common ancestor after a source reorg below its cursor, and still delivers a message in flight, once", async () => {
-    // A bridge message names no origin and authenticates itself (its id is its content): a send reorged away on its
-    // source chain leaves a message that is as valid as before, so the delivery already sent stands.
+  it("walks back to the common ancestor after a source reorg below its cursor, and cancels the delivery in flight of a message whose send it took back: never delivered", async () => {
     await alpha.control.setIntervalMining(0);
     await beta.control.setIntervalMining(0);
     await beta.control.setAutomine(false); // the delivery waits in beta's pool
@@ -195,13 +193,19 @@ for (const chainKind of CHAIN_KINDS) describe(`relayer end to end (2 ${chainKind
         const metrics = await (await fetch(`${network.relayer!.api}/metrics`)).text();
         return /ats_relayer_reorgs_total\{chain="alpha"\} [1-9]/.test(metrics) ? true : undefined;
       }, "the walk back");
-      expect((await apiItems(network.relayer!.api)).find((item) => item.id === itemId)?.status).to.equal("submitted");
+      const orphaned = (await apiItems(network.relayer!.api)).find((item) => item.id === itemId);
+      expect(orphaned?.status).to.equal("orphaned");
+      expect(orphaned?.outcome).to.match(/^orphaned: its source block \d+ left the canonical chain/);
+      // The delivery waiting in beta's pool is cancelled: a no-op at its nonce takes its place there.
+      const { txs } = (await (await fetch(`${network.relayer!.api}/items/${itemId}`)).json()) as { txs: { hash: Hex }[] };
+      expect(txs).to.have.length(1);
+      await pollUntil(async () => ((await beta.control.call("eth_getTransactionByHash", [txs[0]!.hash])) === null ? true : undefined), "the delivery's cancellation");
       await alpha.control.setIntervalMining(1_000);
       await beta.control.setAutomine(true);
       await beta.control.setIntervalMining(1_000);
-      const items = await settledItems(network, [itemId]);
-      expect(items.find((item) => item.id === itemId)?.status).to.equal("done");
-      expect(await deliveriesOf(beta, [message])).to.deep.equal([1]);
+      const items = await settledItems(network, []);
+      expect(items.find((item) => item.id === itemId)?.status).to.equal("orphaned");
+      expect(await deliveriesOf(beta, [message])).to.deep.equal([0]);
       await pollUntil(async () => (network.relayer !== undefined && (await fetch(`${network.relayer.api}/health`)).status === 200 ? true : undefined), "health");
       await expectStoreConsistent();
     } finally {

@@ -9,8 +9,13 @@
  *   whose block was replaced lands once (the relayer sends its own signed transaction again), and the message and
  *   the call the new history dropped were never seen by the relayer: never delivered, never executed, no item.
  * - A reorg deeper than the confirmations, after the relayer acted on a message and a call and while its push is
- *   in flight: the call is orphaned (its item says which block left the chain) and never executed; the message's
- *   delivery stands, once (a bridge message authenticates itself: relayer/store.ts rewindCursor); the push lands once.
+ *   in flight: the call is orphaned (its item says which block left the chain) and never executed; the message,
+ *   whose delivery waits in the target's pool, is orphaned too and its transaction cancelled (a no-op outbids it at
+ *   its nonce): never delivered; the push lands once.
+ * - A reorg deeper than the confirmations while a confirmed message waits to be sent (held before the submitter by
+ *   the fee cap, deterministically): the relayer looks at the message's source event just before each send, finds
+ *   it gone and never sends it (orphaned, the store says which event of which block); a message below the reorg,
+ *   and a reorg shallower than the confirmations before it, leave a delivery that is made once.
  *
  * Exactly-once is read from the chains (TimeReceived, CallExecuted, the push transaction's receipt) and from the
  * relayer's store after it stopped.
@@ -32,6 +37,10 @@ import { apiItems, deliveriesOf, executionsOf, expectStoreSettled, pollUntil, se
 
 /** Blocks on top of an event before the relayer acts on it. */
 const CONFIRMATIONS = 3;
+/** The relayer's fee cap here; a base fee of HELD_BASE_FEE_WEI holds every send on a chain (FeeAboveCapError). */
+const MAX_FEE_PER_GAS_WEI = 100_000_000_000n;
+const HELD_BASE_FEE_WEI = 2n * MAX_FEE_PER_GAS_WEI;
+const NORMAL_BASE_FEE_WEI = 1_000_000_000n;
 
 describe(`relayer across real reorgs (2 anvil chains, ${CONFIRMATIONS} confirmations, anvil_reorg)`, function () {
   this.timeout(300_000);
@@ -49,7 +58,7 @@ describe(`relayer across real reorgs (2 anvil chains, ${CONFIRMATIONS} confirmat
       chainKind: "anvil",
       confirmations: CONFIRMATIONS,
       nodeLogger: pino({ level: "silent" }),
-      relayerSettings: { pollIntervalMs: 100, retryBaseMs: 200, retryMaxMs: 2_000, pushHeartbeatMs: 0 },
+      relayerSettings: { pollIntervalMs: 100, retryBaseMs: 200, retryMaxMs: 2_000, pushHeartbeatMs: 0, maxFeePerGasWei: MAX_FEE_PER_GAS_WEI.toString() },
     });
     [alpha, beta] = network.chains as [LocalChain, LocalChain];
   });
@@ -127,6 +136,17 @@ describe(`relayer across real reorgs (2 anvil chains, ${CONFIRMATIONS} confirmat
     }, `a push on ${chain.name} in flight`);
   }
 
+  /** The transactions the relayer recorded for an item (GET /items/<id>). */
+  async function txsOf(itemId: string): Promise<{ hash: Hex; state: string }[]> {
+    return ((await (await fetch(`${network.relayer!.api}/items/${itemId}`)).json()) as { txs: { hash: Hex; state: string }[] }).txs;
+  }
+
+  /** Holds every send on `chain` before the submitter (its base fee above the relayer's cap), or lets them go. */
+  async function holdSends(chain: LocalChain, held: boolean): Promise<void> {
+    await chain.control.setNextBlockBaseFeePerGas(held ? HELD_BASE_FEE_WEI : NORMAL_BASE_FEE_WEI);
+    await chain.control.mine(1);
+  }
+
   async function rawOf(chain: LocalChain, hash: Hex): Promise<Hex> {
     const raw = (await chain.control.call("eth_getRawTransactionByHash", [hash])) as Hex | null;
     if (raw === null) throw new Error(`no raw transaction ${hash} on ${chain.name}`);
@@ -192,7 +212,7 @@ describe(`relayer across real reorgs (2 anvil chains, ${CONFIRMATIONS} confirmat
     await expectStoreSettled(network, dir);
   });
 
-  it("a reorg deeper than the confirmations: the call it acted on is orphaned (the store says which block left) and never executed, the message's delivery stands once, the push lands once", async () => {
+  it("a reorg deeper than the confirmations: the call and the message it acted on are orphaned (the store says which block left) and never executed or delivered, the push lands once", async () => {
     await network.startRelayer();
     const leadMs = 6_000;
     const queued = [...(await queueSendTime(alpha, beta)), await queueScheduleCall(alpha, leadMs)];
@@ -221,12 +241,18 @@ describe(`relayer across real reorgs (2 anvil chains, ${CONFIRMATIONS} confirmat
     const orphaned = await item(callItem);
     expect(orphaned?.status).to.equal("orphaned");
     expect(orphaned?.outcome).to.match(new RegExp(`^orphaned: its source block ${sourceBlock} left the canonical chain \\(a reorg back to (block \\d+|the start block)\\)$`));
-    expect((await item(messageItem))?.status, "a message's delivery is not cancelled").to.equal("submitted");
+    const orphanedMessage = await item(messageItem);
+    expect(orphanedMessage?.status).to.equal("orphaned");
+    expect(orphanedMessage?.outcome).to.match(new RegExp(`^orphaned: its source block ${sourceBlock} left the canonical chain`));
+    // Its delivery, in beta's pool, is cancelled: a no-op at its nonce takes its place there.
+    const delivery = await txsOf(messageItem);
+    expect(delivery).to.have.length(1);
+    await pollUntil(async () => ((await beta.control.call("eth_getTransactionByHash", [delivery[0]!.hash])) === null ? true : undefined), "the delivery's cancellation");
 
     await resumeMining();
-    const items = await settledItems(network, [messageItem, push.itemId]);
-    expect(items.find((entry) => entry.id === messageItem)?.status).to.equal("done");
-    expect(await deliveriesOf(beta, [message])).to.deep.equal([1]);
+    const items = await settledItems(network, [push.itemId]);
+    expect(items.find((entry) => entry.id === messageItem)?.status).to.equal("orphaned");
+    expect(await deliveriesOf(beta, [message])).to.deep.equal([0]);
     await expectPushedOnce(alpha, push.itemId);
     // Past executeAt the keeper would have executed a call it still held; an orphaned one stays so.
     await new Promise((resolve) => setTimeout(resolve, Math.max(0, executeAtMs - Date.now()) + 1_500));
@@ -234,6 +260,50 @@ describe(`relayer across real reorgs (2 anvil chains, ${CONFIRMATIONS} confirmat
     expect(await executionsOf(alpha, [call])).to.deep.equal([0]);
     const status = await alpha.publicClient.readContract({ address: alpha.deployment.scheduler!, abi: timeSchedulerAbi, functionName: "callStatus", args: [call] });
     expect(CALL_STATUS[status]).to.equal("None");
+    await expectStoreSettled(network, dir);
+  });
+
+  it("a reorg deeper than the confirmations while a confirmed message waits to be sent: never sent, the store says why; a message below the reorg, and a shallower reorg, leave one delivery", async () => {
+    await holdSends(beta, true);
+    await network.startRelayer();
+    const keptSend = (await queueSendTime(alpha, beta))[1]!;
+    await alpha.control.mine(1);
+    await alpha.control.mine(CONFIRMATIONS + 2); // kept's block stays below the deep reorg
+    const goneSend = (await queueSendTime(alpha, beta))[1]!;
+    await alpha.control.mine(1);
+    await alpha.control.mine(CONFIRMATIONS);
+    const keptBlock = (await succeeded(alpha, keptSend)).blockNumber;
+    const goneBlock = (await succeeded(alpha, goneSend)).blockNumber;
+    const kept = await messageIdOf(alpha, keptSend);
+    const gone = await messageIdOf(alpha, goneSend);
+    const keptItem = messageItemId(beta.chainId, kept);
+    const goneItem = messageItemId(beta.chainId, gone);
+    // Both confirmed, decided, simulated, their source looked at, and held by the fee cap at the submitter.
+    await pollUntil(async () => {
+      const both = [await item(keptItem), await item(goneItem)];
+      return both.every((entry) => entry?.status === "pending" && /above the cap/.test(entry.lastError ?? "")) ? true : undefined;
+    }, "both messages held before their send");
+
+    await alpha.control.reorg(CONFIRMATIONS - 1); // shallower than the confirmations: neither message's block
+    await alpha.control.reorg(CONFIRMATIONS + 1); // from gone's block up: a history without it
+    expect(await receipt(alpha, goneSend), "gone's send is gone").to.equal(null);
+    expect((await succeeded(alpha, keptSend)).blockNumber, "kept's send stays in its block").to.equal(keptBlock);
+    await alpha.control.mine(1);
+    const orphaned = await pollUntil(async () => {
+      const entry = await item(goneItem);
+      return entry?.status === "orphaned" ? entry : undefined;
+    }, "gone's item orphaned by the look at its source");
+    expect(orphaned.outcome).to.equal(
+      `orphaned: its source event (TimeSent in block ${goneBlock} of alpha) is no longer on the canonical chain (a reorg deeper than the confirmations took it back): never sent`,
+    );
+
+    await holdSends(beta, false);
+    await resumeMining();
+    const items = await settledItems(network, [keptItem, goneItem]);
+    expect(items.find((entry) => entry.id === keptItem)?.status).to.equal("done");
+    expect(items.find((entry) => entry.id === goneItem)?.status).to.equal("orphaned");
+    expect(await deliveriesOf(beta, [kept, gone])).to.deep.equal([1, 0]);
+    expect(await txsOf(goneItem), "no transaction was ever signed for it").to.deep.equal([]);
     await expectStoreSettled(network, dir);
   });
 });

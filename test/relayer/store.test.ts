@@ -116,11 +116,37 @@ describe("relayer/store", () => {
     expect(store.item("call:1:high")).to.include({ status: "pending", sourceBlock: 7n, outcome: null });
   });
 
-  it("never orphans a bridge message: it needs no origin, and another chain's event may carry the same id", () => {
-    store.insertItem(item("message:2:high", 8n));
+  it("orphans a submitted bridge message (its transaction is to be cancelled) and leaves a pending one to the look at its source before its send", () => {
+    store.insertItem(item("message:2:pending", 8n));
+    store.insertItem(item("message:2:sent", 8n));
+    store.setNextNonce(2, 0);
+    store.recordSigned(tx(0, 1, "message:2:sent"), false);
     store.advanceCursor(1, { blockNumber: 9n, blockHash: hashOf(9) }, []);
-    expect(store.rewindCursor(1, undefined)).to.deep.equal([]);
-    expect(store.item("message:2:high")!.status).to.equal("pending");
+    expect(store.rewindCursor(1, undefined)).to.deep.equal(["message:2:sent"]);
+    expect(store.item("message:2:sent")).to.include({ status: "orphaned", outcome: "orphaned: its source block 8 left the canonical chain (a reorg back to the start block)" });
+    expect(store.item("message:2:pending")!.status).to.equal("pending");
+  });
+
+  it("orphans an open item whose source event is gone, with the reason; finishes an orphaned one only when told its transaction was mined", () => {
+    store.insertItem(item("message:2:a", 8n));
+    store.orphan("message:2:a", "orphaned: gone");
+    expect(store.item("message:2:a")).to.include({ status: "orphaned", outcome: "orphaned: gone" });
+    store.finish("message:2:a", "delivered");
+    expect(store.item("message:2:a")!.status).to.equal("orphaned");
+    store.finish("message:2:a", "delivered late", true);
+    expect(store.item("message:2:a")).to.include({ status: "done", outcome: "delivered late" });
+    store.orphan("message:2:a", "orphaned: again");
+    expect(store.item("message:2:a")!.status, "a finished item stays finished").to.equal("done");
+  });
+
+  it("moves an open item to its event's new place when a rescan finds it in another block, and leaves a finished one alone", () => {
+    store.insertItem(item("message:2:open", 8n));
+    store.insertItem(item("message:2:done", 8n));
+    store.finish("message:2:done", "delivered");
+    expect(store.insertItem(item("message:2:open", 11n)), "not new, not revived").to.equal(false);
+    expect(store.insertItem(item("message:2:done", 11n))).to.equal(false);
+    expect(store.item("message:2:open")).to.include({ status: "pending", sourceBlock: 11n });
+    expect(store.item("message:2:done")!.sourceBlock).to.equal(8n);
   });
 
   it("sends a submitted item whose transaction settled without its outcome (a crash in between) back to pending, and no other", () => {

@@ -3,7 +3,8 @@
  * simulation's revert, or the same revert N times in a row) stands only when the safe block (head − confirmations)
  * shows the same, because a reorg can take back what only the head shows. The worker runs against a stub chain
  * (what the head and the safe block answer is set by the test) and a real store, on guardian revocations and
- * proof pushes; the end-to-end case (another party's delivery taken back by a reorg) is in chaos.test.ts.
+ * proof pushes; the end-to-end case (another party's delivery taken back by a reorg) is in chaos.test.ts. And the
+ * look at a bridge message's source event just before its send (the end-to-end case is in reorg.test.ts).
  */
 import { expect } from "chai";
 import { mkdtempSync, rmSync } from "node:fs";
@@ -21,6 +22,7 @@ const CHAIN_ID = 7;
 const NOW_MS = 1_800_000_000_000;
 const NOW_NS = BigInt(NOW_MS) * 1_000_000n;
 const DETERMINISTIC_REVERT_LIMIT = 3;
+const BRIDGE = "0x00000000000000000000000000000000000000b1";
 const PROOF = { nanoMoment: NOW_NS, hardwareSignature: "0x", accuracy: 50, nodeSignature: "0x" } as unknown as TimeProof;
 
 /** What the stub chain answers, at the head and at the safe block. */
@@ -35,6 +37,10 @@ interface StubChainState {
   revertAtSafe: string | null;
   /** Blocks at which a read other than at the head was asked. */
   readsAt: bigint[];
+  /** Whether the chain still holds a message's TimeSent where it was indexed (timeSentIn). */
+  sourceEventThere: boolean;
+  /** The stub's calls on a message's way to a send, in order. */
+  calls: string[];
 }
 
 function stubChain(state: StubChainState): ChainClient {
@@ -44,16 +50,37 @@ function stubChain(state: StubChainState): ChainClient {
     return Promise.resolve(safe);
   };
   const stub = {
-    config: { chainId: CHAIN_ID, name: "stub", confirmations: state.confirmations, oracle: "0x0000000000000000000000000000000000000001" },
+    config: { chainId: CHAIN_ID, name: "stub", confirmations: state.confirmations, oracle: "0x0000000000000000000000000000000000000001", bridge: BRIDGE },
     headBlock: () => Promise.resolve(HEAD),
     safeBlock: (head: bigint) => Promise.resolve(head - BigInt(state.confirmations)),
     cardStatus: (_cardId: string, blockNumber?: bigint) => at(blockNumber, state.cardAtHead, state.cardAtSafe),
     nodeStatus: () => Promise.resolve("Active"),
     storedNanoMomentNs: (blockNumber?: bigint) => at(blockNumber, state.storedAtHeadNs, null),
-    simulate: (_call: ContractCall) => Promise.resolve(state.simulation),
+    simulate: (_call: ContractCall) => {
+      state.calls.push("simulate");
+      return Promise.resolve(state.simulation);
+    },
+    deliveredBlock: () => Promise.resolve(0n),
+    latestNetworkTimeNs: () => Promise.resolve(0n),
+    timeSentIn: (bridge: string, messageId: string, blockNumber: bigint) => {
+      state.calls.push(`timeSentIn ${bridge} ${messageId} ${blockNumber}`);
+      return Promise.resolve(state.sourceEventThere);
+    },
+    // The submitter's first read: as far as a stub goes (it cannot sign); reaching it means the send went ahead.
+    fees: () => {
+      state.calls.push("fees");
+      return Promise.reject(new Error("stub: no fee market"));
+    },
     revertNameAt: (_call: ContractCall, blockNumber: bigint) => at(blockNumber, null, state.revertAtSafe),
   };
   return stub as unknown as ChainClient;
+}
+
+/** A bridge message from the stub chain's own bridge to itself, indexed from block 90. */
+function messageItem(): NewItem {
+  const messageId = `0x${"4d".repeat(32)}`;
+  const payload = { messageId, sourceChainId: CHAIN_ID, sourceBridge: BRIDGE, nonce: "1", message: { networkTime: String(NOW_NS), targetChain: String(CHAIN_ID), proof: "0x", targetBlock: "0" } };
+  return { id: `message:${CHAIN_ID}:${messageId}`, kind: "message", chainId: CHAIN_ID, sourceChainId: CHAIN_ID, sourceBlock: 90n, payload: JSON.stringify(payload), nextAttemptMs: NOW_MS };
 }
 
 function revokeItem(): NewItem {
@@ -77,6 +104,8 @@ describe("relayer/worker: terminal decisions wait for the safe block", () => {
       simulation: { ok: false, errorName: "TimeOracleCardRevoked", message: "TimeOracleCardRevoked()" },
       revertAtSafe: null,
       readsAt: [],
+      sourceEventThere: true,
+      calls: [],
     };
   });
 
@@ -171,5 +200,23 @@ describe("relayer/worker: terminal decisions wait for the safe block", () => {
     const done = await decide(pushItem(CHAIN_ID, NOW_MS, false));
     expect(done.status).to.equal("done");
     expect(state.readsAt).to.deep.equal([]);
+  });
+
+  it("a message is sent only while its source event is where it was indexed, looked at after the simulation, just before the submitter", async () => {
+    state.simulation = { ok: true, gas: 100_000n };
+    const item = messageItem();
+    const look = `timeSentIn ${BRIDGE} 0x${"4d".repeat(32)} 90`;
+    const sent = await decide(item);
+    expect(state.calls).to.deep.equal(["simulate", look, "fees"]);
+    expect(sent).to.deep.include({ status: "pending", lastErrorName: "Unavailable", lastError: "stub: no fee market" });
+    state.calls = [];
+    state.sourceEventThere = false; // a reorg deeper than the confirmations took the send back
+    const orphaned = await decide(item);
+    expect(state.calls, "no send").to.deep.equal(["simulate", look]);
+    expect(orphaned).to.deep.include({
+      status: "orphaned",
+      outcome: "orphaned: its source event (TimeSent in block 90 of stub) is no longer on the canonical chain (a reorg deeper than the confirmations took it back): never sent",
+    });
+    expect(store.txsOfItem(item.id)).to.deep.equal([]);
   });
 });
