@@ -11,14 +11,17 @@
  * - an agent (bin/ats-upgrade.js, its own process) SIGKILLed during the first node's acceptance of release D and
  *   restarted with the same plan accepts that node again (already-current) before moving any other, then completes;
  *   never two nodes down;
+ * - release E served by the downloads service of a real `ats-catalog` process: `ats-upgrade` given its URL refuses
+ *   a bundle tampered on the server before anything is staged (no node changes), then, the bytes restored, upgrades
+ *   every node to E, each answering healthy on E;
  * - every receipt fits the value-free schema and holds none of the nodes' keys or ids; keys, configs and unit
  *   definitions are byte-identical after all of it, and no data file disappeared.
  *
  * Every process is stopped in after(), also when a step fails.
  *
  * The releases are built --without-modules (the units give the nodes the repository's node_modules through
- * NODE_PATH): with node_modules/ each of the test's 13 stagings extracts some 21 000 files, which made it take
- * about 2.5 minutes instead of 1.5 and over 1 GiB of temporary installs; test/upgrade/releaseModules.test.ts covers
+ * NODE_PATH): with node_modules/ each of the test's 17 stagings extracts some 21 000 files (with 13, that made it take
+ * about 2.5 minutes instead of 1.5 and over 1 GiB of temporary installs); test/upgrade/releaseModules.test.ts covers
  * bundled installs. ATS_E2E_WITH_MODULES=1 runs it on bundles with node_modules/ instead.
  */
 import { expect } from "chai";
@@ -32,6 +35,7 @@ import { sha256File, treeDigestOfDirectory } from "../../upgrade/digest";
 import { readInstallEnv } from "../../upgrade/installEnv";
 import { parsePlan, type BundlePlan } from "../../upgrade/plan";
 import { assertValueFree, type Receipt } from "../../upgrade/receipt";
+import { childEnv, printedJson, startProgram, type RunningProgram } from "../../lib/childProgram";
 import { buildRelease, type BuiltRelease } from "../../upgrade/release";
 import { planFor, publish, sampleAvailability, secretsOf, startUpgradeCluster, waitConverged, until, type AvailabilitySample, type ClusterNode, type UpgradeCluster } from "./cluster";
 
@@ -112,6 +116,7 @@ describe("upgrade agent, end to end (4 nodes from installs, a Hardhat node chain
   let releaseB: BuiltRelease;
   let releaseC: BuiltRelease;
   let releaseD: BuiltRelease;
+  let releaseE: BuiltRelease;
   let before0: Record<string, string>;
   let dataBefore: string[];
 
@@ -140,6 +145,7 @@ describe("upgrade agent, end to end (4 nodes from installs, a Hardhat node chain
     releaseB = build(distAs(root, bumpPatch(version, 1)));
     releaseC = build(distAs(root, bumpPatch(version, 2), (source) => source.replace('"use strict";\n', CANNOT_REACH_MESH)));
     releaseD = build(distAs(root, bumpPatch(version, 3)));
+    releaseE = build(distAs(root, bumpPatch(version, 4)));
     const publishedA = publish(root, releaseA.dir, "a");
     cluster = await startUpgradeCluster({
       hre,
@@ -291,8 +297,69 @@ describe("upgrade agent, end to end (4 nodes from installs, a Hardhat node chain
     expect(samples.filter((sample) => sample.served).length / samples.length).to.be.at.least(0.9);
   });
 
+  it("upgrades every node from the downloads URL of ats-catalog, after refusing a bundle tampered on the server before staging anything", async () => {
+    // The catalog serves the folder every release of this test was built into (<root>/releases/<release_id>/).
+    const catalog: RunningProgram<{ url: string; services: Record<string, string> }> = await startProgram({
+      bin: "ats-catalog.js",
+      args: ["start"],
+      env: childEnv({ ATS_CATALOG_PORT: "0", ATS_CATALOG_RELEASES_DIR: join(root, "releases"), ATS_CATALOG_CONTENT_DIR: join(root, "catalog-content"), ATS_LOG_LEVEL: "warn" }),
+      ready: (stdout) => printedJson(stdout),
+      name: "ats-catalog",
+      timeoutMs: 60_000,
+    });
+    try {
+      const index = (await (await fetch(`${catalog.printed.url}/releases`)).json()) as { releases: { releaseId: string; path: string }[] };
+      const listed = index.releases.find((entry) => entry.releaseId === releaseE.metadata.release_id);
+      expect(listed, "the catalog lists release E").to.not.equal(undefined);
+      const url = new URL(listed!.path, catalog.printed.url).href.replace(/\/$/, "");
+      await waitConverged(cluster); // D's last restarted node may still be converging: preflight would refuse
+      const plan = planFor(cluster, { tag: "v0.1.4", release_id: releaseE.metadata.release_id, source_revision: releaseE.metadata.source_revision, artifact: { kind: "bundle", sha256: releaseE.metadata.bundle.sha256 }, source: { url } });
+      const planFile = join(root, "plan-e.json");
+      writeFileSync(planFile, JSON.stringify(plan));
+      const runAgent = async (name: string): Promise<{ code: number | null; receipt: Receipt }> => {
+        const receiptFile = join(root, `receipt-e-${name}.json`);
+        const { code } = await exitOf(startAgent(planFile, receiptFile, `e-${name}`));
+        const receipt = JSON.parse(readFileSync(receiptFile, "utf8")) as Receipt;
+        receipts.push(receipt);
+        return { code, receipt };
+      };
+
+      // One byte of the bundle changed on the server: refused by its checksum, before any node changes.
+      const bundle = join(releaseE.dir, releaseE.metadata.bundle.name);
+      const original = readFileSync(bundle);
+      const tampered = Buffer.from(original);
+      tampered[tampered.length - 100] ^= 0xff;
+      chmodSync(bundle, 0o644);
+      writeFileSync(bundle, tampered);
+      const before = snapshot(cluster);
+      const refused = await runAgent("tampered");
+      expect(refused.code).to.equal(1);
+      expect(refused.receipt.outcome).to.equal("refused");
+      expect(refused.receipt.refusal?.code, refused.receipt.refusal?.message).to.equal("bad-checksum");
+      expect(refused.receipt.nodes.map((node) => node.outcome)).to.deep.equal(Array(NODE_COUNT).fill("not-started"));
+      expect(snapshot(cluster), "no install staged, no node switched").to.deep.equal(before);
+
+      // The bytes restored: the same URL upgrades every node to E, and each answers healthy on E.
+      writeFileSync(bundle, original);
+      const { code, receipt } = await runAgent("served");
+      expect(code, JSON.stringify({ refusal: receipt.refusal, failed: receipt.nodes.map((node) => node.gates.filter((gate) => !gate.passed)) })).to.equal(0);
+      expect(receipt.outcome).to.equal("completed");
+      expect(receipt.nodes.map((node) => node.outcome)).to.deep.equal(Array(NODE_COUNT).fill("upgraded"));
+      for (const node of receipt.nodes) expect(node.new?.release_id).to.equal(releaseE.metadata.release_id);
+      await waitConverged(cluster); // the last restarted node rejoins the mesh
+      for (const node of cluster.nodes) {
+        expect(readInstallEnv(node.unit.installEnvFile)?.releaseId, node.host).to.equal(releaseE.metadata.release_id);
+        const info = (await (await fetch(new URL("/node/info", node.planNode.rest))).json()) as { version: string; revision: string | null };
+        expect(info, node.host).to.deep.include({ version: releaseE.metadata.node_version, revision: releaseE.metadata.source_revision });
+        expect((await fetch(new URL("/health", node.planNode.rest))).status, `${node.host} /health`).to.equal(200);
+      }
+    } finally {
+      await catalog.stop();
+    }
+  });
+
   it("wrote value-free receipts, and changed no key, config, unit definition or data file", () => {
-    expect(receipts.length).to.equal(7);
+    expect(receipts.length).to.equal(9);
     const secrets = cluster.nodes.flatMap(secretsOf);
     for (const receipt of receipts) assertValueFree(receipt, secrets);
     // The check can fail: a receipt carrying a node's key is refused.
