@@ -6,8 +6,10 @@
  *   survivors only, and report the dead member absent. Then `npm start` itself is SIGKILLed: every process it
  *   started, the chains and their supervisors included, stops on its own (bin/stopWithParent.js,
  *   scripts/superviseWithParent.js).
- * - On anvil with one node, Ctrl-C (SIGINT) stops every process, marks the network file stopped and removes the
- *   manifest.
+ * - On anvil with one node (`npm start -- --chain anvil`): the tour passes (a proof verified on-chain, pushed, a call
+ *   executed, a message bridged); then, with only the endpoints of its network file, a proof the relayer pushes on
+ *   request is read and verified on alpha through the gateway, whose consensus time is past it; Ctrl-C (SIGINT)
+ *   stops every process, marks the network file stopped and removes the manifest.
  *
  * Processes are found in /proc (Linux): every descendant of the start process, by parent pid.
  */
@@ -16,7 +18,10 @@ import { spawn, type ChildProcess } from "node:child_process";
 import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { createPublicClient, http, type Hex } from "viem";
+import { timeOracleAbi } from "../../abi";
 import type { NetworkFileJson } from "../../relayer/network";
+import { LOCAL_RELAYER_API_KEY } from "../../scripts/network";
 import { parseManifest } from "../../wire/manifest";
 
 const ROOT = join(__dirname, "..", "..");
@@ -176,10 +181,37 @@ describe("npm start: every program a process of its own (scripts/start.ts)", fun
     expect(left, "processes left running after npm start was SIGKILLed").to.deep.equal([]);
   });
 
-  it("on anvil, Ctrl-C stops every process, marks the network file stopped and removes the manifest", async () => {
+  it("on anvil: the tour passes, a proof pushed by the relayer verifies through the gateway (endpoints from the network file), and Ctrl-C stops every process, marks the network file stopped and removes the manifest", async () => {
     start = new RunningStart(["--nodes", "1", "--chain", "anvil"]);
     const network = await start.started();
     expect(network.programs!.map((program) => `${program.name}: ${program.program}`)).to.deep.equal(["chain alpha: anvil", "chain beta: anvil", "node 1: ats-node", "gateway: ats-gateway", "relayer: ats-relayer"]);
+    // The tour, as on Hardhat (test/scripts/start.test.ts): a proof verified on-chain, a call executed, a message bridged.
+    expect(start.stdout).to.match(/alpha oracle verifyTimeProof: true/);
+    expect(start.stdout).to.match(/status Executed: executed by 0x/);
+    expect(start.stdout).to.match(/beta bridge: delivered in block \d+/);
+
+    // From the network file alone: the relayer pushes a fresh proof to alpha on request…
+    const endpoint = (name: string, key: string): string => network.programs!.find((program) => program.name === name)!.endpoints[key]!;
+    const alpha = network.chains[0]!;
+    const askedNs = BigInt(Date.now()) * 1_000_000n;
+    const asked = await fetch(`${endpoint("relayer", "api")}/push/${alpha.chainId}`, { method: "POST", headers: { "x-api-key": LOCAL_RELAYER_API_KEY } });
+    expect(asked.status).to.equal(202);
+    const pushed = await until(async () => {
+      const { items } = (await (await fetch(`${endpoint("relayer", "api")}/items?kind=push&chainId=${alpha.chainId}&limit=500`)).json()) as { items: { id: string; status: string; outcome: string | null }[] };
+      const forced = items.find((item) => item.id.endsWith(":forced"));
+      return forced !== undefined && forced.status !== "pending" && forced.status !== "submitted" ? forced : undefined;
+    }, "the forced push", 60_000);
+    expect(pushed.status, String(pushed.outcome)).to.equal("done");
+    expect(pushed.outcome).to.match(/^pushed in block \d+ by 0x[0-9a-f]{64}$/);
+    // …and alpha's oracle, read through the gateway (its eth_call goes to anvil), holds it and verifies it.
+    const gateway = createPublicClient({ transport: http(endpoint("gateway", "rpc")) });
+    const stored = await gateway.readContract({ address: alpha.oracle as Hex, abi: timeOracleAbi, functionName: "getCurrentTime" });
+    expect(stored.nanoMoment >= askedNs - 2_000_000_000n, `a proof of the push's time, not the tour's (${stored.nanoMoment} vs asked at ${askedNs})`).to.equal(true);
+    expect(await gateway.readContract({ address: alpha.oracle as Hex, abi: timeOracleAbi, functionName: "verifyTimeProof", args: [stored] })).to.equal(true);
+    const answer = await fetch(endpoint("gateway", "rpc"), { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ jsonrpc: "2.0", id: 1, method: "temporal_getConsensusTime" }) });
+    const consensus = ((await answer.json()) as { result: { consensusTimeNs: string } }).result;
+    expect(BigInt(consensus.consensusTimeNs) >= stored.nanoMoment, "the gateway's consensus time is past the stored proof").to.equal(true);
+
     const tree = descendants(start.child.pid!);
     expect(await start.stop("SIGINT"), start.stderr.slice(-3_000)).to.equal(0);
     expect(tree.filter(alive), "processes left running after Ctrl-C").to.deep.equal([]);
