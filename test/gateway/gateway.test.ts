@@ -109,9 +109,11 @@ for (const chainKind of CHAIN_KINDS) describe(`temporal JSON-RPC gateway (gatewa
   });
 
   after(async () => {
+    // Each step guarded: a before() that failed half-way leaves the later ones unset.
+    const started = { chain: chain as ChainProcess | undefined, dir: dir as string | undefined };
     await gateway?.close();
-    await stopChainProcess(chain);
-    rmSync(dir, { recursive: true, force: true });
+    if (started.chain !== undefined) await stopChainProcess(started.chain);
+    if (started.dir !== undefined) rmSync(started.dir, { recursive: true, force: true });
   });
 
   it("temporal_getConsensusTime: consensus time as a decimal string, and the mesh's state (a lone node says Initializing, 0 peers)", async () => {
