@@ -511,6 +511,9 @@ export class ChainWorker {
   private fail(item: Item, errorName: string, message: string): number {
     this.metrics.failures.inc({ kind: item.kind, reason: errorName });
     const delay = backoffMs(item.attempts + 1, this.settings.retryBaseMs, this.settings.retryMaxMs, Math.random());
+    // Logged at warn: a retried item is otherwise silent until its backoff has grown past what an operator waits
+    // for. The backoff bounds the volume (one line per attempt).
+    this.log.warn({ item: item.id, chain: this.chain.config.name, attempt: item.attempts + 1, err: errorName, reason: message, retryInMs: delay }, "attempt failed; retried");
     return this.store.recordFailure(item.id, errorName, message, this.nowMs() + delay);
   }
 
