@@ -42,35 +42,41 @@ const TARGETS = {
 const DIST = TARGETS.dist.dir;
 
 /**
- * The newest file or folder under `entry` and its modification time (ms), null when `entry` does not exist. A
- * folder counts for itself too: deleting or renaming a file changes only its folder's time.
+ * The newest file and the newest folder under `entry` (itself included), each `{ path, mtimeMs }` or null. A folder
+ * counts because deleting or renaming a file changes only its folder's time.
  */
-function newestEntry(entry) {
+function newestEntries(entry) {
   let stat;
   try {
     stat = fs.statSync(entry);
   } catch {
-    return null;
+    return { file: null, folder: null };
   }
-  let newest = { path: entry, mtimeMs: stat.mtimeMs, isDirectory: stat.isDirectory() };
-  if (!newest.isDirectory) return newest;
+  const self = { path: entry, mtimeMs: stat.mtimeMs };
+  if (!stat.isDirectory()) return { file: self, folder: null };
+  const newest = { file: null, folder: self };
   for (const name of fs.readdirSync(entry)) {
-    const inner = newestEntry(path.join(entry, name));
-    if (inner !== null && inner.mtimeMs > newest.mtimeMs) newest = inner;
+    const inner = newestEntries(path.join(entry, name));
+    for (const kind of ["file", "folder"]) {
+      if (inner[kind] !== null && (newest[kind] === null || inner[kind].mtimeMs > newest[kind].mtimeMs)) newest[kind] = inner[kind];
+    }
   }
   return newest;
 }
 
-/** The newest modification time (ms) of the files under `entry`, 0 when it does not exist. */
+/** The newest modification time (ms) of the files and folders under `entry`, 0 when it does not exist. */
 function newestMtimeMs(entry) {
-  return newestEntry(entry)?.mtimeMs ?? 0;
+  const { file, folder } = newestEntries(entry);
+  return Math.max(file?.mtimeMs ?? 0, folder?.mtimeMs ?? 0);
 }
 
 /**
  * Why the target's folder needs a build, or null when it is at least as new as every source:
- * `{ reason: "missing" }`, or `{ reason: "stale", source, sourceMtimeMs, stampMtimeMs }` with `source` the newest
- * source entry newer than the build's stamp (relative to the root; a folder ends with "/"), the one that made it
- * stale, so that a rebuild can say what caused it.
+ * `{ reason: "missing" }`, or `{ reason: "stale", source, sourceMtimeMs, stampMtimeMs }` with `source` the source
+ * that made it stale (relative to the root), so that a rebuild can say what caused it: the newest file newer than
+ * the build's stamp; else (only a file removed) the newest such folder, named with a trailing "/". A file comes
+ * first because an editor that saves by writing a new file and renaming it over the old also touches the folder,
+ * a moment later.
  */
 function staleness(target = TARGETS.dist) {
   const root = target.root ?? ROOT;
@@ -80,14 +86,18 @@ function staleness(target = TARGETS.dist) {
   } catch {
     return { reason: "missing" };
   }
-  let newest = null;
+  const newest = { file: null, folder: null };
   for (const source of target.sources) {
-    const entry = newestEntry(path.join(root, source));
-    if (entry !== null && entry.mtimeMs > stampMtimeMs && (newest === null || entry.mtimeMs > newest.mtimeMs)) newest = entry;
+    const inner = newestEntries(path.join(root, source));
+    for (const kind of ["file", "folder"]) {
+      const candidate = inner[kind];
+      if (candidate !== null && candidate.mtimeMs > stampMtimeMs && (newest[kind] === null || candidate.mtimeMs > newest[kind].mtimeMs)) newest[kind] = candidate;
+    }
   }
-  if (newest === null) return null;
-  const relative = path.relative(root, newest.path).split(path.sep).join("/");
-  return { reason: "stale", source: newest.isDirectory ? `${relative}/` : relative, sourceMtimeMs: newest.mtimeMs, stampMtimeMs };
+  const cause = newest.file ?? newest.folder;
+  if (cause === null) return null;
+  const relative = path.relative(root, cause.path).split(path.sep).join("/");
+  return { reason: "stale", source: cause === newest.file ? relative : `${relative}/`, sourceMtimeMs: cause.mtimeMs, stampMtimeMs };
 }
 
 /** The one line a rebuild prints: what is built, why (naming the source that made it stale), and how. */

@@ -48,7 +48,7 @@ describe("bin/build-dist.js staleness", function () {
     writeFileSync(join(target.dir, ".build-stamp"), `${new Date().toISOString()}\n`);
   }
 
-  /** Sets a file's (or folder's) modification time `afterMs` after the build's stamp. */
+  /** Sets a file's (or folder's) modification time `afterMs` after the build's stamp (before it when negative). */
   function touchAfterStamp(relative: string, afterMs: number): void {
     const stampMs = statSync(join(target.dir, ".build-stamp")).mtimeMs;
     const at = new Date(stampMs + afterMs);
@@ -84,10 +84,18 @@ describe("bin/build-dist.js staleness", function () {
     expect(buildDist.staleness(target), "the rebuild's stamp is newer than the touched files").to.equal(null);
   });
 
+  it("names the changed file rather than its folder touched a moment later (an editor saving by rename)", () => {
+    stamp();
+    touchAfterStamp("src/deep/b.ts", 1_000);
+    touchAfterStamp("src/deep", 1_500);
+    expect(buildDist.staleness(target)).to.deep.include({ reason: "stale", source: "src/deep/b.ts" });
+  });
+
   it("names a source outside the folders too (package.json), and the folder when a file was removed", () => {
     stamp();
     touchAfterStamp("package.json", 1_000);
     expect(buildDist.staleness(target)).to.deep.include({ reason: "stale", source: "package.json" });
+    touchAfterStamp("package.json", -1_000); // as built again
     rmSync(join(root, "src", "deep", "b.ts"));
     touchAfterStamp("src/deep", 2_000); // removing a file changes only its folder's time
     const stale = buildDist.staleness(target);
