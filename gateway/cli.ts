@@ -1,8 +1,8 @@
 /**
  * `ats-gateway`, the temporal JSON-RPC gateway as a program of its own (bin/ats-gateway.js runs it from dist/):
  *
- *   ats-gateway start [--config <file>] [--pretty]   runs until SIGINT/SIGTERM; prints {"endpoints": {"rpc", "ws"},
- *                                                    "node"} on stdout once it serves
+ *   ats-gateway start [--config <file>] [--pretty]   runs until SIGINT/SIGTERM; prints {"endpoints": {"rpc", "ws",
+ *                                                    "metrics"}, "node"} on stdout once it serves
  *   ats-gateway settings [--json]                    the settings table (name, env variable, default, description)
  *   ats-gateway --help | --version
  *
@@ -17,7 +17,7 @@ import { createCliLogger } from "../lib/logFormat";
 import { waitForSignal } from "../lib/signals";
 import { describeGatewaySettings, loadGatewayConfig, publishedLimits, redactedGatewayConfig, type GatewayConfig } from "./config";
 import { followNodeTime } from "./nodeTime";
-import { startTemporalGateway, type RunningGateway } from "./server";
+import { METRICS_PATH, startTemporalGateway, type RunningGateway } from "./server";
 
 const USAGE = `Usage:
   ats-gateway start [--config <file>] [--pretty]
@@ -75,7 +75,7 @@ async function start(args: string[], io: GatewayCliIo): Promise<number> {
     io.stderr(`ats-gateway: ${reason}`);
     return 1;
   }
-  const endpoints = { rpc: gateway.url, ws: gateway.url.replace(/^http/, "ws") };
+  const endpoints = { rpc: gateway.url, ws: gateway.url.replace(/^http/, "ws"), metrics: `${gateway.url}${METRICS_PATH}` };
   io.stdout(JSON.stringify({ endpoints, node: time.currentNodeUrl() }, null, 2));
   logger.info({ endpoints }, "gateway listening");
   const signal = await (io.untilStopped ?? waitForSignal)();

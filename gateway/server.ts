@@ -17,6 +17,7 @@ import { RateLimiter } from "../lib/rateLimit";
 import { toJsonRpcError } from "../wire/errorMapping";
 import { errorResponse, JSON_RPC_ERRORS, JsonRpcError, parseBody, serializeBatch, type JsonRpcResponse, type ParsedItem } from "./jsonrpc";
 import { resolveMethod, type MethodContext, type PublishedLimits, type TemporalTimeSource } from "./methods";
+import { createGatewayMetrics, type GatewayMetrics, type GatewayTransport, type RequestOutcome } from "./metrics";
 import { BlockObserver } from "./observer";
 import { TemporalStore } from "./store";
 import { httpUpstream } from "./upstream";
@@ -46,12 +47,17 @@ export interface TemporalGatewayOptions {
 
 export interface RunningGateway {
   readonly url: string;
+  /** Its Prometheus metrics, served at GET <url>/metrics (./metrics.ts). */
+  readonly metrics: GatewayMetrics;
   readonly store: TemporalStore;
   readonly observer: BlockObserver;
   /** Open WebSocket subscriptions of every kind. */
   subscriptionCount(): number;
   close(): Promise<void>;
 }
+
+/** Where the gateway serves its metrics (GET, open like the node's /metrics; every other request is JSON-RPC). */
+export const METRICS_PATH = "/metrics";
 
 /** The body's bytes, undecoded: parseBody refuses invalid UTF-8 rather than reading it as U+FFFD. */
 function readBody(request: IncomingMessage, maxBytes: number): Promise<Buffer | "too-large"> {
@@ -86,7 +92,8 @@ function serialized(response: JsonRpcResponse): AnsweredItem {
 export async function startTemporalGateway(options: TemporalGatewayOptions): Promise<RunningGateway> {
   const { limits, logger } = options;
   const store = new TemporalStore(options.dataDir);
-  const upstream = httpUpstream(options.upstreamUrl);
+  const metrics = createGatewayMetrics();
+  const upstream = httpUpstream(options.upstreamUrl, metrics.observeUpstream);
   const observer = new BlockObserver(upstream, store, () => options.time.consensusNowNs(), logger);
   const rateLimiter = new RateLimiter({ ratePerSecond: limits.requestsPerSecondPerClient });
   // A JSON-RPC call is a POST with content-type application/json: a browser preflights it, asking for that header.
@@ -113,6 +120,7 @@ export async function startTemporalGateway(options: TemporalGatewayOptions): Pro
    * upstream call, waiting or running, is abandoned. The others keep theirs: one slow item costs no other.
    */
   async function answerBatch(items: readonly ParsedItem[], clientKey: string): Promise<AnsweredItem[]> {
+    metrics.observeBatch(items.length);
     const budget = new AbortController();
     // One listener per item waiting on it (its upstream call), and one for the race below: not a leak.
     setMaxListeners(items.length + 1, budget.signal);
@@ -124,8 +132,10 @@ export async function startTemporalGateway(options: TemporalGatewayOptions): Pro
     try {
       const answers = await Promise.all(
         items.map(async (item) => {
-          const outcome = await Promise.race([answer(item, clientKey, ctx), timedOut]);
+          const outcome = await Promise.race([answer(item, clientKey, "http", ctx, budget.signal), timedOut]);
           if (outcome !== "timed-out") return outcome;
+          // Counted here, not by answer(), which counts nothing once the budget has run out.
+          metrics.countRequest("http", item.ok ? item.call.method : undefined, "timed_out");
           if (item.ok && item.call.id === undefined) return null; // a notification gets no answer, late or not
           const id = item.ok ? (item.call.id ?? null) : item.response.id;
           return serialized(errorResponse(id, JSON_RPC_ERRORS.REQUEST_TIMED_OUT, "Request timed out", `the batch's answer is due within ${limits.maxBatchMs} ms; split the batch`));
@@ -138,16 +148,28 @@ export async function startTemporalGateway(options: TemporalGatewayOptions): Pro
     }
   }
 
-  /** One item's answer as JSON text (null for a notification), within maxResponseBytes. */
-  async function answer(item: ParsedItem, clientKey: string, ctx: MethodContext = context): Promise<AnsweredItem | null> {
+  /**
+   * One item's answer as JSON text (null for a notification), within maxResponseBytes; counted in the metrics by
+   * how it ended, unless `budget` (its batch's) ran out first: the batch then answers, and counts, the item.
+   */
+  async function answer(item: ParsedItem, clientKey: string, transport: GatewayTransport, ctx: MethodContext = context, budget?: AbortSignal): Promise<AnsweredItem | null> {
+    const method = item.ok ? item.call.method : undefined;
+    const count = (outcome: RequestOutcome) => {
+      if (budget?.aborted !== true) metrics.countRequest(transport, method, outcome);
+    };
     // Every item takes a token, an invalid one too: refusing costs the gateway work as well.
     const allowed = rateLimiter.tryTake(clientKey);
     const id = item.ok ? (item.call.id ?? null) : item.response.id;
     const notification = item.ok && item.call.id === undefined;
     if (!allowed) {
+      count("rate_limited");
+      metrics.countRateLimited(transport);
       return notification ? null : serialized(errorResponse(id, JSON_RPC_ERRORS.RATE_LIMITED, "Rate limit exceeded", rateLimitedMessage));
     }
-    if (!item.ok) return serialized(item.response);
+    if (!item.ok) {
+      count("invalid");
+      return serialized(item.response);
+    }
     const { call } = item;
     let response: JsonRpcResponse;
     try {
@@ -163,10 +185,15 @@ export async function startTemporalGateway(options: TemporalGatewayOptions): Pro
         response = errorResponse(id, mapped.code, mapped.message);
       }
     }
-    if (notification) return null;
+    const tooLarge = (answered: AnsweredItem) => Buffer.byteLength(answered.json) > limits.maxResponseBytes;
+    if (notification) {
+      count("error" in response ? "error" : "ok");
+      return null;
+    }
     // Errors too: an upstream error's data is the chain's, of any size.
     const answered = serialized(response);
-    if (Buffer.byteLength(answered.json) > limits.maxResponseBytes) {
+    count(tooLarge(answered) ? "too_large" : "error" in response ? "error" : "ok");
+    if (tooLarge(answered)) {
       return serialized(errorResponse(id, JSON_RPC_ERRORS.RESPONSE_TOO_LARGE, "Response too large", `more than ${limits.maxResponseBytes} bytes; narrow the request`));
     }
     return answered;
@@ -177,6 +204,17 @@ export async function startTemporalGateway(options: TemporalGatewayOptions): Pro
       response.writeHead(status, { "content-type": "application/json" }).end(json);
     };
     const send = (status: number, body: unknown) => sendJson(status, body === null ? "" : stringify(body)!);
+    const clientKey = request.socket.remoteAddress ?? "unknown";
+    // Before the CORS headers: a page reads the JSON-RPC, never the metrics. A scrape takes a token like a call.
+    if (request.method === "GET" && (request.url ?? "").split("?")[0] === METRICS_PATH) {
+      if (!rateLimiter.tryTake(clientKey)) {
+        metrics.countRateLimited("http");
+        return send(429, errorResponse(null, JSON_RPC_ERRORS.RATE_LIMITED, "Rate limit exceeded", rateLimitedMessage));
+      }
+      const text = await metrics.registry.metrics();
+      response.writeHead(200, { "content-type": metrics.registry.contentType }).end(text);
+      return;
+    }
     // On every answer, errors and 429s too: a page must be able to read why it was refused.
     for (const [name, value] of Object.entries(cors.answerHeaders(request.headers.origin))) response.setHeader(name, value);
     if (request.method === "OPTIONS" && cors.enabled) {
@@ -184,7 +222,7 @@ export async function startTemporalGateway(options: TemporalGatewayOptions): Pro
       return;
     }
     if (request.method !== "POST") {
-      send(405, errorResponse(null, JSON_RPC_ERRORS.INVALID_REQUEST, "Invalid Request", "JSON-RPC is served over POST"));
+      send(405, errorResponse(null, JSON_RPC_ERRORS.INVALID_REQUEST, "Invalid Request", `JSON-RPC is served over POST (and the metrics at GET ${METRICS_PATH})`));
       return;
     }
     const body = await readBody(request, limits.maxBodyBytes);
@@ -192,20 +230,21 @@ export async function startTemporalGateway(options: TemporalGatewayOptions): Pro
       send(413, errorResponse(null, JSON_RPC_ERRORS.INVALID_REQUEST, "Invalid Request", `the body is larger than ${limits.maxBodyBytes} bytes`));
       return;
     }
-    const clientKey = request.socket.remoteAddress ?? "unknown";
     // A client over its rate is refused before its body is parsed: parsing is the work a flood would buy.
     const retryAfterMs = rateLimiter.msUntilNextToken(clientKey);
     if (retryAfterMs > 0) {
+      metrics.countRateLimited("http");
       response.setHeader("retry-after", String(Math.ceil(retryAfterMs / 1000)));
       return send(429, errorResponse(null, JSON_RPC_ERRORS.RATE_LIMITED, "Rate limit exceeded", rateLimitedMessage));
     }
     const parsed = parseBody(body, limits.maxBatchItems);
     if (parsed.kind === "error") {
       rateLimiter.tryTake(clientKey); // a body refused whole cost the gateway work too
+      metrics.countRequest("http", undefined, "invalid");
       return send(200, parsed.response);
     }
     if (parsed.kind === "single") {
-      const single = await answer(parsed.item, clientKey);
+      const single = await answer(parsed.item, clientKey, "http");
       return single === null ? send(204, null) : sendJson(200, single.json);
     }
     const answers = await answerBatch(parsed.items, clientKey);
@@ -226,10 +265,13 @@ export async function startTemporalGateway(options: TemporalGatewayOptions): Pro
     confirmations: options.confirmations,
     maxPayloadBytes: limits.maxBodyBytes,
     maxConnections: limits.maxConnections,
-    answer,
+    answer: (item, clientKey) => answer(item, clientKey, "ws"),
     allow: (clientKey) => rateLimiter.tryTake(clientKey),
     rateLimitedMessage,
+    metrics,
+    admitsOrigin: (origin) => cors.allows(origin),
   });
+  metrics.bindGauges({ subscriptions: () => sockets.subscriptionsByKind(), connections: () => sockets.connectionCount() });
   server.maxConnections = limits.maxConnections;
   server.headersTimeout = 10_000;
   server.requestTimeout = 30_000;
@@ -256,6 +298,7 @@ export async function startTemporalGateway(options: TemporalGatewayOptions): Pro
 
   return {
     url: `http://${options.host.includes(":") ? `[${options.host}]` : options.host}:${port}`,
+    metrics,
     store,
     observer,
     subscriptionCount: () => sockets.subscriptionCount(),

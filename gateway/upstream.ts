@@ -7,6 +7,7 @@
  */
 import { JSON_RPC_ERRORS, JsonRpcError } from "./jsonrpc";
 import type { Upstream } from "./methods";
+import type { UpstreamOutcome } from "./metrics";
 
 /** Upstream calls that take longer fail with -32000, ms. */
 export const UPSTREAM_TIMEOUT_MS = 10_000;
@@ -49,7 +50,11 @@ class Turns {
   }
 }
 
-export function httpUpstream(url: string): Upstream {
+/**
+ * `observe` gets each call's time at the chain (from its turn to its answer, seconds) and how it ended (metrics); a
+ * call that never got a turn (its batch's budget ran out while it waited) is not observed.
+ */
+export function httpUpstream(url: string, observe: (seconds: number, outcome: UpstreamOutcome) => void = () => undefined): Upstream {
   let nextId = 1;
   const turns = new Turns(MAX_UPSTREAM_IN_FLIGHT);
   return {
@@ -60,6 +65,8 @@ export function httpUpstream(url: string): Upstream {
       } catch (error) {
         throw new JsonRpcError(JSON_RPC_ERRORS.UPSTREAM_ERROR, "Upstream unavailable", (error as Error).name);
       }
+      const startedMs = performance.now();
+      const observed = (outcome: UpstreamOutcome) => observe((performance.now() - startedMs) / 1_000, outcome);
       try {
         const timeout = AbortSignal.timeout(UPSTREAM_TIMEOUT_MS);
         const response = await fetch(url, {
@@ -70,10 +77,12 @@ export function httpUpstream(url: string): Upstream {
         });
         answer = (await response.json()) as typeof answer;
       } catch (error) {
+        observed("unavailable");
         throw new JsonRpcError(JSON_RPC_ERRORS.UPSTREAM_ERROR, "Upstream unavailable", (error as Error).name);
       } finally {
         turns.release();
       }
+      observed(answer.error === undefined ? "ok" : "error");
       if (answer.error !== undefined) throw new JsonRpcError(answer.error.code, answer.error.message, answer.error.data);
       return answer.result ?? null;
     },

@@ -30,9 +30,11 @@ import { randomBytes } from "node:crypto";
 import type { Server } from "node:http";
 import { stringify } from "lossless-json";
 import { WebSocketServer, type RawData, type WebSocket } from "ws";
+import { originRefusal, upgradeOrigin } from "../lib/cors";
 import { finalizedNumber } from "./finality";
 import { errorResponse, JSON_RPC_ERRORS, JsonRpcError, parseBody, type JsonRpcCall, type ParsedItem } from "./jsonrpc";
 import { blockNumberParam, SUBSCRIPTION_METHODS, type Upstream } from "./methods";
+import type { GatewayMetrics } from "./metrics";
 import type { BlockRecord, TemporalStore } from "./store";
 import { FinalBlockFeed, logMatches, parseEthSubscribe, type LogFilter } from "./subscriptions";
 
@@ -61,6 +63,10 @@ export interface GatewaySocketServer {
   pump(): Promise<void>;
   /** Open subscriptions of every kind, on every connection. */
   subscriptionCount(): number;
+  /** Open subscriptions by kind (every kind, 0 when none is open). */
+  subscriptionsByKind(): Record<Kind, number>;
+  /** Open WebSocket connections. */
+  connectionCount(): number;
   close(): void;
 }
 
@@ -77,7 +83,12 @@ export function attachGatewaySockets(options: {
   allow: (clientKey: string) => boolean;
   /** What a call over the rate is told. */
   rateLimitedMessage: string;
+  /** Subscription calls and invalid frames are counted here (the other calls by `answer`). */
+  metrics: GatewayMetrics;
+  /** Whether a browser page of this Origin may open a WebSocket (rpcCorsAllowedOrigins, as for the HTTP answers). */
+  admitsOrigin: (origin: string) => boolean;
 }): GatewaySocketServer {
+  const { metrics } = options;
   const { store } = options;
   const wss = new WebSocketServer({ noServer: true, maxPayload: options.maxPayloadBytes, clientTracking: true });
   const subscriptions = new Map<WebSocket, Subscription[]>();
@@ -202,6 +213,7 @@ export function attachGatewaySockets(options: {
     // One call per frame over WebSocket; the bytes as received, so that invalid UTF-8 in a binary frame is refused.
     const parsed = parseBody(Buffer.isBuffer(data) ? data : Array.isArray(data) ? Buffer.concat(data) : new Uint8Array(data), 1);
     if (parsed.kind !== "single") {
+      metrics.countRequest("ws", undefined, "invalid");
       send(socket, parsed.kind === "error" ? parsed.response : errorResponse(null, JSON_RPC_ERRORS.INVALID_REQUEST, "Invalid Request", "one call per WebSocket message"));
       return;
     }
@@ -209,12 +221,16 @@ export function attachGatewaySockets(options: {
     if (item.ok && SUBSCRIPTION_METHODS.has(item.call.method)) {
       const id = item.call.id ?? null;
       if (!options.allow(clientKey)) {
+        metrics.countRequest("ws", item.call.method, "rate_limited");
+        metrics.countRateLimited("ws");
         send(socket, errorResponse(id, JSON_RPC_ERRORS.RATE_LIMITED, "Rate limit exceeded", options.rateLimitedMessage));
         return;
       }
       try {
         send(socket, { jsonrpc: "2.0", id, result: subscriptionCall(socket, item.call) });
+        metrics.countRequest("ws", item.call.method, "ok");
       } catch (error) {
+        metrics.countRequest("ws", item.call.method, "error");
         const rpcError = error instanceof JsonRpcError ? error : new JsonRpcError(JSON_RPC_ERRORS.INTERNAL_ERROR, "Internal error");
         send(socket, errorResponse(id, rpcError.code, rpcError.message, rpcError.data));
       }
@@ -225,6 +241,15 @@ export function attachGatewaySockets(options: {
   }
 
   options.server.on("upgrade", (request, socket, head) => {
+    // Browsers apply no same-origin rule to WebSockets: a page's upgrade (it names its Origin) must come from an
+    // origin on the list, checked first, so a refused page takes no connection slot (lib/cors.ts).
+    const origin = upgradeOrigin(request.headers);
+    if (origin !== undefined && !options.admitsOrigin(origin)) {
+      const message = originRefusal(origin, "a WebSocket", "the gateway's rpcCorsAllowedOrigins");
+      const body = stringify(errorResponse(null, JSON_RPC_ERRORS.INVALID_REQUEST, "Forbidden", message))!;
+      socket.end(`HTTP/1.1 403 Forbidden\r\nconnection: close\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\n\r\n${body}`);
+      return;
+    }
     if (wss.clients.size >= options.maxConnections) {
       socket.end("HTTP/1.1 503 Service Unavailable\r\ncontent-length: 0\r\n\r\n");
       return;
@@ -251,6 +276,12 @@ export function attachGatewaySockets(options: {
       for (const held of subscriptions.values()) count += held.length;
       return count;
     },
+    subscriptionsByKind() {
+      const counts: Record<Kind, number> = { newHeads: 0, logs: 0, finalizedHeads: 0 };
+      for (const held of subscriptions.values()) for (const subscription of held) counts[subscription.kind] += 1;
+      return counts;
+    },
+    connectionCount: () => wss.clients.size,
     close() {
       for (const client of wss.clients) client.terminate();
       wss.close();

@@ -8,7 +8,12 @@
  * answer to another); `Access-Control-Allow-Origin` only for an origin on the list (or `*` when the list is `*`).
  * An origin not on the list gets no CORS headers at all, so its browser keeps the answer from the page. The empty
  * list (every program's default) admits no other site's page.
+ *
+ * WebSockets: browsers apply no same-origin rule to them, so a program with a WebSocket (the node's stream, the
+ * gateway's JSON-RPC) refuses an upgrade whose Origin is not on its list itself, with 403 before the handshake
+ * (upgradeOrigin, originRefusal); an upgrade without Origin is not a browser page's and is not checked.
  */
+import type { IncomingHttpHeaders } from "node:http";
 
 /** How long a browser may reuse a preflight's answer, s: short, so that a changed list takes effect soon. */
 export const CORS_PREFLIGHT_MAX_AGE_S = 600;
@@ -91,4 +96,22 @@ export function createCorsPolicy(allowedOrigins: readonly string[], routes: Cors
       return allowedValue(origin) !== null;
     },
   };
+}
+
+/** How much of a refused Origin header a refusal repeats (the header is the client's text; origins are short). */
+const MAX_ECHOED_ORIGIN_CHARS = 100;
+
+/**
+ * The page origin a WebSocket upgrade names (RFC 6455 §4.1: Origin; protocol version 8 said Sec-WebSocket-Origin),
+ * or undefined for a client that names none (not a browser).
+ */
+export function upgradeOrigin(headers: IncomingHttpHeaders): string | undefined {
+  const header = headers.origin ?? headers["sec-websocket-origin"];
+  return Array.isArray(header) ? header.join(", ") : header;
+}
+
+/** What a refused upgrade is told: `Origin "<origin>" may not open <what>: it is not in <setting>`. */
+export function originRefusal(origin: string, what: string, setting: string): string {
+  const echoed = origin.length > MAX_ECHOED_ORIGIN_CHARS ? `${origin.slice(0, MAX_ECHOED_ORIGIN_CHARS)}…` : origin;
+  return `Origin ${JSON.stringify(echoed)} may not open ${what}: it is not in ${setting}`;
 }

@@ -205,7 +205,7 @@ export async function startLocalNetwork(options: StartLocalNetworkOptions): Prom
     const endpoints = nodes.map((node) => node.endpoints.rest);
     const ntp = nodes.map((node) => node.endpoints.ntp ?? "");
     log(`chains and nodes are up; the temporal gateway (a process of its own) in front of ${LOCAL_CHAINS[0].name}`);
-    const gateway = await startProgram<{ endpoints: { rpc: string; ws: string } }>({
+    const gateway = await startProgram<{ endpoints: { rpc: string; ws: string; metrics: string } }>({
       bin: "ats-gateway.js",
       args: ["start"],
       env: childEnv({
@@ -268,7 +268,7 @@ export async function startLocalNetwork(options: StartLocalNetworkOptions): Prom
       programs: [
         ...chains.map((chain) => ({ name: `chain ${chain.name}`, program: chain.process.kind, pid: chain.process.child.pid!, endpoints: { rpc: chain.rpcUrl } })),
         ...nodes.map((node, index) => ({ name: `node ${index + 1}`, program: "ats-node", pid: node.pid!, endpoints: nodeEndpoints(node) })),
-        { name: "gateway", program: "ats-gateway", pid: gateway.child.pid!, endpoints: { rpc: gateway.printed.endpoints.rpc, ws: gateway.printed.endpoints.ws } },
+        { name: "gateway", program: "ats-gateway", pid: gateway.child.pid!, endpoints: gateway.printed.endpoints },
       ],
       status: "running",
     };

@@ -4,8 +4,8 @@
  *
  * - `promtool check rules` and `promtool test rules` on ops/prometheus/alerts.yml and its unit tests, `promtool
  *   check config` on the example scrape configuration;
- * - `promtool check metrics` on each running program's /metrics (the attesting nodes of a local mesh and the
- *   relayer; the temporal gateway and the upgrade agent export none yet): it flags nothing but the two names the service
+ * - `promtool check metrics` on each running program's /metrics (the attesting nodes of a local mesh, the relayer
+ *   and the temporal gateway; the upgrade agent exports none yet): it flags nothing but the two names the service
  *   description fixes, timerpc_accuracy_ns and timerpc_node_drift_ns (an abbreviated unit);
  * - a real `prometheus` scraping that network (127.0.0.1 on a free port, its own temporary storage, stopped in
  *   after(), also on failure), loaded with the alerting rules: every metric the dashboard and the rules name is a
@@ -13,7 +13,8 @@
  *   metadata shows), every dashboard query runs without error, and every rule evaluates.
  *
  * The local network is the one `npm start` runs (scripts/network.ts) with a 3-node mesh, and the tour drives the
- * relayer's every kind of work, so its counters have something to count.
+ * relayer's every kind of work, so its counters have something to count; a batch and a WebSocket subscription
+ * give the gateway's theirs.
  */
 import { expect } from "chai";
 import { execFile, spawn, type ChildProcess } from "node:child_process";
@@ -22,6 +23,7 @@ import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import hre from "hardhat";
 import pino from "pino";
+import { WebSocket } from "ws";
 import { freeTcpPort } from "../scripts/chainProcess";
 import { startLocalNetwork, type LocalNetwork } from "../scripts/network";
 import { runTour } from "../scripts/tour";
@@ -31,6 +33,7 @@ const PROMTOOL = "promtool";
 const PROMETHEUS = "prometheus";
 const NODE_JOB = "attested-time-node";
 const RELAYER_JOB = "attested-time-relayer";
+const GATEWAY_JOB = "attested-time-gateway";
 
 /** The names promtool flags that the service description fixes (abbreviated unit): kept, and the only ones flagged. */
 const FIXED_NAMES = ["timerpc_accuracy_ns", "timerpc_node_drift_ns"];
@@ -77,6 +80,12 @@ async function until<T>(what: string, timeoutMs: number, probe: () => Promise<T 
   }
 }
 
+interface MetricsUrls {
+  node: string[];
+  relayer: string[];
+  gateway: string[];
+}
+
 /** A Prometheus server of its own: loopback, a free port, a temporary folder for its configuration and storage. */
 class PrometheusServer {
   readonly dir = mkdtempSync(join(tmpdir(), "ats-prometheus-"));
@@ -84,7 +93,7 @@ class PrometheusServer {
   #log = "";
   url = "";
 
-  async start(targets: { node: string[]; relayer: string[] }): Promise<void> {
+  async start(targets: MetricsUrls): Promise<void> {
     const hostPort = (url: string) => new URL(url).host;
     const config = [
       "global:",
@@ -100,6 +109,9 @@ class PrometheusServer {
       `  - job_name: ${RELAYER_JOB}`,
       "    static_configs:",
       `      - targets: ${JSON.stringify(targets.relayer.map(hostPort))}`,
+      `  - job_name: ${GATEWAY_JOB}`,
+      "    static_configs:",
+      `      - targets: ${JSON.stringify(targets.gateway.map(hostPort))}`,
       "",
     ].join("\n");
     writeFileSync(join(this.dir, "prometheus.yml"), config);
@@ -145,22 +157,46 @@ class PrometheusServer {
   }
 }
 
+/**
+ * Gives the gateway's metrics something to count: a batch (batch sizes; forwarded calls: the chain's answer times), a
+ * WebSocket subscription (open subscriptions; it stays open while the test scrapes), and an unknown method (an
+ * error outcome). Rate-limit refusals are exported at 0 from the start.
+ */
+async function exerciseGateway(url: string): Promise<void> {
+  const batch = ["eth_chainId", "eth_blockNumber", "temporal_getLimits", "no_such_method"].map((method, id) => ({ jsonrpc: "2.0", id, method, params: [] }));
+  const response = await fetch(url, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(batch) });
+  expect(response.status).to.equal(200);
+  const socket = new WebSocket(url.replace(/^http/, "ws"));
+  await new Promise((resolve, reject) => {
+    socket.once("open", resolve);
+    socket.once("error", reject);
+  });
+  const subscribed = new Promise((resolve) => socket.once("message", resolve));
+  socket.send(JSON.stringify({ jsonrpc: "2.0", id: 1, method: "eth_subscribe", params: ["newHeads"] }));
+  await subscribed;
+  gatewaySockets.push(socket);
+}
+const gatewaySockets: WebSocket[] = [];
+
 describe("ops/ and every program's /metrics against promtool and a real Prometheus", function () {
   this.timeout(300_000);
   let dir: string;
   let network: LocalNetwork | undefined;
   let prometheus: PrometheusServer | undefined;
-  let metricsUrls: { node: string[]; relayer: string[] };
+  let metricsUrls: MetricsUrls;
 
   before(async () => {
     dir = mkdtempSync(join(tmpdir(), "ats-ops-"));
     network = await startLocalNetwork({ hre, dir, meshNodes: 3, nodeLogger: pino({ level: "silent" }), relayerSettings: { pollIntervalMs: 200 } });
     const relayer = await network.startRelayer();
     await runTour(network, () => undefined);
-    metricsUrls = { node: network.nodes.map((node) => `${node}/metrics`), relayer: [`${relayer.api}/metrics`] };
+    const gateway = network.temporalRpc[0]!;
+    await exerciseGateway(gateway);
+    metricsUrls = { node: network.nodes.map((node) => `${node}/metrics`), relayer: [`${relayer.api}/metrics`], gateway: [`${gateway}/metrics`] };
   });
 
   after(async () => {
+    for (const socket of gatewaySockets.splice(0)) socket.terminate();
     await prometheus?.stop();
     await network?.close();
     rmSync(dir, { recursive: true, force: true });
@@ -177,14 +213,19 @@ describe("ops/ and every program's /metrics against promtool and a real Promethe
     expect(config.code, config.stdout + config.stderr).to.equal(0);
   });
 
-  it("promtool check metrics on each node's and the relayer's /metrics flags only the two names the service description fixes", async () => {
-    for (const url of [...metricsUrls.node, ...metricsUrls.relayer]) {
+  it("promtool check metrics on each node's, the relayer's and the gateway's /metrics flags only the two names the service description fixes", async () => {
+    const gatewayText = await (await fetch(metricsUrls.gateway[0]!)).text();
+    // The gateway's own series are there, with what exerciseGateway gave them, before promtool reads them.
+    for (const series of ["ats_gateway_requests_total{", "ats_gateway_batch_items_bucket{", "ats_gateway_upstream_duration_seconds_bucket{", "ats_gateway_subscriptions{", "ats_gateway_rate_limited_total{"]) {
+      expect(gatewayText, series).to.include(series);
+    }
+    for (const url of [...metricsUrls.node, ...metricsUrls.relayer, ...metricsUrls.gateway]) {
       const text = await (await fetch(url)).text();
       expect(text, url).to.match(/^# TYPE /m);
       const lint = await run(PROMTOOL, ["check", "metrics"], { input: text });
       const findings = `${lint.stdout}${lint.stderr}`.split("\n").filter((line) => line.trim() !== "");
       const isNode = metricsUrls.node.includes(url);
-      // The node flags exactly those two names, each for its abbreviated unit; the relayer flags nothing.
+      // The node flags exactly those two names, each for its abbreviated unit; the relayer and the gateway nothing.
       expect(findings.sort(), url).to.deep.equal(isNode ? FIXED_NAMES.map((name) => `${name} metric names should not contain abbreviated units`) : []);
       expect(lint.code, url).to.equal(isNode ? 3 : 0);
     }
@@ -196,7 +237,7 @@ describe("ops/ and every program's /metrics against promtool and a real Promethe
       throw new Error(`${error.message}\n${prometheus?.log.slice(-2_000) ?? ""}`);
     });
     const server = prometheus;
-    const targetCount = metricsUrls.node.length + metricsUrls.relayer.length;
+    const targetCount = metricsUrls.node.length + metricsUrls.relayer.length + metricsUrls.gateway.length;
     await until("every target scraped and up", 60_000, async () => {
       const { activeTargets } = await server.api<{ activeTargets: { health: string; labels: { job: string } }[] }>("targets");
       return activeTargets.length === targetCount && activeTargets.every((target) => target.health === "up") ? true : undefined;
@@ -223,7 +264,7 @@ describe("ops/ and every program's /metrics against promtool and a real Promethe
 
     const failed: string[] = [];
     for (const { panel, expr } of dashboardQueries()) {
-      const query = withGrafanaVariables(expr, { nodeJob: NODE_JOB, relayerJob: RELAYER_JOB, rateInterval: "1m" });
+      const query = withGrafanaVariables(expr, { nodeJob: NODE_JOB, relayerJob: RELAYER_JOB, gatewayJob: GATEWAY_JOB, rateInterval: "1m" });
       await server.api("query", { query }).catch((error: Error) => failed.push(`${panel}: ${error.message}`));
     }
     expect(failed).to.deep.equal([]);

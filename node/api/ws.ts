@@ -32,6 +32,7 @@ import { parseJsonLossless } from "../../protocol/json";
 import type { SignedTime } from "../core/types";
 import { API_KEY_HEADER } from "../../wire/auth";
 import { CLIENT_MESSAGES, schemaProblem, type SubscribeMessage, type UnsubscribeMessage } from "../../wire/ws";
+import { originRefusal, upgradeOrigin } from "../../lib/cors";
 import { admitClient, type TransportContext } from "./context";
 import { NewerMoments } from "./newerMoments";
 import type { PushChannel } from "./pushScheduler";
@@ -51,8 +52,6 @@ export const WS_STREAM_PATH = "/v1/stream";
 const NS_PER_MS = 1_000_000n;
 /** RFC 6455: a close reason is at most 123 bytes of UTF-8. */
 const MAX_CLOSE_REASON_BYTES = 123;
-/** How much of a refused Origin header the 403 repeats (the header is the client's text; origins are short). */
-const MAX_ECHOED_ORIGIN_CHARS = 100;
 
 export interface StreamServer {
   /** Open connections. */
@@ -267,12 +266,10 @@ export function attachStreamServer(server: Server, context: TransportContext): S
       refuseUpgrade(socket, 404, "Not Found", `No WebSocket endpoint at ${path ?? ""}`);
       return;
     }
-    // A browser names the page's origin (RFC 6455 §4.1: Origin; protocol version 8 said Sec-WebSocket-Origin).
-    const originHeader = request.headers.origin ?? request.headers["sec-websocket-origin"];
-    const origin = Array.isArray(originHeader) ? originHeader.join(", ") : originHeader;
+    // A browser names the page's origin (lib/cors.ts).
+    const origin = upgradeOrigin(request.headers);
     if (origin !== undefined && !context.cors.admitsStreamOrigin(origin)) {
-      const echoed = origin.length > MAX_ECHOED_ORIGIN_CHARS ? `${origin.slice(0, MAX_ECHOED_ORIGIN_CHARS)}…` : origin;
-      const message = `Origin ${JSON.stringify(echoed)} may not open the stream: it is not in the node's corsAllowedOrigins`;
+      const message = originRefusal(origin, "the stream", "the node's corsAllowedOrigins");
       clientErrorLog.clientError({ transport: "ws", status: "403", route: "upgrade", error: new Error(message) });
       metrics.countRequest("ws", "upgrade", "403");
       refuseUpgrade(socket, 403, "Forbidden", message);

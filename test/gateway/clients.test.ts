@@ -35,28 +35,12 @@ import {
   type PublicClient,
 } from "viem";
 import { privateKeyToAccount } from "viem/accounts";
-import type { MeshStateReport } from "../../wire/meshState";
+import { LONE_NODE_MESH } from "./fixtures";
 import { startTemporalGateway, type RunningGateway } from "../../gateway/server";
 import { CHAIN_TRAITS, ChainControl } from "../../scripts/chainControl";
 import { CHAIN_KINDS, startChainProcess, stopChainProcess, type ChainProcess } from "../../scripts/chainProcess";
 import { HARDHAT_DEV_KEYS } from "../../scripts/network";
 
-const LONE = {
-  convergenceState: "Initializing",
-  timeQuality: 0,
-  peerCount: 0,
-  members: 1,
-  threshold: 1,
-  consensusOffsetNs: null,
-  lastError: null,
-  role: "primary",
-  roundsSucceeded: 0,
-  roundsFailed: {},
-  peers: [],
-  tamperAlerts: [],
-  contradictions: [],
-  refused: { packets: {}, coSignRequests: 0, coSignRequestsByRule: {}, relayedProofs: {} },
-} as MeshStateReport;
 /** The node's defaults (node/config.ts) but for the rate, which each test sets. */
 const LIMITS = { maxBodyBytes: 1_048_576, maxBatchItems: 1_000, maxBatchMs: 10_000, maxResponseBytes: 4_194_304, requestsPerSecondPerClient: 0, maxConnections: 64 };
 
@@ -113,7 +97,7 @@ for (const chainKind of CHAIN_KINDS) describe(`temporal gateway with ethers v6 a
       port: overrides.port ?? 0,
       upstreamUrl: overrides.upstreamUrl ?? chain.rpcUrl,
       dataDir: overrides.dataDir ?? dir,
-      time: { consensusNowNs: () => BigInt(Date.now()) * 1_000_000n, meshState: () => LONE },
+      time: { consensusNowNs: () => BigInt(Date.now()) * 1_000_000n, meshState: () => LONE_NODE_MESH },
       limits: { ...LIMITS, ...overrides.limits },
       confirmations: 1,
       chainName: `${chainKind}-local`,

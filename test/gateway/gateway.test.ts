@@ -18,29 +18,13 @@ import { privateKeyToAccount } from "viem/accounts";
 import { runCli } from "../../node/cli";
 import { startDevNode } from "../../node/devNode";
 import { MANIFEST_VERSION } from "../../wire/manifest";
-import type { MeshStateReport } from "../../wire/meshState";
+import { LONE_NODE_MESH } from "./fixtures";
 import { METHODS } from "../../gateway/methods";
 import { startTemporalGateway, type RunningGateway } from "../../gateway/server";
 import { CHAIN_TRAITS, ChainControl } from "../../scripts/chainControl";
 import { CHAIN_KINDS, startChainProcess, stopChainProcess, type ChainProcess } from "../../scripts/chainProcess";
 import { HARDHAT_DEV_KEYS } from "../../scripts/network";
 
-const LONE: MeshStateReport = {
-  convergenceState: "Initializing",
-  timeQuality: 0,
-  peerCount: 0,
-  members: 1,
-  threshold: 1,
-  consensusOffsetNs: null,
-  lastError: null,
-  role: "primary",
-  roundsSucceeded: 0,
-  roundsFailed: {},
-  peers: [],
-  tamperAlerts: [],
-  contradictions: [],
-  refused: { packets: {}, coSignRequests: 0, coSignRequestsByRule: {}, relayedProofs: {} },
-};
 const LIMITS = { maxBodyBytes: 8_192, maxBatchItems: 5, maxBatchMs: 10_000, maxResponseBytes: 65_536, requestsPerSecondPerClient: 0, maxConnections: 64 };
 const nowNs = () => BigInt(Date.now()) * 1_000_000n;
 
@@ -83,7 +67,7 @@ for (const chainKind of CHAIN_KINDS) describe(`temporal JSON-RPC gateway (gatewa
       port: 0,
       upstreamUrl: chain.rpcUrl,
       dataDir: overrides.dataDir ?? dir,
-      time: { consensusNowNs: nowNs, meshState: () => LONE },
+      time: { consensusNowNs: nowNs, meshState: () => LONE_NODE_MESH },
       limits: { ...LIMITS, ...overrides.limits },
       confirmations: overrides.confirmations ?? 1,
       chainName: "local",
@@ -122,7 +106,7 @@ for (const chainKind of CHAIN_KINDS) describe(`temporal JSON-RPC gateway (gatewa
     expect(time.consensusTimeNs).to.match(/^[1-9][0-9]{18}$/);
     expect(Math.abs(Number(BigInt(time.consensusTimeNs) / 1_000_000n) - Date.now())).to.be.below(5_000);
     expect(time).to.include({ convergenceState: "Initializing", peerCount: 0, timeQuality: 0, consensusOffsetNs: null });
-    expect((await call(gateway.url, "temporal_getMeshState")).result).to.deep.equal(LONE);
+    expect((await call(gateway.url, "temporal_getMeshState")).result).to.deep.equal(LONE_NODE_MESH);
     expect((await call(gateway.url, "system_health")).result).to.deep.equal({ peers: 0, isSyncing: false, shouldHavePeers: false });
     expect((await call(gateway.url, "system_chain")).result).to.equal("local");
     expect((await call(gateway.url, "eth_chainId")).result).to.equal("0x7a69");

@@ -150,10 +150,12 @@ describe("ats-gateway: the gateway as a program of its own", function () {
       });
       const deadline = Date.now() + 10_000;
       while (cli.out.length === 0 && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 20));
-      const printed = JSON.parse(cli.out.join("\n")) as { endpoints: { rpc: string; ws: string }; node: string };
+      const printed = JSON.parse(cli.out.join("\n")) as { endpoints: { rpc: string; ws: string; metrics: string }; node: string };
       expect(printed.node).to.equal(node.url);
       expect(printed.endpoints.rpc).to.match(/^http:\/\/127\.0\.0\.1:\d+$/);
       expect(printed.endpoints.ws).to.equal(printed.endpoints.rpc.replace("http", "ws"));
+      expect(printed.endpoints.metrics).to.equal(`${printed.endpoints.rpc}/metrics`);
+      expect(await (await fetch(printed.endpoints.metrics)).text()).to.match(/^# TYPE ats_gateway_requests_total counter$/m);
       const response = await fetch(printed.endpoints.rpc, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ jsonrpc: "2.0", id: 1, method: "temporal_getConsensusTime", params: [] }) });
       const { result } = (await response.json()) as { result: { consensusTimeNs: string; consensusOffsetNs: string; convergenceState: string } };
       expect(result.convergenceState).to.equal("Converged");

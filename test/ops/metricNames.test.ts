@@ -33,7 +33,7 @@ describe("ops/: the dashboard and alerting rules name only metrics the code defi
       return drawn.has(`${base}_bucket`) || drawn.has(`${base}_count`);
     };
     const missing = defined.own.filter((name) => !drawn.has(name) && !(defined.all.get(name) === "histogram" && histogramDrawn(name)));
-    expect(defined.own).to.include.members(["timerpc_accuracy_ns_bucket", "timerpc_mesh_rounds_total", "ats_relayer_items", "timerpc_schedule_backlog_seconds"]);
+    expect(defined.own).to.include.members(["timerpc_accuracy_ns_bucket", "timerpc_mesh_rounds_total", "ats_relayer_items", "timerpc_schedule_backlog_seconds", "ats_gateway_requests_total"]);
     expect(missing).to.deep.equal([]);
   });
 

@@ -6,6 +6,7 @@
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import type { Registry } from "prom-client";
+import { createGatewayMetrics } from "../../gateway/metrics";
 import { createNodeMetrics } from "../../node/api/metrics";
 import { createRelayerMetrics } from "../../relayer/metrics";
 
@@ -17,8 +18,8 @@ export const OPS_FILES = {
   prometheusExample: join(ROOT, "ops", "prometheus", "prometheus.example.yml"),
 } as const;
 
-/** The prefixes of every metric the programs export (the node's own, the relayer's, prom-client's process metrics). */
-const METRIC_NAME = /\b(?:timerpc|ats_relayer|process|nodejs)_[a-zA-Z0-9_]*[a-zA-Z0-9]\b/g;
+/** The prefixes of every metric the programs export (the node's own, the relayer's, the gateway's, prom-client's process metrics). */
+const METRIC_NAME = /\b(?:timerpc|ats_relayer|ats_gateway|process|nodejs)_[a-zA-Z0-9_]*[a-zA-Z0-9]\b/g;
 /** Prometheus' own series, which no program defines. */
 export const PROMETHEUS_SERIES = ["up"] as const;
 
@@ -50,10 +51,11 @@ export function dashboardQueries(dashboard = readDashboard()): { panel: string; 
  * A dashboard query as plain PromQL for a Prometheus without Grafana: the variables set to what Grafana would
  * substitute with every node and the default jobs selected.
  */
-export function withGrafanaVariables(expr: string, values: { nodeJob: string; relayerJob: string; rateInterval: string }): string {
+export function withGrafanaVariables(expr: string, values: { nodeJob: string; relayerJob: string; gatewayJob: string; rateInterval: string }): string {
   return expr
     .replaceAll("$node_job", values.nodeJob)
     .replaceAll("$relayer_job", values.relayerJob)
+    .replaceAll("$gateway_job", values.gatewayJob)
     .replaceAll("$node", ".*")
     .replaceAll("$__rate_interval", values.rateInterval)
     .replaceAll("$__range", values.rateInterval);
@@ -90,12 +92,17 @@ async function seriesNames(registry: Registry): Promise<Map<string, string>> {
   return names;
 }
 
-/** Every series name the node and the relayer define, with its type, and which of them are their own (not prom-client's process metrics). */
+/**
+ * Every series name the node, the relayer and the gateway define, with its type, and which of them are their own
+ * (not prom-client's process metrics).
+ */
 export async function definedMetrics(): Promise<{ all: Map<string, string>; own: string[] }> {
   const node = createNodeMetrics();
   const relayer = createRelayerMetrics(() => ({}));
-  const all = new Map([...(await seriesNames(node.registry)), ...(await seriesNames(relayer.registry))]);
+  const gateway = createGatewayMetrics();
+  const all = new Map([...(await seriesNames(node.registry)), ...(await seriesNames(relayer.registry)), ...(await seriesNames(gateway.registry))]);
   const bare = new Map([...(await seriesNames(createNodeMetrics({ defaultMetrics: false }).registry))]);
-  const own = [...all.keys()].filter((name) => bare.has(name) || (name.startsWith("ats_relayer_") && !/^ats_relayer_(process|nodejs)_/.test(name)));
+  const ownPrefixed = (name: string) => /^ats_(relayer|gateway)_/.test(name) && !/^ats_(relayer|gateway)_(process|nodejs)_/.test(name);
+  const own = [...all.keys()].filter((name) => bare.has(name) || ownPrefixed(name));
   return { all, own: own.sort() };
 }
