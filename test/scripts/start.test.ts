@@ -49,7 +49,9 @@ describe("npm start -- --once (scripts/start.ts)", function () {
     expect(stdout).to.include("a mesh of 4 attesting nodes, 2 chains, the relayer");
     expect(stdout).to.match(/alpha oracle verifyTimeProof: true/);
     expect(stdout).to.match(/\d node entries \(oracle nodeQuorum 3\)/);
-    expect(stdout).to.match(/with accuracy \d+ ns \(a relayer's edit\): on-chain false/);
+    expect(stdout).to.match(/with accuracy \d+ ns \(a relayer's edit\): on-chain false, the node says unknown-node/);
+    // The rule's name alone puzzles: the tour says the signatures no longer match the changed field, and why.
+    expect(stdout).to.match(/why: the nodes signed accuracy \d+ ns; with \d+ ns their signatures no longer match, so each entry recovers to an address no one registered/);
     // The live mesh proof: the sample vault refuses it, explained with the tier it needs; docs/solidity.md's contract
     // (AttestedCheckpoint, software-mesh bound) accepts it.
     expect(stdout).to.include('TimeLockedVault withdraw(lock 0, proof): reverts "Insufficient accuracy"');
