@@ -19,7 +19,7 @@ import { explainTimeProof, ruleVerdicts } from "../client/explain";
 import { AtsError } from "../protocol/errors";
 import { RateLimiter } from "../lib/rateLimit";
 import type { ExplainAnswer, ExplorerConfig } from "../wire/explorer";
-import { parseNetwork, type NetworkFileJson } from "../relayer/network";
+import { parseNetwork, type NetworkFileJson } from "../wire/network";
 import type { CatalogConfig } from "./settings";
 
 export const EXPLORER_PREFIX = "/explorer/";

@@ -81,7 +81,7 @@ export const CATALOG_SETTINGS = {
   explorerNetworkFile: setting({
     kind: "string",
     env: "ATS_CATALOG_EXPLORER_NETWORK_FILE",
-    description: "The network file (relayer/network.ts) whose first chain, gateway and nodes the time explorer shows at /explorer/ (docs/explorer.md); its pages read them directly, so each must list the catalog's origin in its CORS setting. Empty (default): no explorer.",
+    description: "The network file (wire/network.ts) whose first chain, gateway and nodes the time explorer shows at /explorer/ (docs/explorer.md); its pages read them directly, so each must list the catalog's origin in its CORS setting. Empty (default): no explorer.",
     default: "",
     pattern: /^[^\0]{0,4096}$/,
     patternHint: "a path",

@@ -17,7 +17,7 @@ import { timeBridgeAbi, timeOracleAbi, timeSchedulerAbi } from "../abi";
 import { decodeRevert, type DecodedRevertData } from "../lib/revert";
 import { CALL_STATUS, CARD_STATUS, NODE_STATUS } from "../protocol/types";
 import type { Address, CallStatusName, CardStatusName, CrossChainTime, Hex, NodeStatusName, ScheduledCall, TimeProof } from "../protocol/types";
-import type { ChainConfig } from "./network";
+import type { ChainConfig } from "../wire/network";
 
 /**
  * The gas ceiling of simulation and estimation: the per-transaction cap of EIP-7825 (2^24). Without it some nodes

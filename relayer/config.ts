@@ -1,6 +1,6 @@
 /**
  * The relayer's settings: one table (lib/settings.ts), as the node has. The chains and nodes it serves come from
- * the network file (relayer/network.ts) that `networkFile` names; the signer key from the environment or an
+ * the network file (wire/network.ts) that `networkFile` names; the signer key from the environment or an
  * encrypted keystore, never from the file and never logged.
  */
 import { CORS_ORIGIN_PATTERN, corsOriginProblems } from "../lib/cors";
@@ -12,7 +12,7 @@ export const RELAYER_SETTINGS = {
   networkFile: setting({
     kind: "path",
     env: "ATS_RELAYER_NETWORK_FILE",
-    description: "The network file (relayer/network.ts): chains (RPC URL, chain id, contracts, confirmations) and attesting node URLs. Required.",
+    description: "The network file (wire/network.ts): chains (RPC URL, chain id, contracts, confirmations) and attesting node URLs. Required.",
     default: "",
     secret: false,
   }),

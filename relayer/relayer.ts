@@ -15,7 +15,7 @@ import { createOperatorApi, type HealthReport } from "./api";
 import { ChainClient, StartupError } from "./chain";
 import type { RelayerConfig } from "./config";
 import { createRelayerMetrics } from "./metrics";
-import { loadNetworkFile } from "./network";
+import { loadNetworkFile } from "../wire/network";
 import { RelayerStore } from "./store";
 import { CRASH_POINTS, type CrashPoint, type SubmitterOptions } from "./submitter";
 import { collectTamperAlerts } from "./guardian";

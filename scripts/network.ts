@@ -7,7 +7,7 @@
  *   address registered (nodeQuorum = the mesh's threshold);
  * - each node's NTP time host (node/ntp) on a free UDP port, named in the network file (`ntp`) and, node 1's, in
  *   the manifest's catalog as `time-host` (ntp://127.0.0.1:PORT; `ntsVerified: false`: no NTS is offered);
- * - the network file (relayer/network.ts) and a relayer config beside it, in `dir`;
+ * - the network file (wire/network.ts) and a relayer config beside it, in `dir`;
  * - optionally the relayer (`ats-relayer` as a child process).
  *
  * Keys: the deployer and the relayer use Hardhat's public development accounts #0 and #1 (their keys are printed
@@ -26,7 +26,7 @@ import { publicDevIdentity } from "../node/devNode";
 import { startDevNodeProcess } from "../node/devNodeProcess";
 import { verifyCardCertificateChain } from "../protocol";
 import { consensusThreshold } from "../protocol/consensus";
-import { NETWORK_FILE_VERSION, type NetworkFileJson } from "../relayer/network";
+import { NETWORK_FILE_VERSION, type NetworkFileJson } from "../wire/network";
 import { MANIFEST_VERSION, parseManifest, TIME_HOST_SERVICE } from "../wire/manifest";
 import { ChainControl } from "./chainControl";
 import { startChainProcess, stopChainProcess, type ChainKind, type ChainProcess } from "./chainProcess";

@@ -18,7 +18,7 @@ import { chromium, type Browser, type Page } from "playwright-core";
 import { createWalletClient, defineChain, http, parseEther } from "viem";
 import { privateKeyToAccount } from "viem/accounts";
 import { explorerConfigFromNetwork, registerExplorer } from "../catalog/explorer";
-import { parseNetwork } from "../relayer/network";
+import { parseNetwork } from "../wire/network";
 import { HARDHAT_DEV_KEYS, LOCAL_RELAYER_API_KEY, startLocalNetwork, type LocalNetwork } from "../scripts/network";
 import { waitUntil } from "./chronyd";
 

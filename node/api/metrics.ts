@@ -58,7 +58,6 @@ import { Counter, Gauge, Histogram, Registry } from "prom-client";
 import type { CardStatus } from "../card/types";
 import type { ConvergenceState, MeshStateReport, ServiceStats, SignedTime, TimeService } from "../core/types";
 import { DROP_REASONS, type DropReason } from "./connectionGuard";
-import type { NtpServerStats } from "../ntp/server";
 import { collectProcessMetrics, copiedCounter, CounterTally, flushAll, HotHistogram, ScrapedMetric, type HotHistogramChild } from "../../lib/metrics";
 
 export { OMITTED_DEFAULT_METRICS } from "../../lib/metrics";
@@ -123,6 +122,20 @@ function signerMode(stats: Pick<ServiceStats, "attestationSigner" | "signerSelfT
   return stats.signerSelfTicking ? "self-ticking-thread" : "thread";
 }
 
+/**
+ * The NTP time host's counts as the metrics read them: node/ntp/server.ts's NtpServerStats has this shape (the
+ * server binds one to the other), so node/api/ needs no import of node/ntp/ (the wings import only downwards).
+ */
+export interface NtpCounts {
+  answeredTotal: number;
+  kissOfDeathTotal: number;
+  rateLimitedDroppedTotal: number;
+  /** By drop reason (node/ntp/packet.ts NTP_DROP_REASONS). */
+  dropped: Readonly<Record<string, number>>;
+  sendErrorsTotal: number;
+  stateErrorsTotal: number;
+}
+
 export interface NodeMetrics {
   readonly registry: Registry;
   /** Counts one answered request. Cached label children keep this cheap on the hot path. */
@@ -142,7 +155,7 @@ export interface NodeMetrics {
   /** Observes every attestation and tamper event of the service; returns the unbind function. */
   bindService(service: TimeService): () => void;
   /** Reads the NTP time host's counts at scrape time (node/ntp/server.ts); returns the unbind function. */
-  bindNtp(stats: () => NtpServerStats): () => void;
+  bindNtp(stats: () => NtpCounts): () => void;
   /** Prometheus text exposition. */
   render(): Promise<string>;
   readonly contentType: string;
@@ -369,7 +382,7 @@ export function createNodeMetrics(options: { defaultMetrics?: boolean } = {}): N
   });
 
   // The NTP time host keeps plain counts (its hot path touches no prom-client object); they are copied when scraped.
-  let ntpSource: (() => NtpServerStats) | null = null;
+  let ntpSource: (() => NtpCounts) | null = null;
   copiedCounter({
     name: METRIC_NAMES.ntpRequestsTotal,
     help: "NTP client requests of the time host, by outcome (answered, rate_limited: Kiss-o'-Death sent, rate_limited_dropped, send_error, state_error)",

@@ -14,7 +14,7 @@ import { NodeKey } from "../../protocol/keys";
 import { encodeNodeKeystore } from "../../protocol/keystore";
 import { ValidationError } from "../../protocol/errors";
 import { loadRelayerConfig, type RelayerConfig } from "../../relayer/config";
-import { parseNetwork, type NetworkFileJson } from "../../relayer/network";
+import { parseNetwork, type NetworkFileJson } from "../../wire/network";
 import { signerAccount, startRelayer, type RunningRelayer } from "../../relayer/relayer";
 import { freeTcpPort } from "../../scripts/chainProcess";
 import { startChaosProxy } from "./chaosProxy";

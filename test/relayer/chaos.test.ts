@@ -15,7 +15,7 @@ import hre from "hardhat";
 import pino from "pino";
 import { timeBridgeAbi } from "../../abi";
 import { RelayerStore } from "../../relayer/store";
-import type { NetworkFileJson } from "../../relayer/network";
+import type { NetworkFileJson } from "../../wire/network";
 import { callItemId, messageItemId } from "../../relayer/worker";
 import { localRelayerAddress, startLocalNetwork, type LocalChain, type LocalNetwork } from "../../scripts/network";
 import { confirmed } from "../../scripts/localUser";

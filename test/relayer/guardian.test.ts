@@ -22,7 +22,7 @@ import { CARD_STATUS } from "../../protocol/types";
 import { signAlert } from "../../wire/mesh";
 import type { TamperAlertJson } from "../../wire/rest";
 import { loadRelayerConfig } from "../../relayer/config";
-import type { NetworkFileJson } from "../../relayer/network";
+import type { NetworkFileJson } from "../../wire/network";
 import { startRelayer, type RunningRelayer } from "../../relayer/relayer";
 import { HARDHAT_DEV_KEYS, localRelayerAddress, startLocalNetwork, type LocalChain, type LocalNetwork } from "../../scripts/network";
 import { pollUntil } from "./helpers";

@@ -13,7 +13,7 @@ import { join } from "node:path";
 import hre from "hardhat";
 import pino from "pino";
 import type { Hex } from "viem";
-import type { NetworkFileJson } from "../../relayer/network";
+import type { NetworkFileJson } from "../../wire/network";
 import { RelayerStore } from "../../relayer/store";
 import { messageItemId } from "../../relayer/worker";
 import { startLocalNetwork, type LocalChain, type LocalNetwork } from "../../scripts/network";

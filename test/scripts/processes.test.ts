@@ -20,7 +20,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { createPublicClient, http, type Hex } from "viem";
 import { timeOracleAbi } from "../../abi";
-import type { NetworkFileJson } from "../../relayer/network";
+import type { NetworkFileJson } from "../../wire/network";
 import { LOCAL_RELAYER_API_KEY } from "../../scripts/network";
 import { parseManifest } from "../../wire/manifest";
 

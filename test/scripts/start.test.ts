@@ -8,7 +8,7 @@ import { spawn } from "node:child_process";
 import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { parseNetwork, type NetworkFileJson } from "../../relayer/network";
+import { parseNetwork, type NetworkFileJson } from "../../wire/network";
 
 const ROOT = join(__dirname, "..", "..");
 

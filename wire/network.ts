@@ -2,7 +2,8 @@
  * The network file: which chains the relayer serves (RPC URL, chain id, contract addresses, how deep a block must
  * be before its events count) and which attesting nodes it asks for proofs. `npm start` writes one
  * (`.ats/network.json`); an operator writes their own. Validated once, here, by a closed schema: an unknown key,
- * a malformed address or a chain listed twice is a start-up error naming the field.
+ * a malformed address or a chain listed twice is a start-up error naming the field. It lies in wire/ because three
+ * programs agree on it: the relayer reads it, the catalog's explorer shows it, `npm start` writes it.
  */
 import { readFileSync } from "node:fs";
 import { Type, type Static } from "@sinclair/typebox";
