@@ -61,7 +61,7 @@ describe("npm start -- --once (scripts/start.ts)", function () {
     expect(stdout).to.match(/beta bridge: delivered in block \d+/);
     expect(stdout).to.include("reverts with TimeBridgeAlreadyDelivered");
     for (const node of [1, 2, 3, 4]) expect(stdout).to.match(new RegExp(`node ${node} +ats-node \\(pid \\d+\\): rest http://127\\.0\\.0\\.1:\\d+ .*grpc 127\\.0\\.0\\.1:\\d+ +ntp ntp://127\\.0\\.0\\.1:\\d+`));
-    expect(stdout).to.match(/gateway +ats-gateway \(pid \d+\): rpc http:\/\/127\.0\.0\.1:\d+ +ws ws:\/\/127\.0\.0\.1:\d+/);
+    expect(stdout).to.match(/gateway +ats-gateway \(pid \d+\): rpc http:\/\/127\.0\.0\.1:(\d+) +ws ws:\/\/127\.0\.0\.1:\1 +metrics http:\/\/127\.0\.0\.1:\1\/metrics/);
     // --once says the network was stopped; the network file says so too (the relayer refuses it), the manifest is gone.
     expect(stdout).to.include("The network was up and has been stopped (--once)");
     const networkFile = join(dir, "network.json");
