@@ -536,7 +536,7 @@ export class ChainWorker {
     }
     if (settled.receipt.status === "success") {
       const outcome = item.kind === "call" ? callOutcome(settled.data) : { message: "delivered", push: "pushed", revoke: "revoked" }[item.kind];
-      const late = minedAfterOrphaning ? " (sent before its source event left the canonical chain; mined before the cancellation)" : "";
+      const late = minedAfterOrphaning ? " (orphaned by a reorg of its source after it was sent; mined before its cancellation)" : "";
       this.store.finish(item.id, `${outcome} in block ${settled.receipt.blockNumber} by ${settled.hash}${late}`, minedAfterOrphaning);
       this.metrics.finished.inc({ kind: item.kind, outcome });
       return;
