@@ -171,8 +171,6 @@ export async function startLocalNetwork(options: StartLocalNetworkOptions): Prom
     log(`starting: chains ${LOCAL_CHAINS.map((chain) => chain.name).join(", ")} and ${options.meshNodes === 1 ? "1 attesting node" : `${options.meshNodes} attesting nodes`}, each a process of its own`);
     const nodeSettings = {
       corsAllowedOrigins: ["*"],
-      // The same for the gateway's JSON-RPC, which the time explorer's page calls (docs/explorer.md).
-      rpcCorsAllowedOrigins: ["*"],
       // The NTP time host on a free port of loopback (123 needs privileges and may be taken by the host's own NTP).
       ntpEnabled: true,
       ntpHost: "127.0.0.1",
@@ -214,6 +212,8 @@ export async function startLocalNetwork(options: StartLocalNetworkOptions): Prom
         ATS_RPC_CHAIN_NAME: LOCAL_CHAINS[0].name,
         ATS_GATEWAY_NODE_URLS: endpoints.join(","),
         ATS_GATEWAY_DATA_DIR: join(options.dir, "gateway-data"),
+        // CORS for every origin, as the nodes': the time explorer's page calls the gateway (docs/explorer.md).
+        ATS_RPC_CORS_ALLOWED_ORIGINS: "*",
         ATS_LOG_LEVEL: options.nodeLogger.level,
       }),
       ready: (stdout) => printedJson(stdout),
