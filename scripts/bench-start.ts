@@ -32,6 +32,7 @@ const STOP_TIMEOUT_MS = 60_000;
  */
 const STEPS: readonly { step: string; endsAt: RegExp }[] = [
   { step: "npm, dist/ and explorer checks, TypeScript loader", endsAt: /^Attested Time: a local network/ },
+  { step: "the network's and the tour's code loaded (transpiled on load)", endsAt: /^\s+compiling the contracts/ },
   { step: "Hardhat loaded, contracts compiled (skipped when unchanged)", endsAt: /^\s+starting: chains/ },
   { step: "chains and attesting nodes, side by side", endsAt: /^\s+chains and nodes are up/ },
   { step: "temporal gateway", endsAt: /^\s+deploying the contracts/ },

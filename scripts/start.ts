@@ -14,8 +14,7 @@ import { parseArgs } from "node:util";
 import pino from "pino";
 import { waitForSignal } from "../lib/signals";
 import { CHAIN_KINDS, isChainKind } from "./chainProcess";
-import { LOCAL_RELAYER_API_KEY, startLocalNetwork, type LocalNetwork, type NetworkProgram } from "./network";
-import { runTour } from "./tour";
+import type { LocalNetwork, NetworkProgram } from "./network";
 
 /** Where the network file, the relayer's config and its database go: .ats/, or ATS_NETWORK_DIR (tests). */
 const DIR = process.env.ATS_NETWORK_DIR ?? join(__dirname, "..", ".ats");
@@ -45,6 +44,11 @@ async function main(): Promise<number> {
   }
   const log = (line: string) => process.stdout.write(`${line}\n`);
   log(`Attested Time: a local network on 127.0.0.1 (${meshNodes === 1 ? "1 attesting node" : `a mesh of ${meshNodes} attesting nodes`}, 2 chains, the relayer)`);
+  // Loaded after the banner: the network's and the tour's modules are TypeScript transpiled as they load
+  // (bin/register-ts.js), seconds of silence before anything was printed when they were static imports.
+  log("   loading the network's code");
+  const { LOCAL_RELAYER_API_KEY, startLocalNetwork } = await import("./network");
+  const { runTour } = await import("./tour");
   // Compiled here, before anything starts; the Hardhat runtime is loaded only now (it reads hardhat.config.ts).
   log("   compiling the contracts (skipped when nothing changed)");
   const hre = (await import("hardhat")).default;
