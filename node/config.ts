@@ -1,7 +1,7 @@
 /**
  * The node's settings: its table, declared with lib/settings.ts (the framework every program shares: loader,
  * validation, description, redaction), with the base settings of every program (logging) at the end, plus the
- * rules that involve two settings. One file over 500 lines on purpose: every setting's default, bounds and
+ * rules that involve two settings. Why one file: every setting's default, bounds and
  * description live here and nowhere else, one entry per setting.
  */
 import { CORS_ORIGIN_PATTERN, corsOriginProblems } from "../lib/cors";

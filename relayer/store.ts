@@ -15,6 +15,8 @@
  *   cursors   per chain, the last indexed block with its hash (reorg detection), plus the recent history of
  *             cursor positions (the walk back to the common ancestor). Events are inserted in the same transaction
  *             that advances the cursor: the cursor never passes an event that is not recorded.
+ * Why one file: every statement sits beside the tables it reads and writes, and what must commit together (a nonce
+ * claim with its item's move, events with their cursor) is one transaction over them; the decisions are in decide.ts.
  */
 import { join } from "node:path";
 import { openDatabase, type SqliteDatabase } from "../lib/sqlite";

@@ -3,6 +3,8 @@
  * pusher add a push when the oracle's proof is stale, then decide and carry out every due item. Watchers feed the
  * store, relayer/decide.ts decides, the submitter sends: no step holds state outside the store, so a restart
  * resumes exactly where the last commit left off.
+ * Why one file: one chain's tick is one sequence over one store and one submitter (index, settle, push, decide, carry
+ * out); what to do is decided in decide.ts and sending is submitter.ts's.
  */
 import type { Logger } from "pino";
 import { decodeFunctionData, encodeFunctionData } from "viem";

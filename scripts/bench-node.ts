@@ -37,6 +37,8 @@
  *
  * Environment: BENCH_DURATION_S (default 10) bounds each load run; BENCH_TICK_NS sets the node's attestation tick
  * (default: the config default, 1 ms); BENCH_PIN=0 turns CPU pinning off; BENCH_LOAD=autocannon ignores wrk.
+ * Why one file: the driver and its children are this one script (the children run its build, CHILD_SCRIPT), so a run's
+ * modes and their table stay together.
  */
 import { fork, type ChildProcess } from "node:child_process";
 import { mkdtempSync, readFileSync, rmSync } from "node:fs";

@@ -9,22 +9,20 @@
  * Errors are mapped in errorMapping.ts only. The health service needs no key. TLS (server credentials from
  * tlsCertFile / tlsKeyFile, no client certificates) when configured, else plaintext: then bind to loopback or put
  * TLS in front; the node signs what it serves, so transport integrity is not what makes a proof trustworthy, but
- * API keys travel in metadata.
+ * API keys travel in metadata. The messages it answers with are built in grpcMessages.ts.
  */
 import * as grpc from "@grpc/grpc-js";
 import type { Server as NetServer } from "node:net";
 import { NotFoundError, RateLimitError, UnavailableError, ValidationError } from "../../protocol/errors";
-import { NODE_ENTRY_LENGTH } from "../../protocol/constants";
 import { parseNsString } from "../../protocol/json";
-import { recoverNodeAddresses } from "../../protocol/verify";
-import type { ConsensusJson, GpsReference, Hex, TimeProof } from "../../protocol/types";
 import type { TlsMaterial } from "./tls";
-import type { NodeInfo, SignedTime } from "../core/types";
+import type { SignedTime } from "../core/types";
 import { API_KEY_HEADER } from "../../wire/auth";
 import { clientKeyForIp } from "./auth";
 import { admitClient, verifyWithOptionalChain, type TransportContext } from "./context";
 import { toGrpcError } from "../../wire/errorMapping";
 import { throwIfRejected, withStrictRequestDecoding } from "./grpcWire";
+import { proofFromMessage, ResponseCache } from "./grpcMessages";
 import { checkDurationNs } from "./input";
 import { NewerMoments } from "./newerMoments";
 import type { Transport } from "./metrics";
@@ -34,12 +32,8 @@ import {
   REQUEST_TYPES,
   TIME_PROTO_PATH,
   TIME_SERVICE_NAME,
-  type ConsensusProofMessage,
-  type GpsReferenceMessage,
   type HealthCheckRequestMessage,
   type HealthCheckResponseMessage,
-  type NodeInfoMessage,
-  type ProofMessage,
   type ScheduleRequestMessage,
   type ScheduleResponseMessage,
   type ServingStatus,
@@ -62,8 +56,6 @@ function loadStrictTimeService(): grpc.ServiceDefinition {
   return strictTimeService;
 }
 
-// ------------------------------------------------------------------ conversions
-
 const MAX_ID_CHARS = 128;
 /** gRPC connections without a call for this long are closed. */
 const GRPC_MAX_CONNECTION_IDLE_MS = 5 * 60_000;
@@ -83,118 +75,6 @@ const HEALTH_WATCH_INTERVAL_MS = 1_000;
 function boundedString(field: string, value: string): string {
   if (value.length > MAX_ID_CHARS) throw new ValidationError(field, `must be at most ${MAX_ID_CHARS} characters`);
   return value;
-}
-
-function hexOfBytes(bytes: Buffer): Hex {
-  return `0x${bytes.toString("hex")}`;
-}
-
-/** The TimeProof of a VerifyRequest: bytes are taken as they are; their content is service.verify()'s to judge. */
-export function proofFromMessage(nanoMoment: string, proof: ProofMessage | null): TimeProof {
-  const nanoMomentNs = parseNsString(nanoMoment, "nano_moment");
-  if (proof === null) throw new ValidationError("proof", "is required");
-  return {
-    nanoMoment: nanoMomentNs,
-    hardwareSignature: hexOfBytes(proof.hardware_signature),
-    nodeSignature: hexOfBytes(proof.node_signature),
-    accuracy: proof.accuracy_ns,
-  };
-}
-
-/** TimeResponse.node of this node: its identity from service.info(). */
-export function nodeInfoMessage(info: Pick<NodeInfo, "nodeId" | "cardId" | "version" | "protocol">): NodeInfoMessage {
-  return { node_id: info.nodeId, card_id: Buffer.from(info.cardId.slice(2), "hex"), version: info.version, protocol: info.protocol };
-}
-
-/** Proof.gps of the served body's `gps` (null: none). */
-function gpsMessage(gps: GpsReference | null): GpsReferenceMessage | null {
-  if (gps === null) return null;
-  return { fix_state: gps.fixState, satellites: gps.satellites, pps_offset_ns: gps.ppsOffsetNs, observed_at_ns: gps.observedAtNs };
-}
-
-/** The round fields of a lone node's ConsensusProof: proto3 defaults (no round). */
-function loneNodeRound(): Pick<ConsensusProofMessage, "members" | "threshold" | "time_ns" | "deviation_ns" | "window_ns" | "readings" | "excluded"> {
-  return { members: 0, threshold: 0, time_ns: "", deviation_ns: "", window_ns: "", readings: [], excluded: [] };
-}
-
-/**
- * TimeResponse.consensus of a proof served by the node `self`. One entry is the node's own attestation (its id,
- * no recovery); several (a proof co-signed by other nodes) are recovered from proof.node_signature, once per
- * attestation since the response template is cached. Entries that do not recover (not expected of a proof the
- * node serves) leave node_ids empty rather than fail the call; responders still counts the entries.
- */
-export function consensusProofMessage(
-  proof: TimeProof,
-  self: Pick<NodeInfo, "nodeId" | "nodeQuorum">,
-  round?: ConsensusJson,
-): ConsensusProofMessage {
-  if (round !== undefined) {
-    // A mesh proof: the round's own account (the same values as REST's `consensus`), node ids from the round.
-    return {
-      responders: round.responders,
-      quorum: self.nodeQuorum,
-      node_ids: [...round.nodeIds],
-      members: round.members,
-      threshold: round.threshold,
-      time_ns: round.timeNs,
-      deviation_ns: round.deviationNs,
-      window_ns: round.windowNs,
-      readings: round.readings.map((reading) => ({
-        node_id: reading.nodeId,
-        reading_ns: reading.readingNs,
-        uncertainty_ns: reading.uncertaintyNs,
-        deviation_ns: reading.deviationNs,
-        node_timestamp_ns: reading.nodeTimestampNs ?? "",
-      })),
-      excluded: round.excluded.map((item) => ({ node_id: item.nodeId, deviation_ns: item.deviationNs })),
-    };
-  }
-  const entries = (proof.nodeSignature.length - 2) / (2 * NODE_ENTRY_LENGTH);
-  let nodeIds: string[];
-  if (entries === 1) {
-    nodeIds = [self.nodeId];
-  } else {
-    try {
-      nodeIds = recoverNodeAddresses(proof);
-    } catch {
-      nodeIds = [];
-    }
-  }
-  return { responders: entries, quorum: self.nodeQuorum, node_ids: nodeIds, ...loneNodeRound() };
-}
-
-/**
- * The response template of one attestation, built once per SignedTime and shared by every call that serves it
- * (bytes decoded from hex once, not per request). The NodeInfo record is built once per server: the node's
- * identity does not change while it runs.
- */
-class ResponseCache {
-  private readonly cache = new WeakMap<SignedTime, Omit<TimeResponseMessage, "request_id">>();
-  private node: NodeInfoMessage | undefined;
-
-  constructor(private readonly context: TransportContext) {}
-
-  response(signed: SignedTime, requestId: string): TimeResponseMessage {
-    let template = this.cache.get(signed);
-    if (template === undefined) {
-      const info = this.context.service.info();
-      this.node ??= nodeInfoMessage(info);
-      template = {
-        nano_moment: signed.json.nanoMoment,
-        proof: {
-          hardware_signature: Buffer.from(signed.proof.hardwareSignature.slice(2), "hex"),
-          node_signature: Buffer.from(signed.proof.nodeSignature.slice(2), "hex"),
-          accuracy_ns: signed.proof.accuracy,
-          hardware_id: Buffer.from(signed.json.proof.hardwareId.slice(2), "hex"),
-          gps: gpsMessage(signed.json.proof.gps),
-        },
-        consensus: consensusProofMessage(signed.proof, info, signed.json.consensus),
-        node: this.node,
-      };
-      this.cache.set(signed, template);
-    }
-    return { request_id: requestId, ...template };
-  }
 }
 
 // ------------------------------------------------------------------ server

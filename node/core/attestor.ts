@@ -9,6 +9,8 @@
  * - a thread's signatures are published only after the serving thread's checks pass at publication.
  * With refreshAfterNs (serving-thread signing only) current() signs first when the cached proof is older, because a
  * loaded event loop runs timers late, not requests.
+ * Why one file: every path that signs and the guard, latch and publication checks around it stay side by side, so the
+ * signing rules read and review in one place; where ticks sign is already apart (tickStrategies.ts).
  */
 import type { Logger } from "pino";
 import { timeAttestationForProof } from "../../protocol/codec";

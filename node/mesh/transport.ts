@@ -24,6 +24,8 @@
  * - A request waits for its answer at most its timeout; at most MAX_PENDING_REQUESTS wait at once.
  * The timestamp a handler gets (`receivedAtNs`) is the card clock read first thing when the datagram arrives, so
  * decoding and authentication count as the responder's processing time, not as path delay.
+ * Why one file: the checks above run in one fixed order on every packet, kept in one place so that order can be
+ * audited; the sockets (peerSockets.ts, strangerSocket.ts) and the budgets (peerLimits.ts) are already apart.
  */
 import { randomBytes } from "node:crypto";
 import { createSocket, type SocketType } from "node:dgram";

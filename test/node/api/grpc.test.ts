@@ -5,7 +5,7 @@ import { generatePrivateKey, privateKeyToAccount } from "viem/accounts";
 import { createVerifyContext, verifyTimeProof } from "../../../protocol/verify";
 import { clientRequestMessage } from "../../../wire/auth";
 import { Root } from "protobufjs";
-import { consensusProofMessage } from "../../../node/api/grpc";
+import { consensusProofMessage } from "../../../node/api/grpcMessages";
 import { loadProtos, TIME_PROTO_PATH, type TimeResponseMessage } from "../../../wire/grpc";
 import { proofJsonFromMessage } from "../../../client";
 import { proofFromJson } from "../../../protocol/json";
