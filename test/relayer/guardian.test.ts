@@ -1,7 +1,7 @@
 /**
  * The relayer's guardian end to end: a node reports a signed tamper alert (GET /mesh/state), the relayer revokes the
  * card on every chain, once; an alert signed by a key no oracle holds active, or with a bad signature, revokes
- * nothing; without GUARDIAN_ROLE the guardian refuses to start.
+ * nothing; without GUARDIAN_ROLE the guardian refuses to start. On Hardhat node chains and on anvil (CHAIN_KINDS).
  */
 import { expect } from "chai";
 import { createPublicKey } from "node:crypto";
@@ -24,12 +24,13 @@ import type { TamperAlertJson } from "../../wire/rest";
 import { loadRelayerConfig } from "../../relayer/config";
 import type { NetworkFileJson } from "../../wire/network";
 import { startRelayer, type RunningRelayer } from "../../relayer/relayer";
+import { CHAIN_KINDS } from "../../scripts/chainProcess";
 import { HARDHAT_DEV_KEYS, localRelayerAddress, startLocalNetwork, type LocalChain, type LocalNetwork } from "../../scripts/network";
 import { pollUntil } from "./helpers";
 
 const NO_EXPIRY = (1n << 64n) - 1n;
 
-describe("relayer guardian (revokes a card after its node's signed tamper alert)", function () {
+for (const chainKind of CHAIN_KINDS) describe(`relayer guardian on 2 ${chainKind} chains (revokes a card after its node's signed tamper alert)`, function () {
   this.timeout(180_000);
   let dir: string;
   let network: LocalNetwork;
@@ -66,7 +67,7 @@ describe("relayer guardian (revokes a card after its node's signed tamper alert)
 
   before(async () => {
     dir = mkdtempSync(join(tmpdir(), "ats-relayer-guardian-"));
-    network = await startLocalNetwork({ hre, dir, meshNodes: 1, nodeLogger: pino({ level: "silent" }) });
+    network = await startLocalNetwork({ hre, dir, meshNodes: 1, chainKind, nodeLogger: pino({ level: "silent" }) });
     // A node that serves only its mesh state, with whatever alerts the test puts there.
     fakeNode = createServer((request, response) => {
       if (request.url === "/mesh/state") response.writeHead(200, { "content-type": "application/json" }).end(JSON.stringify({ tamperAlerts: alerts }));
