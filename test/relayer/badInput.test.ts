@@ -1,7 +1,8 @@
 /**
  * The relayer refuses bad input with a clear error and loses nothing: settings, the network file, the signer
  * key, start-up checks against live chains (wrong chain id, a bridge that is not a bridge, an unreachable RPC),
- * the CLI's exit code, and the operator API's ids, queries and authentication.
+ * the CLI's exit code, and the operator API's ids, queries and authentication. On Hardhat node chains and on anvil
+ * (CHAIN_KINDS).
  */
 import { expect } from "chai";
 import { spawnSync } from "node:child_process";
@@ -18,12 +19,13 @@ import { parseNetwork, type NetworkFileJson } from "../../wire/network";
 import { signerAccount, startRelayer, type RunningRelayer } from "../../relayer/relayer";
 import { freeTcpPort } from "../../scripts/chainProcess";
 import { startChaosProxy } from "./chaosProxy";
+import { CHAIN_KINDS } from "../../scripts/chainProcess";
 import { HARDHAT_DEV_KEYS, startLocalNetwork, type LocalNetwork } from "../../scripts/network";
 
 const ROOT = join(__dirname, "..", "..");
 const KEY = HARDHAT_DEV_KEYS.relayer;
 
-describe("relayer: bad input", function () {
+for (const chainKind of CHAIN_KINDS) describe(`relayer: bad input (2 ${chainKind} chains)`, function () {
   this.timeout(120_000);
   let dir: string;
   let network: LocalNetwork;
@@ -31,7 +33,7 @@ describe("relayer: bad input", function () {
 
   before(async () => {
     dir = mkdtempSync(join(tmpdir(), "ats-relayer-bad-"));
-    network = await startLocalNetwork({ hre, dir, meshNodes: 1, nodeLogger: pino({ level: "silent" }) });
+    network = await startLocalNetwork({ hre, dir, meshNodes: 1, chainKind, nodeLogger: pino({ level: "silent" }) });
     networkJson = JSON.parse(readFileSync(network.networkFile, "utf8")) as NetworkFileJson;
   });
 
