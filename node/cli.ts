@@ -41,7 +41,6 @@ import { createDevIdentity } from "../protocol/devca";
 import { AtsError, rootCauseMessage } from "../protocol/errors";
 import { checkEvidenceText, MAX_CONTRADICTION_EVIDENCE_BYTES, type CheckEvidenceReturnType } from "../protocol/evidence";
 import { KEY_FILES, saveKeyDir } from "../protocol/keystore";
-import type { Hex } from "../protocol/types";
 import { describeSettings, loadConfig, redactedConfig, type NodeConfig, type SettingDescription, type SettingName } from "./config";
 import { createCliLogger } from "../lib/logFormat";
 import { waitForSignal } from "../lib/signals";
@@ -251,8 +250,11 @@ function settings(args: string[], io: CliIo): number {
 
 /**
  * `ats-node manifest verify <file> [--rpc <url>]`: the manifest passes its schema and catalog rules
- * (wire/manifest.ts), and the live temporal JSON-RPC endpoint (--rpc, else the manifest's `time` service) serves the
- * chain it names: its eth_chainId and genesis hash (chain_getBlockHash(0)). Exit 0 when both hold, 1 otherwise.
+ * (wire/manifest.ts), and every service it lists answers live as its name promises (node/manifestServices.ts): the
+ * temporal JSON-RPC (--rpc, else the manifest's `time` service) serves the chain it names (eth_chainId and genesis
+ * hash), the catalog's downloads, evidence gateway, faucet and explorer answer their own shapes, and so on. Prints
+ * every service's verdict with its evidence as JSON; each failed service also on stderr, by name. Exit 0 when all
+ * hold, 1 otherwise.
  */
 async function manifestVerify(args: string[], io: CliIo): Promise<number> {
   const { values, positionals } = parseArgs({ args, options: { rpc: { type: "string" } }, allowPositionals: true });
@@ -270,12 +272,14 @@ async function manifestVerify(args: string[], io: CliIo): Promise<number> {
   }
   const { parseManifest } = await import("../wire/manifest");
   const manifest = parseManifest(json);
-  const url = values.rpc ?? manifest.services.time;
-  const { createTemporalClient } = await import("../client/temporal");
-  const client = createTemporalClient({ url, retries: 1, timeoutMs: 5_000, expected: { chainId: manifest.chain.evmChainId, genesisHash: manifest.chain.genesisHash as Hex } });
-  await client.verifyChainIdentity();
-  printJson(io, { ok: true, manifest: file, rpc: url, evmChainId: manifest.chain.evmChainId, genesisHash: manifest.chain.genesisHash });
-  return 0;
+  const { checkManifestServices } = await import("./manifestServices");
+  const services = await checkManifestServices(manifest, values.rpc === undefined ? {} : { timeUrl: values.rpc });
+  const failed = Object.entries(services).filter(([, verdict]) => !verdict.ok);
+  const ok = failed.length === 0;
+  printJson(io, { ok, manifest: file, rpc: services.time!.url, evmChainId: manifest.chain.evmChainId, genesisHash: manifest.chain.genesisHash, services });
+  for (const [name, verdict] of failed) io.stderr(`manifest ${file}: service ${name} (${verdict.url}) failed: ${verdict.ok ? "" : verdict.error}`);
+  if (!ok) io.stderr(`manifest ${file}: ${failed.length} of ${Object.keys(services).length} services failed: ${failed.map(([name]) => name).join(", ")}`);
+  return ok ? 0 : 1;
 }
 
 /**

@@ -37,7 +37,9 @@ const STEPS: readonly { step: string; endsAt: RegExp }[] = [
   { step: "chains and attesting nodes, side by side", endsAt: /^\s+chains and nodes are up/ },
   { step: "temporal gateway", endsAt: /^\s+deploying the contracts/ },
   { step: "contracts deployed, nodes registered", endsAt: /^\s+starting the relayer/ },
-  { step: "relayer (to every endpoint printed)", endsAt: /^\s+relayer: x-api-key/ },
+  { step: "relayer", endsAt: /^\s+starting the catalog/ },
+  // The catalog waits for the network's release, built in the background since the start when the sources changed.
+  { step: "catalog (to every endpoint printed)", endsAt: /^\s+relayer: x-api-key/ },
   { step: "the tour (to \"The network is up\")", endsAt: /^The network is up\./ },
 ];
 /** Printed once npm start waits for Ctrl-C: the start is over. */

@@ -8,10 +8,14 @@
  * - each node's NTP time host (node/ntp) on a free UDP port, named in the network file (`ntp`) and, node 1's, in
  *   the manifest's catalog as `time-host` (ntp://127.0.0.1:PORT; `ntsVerified: false`: no NTS is offered);
  * - the network file (wire/network.ts) and a relayer config beside it, in `dir`;
- * - optionally the relayer (`ats-relayer` as a child process).
+ * - optionally the relayer (`ats-relayer` as a child process);
+ * - optionally the catalog (`ats-catalog` as a child process, catalog/): the time explorer of this network, the
+ *   downloads of its own release, the evidence gateway the mesh's contradiction evidence is published into, and a
+ *   faucet on alpha; each service in the network file (`programs`) and the manifest's catalog by name.
  *
- * Keys: the deployer and the relayer use Hardhat's public development accounts #0 and #1 (their keys are printed
- * in every Hardhat node banner, and anvil funds the same accounts; never use them on a real chain). Nothing here reads outside the repository.
+ * Keys: the deployer, the relayer and the faucet use Hardhat's public development accounts #0, #1 and #3 (their keys
+ * are printed in every Hardhat node banner, and anvil funds the same accounts; never use them on a real chain).
+ * Nothing here reads outside the repository.
  */
 import { mkdirSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
@@ -32,13 +36,23 @@ import { ChainControl } from "./chainControl";
 import { startChainProcess, stopChainProcess, type ChainKind, type ChainProcess } from "./chainProcess";
 import { deployAttestedTime, type AttestedTimeDeployment, type CardRegistration, type NodeRegistration } from "../deploy";
 import { startRelayerProcess, stopRelayerProcess, type RelayerProcess } from "./relayerProcess";
+import type { CatalogServices } from "../catalog/server";
+import type { RunningProgram } from "../lib/childProgram";
 
-/** Hardhat's development accounts #0–#2 (public test keys, funded with 10,000 ETH on every Hardhat node). */
+/**
+ * Hardhat's development accounts #0–#3 (public test keys, funded with 10,000 ETH on every Hardhat node and by
+ * anvil): development only, never on a real chain. The faucet has an account of its own so that its transfers never
+ * race the deployer's or the relayer's nonces.
+ */
 export const HARDHAT_DEV_KEYS = {
   deployer: "0xac0974bec39a17e36ba4a6b4d238ff944bacb478cbed5efcae784d7bf4f2ff80",
   relayer: "0x59c6995e998f97a5a0044966f0945389dc9e86dae88c7a8412f4603b6b78690d",
   user: "0x5de4111afa1a4b94908f83103eb1f1706367c2e68ca870fc3fb9a804cdab365a",
+  faucet: "0x7c852118294e51e653712a81e05800f419141751be58f605c371e15141b007a6",
 } as const satisfies Record<string, Hex>;
+
+/** How often the local catalog publishes the mesh's contradiction evidence, ms (the catalog's default is 10 s). */
+const LOCAL_EVIDENCE_POLL_MS = 2_000;
 
 /** The operator API key of the local relayer (a development value, printed by `npm start`). */
 export const LOCAL_RELAYER_API_KEY = "local-operator-key";
@@ -81,12 +95,31 @@ export interface LocalNetwork {
   /** Environment the relayer needs beside its config file (its key). */
   readonly relayerEnv: NodeJS.ProcessEnv;
   relayer: RelayerProcess | undefined;
+  catalog: CatalogProcess | undefined;
   /** Every process of the network and every endpoint it serves (also in the network file, `programs`). */
   programs: readonly NetworkProgram[];
   /** Starts the relayer process; `env` adds variables (a test's crash hook). */
   startRelayer(env?: NodeJS.ProcessEnv): Promise<RelayerProcess>;
   stopRelayer(signal?: NodeJS.Signals): Promise<void>;
+  /**
+   * Starts the catalog process (after the relayer, whose queues its explorer shows): serves the releases under
+   * `releasesDir`, names its services in the network file and the manifest.
+   */
+  startCatalog(options: { releasesDir: string }): Promise<CatalogProcess>;
   close(): Promise<void>;
+}
+
+/** `ats-catalog start` as a child process, and the URL of each service it runs (catalog/server.ts). */
+export interface CatalogProcess {
+  readonly program: RunningProgram<{ url: string; services: CatalogServices }>;
+  readonly url: string;
+  readonly services: CatalogServices;
+}
+
+/** The catalog's services by the names the network file and the manifest give them: the ones it runs. */
+export function catalogServiceUrls(services: CatalogServices): Record<string, string> {
+  const named: Record<string, string | null> = { explorer: services.explorer, downloads: services.downloads, evidence: services.evidence, faucet: services.faucet };
+  return Object.fromEntries(Object.entries(named).filter((entry): entry is [string, string] => entry[1] !== null));
 }
 
 export interface StartLocalNetworkOptions {
@@ -277,7 +310,7 @@ export async function startLocalNetwork(options: StartLocalNetworkOptions): Prom
     // The network manifest (wire/manifest.ts) of the first chain, checked before it is written.
     const genesis = (await chains[0]!.publicClient.getBlock({ blockNumber: 0n })).hash;
     const alphaDeployment = chains[0]!.deployment;
-    const manifest = parseManifest({
+    let manifest = parseManifest({
       version: MANIFEST_VERSION,
       name: "local",
       chain: { evmChainId: chains[0]!.chainId, genesisHash: genesis, ntsVerified: false },
@@ -300,7 +333,8 @@ export async function startLocalNetwork(options: StartLocalNetworkOptions): Prom
       trustedCardRootsPem: [trustedRootPem],
     });
     const manifestFile = join(options.dir, "manifest.json");
-    writeFileSync(manifestFile, `${JSON.stringify(manifest, null, 2)}\n`);
+    const writeManifest = () => writeFileSync(manifestFile, `${JSON.stringify(manifest, null, 2)}\n`);
+    writeManifest();
     const relayerConfigFile = join(options.dir, "relayer.json");
     writeFileSync(
       relayerConfigFile,
@@ -319,6 +353,7 @@ export async function startLocalNetwork(options: StartLocalNetworkOptions): Prom
       relayerConfigFile,
       relayerEnv,
       relayer: undefined,
+      catalog: undefined,
       programs: network.programs!,
       async startRelayer(env: NodeJS.ProcessEnv = {}) {
         localNetwork.relayer = await startRelayerProcess(relayerConfigFile, { ...relayerEnv, ...env });
@@ -335,12 +370,56 @@ export async function startLocalNetwork(options: StartLocalNetworkOptions): Prom
         await stopRelayerProcess(localNetwork.relayer, signal);
         localNetwork.relayer = undefined;
       },
+      async startCatalog({ releasesDir }) {
+        const configFile = join(options.dir, "catalog.json");
+        writeFileSync(
+          configFile,
+          `${JSON.stringify(
+            {
+              host: "127.0.0.1",
+              port: 0,
+              releasesDir,
+              contentDir: join(options.dir, "catalog-data", "content"),
+              evidenceNodeUrls: endpoints,
+              evidencePollMs: LOCAL_EVIDENCE_POLL_MS,
+              faucetRpcUrl: chains[0]!.rpcUrl,
+              faucetChainId: chains[0]!.chainId,
+              explorerNetworkFile: networkFile,
+              explorerRelayerUrl: localNetwork.relayer?.api ?? "",
+              logLevel: options.nodeLogger.level,
+            },
+            null,
+            2,
+          )}\n`,
+        );
+        const program = await startProgram<{ url: string; services: CatalogServices }>({
+          bin: "ats-catalog.js",
+          args: ["start", "--config", configFile],
+          // The faucet's key in the environment, as its setting asks (never in a file): Hardhat account #3.
+          env: childEnv({ ATS_CATALOG_FAUCET_PRIVATE_KEY: HARDHAT_DEV_KEYS.faucet }),
+          ready: (stdout) => printedJson(stdout),
+          name: "catalog",
+          timeoutMs: 120_000, // as a node's: a first start may build dist/ first
+          onStderrLine: onLogLine,
+        });
+        closers.push(() => program.stop());
+        const { url, services } = program.printed;
+        localNetwork.catalog = { program, url, services };
+        const named = catalogServiceUrls(services);
+        network.programs = [...network.programs!.filter((entry) => entry.name !== "catalog"), { name: "catalog", program: "ats-catalog", pid: program.child.pid!, endpoints: named }];
+        localNetwork.programs = network.programs;
+        writeNetworkFile();
+        manifest = parseManifest({ ...manifest, services: { ...manifest.services, ...named } });
+        writeManifest();
+        return localNetwork.catalog;
+      },
       close() {
         return (closing ??= closeNetwork());
       },
     };
     let closing: Promise<void> | undefined;
     const closeNetwork = async () => {
+        await localNetwork.catalog?.program.stop().catch(() => undefined);
         await localNetwork.stopRelayer("SIGTERM").catch(() => undefined);
         await closeAll();
         // Nothing points at closed ports: the network file says it stopped (the relayer refuses it), the manifest goes.

@@ -12,26 +12,14 @@
  * provide the dependencies through NODE_PATH. Prints the release folder and its metadata as JSON. Reads git;
  * never changes it.
  */
-import { execFileSync } from "node:child_process";
 import { join, resolve } from "node:path";
 import { parseArgs } from "node:util";
 import { buildRelease } from "../upgrade/release";
+import { buildDist, readReleaseSource, ROOT } from "./releaseSource";
 
-const ROOT = join(__dirname, "..");
-// eslint-disable-next-line @typescript-eslint/no-require-imports
-const buildDist = require("../bin/build-dist.js") as {
-  DIST: string;
-  SOURCES: string[];
-  staleness(): { reason: "missing" } | { reason: "stale"; source: string } | null;
-};
 // The optional peers the node needs at run time: bundled with the dependencies (upgrade/productionTree.ts).
 // eslint-disable-next-line @typescript-eslint/no-require-imports
 const { OPERATOR_PACKAGES } = require("../bin/operatorPackages.js") as { OPERATOR_PACKAGES: readonly string[] };
-
-function git(args: string[]): string {
-  // GIT_OPTIONAL_LOCKS=0: `git status` must not refresh the index of a checkout others are working in.
-  return execFileSync("git", args, { cwd: ROOT, encoding: "utf8", env: { ...process.env, GIT_OPTIONAL_LOCKS: "0" }, stdio: ["ignore", "pipe", "pipe"] }).trim();
-}
 
 function main(): number {
   const { values } = parseArgs({
@@ -43,8 +31,7 @@ function main(): number {
     process.stderr.write(`release: dist/ is ${why}: run npm run build:dist first\n`);
     return 1;
   }
-  const sourceRevision = git(["rev-parse", "HEAD"]);
-  const changes = git(["status", "--porcelain", "--", ...buildDist.SOURCES]);
+  const { sourceRevision, changes, sourceDateEpochS } = readReleaseSource();
   if (changes !== "" && values["allow-dirty"] !== true) {
     process.stderr.write(`release: the working tree has changes under dist/'s sources, so ${sourceRevision} does not describe them:\n${changes}\ncommit them, or pass --allow-dirty\n`);
     return 1;
@@ -54,7 +41,7 @@ function main(): number {
     outDir: resolve(values.out ?? join(ROOT, ".ats", "releases")),
     sourceRevision,
     sourceTreeDirty: changes !== "",
-    sourceDateEpochS: Number(git(["show", "-s", "--format=%ct", sourceRevision])),
+    sourceDateEpochS,
     buildTime: new Date(),
     modules: values["without-modules"] === true ? undefined : { projectDir: ROOT, runtimePeers: OPERATOR_PACKAGES },
   });

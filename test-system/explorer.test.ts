@@ -1,29 +1,24 @@
 /**
  * The time explorer (explorer/, docs/explorer.md) in a real headless browser: Chromium from the Debian package,
- * driven by playwright-core (no browser download), against a running local network (scripts/network.ts: a mesh of
- * 3 attesting nodes with their gateways, two chains, the relayer) on free 127.0.0.1 ports, and the explorer served
- * by catalog/explorer.ts. It checks what a user sees: the finalized head and a transaction sent through the gateway
+ * driven by playwright-core (no browser download), as a newcomer meets it: `npm start` (scripts/start.ts, left
+ * running: a mesh of 4 attesting nodes, the gateway, two chains, the relayer, the catalog, on free 127.0.0.1 ports)
+ * and the explorer URL it writes into its network file (the catalog's `explorer`). It checks what a user sees: the finalized head and a transaction sent through the gateway
  * with its nanosecond timestamp, the mesh plot's points, the failing rule of a bad proof in the inspector, the
  * relayer's latest delivery, the page at a phone's width, and no console error anywhere. Screenshots are kept in
  * test-system/artifacts/explorer/ (gitignored; the path is printed).
  */
-import { mkdirSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { mkdirSync } from "node:fs";
 import { join } from "node:path";
 import { expect } from "chai";
-import Fastify, { type FastifyInstance } from "fastify";
-import hre from "hardhat";
-import pino from "pino";
 import { chromium, type Browser, type Page } from "playwright-core";
 import { createWalletClient, defineChain, http, parseEther } from "viem";
 import { privateKeyToAccount } from "viem/accounts";
-import { explorerConfigFromNetwork, registerExplorer } from "../catalog/explorer";
-import { parseNetwork } from "../wire/network";
-import { HARDHAT_DEV_KEYS, LOCAL_RELAYER_API_KEY, startLocalNetwork, type LocalNetwork } from "../scripts/network";
+import type { NetworkFileJson } from "../wire/network";
+import { HARDHAT_DEV_KEYS, LOCAL_RELAYER_API_KEY } from "../scripts/network";
+import { RunningStart } from "../test/scripts/runningStart";
 import { waitUntil } from "./chronyd";
 
 const ROOT = join(__dirname, "..");
-const BUNDLE = join(ROOT, "explorer", "build");
 const ARTIFACTS = join(ROOT, "test-system", "artifacts", "explorer");
 const CHROMIUM = "/usr/bin/chromium";
 /** How long the page may take to show what the network did (a block a second; polls every 1–2 s). */
@@ -37,38 +32,34 @@ async function rpc<T>(url: string, method: string, params: unknown[] = []): Prom
 }
 
 describe("time explorer in Chromium (test-system)", function () {
-  this.timeout(300_000);
+  this.timeout(600_000);
 
-  let dir = "";
-  let network: LocalNetwork | null = null;
-  let server: FastifyInstance | null = null;
+  let start: RunningStart | null = null;
+  /** What npm start wrote into its network file: the chains, nodes, gateway and every program's endpoints. */
+  let network: NetworkFileJson;
+  let relayerApi = "";
   let browser: Browser | null = null;
   let explorerUrl = "";
   const consoleErrors: string[] = [];
 
   before(async () => {
-    // The bundle as npm start would serve it (built here when stale, as `npm run build:explorer --if-stale`).
+    // The bundle npm start serves (`npm start` builds it first when stale, as `npm run build:explorer --if-stale`).
     const { execFileSync } = await import("node:child_process");
     execFileSync(process.execPath, [join(ROOT, "bin", "build-explorer.js"), "--if-stale"], { stdio: "inherit" });
-    dir = mkdtempSync(join(tmpdir(), "ats-explorer-"));
     mkdirSync(ARTIFACTS, { recursive: true });
-    network = await startLocalNetwork({ hre, dir, meshNodes: 3, nodeLogger: pino({ level: "silent" }) });
-    const relayer = await network.startRelayer();
-    const file = parseNetwork(JSON.parse(readFileSync(network.networkFile, "utf8")), network.networkFile);
-    const { config, inspector } = explorerConfigFromNetwork(JSON.parse(readFileSync(network.networkFile, "utf8")), relayer.api);
-    expect(config.nodes).to.deep.equal([...file.nodes]);
-    server = Fastify({ logger: false });
-    await registerExplorer(server, { bundleDir: BUNDLE, config, inspector });
-    explorerUrl = `${await server.listen({ host: "127.0.0.1", port: 0 })}/explorer/`;
+    start = new RunningStart();
+    network = await start.started();
+    // The URL the newcomer opens: printed by npm start, and the catalog's `explorer` in the network file.
+    explorerUrl = start.endpointsOf("catalog").explorer!;
+    expect(start.stdout).to.include(`time explorer: open ${explorerUrl} in a browser`);
+    relayerApi = start.endpointsOf("relayer").api!;
     browser = await chromium.launch({ executablePath: CHROMIUM, args: ["--no-sandbox"], headless: true });
     console.log(`      explorer ${explorerUrl}; screenshots in ${ARTIFACTS}`);
   });
 
   after(async () => {
     await browser?.close();
-    await server?.close();
-    await network?.close();
-    if (dir !== "") rmSync(dir, { recursive: true, force: true });
+    await start?.cleanUp();
   });
 
   let current: Page | null = null;
@@ -103,8 +94,8 @@ describe("time explorer in Chromium (test-system)", function () {
   }
 
   it("shows the latest finalized block, and a transaction sent through the gateway with its nanosecond timestamp", async () => {
-    const gateway = network!.temporalRpc[0]!;
-    const chain = network!.chains[0]!;
+    const gateway = network.temporalRpc![0]!;
+    const chain = network.chains[0]!;
     const viemChain = defineChain({ id: chain.chainId, name: chain.name, nativeCurrency: { name: "Ether", symbol: "ETH", decimals: 18 }, rpcUrls: { default: { http: [gateway] } } });
     const wallet = createWalletClient({ account: privateKeyToAccount(HARDHAT_DEV_KEYS.user), chain: viemChain, transport: http(gateway) });
     const hash = await wallet.sendTransaction({ to: "0x000000000000000000000000000000000000dEaD", value: parseEther("0.001") });
@@ -148,7 +139,7 @@ describe("time explorer in Chromium (test-system)", function () {
     // The mesh converged: every node Converged and signing (a node signs only then).
     await waitUntil("every node Converged and signing", UI_TIMEOUT_MS * 2, async () => {
       const cells = await Promise.all((await rows.all()).map((row) => row.locator("td").allTextContents()));
-      return cells.length === 3 && cells.every((texts) => texts[2] === "Converged" && texts[4]!.startsWith("±")) ? cells : null;
+      return cells.length === network.nodes.length && cells.every((texts) => texts[2] === "Converged" && texts[4]!.startsWith("±")) ? cells : null;
     });
     const first = (await rows.first().locator("td").allTextContents()).map((text) => text.trim());
     expect(first[1], "role").to.match(/^(primary|secondary|archive|bridge)$/);
@@ -160,7 +151,7 @@ describe("time explorer in Chromium (test-system)", function () {
 
   it("shows the failing §6.2 rule of a bad proof pasted into the inspector", async () => {
     // A real proof whose signed accuracy was changed after signing: its entries recover to nobody registered.
-    const proof = (await (await fetch(`${network!.nodes[0]}/time/current`)).json()) as { proof: { accuracyNs: number } };
+    const proof = (await (await fetch(`${network.nodes[0]}/time/current`)).json()) as { proof: { accuracyNs: number } };
     proof.proof.accuracyNs += 1;
     const page = await open(1280, 1000);
     await page.locator("#proof-input").fill(JSON.stringify(proof, null, 2));
@@ -175,10 +166,10 @@ describe("time explorer in Chromium (test-system)", function () {
   });
 
   it("shows the relayer at work: a push it delivered appears among its recent deliveries", async () => {
-    const response = await fetch(`${network!.relayer!.api}/push/${network!.chains[0]!.chainId}`, { method: "POST", headers: { "x-api-key": LOCAL_RELAYER_API_KEY } });
+    const response = await fetch(`${relayerApi}/push/${network.chains[0]!.chainId}`, { method: "POST", headers: { "x-api-key": LOCAL_RELAYER_API_KEY } });
     expect(response.status).to.equal(202);
     const page = await open(1280, 1000);
-    await page.locator(`[data-testid=relayer-deliveries] code`, { hasText: `push:${network!.chains[0]!.chainId}:` }).first().waitFor({ timeout: UI_TIMEOUT_MS * 2 });
+    await page.locator(`[data-testid=relayer-deliveries] code`, { hasText: `push:${network.chains[0]!.chainId}:` }).first().waitFor({ timeout: UI_TIMEOUT_MS * 2 });
     expect(await page.locator("[data-testid=relayer-health]").textContent()).to.equal("healthy");
     expect(await page.locator("[data-testid=queue-dead] strong").textContent()).to.match(/^\d+\+?$/);
     await page.locator("#relayer-section").screenshot({ path: join(ARTIFACTS, "relayer.png") });

@@ -1,7 +1,8 @@
 /**
  * `npm start -- --once`, as CI runs it: scripts/start.ts as a child process with its defaults (a mesh of 4
- * attesting nodes, two chains, the relayer), the whole tour, every program's endpoints on its own line, a clean exit;
- * everything it started is gone after, the network file says "stopped" and the manifest is removed.
+ * attesting nodes, two chains, the relayer, the catalog), the whole tour, every program's endpoints on its own line,
+ * a clean exit; everything it started is gone after, the network file says "stopped" and the manifest is removed.
+ * (The catalog's services, fetched live, and `ats-node manifest verify` against them: test/scripts/processes.test.ts.)
  */
 import { expect } from "chai";
 import { spawn } from "node:child_process";
@@ -62,6 +63,12 @@ describe("npm start -- --once (scripts/start.ts)", function () {
     expect(stdout).to.include("reverts with TimeBridgeAlreadyDelivered");
     for (const node of [1, 2, 3, 4]) expect(stdout).to.match(new RegExp(`node ${node} +ats-node \\(pid \\d+\\): rest http://127\\.0\\.0\\.1:\\d+ .*grpc 127\\.0\\.0\\.1:\\d+ +ntp ntp://127\\.0\\.0\\.1:\\d+`));
     expect(stdout).to.match(/gateway +ats-gateway \(pid \d+\): rpc http:\/\/127\.0\.0\.1:(\d+) +ws ws:\/\/127\.0\.0\.1:\1 +metrics http:\/\/127\.0\.0\.1:\1\/metrics/);
+    // The catalog: each service on the line that names it, the release it serves (built now or reused), the explorer to open.
+    const catalogLine = /catalog +ats-catalog \(pid \d+\): explorer (http:\/\/127\.0\.0\.1:\d+)\/explorer\/ +downloads \1\/releases +evidence \1\/ipfs\/ +faucet \1\/faucet/.exec(stdout);
+    expect(catalogLine, stdout).to.not.equal(null);
+    expect(stdout).to.match(/(building the network's release ats-node-\S+ in the background \(npm run release: [^)]+\)|the network's release ats-node-\S+: reused \([^)]+\))/);
+    expect(stdout).to.match(/catalog: downloads serve release ats-node-\S+; the faucet pays from Hardhat account #3 on alpha \(a public test key: development only\)/);
+    expect(stdout).to.include(`time explorer: open ${catalogLine![1]}/explorer/ in a browser`);
     // --once says the network was stopped; the network file says so too (the relayer refuses it), the manifest is gone.
     expect(stdout).to.include("The network was up and has been stopped (--once)");
     const networkFile = join(dir, "network.json");
@@ -72,15 +79,15 @@ describe("npm start -- --once (scripts/start.ts)", function () {
     expect(network.chains.map((chain) => chain.chainId)).to.deep.equal([31337, 31338]);
     expect(network.nodes).to.have.length(4);
     expect(new Set(file.ntp).size, "one NTP time host per node").to.equal(4);
-    expect(file.programs!.map((program) => program.name)).to.deep.equal(["chain alpha", "chain beta", "node 1", "node 2", "node 3", "node 4", "gateway", "relayer"]);
+    expect(file.programs!.map((program) => program.name)).to.deep.equal(["chain alpha", "chain beta", "node 1", "node 2", "node 3", "node 4", "gateway", "relayer", "catalog"]);
     expect(existsSync(join(dir, "manifest.json"))).to.equal(false);
-    // Everything it started is stopped: the chains no longer answer.
-    for (const chain of network.chains) {
-      const answered = await fetch(chain.rpcUrl, { method: "POST", body: "{}", signal: AbortSignal.timeout(2_000) }).then(
+    // Everything it started is stopped: the chains and the catalog no longer answer.
+    for (const url of [...network.chains.map((chain) => chain.rpcUrl), `${catalogLine![1]}/releases`]) {
+      const answered = await fetch(url, { method: "POST", body: "{}", signal: AbortSignal.timeout(2_000) }).then(
         () => true,
         () => false,
       );
-      expect(answered, chain.rpcUrl).to.equal(false);
+      expect(answered, url).to.equal(false);
     }
   });
 
