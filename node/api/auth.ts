@@ -8,6 +8,15 @@
  * only as SHA-256 digests (node/config.ts `apiKeys`; an entry `sha256:<64 hex>` is an already-hashed key) and a
  * presented key is compared against every stored digest in constant time (config.ts `apiKeyMatches`).
  *
+ * Detail: docs/protocol.md §9.6.
+ */
+import { getAddress, isAddress, recoverMessageAddress, type Hex as ViemHex } from "viem";
+import { AuthError, RateLimitError, ValidationError } from "../../protocol/errors";
+import type { Address } from "../../protocol/types";
+import { apiKeyMatches, hashApiKey, type ApiKeyHash } from "../../lib/apiKeys";
+import { clientRequestMessage, type ClientRequestFields } from "../../wire/auth";
+
+/*
  * Client signatures (gRPC `TimeRequest.client_signature`) — when the node has an address registered for the
  * request's `client_id` (setting `clientPublicKeys`), the request must carry a 65-byte secp256k1 signature,
  * EIP-191 `personal_sign` over the UTF-8 text of `clientRequestMessage()`:
@@ -27,12 +36,6 @@
  * `client_id` and carry its valid signature (UNAUTHENTICATED otherwise, saying what is missing). Only
  * GetCurrentTime carries a signature: StreamTime, VerifyTime and ScheduleAttestation rely on API keys either way.
  */
-import { getAddress, isAddress, recoverMessageAddress, type Hex as ViemHex } from "viem";
-import { AuthError, RateLimitError, ValidationError } from "../../protocol/errors";
-import type { Address } from "../../protocol/types";
-import { apiKeyMatches, hashApiKey, type ApiKeyHash } from "../../lib/apiKeys";
-import { clientRequestMessage, type ClientRequestFields } from "../../wire/auth";
-
 /** Header (REST, WS upgrade) and metadata key (gRPC) carrying the API key. */
 
 export class ApiKeyAuth {

@@ -3,6 +3,13 @@
  * per node (TransportContext.connections) watches the REST/WebSocket server and gRPC's listening servers alike;
  * the pipelining and refusal rules apply to HTTP/1.1 requests.
  *
+ * Detail: docs/node.md "Signing, transports and limits".
+ */
+import type { IncomingMessage, ServerResponse } from "node:http";
+import type { Server as NetServer, Socket } from "node:net";
+import type { Duplex } from "node:stream";
+
+/*
  * - Connection caps: at most `maxConnections` open connections in all and `maxConnectionsPerAddress` from one
  *   remote address (both ports counted together); a connection beyond either is closed as it is accepted, before a byte is parsed. Without them
  *   idle or slow connections from one address exhaust the process's file descriptors and everyone's requests fail.
@@ -39,10 +46,6 @@
  * (stopParsing); where Node's parser does not offer that hook, `admit()` turns each of its requests
  * away with a single check.
  */
-import type { IncomingMessage, ServerResponse } from "node:http";
-import type { Server as NetServer, Socket } from "node:net";
-import type { Duplex } from "node:stream";
-
 export interface ConnectionLimits {
   /** Open connections of the server, all addresses together. */
   maxConnections: number;

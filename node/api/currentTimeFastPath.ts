@@ -9,10 +9,7 @@
  * declared, schema-checked definition of the endpoint; a test pins both paths to the same status, headers and
  * bytes for success and every error.
  *
- * What the fast path does is what the route and its hooks do: admitClient (auth + rate limit, same token bucket),
- * service.current(), the same headers and body, errors through toHttpError with the error handler's body and log
- * levels, the same CORS headers (cors.ts), and the same metrics (requests by route and status, served proofs and
- * their age).
+ * Detail: docs/protocol.md §9.2.
  */
 import type { IncomingMessage, ServerResponse } from "node:http";
 import type { FastifyBaseLogger } from "fastify";
@@ -21,6 +18,12 @@ import { admitClient, type TransportContext } from "./context";
 import type { SignedTime } from "../core/types";
 import { toHttpError, type HttpErrorAnswer } from "../../wire/errorMapping";
 
+/*
+ * What the fast path does is what the route and its hooks do: admitClient (auth + rate limit, same token bucket),
+ * service.current(), the same headers and body, errors through toHttpError with the error handler's body and log
+ * levels, the same CORS headers (cors.ts), and the same metrics (requests by route and status, served proofs and
+ * their age).
+ */
 export const CURRENT_TIME_PATH = "/time/current";
 export const JSON_CONTENT_TYPE = "application/json; charset=utf-8";
 /** A proof is a reading of the clock: no cache may keep it. */

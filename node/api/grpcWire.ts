@@ -2,6 +2,14 @@
  * Strict decoding of gRPC requests: a walk over the protobuf wire format of each request, against its message
  * type, before protobufjs decodes it.
  *
+ * Detail: docs/protocol.md §9.4.
+ */
+import type * as grpc from "@grpc/grpc-js";
+import { Enum, Root, Type, type Field } from "protobufjs";
+import { TextDecoder } from "node:util";
+import { ValidationError } from "../../protocol/errors";
+
+/*
  * Why: protobufjs is lenient by design. It replaces invalid UTF-8 in `string` fields with U+FFFD (a mangled
  * request_id or callback_url is accepted and stored), reads a string whose declared length runs past the end of
  * the message as whatever bytes are there, ignores the wire type of a known field (field 1 sent as a varint is
@@ -25,11 +33,6 @@
  * returns a RejectedRequest carrying the ValidationError, and the handlers answer that through the error mapping
  * (INVALID_ARGUMENT) with `throwIfRejected`.
  */
-import type * as grpc from "@grpc/grpc-js";
-import { Enum, Root, Type, type Field } from "protobufjs";
-import { TextDecoder } from "node:util";
-import { ValidationError } from "../../protocol/errors";
-
 /** Deepest nesting of messages accepted (the top-level request is depth 0). time.proto needs 1. */
 export const MAX_NESTING_DEPTH = 16;
 

@@ -10,16 +10,19 @@
  * A UTF-8 byte order mark is refused too (400): RFC 8259 forbids sending one and only allows a parser to ignore
  * it; refusing tells the client its encoder is off instead of accepting bytes the next JSON reader may not.
  *
- * And a lone UTF-16 surrogate escape (`"\ud800"`, a high one not followed by a low one, or a low one alone) in any
- * string, key or value (400, naming the field and the character): the bytes are valid UTF-8, but the parsed string
- * holds a code unit no UTF-8 can encode, so SQLite stored it as U+FFFD (RFC 8259 §8.2: such strings make readers
- * behave unpredictably). The same bytes strict decoding refuses as raw UTF-8 (ED A0 80) are refused as an escape.
+ * Detail: docs/protocol.md §9.2.
  */
 import { errorCodes } from "fastify";
 import { LosslessNumber } from "lossless-json";
 import { ValidationError } from "../../protocol/errors";
 import { parseJsonLossless } from "../../protocol/json";
 
+/*
+ * And a lone UTF-16 surrogate escape (`"\ud800"`, a high one not followed by a low one, or a low one alone) in any
+ * string, key or value (400, naming the field and the character): the bytes are valid UTF-8, but the parsed string
+ * holds a code unit no UTF-8 can encode, so SQLite stored it as U+FFFD (RFC 8259 §8.2: such strings make readers
+ * behave unpredictably). The same bytes strict decoding refuses as raw UTF-8 (ED A0 80) are refused as an escape.
+ */
 /** `fatal`: invalid bytes throw instead of becoming U+FFFD. `ignoreBOM`: a BOM is kept (and refused below). */
 const STRICT_UTF8 = new TextDecoder("utf-8", { fatal: true, ignoreBOM: true });
 const UTF8_BOM = Buffer.from([0xef, 0xbb, 0xbf]);

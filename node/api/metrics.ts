@@ -2,6 +2,15 @@
  * Prometheus metrics of one node (own Registry, so several nodes in one process never collide). Names are
  * declared once here. `/metrics` serves `registry.metrics()` in the Prometheus text format.
  *
+ * Detail: docs/operators.md "Monitoring: metrics, dashboard and alerts" and node/api/README.md.
+ */
+import { Counter, Gauge, Histogram, Registry } from "prom-client";
+import type { CardStatus } from "../card/types";
+import type { ConvergenceState, MeshStateReport, ServiceStats, SignedTime, TimeService } from "../core/types";
+import { DROP_REASONS, type DropReason } from "./connectionGuard";
+import { collectProcessMetrics, copiedCounter, CounterTally, flushAll, HotHistogram, ScrapedMetric, type HotHistogramChild } from "../../lib/metrics";
+
+/*
  * - timerpc_requests_total{transport,route,status}: every answered request / RPC / WebSocket message.
  *   transport ∈ rest | ws | grpc; route is the route pattern or RPC name; status the HTTP status, gRPC status
  *   name or "ok"/"error"/"rate_limited"/"too_many_messages" (the connection closed: more than may wait) for
@@ -54,12 +63,6 @@
  * Names follow Prometheus's conventions (`promtool check metrics` passes them; a system test runs it on a live
  * node) except timerpc_accuracy_ns and timerpc_node_drift_ns, whose names the service description fixes.
  */
-import { Counter, Gauge, Histogram, Registry } from "prom-client";
-import type { CardStatus } from "../card/types";
-import type { ConvergenceState, MeshStateReport, ServiceStats, SignedTime, TimeService } from "../core/types";
-import { DROP_REASONS, type DropReason } from "./connectionGuard";
-import { collectProcessMetrics, copiedCounter, CounterTally, flushAll, HotHistogram, ScrapedMetric, type HotHistogramChild } from "../../lib/metrics";
-
 export { OMITTED_DEFAULT_METRICS } from "../../lib/metrics";
 
 export const METRIC_NAMES = {

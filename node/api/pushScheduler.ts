@@ -9,6 +9,12 @@
  * push carries the latest proof, so a skipped one loses nothing but freshness). Within a tick the group starts
  * where the previous tick's budget ran out, so skipping is spread over all subscribers.
  *
+ * Detail: docs/protocol.md §9.3.
+ */
+
+import { callEach, TurnBudget } from "./turnBudget";
+
+/*
  * Per event-loop turn at most `maxPushesPerTurn` pushes run (turnBudget.ts); the rest of what the budget allowed
  * waits for the next turns, after the I/O of every other client. Without that bound, the budget's burst (a tenth
  * of a second's worth, 2,000 pushes at the default) ran in one timer callback when many subscriptions opened
@@ -23,9 +29,6 @@
  * runs at most maxPushesPerTurn pushes, so a connection's pushes may be split over drains; a subscription's first
  * push (tryTake) is written on its own.
  */
-
-import { callEach, TurnBudget } from "./turnBudget";
-
 export interface PushSchedulerOptions {
   /** Pushes per second, node-wide (token bucket; bursts up to a tenth of a second's worth). */
   maxPushesPerSecond: number;

@@ -2,22 +2,7 @@
  * REST transport (fastify). `buildRestApp` builds the app without listening (tests use `app.inject()`);
  * node/server.ts listens. Routes (docs/protocol.md §9.2):
  *
- *   GET  /time/current        200 ProofJson (the service's pre-serialised body, no per-request work;   [auth]
- *                             served by currentTimeFastPath.ts ahead of fastify, same answers)
- *   POST /time/verify         200 { valid, reason, detail? }; body { nanoMoment, proof,                [auth]
- *                             certificateChainPem? } (a chain lets the node check a card it does not know)
- *   POST /time/schedule       201 { id, status, executeAt, callback }                                   [auth]
- *   GET  /time/schedule/:id   200 schedule record | 404                                                 [auth]
- *   GET  /node/info           200 node id, card id and chain, settings clients need                     [open]
- *   GET  /health              200 ok/degraded, 503 starting/stale/tampered                              [open]
- *   GET  /metrics             Prometheus text                                                           [open]
- *   OPTIONS (CORS preflight) on the public reads when `corsAllowedOrigins` is set (cors.ts)
- *
- * Request bodies are parsed losslessly (protocol/json.ts): an unquoted integer above 2^53 is kept exact and then
- * rejected by the schema where a decimal string is due, never rounded into a different moment. They must be
- * strict UTF-8 (jsonBody.ts): invalid bytes, a BOM or nesting deeper than 32 levels → 400, another charset → 415.
- * Every error goes through the one error handler (errorMapping.ts): 4xx with a message for the caller, 5xx
- * generic. Client errors are logged sampled and without stacks (sampledLog.ts), server faults in full.
+ * Detail: docs/protocol.md §9.2.
  */
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import { createServer as createHttpsServer } from "node:https";
@@ -57,6 +42,24 @@ import {
 } from "../../wire/rest";
 
 
+/*
+ *   GET  /time/current        200 ProofJson (the service's pre-serialised body, no per-request work;   [auth]
+ *                             served by currentTimeFastPath.ts ahead of fastify, same answers)
+ *   POST /time/verify         200 { valid, reason, detail? }; body { nanoMoment, proof,                [auth]
+ *                             certificateChainPem? } (a chain lets the node check a card it does not know)
+ *   POST /time/schedule       201 { id, status, executeAt, callback }                                   [auth]
+ *   GET  /time/schedule/:id   200 schedule record | 404                                                 [auth]
+ *   GET  /node/info           200 node id, card id and chain, settings clients need                     [open]
+ *   GET  /health              200 ok/degraded, 503 starting/stale/tampered                              [open]
+ *   GET  /metrics             Prometheus text                                                           [open]
+ *   OPTIONS (CORS preflight) on the public reads when `corsAllowedOrigins` is set (cors.ts)
+ *
+ * Request bodies are parsed losslessly (protocol/json.ts): an unquoted integer above 2^53 is kept exact and then
+ * rejected by the schema where a decimal string is due, never rounded into a different moment. They must be
+ * strict UTF-8 (jsonBody.ts): invalid bytes, a BOM or nesting deeper than 32 levels → 400, another charset → 415.
+ * Every error goes through the one error handler (errorMapping.ts): 4xx with a message for the caller, 5xx
+ * generic. Client errors are logged sampled and without stacks (sampledLog.ts), server faults in full.
+ */
 /** Error responses every route may give. */
 const errorResponses = {
   400: ErrorBody,

@@ -7,6 +7,12 @@
  * Client errors are the caller's doing; the metrics count every one of them (timerpc_requests_total by status),
  * so the log only has to show that they happen and what they look like:
  *
+ * Detail: docs/node.md "Signing, transports and limits".
+ */
+import type { Logger } from "pino";
+import type { Transport } from "./metrics";
+
+/*
  * - at most one line per key (transport + status) per window (DEFAULT_SAMPLE_WINDOW_MS). The first error of a
  *   quiet key is written at once; the others of its window are counted, and when the window ends one line
  *   carries that count (`suppressed`) with the latest of them as the example, and opens the next window;
@@ -15,9 +21,6 @@
  *
  * Server faults are not sampled here: the transports log them at error level with the stack, each one.
  */
-import type { Logger } from "pino";
-import type { Transport } from "./metrics";
-
 /** Length of a sampling window. */
 export const DEFAULT_SAMPLE_WINDOW_MS = 10_000;
 

@@ -10,19 +10,7 @@
  * are plain HTTP answers with a JSON body: 403 (Origin not allowed), 401 (auth), 429 "Rate limit exceeded", 503
  * (too many connections, or the card is tampered), 404 (other paths).
  *
- * Client → server (text frames, JSON, at most wsMaxMessageBytes):
- *   {"type":"subscribe","interval":<ns, JSON integer>,"accuracy":"hardware","includeProof"?:<bool>}
- *       → {"type":"subscribed","id":"<id>","interval":<ns>}
- *   {"type":"unsubscribe","id":"<id>"} → {"type":"unsubscribed","id":"<id>"}
- * Server → client, every interval of each subscription, from the service's cached proofs (no signing here; one
- * timer per distinct interval and a node-wide push budget, pushScheduler.ts, so updates may be skipped under load).
- * Each push carries a moment strictly newer than the subscription's previous push; a tick with nothing newer
- * sends nothing (newerMoments.ts):
- *   {"nanoMoment":"<dec>","accuracy":<ns>,"id":"<subscription id>"[,"proof":{…docs/protocol.md §9.1 proof…}]}
- * Errors: {"type":"error","message":"…"} for bad JSON, unknown types or fields, bad interval, too many
- * subscriptions, binary frames, and "Rate limit exceeded" (each client message takes a rate-limit token). The
- * connection stays open, unless a client sends more than wsMaxErrorsPerConnection bad messages (close 1008).
- * Tamper: every connection is closed with 1013 (Try Again Later) and the reason. Shutdown: 1001.
+ * Detail: docs/protocol.md §9.3.
  */
 import type { IncomingMessage, Server } from "node:http";
 import type { Duplex } from "node:stream";
@@ -48,6 +36,21 @@ import {
 } from "../../wire/errorMapping";
 import { checkDurationNs } from "./input";
 
+/*
+ * Client → server (text frames, JSON, at most wsMaxMessageBytes):
+ *   {"type":"subscribe","interval":<ns, JSON integer>,"accuracy":"hardware","includeProof"?:<bool>}
+ *       → {"type":"subscribed","id":"<id>","interval":<ns>}
+ *   {"type":"unsubscribe","id":"<id>"} → {"type":"unsubscribed","id":"<id>"}
+ * Server → client, every interval of each subscription, from the service's cached proofs (no signing here; one
+ * timer per distinct interval and a node-wide push budget, pushScheduler.ts, so updates may be skipped under load).
+ * Each push carries a moment strictly newer than the subscription's previous push; a tick with nothing newer
+ * sends nothing (newerMoments.ts):
+ *   {"nanoMoment":"<dec>","accuracy":<ns>,"id":"<subscription id>"[,"proof":{…docs/protocol.md §9.1 proof…}]}
+ * Errors: {"type":"error","message":"…"} for bad JSON, unknown types or fields, bad interval, too many
+ * subscriptions, binary frames, and "Rate limit exceeded" (each client message takes a rate-limit token). The
+ * connection stays open, unless a client sends more than wsMaxErrorsPerConnection bad messages (close 1008).
+ * Tamper: every connection is closed with 1013 (Try Again Later) and the reason. Shutdown: 1001.
+ */
 export const WS_STREAM_PATH = "/v1/stream";
 const NS_PER_MS = 1_000_000n;
 /** RFC 6455: a close reason is at most 123 bytes of UTF-8. */
