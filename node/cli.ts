@@ -1,6 +1,23 @@
 /**
  * `ats-node`: the attesting node's command line.
  *
+ * Detail: docs/node.md "Node configuration" (`ats-node --help` prints the usage).
+ */
+import { closeSync, existsSync, openSync, readFileSync, readSync } from "node:fs";
+import { join, resolve } from "node:path";
+import { parseArgs } from "node:util";
+import type { Logger } from "pino";
+import { HW_MESSAGE_TAG_ASCII } from "../protocol/constants";
+import { createDevIdentity } from "../protocol/devca";
+import { AtsError, rootCauseMessage } from "../protocol/errors";
+import { checkEvidenceText, MAX_CONTRADICTION_EVIDENCE_BYTES, type CheckEvidenceReturnType } from "../protocol/evidence";
+import { KEY_FILES, saveKeyDir } from "../protocol/keystore";
+import { describeSettings, loadConfig, redactedConfig, type NodeConfig, type SettingDescription, type SettingName } from "./config";
+import { createCliLogger } from "../lib/logFormat";
+import { waitForSignal } from "../lib/signals";
+import { loadStartNode, startDevNode, type StartDevNodeParameters, type StartNodeFunction } from "./devNode";
+
+/*
  *   ats-node keys init <dir> [--force]   create a dev manufacturer CA, a card key + certificate and a node key
  *                                        (node keystore encrypted when ATS_KEYSTORE_PASSWORD is set); prints the
  *                                        public summary only. The folder keeps the CA's certificate (ca.pem, the
@@ -32,20 +49,6 @@
  * ATS_LOG_FORMAT=pretty). A listen failure (busy port …) is one line naming the setting. SIGINT/SIGTERM close the
  * node gracefully (a second signal exits at once).
  */
-import { closeSync, existsSync, openSync, readFileSync, readSync } from "node:fs";
-import { join, resolve } from "node:path";
-import { parseArgs } from "node:util";
-import type { Logger } from "pino";
-import { HW_MESSAGE_TAG_ASCII } from "../protocol/constants";
-import { createDevIdentity } from "../protocol/devca";
-import { AtsError, rootCauseMessage } from "../protocol/errors";
-import { checkEvidenceText, MAX_CONTRADICTION_EVIDENCE_BYTES, type CheckEvidenceReturnType } from "../protocol/evidence";
-import { KEY_FILES, saveKeyDir } from "../protocol/keystore";
-import { describeSettings, loadConfig, redactedConfig, type NodeConfig, type SettingDescription, type SettingName } from "./config";
-import { createCliLogger } from "../lib/logFormat";
-import { waitForSignal } from "../lib/signals";
-import { loadStartNode, startDevNode, type StartDevNodeParameters, type StartNodeFunction } from "./devNode";
-
 export interface CliIo {
   stdout: (line: string) => void;
   stderr: (line: string) => void;

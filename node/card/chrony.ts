@@ -8,17 +8,7 @@
  * an output cap: the event loop never waits for it), one at a time. Each tick uses the last reading and adds the
  * frequency error's growth since it, so no tick runs a process.
  *
- * The clock: like the dev card, the wall clock anchored to the monotonic timer at a millisecond edge (hostClock.ts),
- * but re-anchored after every reading, so a step chronyd made to the system clock is followed at the next reading,
- * and the reading's bound always describes the anchor it is applied to (a reading is taken before its anchor, so a
- * step in between leaves the larger, pre-step offset in the bound). Linux slews the monotonic timer as it slews the
- * wall clock, so between readings they do not drift apart. The anchor's uncertainty, and any amount by which the
- * card's monotonic reading was ahead of the new anchor, are added to the bound. A re-anchor catches one millisecond
- * edge (REANCHOR_EDGES; again while looser than 500 ns, up to 3 times): it spins the event loop for about 0.5 ms,
- * once per reading.
- *
- * The key: any ChronyCardKey (a key file today, fileCardKey; a token-held key has the same shape), kept apart from
- * the clock so that the key store can change without touching this driver.
+ * Detail: docs/operators.md "Chrony-disciplined host clock" and docs/protocol.md §14.19.
  */
 import { execFile } from "node:child_process";
 import type { KeyObject } from "node:crypto";
@@ -40,6 +30,19 @@ import { ANCHOR_TARGET_NS } from "./dev";
 import { ANCHOR_EDGES, anchorToWallClock, clockFromAnchor, SYSTEM_CLOCK_SOURCES, type HostClockSources, type WallClockAnchor } from "./hostClock";
 import type { CardBoundEvidence, CardStatus, NtpUpstream, TamperState, TimeCard } from "./types";
 
+/*
+ * The clock: like the dev card, the wall clock anchored to the monotonic timer at a millisecond edge (hostClock.ts),
+ * but re-anchored after every reading, so a step chronyd made to the system clock is followed at the next reading,
+ * and the reading's bound always describes the anchor it is applied to (a reading is taken before its anchor, so a
+ * step in between leaves the larger, pre-step offset in the bound). Linux slews the monotonic timer as it slews the
+ * wall clock, so between readings they do not drift apart. The anchor's uncertainty, and any amount by which the
+ * card's monotonic reading was ahead of the new anchor, are added to the bound. A re-anchor catches one millisecond
+ * edge (REANCHOR_EDGES; again while looser than 500 ns, up to 3 times): it spins the event loop for about 0.5 ms,
+ * once per reading.
+ *
+ * The key: any ChronyCardKey (a key file today, fileCardKey; a token-held key has the same shape), kept apart from
+ * the clock so that the key store can change without touching this driver.
+ */
 /** What the card signs with: its identity and a hardware signature (a key file, or a token with the same shape). */
 export interface ChronyCardKey {
   /** SHA-256 of the uncompressed public key. */

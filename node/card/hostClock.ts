@@ -4,6 +4,11 @@
  * wall clock) at the cost of drifting from the wall clock by the host oscillator's error over long runs; a real time
  * card disciplines its oscillator to GPS/PTP instead.
  *
+ * Detail: docs/protocol.md §14.16.
+ */
+import { NS_PER_MILLISECOND } from "../../protocol/constants";
+
+/*
  * The anchor: Date.now() is the realtime clock truncated to whole milliseconds, so reading it once is up to 1 ms
  * off, and two dev nodes on one host anchored that way disagree by up to 1 ms — more than a mesh round's window.
  * Instead the anchor is taken at a millisecond *edge*: a short spin reads the monotonic timer, then Date.now(),
@@ -14,8 +19,6 @@
  * it down; the spin is bounded (ANCHOR_MAX_SPIN_MS per edge), and without an edge (a frozen or fake clock) the
  * classic single read is used with its honest 1 ms uncertainty.
  */
-import { NS_PER_MILLISECOND } from "../../protocol/constants";
-
 export interface HostClockSources {
   /** Wall clock, ms since the Unix epoch. */
   wallNowMs(): number;

@@ -7,6 +7,11 @@
  * the loop (`npm run bench:node`; figures in docs/benchmarks.md). Through the slot the serving thread takes a signature as soon as it
  * exists; checking it costs one atomic load.
  *
+ * Detail: docs/node.md "Signing, transports and limits".
+ */
+import type { Hex } from "../../protocol/types";
+
+/*
  * Layout (RESULT_SLOT_BYTES, little-endian): int32 at 0 = the version (even: stable; odd: being written; 0: never
  * written), int32 at 4 = the request id or the tick number, int32 at 8 = the kind (1: the answer to a request, 2: a
  * tick of a self-ticking thread), int32 at 12 = the permit epoch a tick was signed under (0 for an answer), u64 at 16 = nanoMoment, u64 at 24 = the node timestamp, u64 at 32 =
@@ -19,8 +24,6 @@
  * version stores on any CPU: a record read is whole, or the read reports nothing (and the next check finds the new
  * version). A self-ticking worker writes while the serving thread may read; that is what this rule makes safe.
  */
-import type { Hex } from "../../protocol/types";
-
 const ID_OFFSET = 4;
 const KIND_OFFSET = 8;
 const EPOCH_OFFSET = 12;

@@ -10,6 +10,21 @@
  * The thread takes the name it is given (SIGNER_THREAD_NAME) where the OS allows it (Linux: /proc/thread-self/comm),
  * so `top -H` and `ps -L` show it and a benchmark can give it a core of its own (scripts/bench-node.ts).
  *
+ * Detail: docs/node.md "Signing, transports and limits".
+ */
+import { writeFileSync } from "node:fs";
+import { parentPort, workerData } from "node:worker_threads";
+import { bytesToHexString } from "../../protocol/bytes";
+import { timeAttestationForProof } from "../../protocol/codec";
+import { SECP256K1_BACKEND } from "../../protocol/secp256k1";
+import { clockFromAnchor, type WallClockAnchor } from "../card/hostClock";
+import { p256PrivateKeyObject } from "../../protocol/keys";
+import { signHardware, signNodeEntryWithDigest } from "../../protocol/sign";
+import type { Hex } from "../../protocol/types";
+import { nextFixedRateTick } from "./fixedRate";
+import { ResultSlot, TickPermit } from "./signerResultSlot";
+
+/*
  * Protocol (structured clone): workerData `{ nodePrivateKey: Uint8Array, cardPrivateKey?: Uint8Array,
  * nativeCallGate: SharedArrayBuffer, resultSlot: SharedArrayBuffer, threadName: string }` (32 bytes; 32 bytes, the
  * card's P-256 scalar when the card lets the thread sign: node/card/types.ts exportKeyForSignerThread; 4 bytes;
@@ -30,18 +45,6 @@
  * and measured error allow signing and withdraws it when not. A tick that fails posts `{ tickError }` (the error's
  * text) once, and the thread stops ticking.
  */
-import { writeFileSync } from "node:fs";
-import { parentPort, workerData } from "node:worker_threads";
-import { bytesToHexString } from "../../protocol/bytes";
-import { timeAttestationForProof } from "../../protocol/codec";
-import { SECP256K1_BACKEND } from "../../protocol/secp256k1";
-import { clockFromAnchor, type WallClockAnchor } from "../card/hostClock";
-import { p256PrivateKeyObject } from "../../protocol/keys";
-import { signHardware, signNodeEntryWithDigest } from "../../protocol/sign";
-import type { Hex } from "../../protocol/types";
-import { nextFixedRateTick } from "./fixedRate";
-import { ResultSlot, TickPermit } from "./signerResultSlot";
-
 /** What the parent posts (node/core/signerWorker.ts NodeSignRequest, plus the request id). */
 interface SignMessage {
   id: number;

@@ -10,6 +10,20 @@
  * card's and the node's clocks (`selfTicking`), the thread makes whole ticks on its own timer while the main thread
  * grants it the permit (grantTicks), and the main thread takes them with collect(): no message per tick.
  *
+ * Detail: docs/node.md "Signing, transports and limits".
+ */
+import { existsSync } from "node:fs";
+import { join } from "node:path";
+import { Worker } from "node:worker_threads";
+import { hexToByteArray } from "../../protocol/bytes";
+import type { NodeKey } from "../../protocol/keys";
+import { closeNativeCallGate, createNativeCallGate, NATIVE_CALL_GATE_KEY } from "../../protocol/nativeCallGate";
+import type { Secp256k1Backend } from "../../protocol/secp256k1";
+import type { Hex } from "../../protocol/types";
+import type { WallClockAnchor } from "../card/hostClock";
+import { ResultSlot, TickPermit, type SlotRecord, type SlotResult } from "./signerResultSlot";
+
+/*
  * The worker runs node/core/signerThread.ts, an ordinary module that signs with protocol/sign.ts. Which file the
  * worker loads depends on how this module was loaded (a worker does not inherit its parent's require hooks):
  * - compiled (dist/, what bin/ats-node.js runs): the sibling `signerThread.js`, plain Node.js (most of its start is
@@ -32,17 +46,6 @@
  * zeroes its copies right after the worker is created. Neither side ever logs it: worker errors are reported as
  * messages that contain only the error text.
  */
-import { existsSync } from "node:fs";
-import { join } from "node:path";
-import { Worker } from "node:worker_threads";
-import { hexToByteArray } from "../../protocol/bytes";
-import type { NodeKey } from "../../protocol/keys";
-import { closeNativeCallGate, createNativeCallGate, NATIVE_CALL_GATE_KEY } from "../../protocol/nativeCallGate";
-import type { Secp256k1Backend } from "../../protocol/secp256k1";
-import type { Hex } from "../../protocol/types";
-import type { WallClockAnchor } from "../card/hostClock";
-import { ResultSlot, TickPermit, type SlotRecord, type SlotResult } from "./signerResultSlot";
-
 /** bin/register-ts.js: the transpile-on-require hook a worker needs to run the TypeScript sources. */
 const REGISTER_TS = join(__dirname, "..", "..", "bin", "register-ts.js");
 

@@ -3,6 +3,16 @@
  * peer entry it has verified (co-signatures it asked for, entries of relayed proofs); each is checked against what
  * the watch remembers of that peer, and a contradiction becomes portable evidence (protocol/evidence.ts).
  *
+ * Detail: docs/protocol.md §7.8.
+ */
+import { claimContradiction, CONTRADICTION_EVIDENCE_KIND, CONTRADICTION_EVIDENCE_VERSION, type SignedClaim } from "../../protocol/evidence";
+import { MAX_SIGNING_DELAY_NS } from "../../protocol/constants";
+import { proofToJson } from "../../protocol/json";
+import type { Address, Hex, TimeProof } from "../../protocol/types";
+import { MAX_CONTRADICTION_REPORTS } from "../../wire/rest";
+import type { ContradictionReport } from "../core/types";
+
+/*
  * What it remembers per peer is bounded, and chosen for the rule: a contradiction needs two moments more than
  * MAX_SIGNING_DELAY_NS apart, so the last few entries in arrival order (a second of rounds) would never hold one.
  * Kept instead:
@@ -14,13 +24,6 @@
  * A sample, not a proof of absence: a liar that keeps its nodeTimestamps consistent with its lies is not caught
  * here or anywhere (§7.8).
  */
-import { claimContradiction, CONTRADICTION_EVIDENCE_KIND, CONTRADICTION_EVIDENCE_VERSION, type SignedClaim } from "../../protocol/evidence";
-import { MAX_SIGNING_DELAY_NS } from "../../protocol/constants";
-import { proofToJson } from "../../protocol/json";
-import type { Address, Hex, TimeProof } from "../../protocol/types";
-import { MAX_CONTRADICTION_REPORTS } from "../../wire/rest";
-import type { ContradictionReport } from "../core/types";
-
 /** Least moment spacing between two checkpoints of one peer, ns. */
 export const CHECKPOINT_SPACING_NS = MAX_SIGNING_DELAY_NS / 4n;
 /** Checkpoints kept per peer (oldest dropped first). */

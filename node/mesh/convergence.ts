@@ -8,6 +8,12 @@
  *        └──failures / peers lost──► Degraded ────┘ (a successful round)       ▼
  *                                                                          Degraded
  *
+ * Detail: docs/protocol.md §7.4.
+ */
+import { consensusThreshold } from "../../protocol/consensus";
+import type { ConvergenceState } from "../core/types";
+
+/*
  * - Converged: the last `stableRounds` rounds all succeeded, their consensus offsets (median − this node's moment)
  *   lie within `windowNs` of each other, and reachable peers + 1 ≥ the threshold. It is left only for Degraded.
  * - Degraded: `failuresToDegrade` consecutive failed rounds, or reachable peers + 1 below the threshold, once the
@@ -17,9 +23,6 @@
  * - timeQuality = ⌊10,000 × stateWeight × participation × W / (W + lastAccuracy)⌋ with stateWeight Converged 1,
  *   Converging ½, Degraded ¼, Initializing 0; participation = valid readings of the last successful round / n.
  */
-import { consensusThreshold } from "../../protocol/consensus";
-import type { ConvergenceState } from "../core/types";
-
 export type { ConvergenceState } from "../core/types";
 
 export type RoundOutcome =

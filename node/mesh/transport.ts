@@ -2,30 +2,9 @@
  * The mesh transport: authenticated packets to and from the configured peers only, over the UDP sockets of the mesh
  * port (docs/protocol.md §7.3, proto/mesh.proto, wire/mesh.ts).
  *
- * - Strangers are shed by the kernel: each peer has a socket of its own connected to its configured address and
- *   port (peerSockets.ts), so its packets have their own receive queue; everything else lands on a catch-all
- *   socket (strangerSocket.ts) where it is counted (`unknown-source`) and never decoded, within a budget beyond
- *   which that socket closes for a while. A flood from elsewhere can neither crowd out a peer's packets nor make
- *   this node decode anything.
- * - Hellos are signed with the node key and carry its public key; from a peer's hello both sides derive the pair
- *   key (static ECDH), and every later packet carries an HMAC tag under it. Until a peer's hello is in, only
- *   hellos go to and come from it.
- * - Every packet from a peer's socket is checked, in this order, and dropped with a counted reason otherwise:
- *   decodes (size bound), addressed to this node, sent by the peer whose socket it arrived on; for a hello, within
- *   that peer's hello limiter; signature or tag; for a hello, the role this node configured for the peer; nonce fresh (its millisecond part within maxClockSkewMs of
- *   this host's clock) and never seen (a 1,024-nonce window per sender, the way IPsec and WireGuard keep theirs);
- *   for co-sign requests, relayed proofs and alerts, within the peer's budget (peerLimits.ts). Nothing
- *   unauthenticated moves the window or spends a peer's budget.
- * - The window lives in memory. What keeps a restarted node from accepting packets captured before its restart is
- *   the session id: drawn anew by every transport, carried in its hellos and bound into each pair key, so every
- *   packet tagged under the previous boot's key fails its tag.
- * - Answers go to the peer's configured address, never to the packet's source: a forged source cannot turn a
- *   node into a reflector.
- * - A request waits for its answer at most its timeout; at most MAX_PENDING_REQUESTS wait at once.
- * The timestamp a handler gets (`receivedAtNs`) is the card clock read first thing when the datagram arrives, so
- * decoding and authentication count as the responder's processing time, not as path delay.
- * Why one file: the checks above run in one fixed order on every packet, kept in one place so that order can be
+ * Why one file: the packet checks (listed below the imports) run in one fixed order, kept in one place so it can be
  * audited; the sockets (peerSockets.ts, strangerSocket.ts) and the budgets (peerLimits.ts) are already apart.
+ * Detail: docs/protocol.md §7.3.
  */
 import { randomBytes } from "node:crypto";
 import { createSocket, type SocketType } from "node:dgram";
@@ -56,6 +35,30 @@ import { isLimitedKind, PeerMessageLimits, type LimitedKind, type PeerMessageRat
 import { PeerSockets, type HostLookup } from "./peerSockets";
 import { StrangerSocket } from "./strangerSocket";
 
+/*
+ * - Strangers are shed by the kernel: each peer has a socket of its own connected to its configured address and
+ *   port (peerSockets.ts), so its packets have their own receive queue; everything else lands on a catch-all
+ *   socket (strangerSocket.ts) where it is counted (`unknown-source`) and never decoded, within a budget beyond
+ *   which that socket closes for a while. A flood from elsewhere can neither crowd out a peer's packets nor make
+ *   this node decode anything.
+ * - Hellos are signed with the node key and carry its public key; from a peer's hello both sides derive the pair
+ *   key (static ECDH), and every later packet carries an HMAC tag under it. Until a peer's hello is in, only
+ *   hellos go to and come from it.
+ * - Every packet from a peer's socket is checked, in this order, and dropped with a counted reason otherwise:
+ *   decodes (size bound), addressed to this node, sent by the peer whose socket it arrived on; for a hello, within
+ *   that peer's hello limiter; signature or tag; for a hello, the role this node configured for the peer; nonce fresh (its millisecond part within maxClockSkewMs of
+ *   this host's clock) and never seen (a 1,024-nonce window per sender, the way IPsec and WireGuard keep theirs);
+ *   for co-sign requests, relayed proofs and alerts, within the peer's budget (peerLimits.ts). Nothing
+ *   unauthenticated moves the window or spends a peer's budget.
+ * - The window lives in memory. What keeps a restarted node from accepting packets captured before its restart is
+ *   the session id: drawn anew by every transport, carried in its hellos and bound into each pair key, so every
+ *   packet tagged under the previous boot's key fails its tag.
+ * - Answers go to the peer's configured address, never to the packet's source: a forged source cannot turn a
+ *   node into a reflector.
+ * - A request waits for its answer at most its timeout; at most MAX_PENDING_REQUESTS wait at once.
+ * The timestamp a handler gets (`receivedAtNs`) is the card clock read first thing when the datagram arrives, so
+ * decoding and authentication count as the responder's processing time, not as path delay.
+ */
 /** A configured peer: its node id, where it listens, and its role as this node's configuration states it. */
 export interface MeshPeerAddress {
   readonly nodeId: Address;

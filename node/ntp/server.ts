@@ -2,6 +2,17 @@
  * The node's NTP time host (docs/protocol.md §9.8): one UDP socket answering NTP client requests (RFC 5905 server
  * mode) with the clock and state an `NtpClock` gives (source.ts). One job: the socket and its per-client policy.
  *
+ * Detail: docs/protocol.md §9.8.
+ */
+import { createSocket, type RemoteInfo, type Socket } from "node:dgram";
+import { isIPv6 } from "node:net";
+import type { Logger } from "pino";
+import { UnavailableError } from "../../protocol/errors";
+import { RateLimiter } from "../../lib/rateLimit";
+import { encodeKissOfDeath, encodeNtpReply, NTP_DROP_REASONS, parseNtpRequest, type NtpDropReason } from "./packet";
+import type { NtpClock } from "./source";
+
+/*
  * Per datagram, in this order:
  * 1. the clock is read first (the receive timestamp: the event loop's delay before this point counts as network
  *    delay for the client, which is where it belongs);
@@ -17,14 +28,6 @@
  * ever helps the evicted client) and drops refilled ones every RATE_LIMIT_SWEEP_INTERVAL_MS; nothing else grows
  * per client or per packet.
  */
-import { createSocket, type RemoteInfo, type Socket } from "node:dgram";
-import { isIPv6 } from "node:net";
-import type { Logger } from "pino";
-import { UnavailableError } from "../../protocol/errors";
-import { RateLimiter } from "../../lib/rateLimit";
-import { encodeKissOfDeath, encodeNtpReply, NTP_DROP_REASONS, parseNtpRequest, type NtpDropReason } from "./packet";
-import type { NtpClock } from "./source";
-
 /** Default most rate-limit buckets held (~100 bytes each with the key: a few MB at most). */
 export const DEFAULT_MAX_NTP_CLIENTS = 65_536;
 /** Default node-wide Kiss-o'-Death replies per second (beyond: the over-rate datagram is dropped unanswered). */

@@ -4,6 +4,13 @@
  * accuracy it signs, its health) into an `NtpServerState`; the socket (server.ts) and the bytes (packet.ts) are
  * elsewhere.
  *
+ * Detail: docs/protocol.md §9.8.
+ */
+import type { NtpUpstream } from "../card/types";
+import type { TimeService } from "../core/types";
+import { checkNtpServerState, NTP_LEAP, type NtpServerState } from "./packet";
+
+/*
  * - time: the card's clock (TimeService.cardNowNs), the clock every nanoMoment is read from;
  * - the bound: the accuracy the node signs into its own entries (info().accuracyNs), which it only signs while the
  *   card's measured error is within it. It goes into root dispersion with root delay 0 for a card, whose reference
@@ -18,10 +25,6 @@
  * node builds the mesh's report, too much for every datagram of a flood. The node itself finds a refusal only at
  * its next tick (tickIntervalNs) or round, so the 10 ms adds little to how late LI follows it.
  */
-import type { NtpUpstream } from "../card/types";
-import type { TimeService } from "../core/types";
-import { checkNtpServerState, NTP_LEAP, type NtpServerState } from "./packet";
-
 /** How long a computed state is reused, ns of the card clock. */
 export const STATE_REFRESH_NS = 10_000_000n;
 /**

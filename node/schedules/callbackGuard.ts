@@ -10,10 +10,7 @@
  *   public.
  * An address that is itself listed exactly is acceptable whatever the admission.
  *
- * Each attempt resolves the host once (`ResolveHost`, all addresses), checks every address, then connects with a
- * `lookup` that answers only those addresses: no second resolution between check and connect, so DNS
- * rebinding cannot swap in another address. TLS still verifies the certificate against the host name (the
- * request keeps the name as `host` and `servername`; only the address lookup is pinned).
+ * Detail: docs/protocol.md §9.7.
  */
 import { promises as dns, type LookupAddress, type LookupOptions } from "node:dns";
 import http from "node:http";
@@ -21,6 +18,12 @@ import https from "node:https";
 import { BlockList, isIP, type LookupFunction } from "node:net";
 import { untilAborted } from "../core/abort";
 
+/*
+ * Each attempt resolves the host once (`ResolveHost`, all addresses), checks every address, then connects with a
+ * `lookup` that answers only those addresses: no second resolution between check and connect, so DNS
+ * rebinding cannot swap in another address. TLS still verifies the certificate against the host name (the
+ * request keeps the name as `host` and `servername`; only the address lookup is pinned).
+ */
 // ---------------------------------------------------------------------------------------------------------------
 // Address classification (pure)
 
