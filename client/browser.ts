@@ -9,11 +9,7 @@
  *   (protocol/json.ts) and error classes as the Node client (client/index.ts), from the same modules.
  * - `contractProofFromJson(json)`: a proof's REST JSON as the contracts' `TimeProof` struct, for viem.
  *
- * What a page cannot do, it does not offer: no API key (a key shipped to browsers is no secret, and a browser cannot
- * put one on the WebSocket upgrade), no schedules (they need a key), no gRPC, no local verification (it needs
- * node:crypto; `verifyRemote` asks the node). Cross-origin, the page's origin must be listed in the node's
- * `corsAllowedOrigins` (docs/protocol.md §9.2): the node answers CORS on its public GET routes only, so
- * `verifyRemote` (a POST) works from the node's own origin or through the page's own server.
+ * Detail: docs/client.md "From a browser".
  */
 import { createRestCallerOver, DEFAULT_TIMEOUT_MS, fetchSend, restBaseOf, type FetchFunction } from "./restCaller";
 import { createRestReads, type RestReads } from "./restApi";
@@ -22,6 +18,13 @@ import { openBrowserStream, webSocketConstructorOf, type WebSocketConstructor } 
 import { streamUrlOf } from "./streamSession";
 import type { StreamOptions, TimeStream } from "./types";
 
+/*
+ * What a page cannot do, it does not offer: no API key (a key shipped to browsers is no secret, and a browser cannot
+ * put one on the WebSocket upgrade), no schedules (they need a key), no gRPC, no local verification (it needs
+ * node:crypto; `verifyRemote` asks the node). Cross-origin, the page's origin must be listed in the node's
+ * `corsAllowedOrigins` (docs/protocol.md §9.2): the node answers CORS on its public GET routes only, so
+ * `verifyRemote` (a POST) works from the node's own origin or through the page's own server.
+ */
 export { contractProofFromJson } from "./contractProof";
 export { AtsError, AuthError, NotFoundError, RateLimitError, UnavailableError, ValidationError, walk } from "../protocol/errors";
 export type { Hex, ProofJson, TimeProof } from "../protocol/types";

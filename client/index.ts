@@ -1,6 +1,19 @@
 /**
  * Client library for dApps and relayers: `createTimeClient({ endpoint, apiKey })`.
  *
+ * Detail: docs/client.md.
+ */
+import { verifyTimeProof } from "../protocol/verify";
+import { createGrpcClient } from "./grpc";
+import { createRestCaller, DEFAULT_TIMEOUT_MS, restBaseOf } from "./rest";
+import { createRestReads } from "./restApi";
+import { retryPolicyOf } from "./retry";
+import { streamUrlOf } from "./streamSession";
+import type { ScheduleRecordBody } from "../wire/rest";
+import type { ScheduleCreated, TimeClient, TimeClientOptions } from "./types";
+import { openStream } from "./ws";
+
+/*
  * - REST (`getCurrentTime`, `verifyRemote`, `schedule`, `getSchedule`, `info`): fetch with a per-attempt timeout
  *   (AbortSignal.timeout) and retries with exponential backoff and full jitter on retryable failures only
  *   (network errors, timeouts, 429 and 5xx; never other 4xx). Bodies are parsed losslessly and proofs strictly
@@ -20,16 +33,6 @@
  * Errors are the classes of protocol/errors.ts (ValidationError, AuthError, NotFoundError, RateLimitError,
  * UnavailableError, AtsError "INTERNAL").
  */
-import { verifyTimeProof } from "../protocol/verify";
-import { createGrpcClient } from "./grpc";
-import { createRestCaller, DEFAULT_TIMEOUT_MS, restBaseOf } from "./rest";
-import { createRestReads } from "./restApi";
-import { retryPolicyOf } from "./retry";
-import { streamUrlOf } from "./streamSession";
-import type { ScheduleRecordBody } from "../wire/rest";
-import type { ScheduleCreated, TimeClient, TimeClientOptions } from "./types";
-import { openStream } from "./ws";
-
 export type * from "./types";
 export { createClusterClient } from "./cluster";
 export { explainConsumerProof, explainTimeProof, ruleVerdicts, TIME_PROOF_RULES, type ConsumerRefusal, type ExplainedConsumerProof, type ExplainedEntry, type ExplainedProof } from "./explain";

@@ -5,6 +5,10 @@
  *
  *   score = hardwareAccuracy × 40 + (100 − avgLatencyMs) × 0.3 + recentAccuracyScore × 20 + (1 − currentLoad) × 10
  *
+ * Detail: docs/protocol.md §8.
+ */
+
+/*
  * Inputs, each clamped to its range (so the score is always within 0..100):
  * - hardwareAccuracy ∈ [0, 1]: the accuracy the node advertises (GET /node/info `accuracyNs`) on a log scale,
  *   log10(1 ms / accuracyNs) / log10(1 ms / 10 ns): 10 ns and better 1, each decade worse 0.2 less, 1 ms and worse
@@ -19,7 +23,6 @@
  *
  * NaN is a bug in the caller, never a value to clamp: it throws a RangeError, as a random source outside [0, 1) does.
  */
-
 export interface NodeScoreInputs {
   readonly hardwareAccuracy: number;
   readonly avgLatencyMs: number;

@@ -10,12 +10,15 @@
  * limit ({@link scanJson}). A batch's answer as a
  * whole is bounded by {@link serializeBatch}.
  *
+ * Detail: docs/protocol.md §9.5.
+ */
+
+/*
  * Codes: the standard -32700 (parse error), -32600 (invalid request), -32601 (method not found), -32602 (invalid
  * params), -32603 (internal error); and RATE_LIMITED (-32005, "Rate limit exceeded", as Infura and Alchemy use it),
  * RESPONSE_TOO_LARGE (-32006) and REQUEST_TIMED_OUT (-32002, a batch item past the batch's time budget, geth's code)
  * as application errors.
  */
-
 export const JSON_RPC_ERRORS = {
   PARSE_ERROR: -32700,
   INVALID_REQUEST: -32600,

@@ -2,6 +2,21 @@
  * JSON-RPC over WebSocket on the gateway's port (docs/protocol.md §9.5): the same methods as over HTTP, and
  * subscriptions to the chain's final blocks (./finality.ts: `confirmations` deep in the chain the gateway records):
  *
+ * Detail: docs/gateway.md "Subscriptions (WebSocket)".
+ */
+import { randomBytes } from "node:crypto";
+import type { Server } from "node:http";
+import { stringify } from "lossless-json";
+import { WebSocketServer, type RawData, type WebSocket } from "ws";
+import { originRefusal, upgradeOrigin } from "../lib/cors";
+import { finalizedNumber } from "./finality";
+import { errorResponse, JSON_RPC_ERRORS, JsonRpcError, parseBody, type JsonRpcCall, type ParsedItem } from "./jsonrpc";
+import { blockNumberParam, SUBSCRIPTION_METHODS, type Upstream } from "./methods";
+import type { GatewayMetrics } from "./metrics";
+import type { BlockRecord, TemporalStore } from "./store";
+import { FinalBlockFeed, logMatches, parseEthSubscribe, type LogFilter } from "./subscriptions";
+
+/*
  *   eth_subscribe(["newHeads"])                → a subscription id; then `eth_subscription` notifications
  *                                                 { subscription, result: <block header, as geth sends it> }, one
  *                                                 per final block, in order, from the next final block on
@@ -26,18 +41,6 @@
  * of any kind per connection; frames are bounded by the body limit; a socket that does not read its notifications
  * (more than MAX_BUFFERED_BYTES queued) is closed.
  */
-import { randomBytes } from "node:crypto";
-import type { Server } from "node:http";
-import { stringify } from "lossless-json";
-import { WebSocketServer, type RawData, type WebSocket } from "ws";
-import { originRefusal, upgradeOrigin } from "../lib/cors";
-import { finalizedNumber } from "./finality";
-import { errorResponse, JSON_RPC_ERRORS, JsonRpcError, parseBody, type JsonRpcCall, type ParsedItem } from "./jsonrpc";
-import { blockNumberParam, SUBSCRIPTION_METHODS, type Upstream } from "./methods";
-import type { GatewayMetrics } from "./metrics";
-import type { BlockRecord, TemporalStore } from "./store";
-import { FinalBlockFeed, logMatches, parseEthSubscribe, type LogFilter } from "./subscriptions";
-
 /** Subscriptions of every kind on one connection (ethers and viem open one per event or watcher). */
 export const MAX_SUBSCRIPTIONS_PER_SOCKET = 16;
 const MAX_BUFFERED_BYTES = 4 * 1024 * 1024;

@@ -10,6 +10,9 @@
  * group the flush is paid once per turn: N writes arriving in the same turn cost one flush instead of N (and with
  * `sync`, not on the event loop at all).
  *
+ * Detail: docs/architecture.md §4.
+ */
+/*
  * The batch is written at the end of the turn (setImmediate: after every I/O callback of the turn has queued its
  * write), or at once when it reaches `maxBatch`, which bounds the transaction and the callers' wait. `flush()`
  * writes what is queued now, e.g. before the store closes.

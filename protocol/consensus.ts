@@ -11,6 +11,13 @@
  * asymmetry of the path) plus the responder's own card accuracy. The proposer's own reading is M with its card's
  * accuracy as uncertainty.
  *
+ * Detail: docs/protocol.md §7.
+ */
+import { ConsensusError } from "./errors";
+import { UINT32_MAX } from "./constants";
+import type { Address } from "./types";
+
+/*
  * The signed accuracy (§7.2): each valid reading i bounds the moment's error by `d_i = |reading_i − M| +
  * uncertainty_i` if member i is honest (its clock is within its card accuracy of true time, and its reading within
  * delay / 2 of its clock). At most f = ⌊(n − 1)/3⌋ members may lie, so among the f + 1 smallest d_i at least one is
@@ -18,10 +25,6 @@
  * the proposer's own card accuracy), the way NTP's intersection algorithm tolerates falsetickers. §7's "largest
  * deviation from the median" alone is no error bound (it ignores delay and card accuracy); it is reported too.
  */
-import { ConsensusError } from "./errors";
-import { UINT32_MAX } from "./constants";
-import type { Address } from "./types";
-
 /** One member's delay-compensated reading of the round's moment. */
 export interface ConsensusReading {
   /** The member (its node id; any hex case). */

@@ -11,10 +11,7 @@
  *
  * proves a lie: the node signed, later by its own clock, a reading whose whole interval lies before the earlier
  * one's by more than the signing delay allows. Equal moments never satisfy it, nor does one entry twice.
- *
- * Pure: inputs in, verdicts out; nothing here keeps state or reads a clock. Card signatures are not checked: the
- * node's lie is in what it signed, and it signed the moment whether or not the card's signature over it is valid
- * (hardwareSignatureHash binds those bytes either way). Nothing else is needed to convict the node.
+ * Detail: docs/protocol.md §7.8.
  */
 import { MAX_NODE_ENTRIES, MAX_SIGNING_DELAY_NS } from "./constants";
 import { decodeNodeEntries, timeAttestationForProof } from "./codec";
@@ -24,6 +21,11 @@ import { recoverNodeAddress, type RecoveryMemo } from "./sign";
 import type { Address, Hex, ProofJson, TimeProof } from "./types";
 import { CONTRADICTION_EVIDENCE_KIND, CONTRADICTION_EVIDENCE_VERSION, MAX_CONTRADICTION_EVIDENCE_BYTES } from "./constants";
 
+/*
+ * Pure: inputs in, verdicts out; nothing here keeps state or reads a clock. Card signatures are not checked: the
+ * node's lie is in what it signed, and it signed the moment whether or not the card's signature over it is valid
+ * (hardwareSignatureHash binds those bytes either way). Nothing else is needed to convict the node.
+ */
 // Declared in constants.ts, which the browser client may load (wire/rest.ts schemas use them); this module may not.
 export { CONTRADICTION_EVIDENCE_KIND, CONTRADICTION_EVIDENCE_VERSION, MAX_CONTRADICTION_EVIDENCE_BYTES };
 

@@ -11,8 +11,7 @@
  * The CA's private key is never written here: a node needs the CA only as a trusted root (its certificate), and a
  * key folder that held the CA key would let whoever reads it certify cards. An old folder's ca.key.pem is ignored.
  *
- * Private keys exist only in those files and in KeyObject / NodeKey values, which never print their material.
- * Loading refuses key files readable by group or others, as ssh does, so a leaked permission is noticed.
+ * Detail: docs/protocol.md §2.
  */
 import { createCipheriv, createDecipheriv, randomBytes, randomUUID, scryptSync, timingSafeEqual, type KeyObject } from "node:crypto";
 import { chmod, mkdir, readFile, stat, writeFile } from "node:fs/promises";
@@ -25,6 +24,10 @@ import { NodeKey, p256PublicKeyToUncompressed } from "./keys";
 import { bytesToHexString } from "./bytes";
 import type { Address, Hex } from "./types";
 
+/*
+ * Private keys exist only in those files and in KeyObject / NodeKey values, which never print their material.
+ * Loading refuses key files readable by group or others, as ssh does, so a leaked permission is noticed.
+ */
 export const KEY_FILES = {
   caCertificate: "ca.pem",
   cardKey: "card.key.pem",

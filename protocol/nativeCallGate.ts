@@ -8,6 +8,11 @@
  * after throwing an instance of 'Napi::Error'"; on Node 20 with secp256k1@5, 19 of 20 terminations of a thread
  * signing in a loop aborted). Terminating a thread that runs JavaScript or waits for a message is safe.
  *
+ * Detail: docs/node.md "Signing, transports and limits".
+ */
+import { workerData } from "node:worker_threads";
+
+/*
  * So the thread's owner and the thread share one Int32 in a SharedArrayBuffer, passed in the worker's
  * `workerData[NATIVE_CALL_GATE_KEY]`: OPEN, IN_CALL, CLOSING or CLOSED. The thread enters every addon call with
  * compareExchange(OPEN → IN_CALL) and leaves with compareExchange(IN_CALL → OPEN), or, when the owner marked the
@@ -22,8 +27,6 @@
  * protocol/nativeAddon.ts loads an addon in a worker only when the worker was given a gate, and wraps every
  * function of the addon's implementation in it.
  */
-import { workerData } from "node:worker_threads";
-
 /** The workerData property that carries the gate's SharedArrayBuffer (4 bytes). */
 export const NATIVE_CALL_GATE_KEY = "nativeCallGate";
 

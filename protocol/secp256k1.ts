@@ -10,13 +10,7 @@
  * Both are deterministic (RFC 6979, no extra entropy) and normalise s to the low half, so they produce the same
  * bytes for the same inputs; the golden vectors (test/vectors/protocol-v1.json) and a differential test pin it.
  *
- * The native module is loaded from `secp256k1/bindings` on purpose: the package's main entry silently falls back
- * to a slow pure-JS `elliptic` implementation when the addon does not load, whereas `bindings` throws, so
- * SECP256K1_BACKEND says truthfully which code signs. Before it is used, the addon must reproduce a known answer
- * (a signature and a recovery computed with noble); otherwise noble is used.
- *
- * Every input is validated HERE, in front of either backend, so that both refuse exactly the same inputs:
- * digest 32 bytes, r and s in [1, n − 1], s ≤ n/2 (high-S refused), recovery id 0 or 1 only.
+ * Detail: docs/protocol.md §4.
  */
 import { randomBytes } from "node:crypto";
 import { secp256k1 as nobleSecp256k1 } from "@noble/curves/secp256k1.js";
@@ -25,6 +19,15 @@ import { bigintToBytes } from "./bytes";
 import { ProtocolError } from "./errors";
 import { loadNativeAddon } from "./nativeAddon";
 
+/*
+ * The native module is loaded from `secp256k1/bindings` on purpose: the package's main entry silently falls back
+ * to a slow pure-JS `elliptic` implementation when the addon does not load, whereas `bindings` throws, so
+ * SECP256K1_BACKEND says truthfully which code signs. Before it is used, the addon must reproduce a known answer
+ * (a signature and a recovery computed with noble); otherwise noble is used.
+ *
+ * Every input is validated HERE, in front of either backend, so that both refuse exactly the same inputs:
+ * digest 32 bytes, r and s in [1, n − 1], s ≤ n/2 (high-S refused), recovery id 0 or 1 only.
+ */
 /** Which implementation computes secp256k1 signatures and recoveries. */
 export type Secp256k1Backend = "libsecp256k1" | "noble";
 

@@ -1,6 +1,15 @@
 /**
  * The relayer's durable state, in one SQLite file (WAL, synchronous FULL: a commit is on disk before it returns).
  *
+ * Why one file: every statement sits beside the tables it reads and writes, and what must commit together (a nonce
+ * claim with its item's move, events with their cursor) is one transaction over them; the decisions are in decide.ts.
+ * Detail: docs/relayer.md.
+ */
+import { join } from "node:path";
+import { openDatabase, type SqliteDatabase } from "../lib/sqlite";
+import type { Hex } from "../protocol/types";
+
+/*
  *   items     one row per job: a bridge message to deliver, a scheduled call to execute, a proof to push, a card
  *             to revoke (the guardian). Status
  *             pending → submitted → done, or dead (dead-letter, with the reason), skipped (by an operator),
@@ -15,13 +24,7 @@
  *   cursors   per chain, the last indexed block with its hash (reorg detection), plus the recent history of
  *             cursor positions (the walk back to the common ancestor). Events are inserted in the same transaction
  *             that advances the cursor: the cursor never passes an event that is not recorded.
- * Why one file: every statement sits beside the tables it reads and writes, and what must commit together (a nonce
- * claim with its item's move, events with their cursor) is one transaction over them; the decisions are in decide.ts.
  */
-import { join } from "node:path";
-import { openDatabase, type SqliteDatabase } from "../lib/sqlite";
-import type { Hex } from "../protocol/types";
-
 export const ITEM_KINDS = ["message", "call", "push", "revoke"] as const;
 export type ItemKind = (typeof ITEM_KINDS)[number];
 export const ITEM_STATUSES = ["pending", "submitted", "done", "dead", "skipped", "orphaned"] as const;

@@ -10,6 +10,10 @@
  *   await kit.invalidProof("expired" | "future" | "high-s" | "unknown-card" | "tampered-accuracy" | "below-quorum")
  *   await kit.explainForConsumer(myContract)            // would a real network's proof pass its guards? If not, why
  *
+ * Detail: docs/solidity.md "Testing with Hardhat".
+ */
+import type { HardhatRuntimeEnvironment } from "hardhat/types";
+/*
  * Proofs sign, by default, the accuracy the local network's mesh really signs (LOCAL_MESH_ACCURACY_NS, ~0.15 ms,
  * from `npm run bench:mesh`), not the card's 50 ns: a contract whose bound no software network meets fails its tests
  * here, not on mainnet. The oracle is deployed as the local network deploys it (maxAcceptableDrift at the
@@ -19,7 +23,6 @@
  * used) and refuses any chain but a local Hardhat one (chain id 31337, network "hardhat" or "localhost"). Proofs are
  * signed in the test process: no node server is needed.
  */
-import type { HardhatRuntimeEnvironment } from "hardhat/types";
 // Types only: hre.viem, added by the user's Hardhat viem plugin (hardhat-toolbox-viem loads it); nothing at run time.
 import type {} from "@nomicfoundation/hardhat-viem";
 import type { Address, Hex } from "viem";
