@@ -3,29 +3,8 @@
  * bundles installed by local or systemd units and images run by container units, go through the same steps; what
  * differs (what a unit runs, how it is pointed at another release) is the target's (upgrade/target.ts).
  *
- * 1. Verify the release (a bundle: upgrade/fetchRelease.ts; an image: upgrade/registry.ts, with its labels) and the
- *    trusted node's chain against the manifest.
- * 2. Preflight every node before touching any: its record file (install.env or the image file), what runs (an
- *    install's tree digest recomputed; the container's image digest from the runtime), chain identity, finalized
- *    head, peers, sync, role, mesh state, identity and registration. Refuse a downgrade (the bundle's node_version
- *    or the image's version label against what the node reports), a node not in the shape the plan says, a
- *    degraded network, or finality that does not advance.
- * 3. Batch by batch, in the plan's order (upgrade/batches.ts: one node at a time unless the plan's maxParallel lets
- *    non-primaries go together; a primary always goes alone): put the release in place (stage the install; an
- *    image is pulled by its digest at start), stop, point the record file at it (the old one kept as `.previous`),
- *    start (a container service is restarted), and run the acceptance gates (upgrade/gates.ts).
- * 4. At the first failed gate: roll back that node (the `.previous` record: an install's digest verified first; an
- *    image digest the runtime verifies; never chain data), run every gate again for the old release, roll back the
- *    rest of its batch the same way once each has finished its own acceptance, and stop.
- *
- * What it can do to a host is the list above and nothing else: the only files it writes are staged installs and
- * the record files; it has no code path that writes a node's keys, config or data, deletes anything outside its
- * own temporary folder, moves a tag or changes a bind address (test/upgrade/plan.test.ts checks the sources). Of
- * the container runtime it only asks which digest a container runs (upgrade/containerRuntime.ts).
- * A node that already runs the target release (a rollout restarted after the agent was killed) is accepted again,
- * or rolled back, before anything else moves, so a restarted agent never leaves two nodes down; the killed run may
- * have left it stopped, still starting or (a container whose image file was switched) not yet restarted, so it is
- * started if it does not run the target and its first answer taken as its baseline.
+ * Detail: docs/upgrade.md §4 (its steps 1–6, and "What it never does": the only files it writes, and the
+ * source check in test/upgrade/plan.test.ts that it has no code path for keys, config, data or bind addresses).
  */
 import { createHash } from "node:crypto";
 import { readFileSync } from "node:fs";

@@ -11,12 +11,14 @@
  * any primary ran it, and while a batch of them is down every primary is up. Going primaries first would instead
  * put the nodes whose moments are served on an untried release, and then take several serving nodes down while
  * the primaries are on it.
- *
- * With maxParallel 1 (the default) every batch is one node, in the plan's order: the sequential rollout.
+ * Detail: docs/upgrade.md §4.
  */
 import { consensusThreshold } from "../protocol/consensus";
 import { isValidator, type NodeRole } from "./plan";
 
+/*
+ * With maxParallel 1 (the default) every batch is one node, in the plan's order: the sequential rollout.
+ */
 export function rolloutBatches<T extends { node: { role: NodeRole } }>(ordered: readonly T[], maxParallel: number): T[][] {
   const batches: T[][] = [];
   let open: T[] | null = null;

@@ -9,10 +9,7 @@
  * - rollback at a failed gate: put the `.previous` file back (the prior digest) and restart, then run every gate
  *   again. Nothing else is restored or touched: chain data and keys live in volumes the image does not contain.
  *
- * A rollback needs no digest re-check of its own (the native path recomputes the saved install's tree): the
- * previous file names a digest (a tag is refused when it is read), and the runtime refuses bytes that do not hash
- * to it. The restored image's labels are not fetched (it may come from another registry), so its version and
- * revision are the ones its release id carries (`ats-node-<version>-<12 digits of the revision>`).
+ * Detail: docs/upgrade.md §4a.
  */
 import { readImageEnv, writeImageEnv, type ImageRecord } from "./containerEnv";
 import type { ContainerRuntime } from "./containerRuntime";
@@ -23,6 +20,12 @@ import type { ContainerPlanNode, ImagePlan } from "./plan";
 import { resolveImage, VERSION_LABEL } from "./registry";
 import type { Deployment, ExpectedVersion, NodeTarget, VerifiedArtifact } from "./target";
 
+/*
+ * A rollback needs no digest re-check of its own (the native path recomputes the saved install's tree): the
+ * previous file names a digest (a tag is refused when it is read), and the runtime refuses bytes that do not hash
+ * to it. The restored image's labels are not fetched (it may come from another registry), so its version and
+ * revision are the ones its release id carries (`ats-node-<version>-<12 digits of the revision>`).
+ */
 export interface ImageReleaseOptions {
   /** Answers which digest a container runs; default podman on env.PATH (upgrade/containerUnit.ts). */
   runtime?: ContainerRuntime | undefined;

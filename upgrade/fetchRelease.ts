@@ -5,18 +5,7 @@
  * bounds: one origin, a deadline, a size limit per file). How a file arrives is the only difference; nothing that
  * arrives is trusted until every check below has passed:
  *
- * 1. SHA256SUMS parses, and lists BUILD-METADATA.json and the bundle with their digests;
- * 2. every file's bytes match SHA256SUMS ("bad-checksum": a corrupted or truncated download);
- * 3. the bundle's digest is the plan's approved artifact ("moved-tag": the tag now serves another build);
- * 4. release_id and source_revision are the approved ones ("unapproved-release");
- * 5. the bundle was built for this platform, CPU and Node ABI ("wrong-platform");
- * 6. the archive holds only plain files and folders, each path once, within the reader's bounds (upgrade/tar.ts),
- *    and its tree digest is the metadata's: checked while it is streamed into the private folder (`treeDir`);
- * 7. its BUILD-REVISION.json (what the node will report as its revision) names the approved source revision
- *    ("unapproved-release").
- *
- * A download that fails its bounds (another origin, too slow, too large, not 200) is "fetch-failed". Any failure
- * refuses before anything on a node changes, and removes the private folder.
+ * Detail: docs/upgrade.md §1.
  */
 import { copyFileSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -30,6 +19,20 @@ import { MAX_BUNDLE_BYTES, REVISION_FILE, revisionFileContent } from "./release"
 import { parseSums, SUMS_FILE } from "./sums";
 import { extractTarGz, type TarLimits } from "./tar";
 
+/*
+ * 1. SHA256SUMS parses, and lists BUILD-METADATA.json and the bundle with their digests;
+ * 2. every file's bytes match SHA256SUMS ("bad-checksum": a corrupted or truncated download);
+ * 3. the bundle's digest is the plan's approved artifact ("moved-tag": the tag now serves another build);
+ * 4. release_id and source_revision are the approved ones ("unapproved-release");
+ * 5. the bundle was built for this platform, CPU and Node ABI ("wrong-platform");
+ * 6. the archive holds only plain files and folders, each path once, within the reader's bounds (upgrade/tar.ts),
+ *    and its tree digest is the metadata's: checked while it is streamed into the private folder (`treeDir`);
+ * 7. its BUILD-REVISION.json (what the node will report as its revision) names the approved source revision
+ *    ("unapproved-release").
+ *
+ * A download that fails its bounds (another origin, too slow, too large, not 200) is "fetch-failed". Any failure
+ * refuses before anything on a node changes, and removes the private folder.
+ */
 export interface VerifiedRelease {
   metadata: BuildMetadata;
   /** The verified bundle, extracted (read-only files) inside the private folder: installs are copied from it. */

@@ -3,6 +3,13 @@
  * not success; each gate compares what the node now shows with what it showed before (the preflight reading) or
  * with an independent trusted node:
  *
+ * Detail: docs/upgrade.md §4.
+ */
+import { countLogErrors, LOG_ERROR_KINDS, repeatedKinds } from "./logErrors";
+import type { NodeReading, Probe } from "./probe";
+import type { NodeUnit } from "./unit";
+
+/*
  *   unit-running   the unit is active, runs the expected install or image digest (the container runtime's
  *                  inspect), and its process has not restarted
  *   version        GET /node/info reports the release's node version and source revision; the unit's record file
@@ -21,10 +28,6 @@
  * unit and the node report. Details are value-free (docs/upgrade.md): states, counts and block numbers, never an
  * id, hash or log text.
  */
-import { countLogErrors, LOG_ERROR_KINDS, repeatedKinds } from "./logErrors";
-import type { NodeReading, Probe } from "./probe";
-import type { NodeUnit } from "./unit";
-
 export const GATE_NAMES = ["unit-running", "version", "genesis", "not-syncing", "finality", "peers", "mesh", "identity", "logs"] as const;
 export type GateName = (typeof GATE_NAMES)[number];
 

@@ -3,6 +3,11 @@
  * release files, upgrade/fetchRelease.ts). What it answers is not trusted: the caller checks the bytes against a
  * digest. The bounds are so that a hostile or broken server can neither send the agent elsewhere nor exhaust it:
  *
+ * Detail: docs/upgrade.md §1.
+ */
+import { UpgradeRefusal, type RefusalCode } from "./errors";
+
+/*
  * - one origin: the request goes to `origin` only. A redirect within it is followed up to `maxRedirects` times
  *   (a release server that maps /latest/ to a versioned folder); a redirect anywhere else is refused, not followed,
  *   so the agent never contacts a host the plan does not name;
@@ -15,8 +20,6 @@
  *
  * Every failure is an UpgradeRefusal with the caller's code and the request's path and status as evidence.
  */
-import { UpgradeRefusal, type RefusalCode } from "./errors";
-
 export interface BoundedGetOptions {
   /** The only origin contacted (scheme, host, port). */
   origin: string;

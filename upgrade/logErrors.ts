@@ -10,6 +10,9 @@
  *
  * A restart is a second "node listening" line: the process the agent started came up again (any level).
  *
+ * Detail: docs/upgrade.md §4.
+ */
+/*
  * "Repeated" is REPEATED_AT[kind] occurrences since the start: one consensus, database or time-source error can be
  * a peer restarting or a transient I/O hiccup, two of one kind is a pattern; a single restart is already one too
  * many. These hold whatever acceptance.maxLogErrors allows in total, so a budget for scattered errors never lets a

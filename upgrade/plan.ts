@@ -2,6 +2,14 @@
  * The plan: everything the operator approves before the agent touches a node, in a closed schema (an unknown key
  * is refused, so a typo never silently drops a rule). The agent refuses to start without every field:
  *
+ * Detail: docs/upgrade.md §3.
+ */
+import { Type, type Static, type TProperties, type TSchema } from "@sinclair/typebox";
+import { Value } from "@sinclair/typebox/value";
+import { UpgradeRefusal } from "./errors";
+import { RELEASE_ID_PATTERN, SOURCE_REVISION_PATTERN } from "./metadata";
+
+/*
  * - release: the tag, the immutable artifact, the approved release_id and source_revision. The artifact is exactly
  *   one of
  *     - a bundle (its SHA-256) found in a release folder (`source.dir`: bundle + SHA256SUMS + BUILD-METADATA.json)
@@ -15,11 +23,6 @@
  * - maxParallel (optional, default 1): how many non-primary nodes may be switched at once (upgrade/batches.ts);
  * - acceptance: warm-up and time limits of the gates.
  */
-import { Type, type Static, type TProperties, type TSchema } from "@sinclair/typebox";
-import { Value } from "@sinclair/typebox/value";
-import { UpgradeRefusal } from "./errors";
-import { RELEASE_ID_PATTERN, SOURCE_REVISION_PATTERN } from "./metadata";
-
 export const PLAN_VERSION = "ats-upgrade-plan/1";
 
 const AbsolutePath = Type.String({ pattern: "^/[^\\0]{0,4095}$" });

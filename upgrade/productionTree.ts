@@ -11,14 +11,17 @@
  *   and the repository's tests have them; that is also why `npm ls --omit=dev` does not list them and the
  *   lockfile marks them `dev`, so neither can be asked for the tree;
  *
+ * Detail: docs/upgrade.md §2.
+ */
+import { existsSync, readFileSync } from "node:fs";
+import { join } from "node:path";
+
+/*
  * following each package's `dependencies`, its installed `optionalDependencies` and its required peers. A
  * package's optional peers are not followed: they are its consumer's choice (viem's optional peer `typescript`
  * is installed here to build, not to run), and this consumer's choices are the roots above. A name resolves as
  * Node resolves it at run time: the nearest `node_modules/<name>` from the requiring package's folder upwards.
  */
-import { existsSync, readFileSync } from "node:fs";
-import { join } from "node:path";
-
 export const LOCK_FILE = "package-lock.json";
 
 /** One package of the tree: where it sits under the project (its lockfile key) and what it is. */

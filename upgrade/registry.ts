@@ -10,11 +10,7 @@
  * 3. The config's org.opencontainers.image.revision label must be the approved source_revision
  *    ("unapproved-release"): the digest pins the bytes, the label ties them to the reviewed commit.
  *
- * Every request goes to the plan's registry origin only: redirects are refused rather than followed (a registry
- * that redirects blobs to a CDN is not supported yet), responses are read up to a size limit, each request has a
- * time limit. A registry that answers 401 with a Bearer challenge is asked again, once, with a token from the
- * realm it names (upgrade/registryAuth.ts: https or loopback http only; credentials from the file or variable the
- * plan names, or none); the token is kept for the next request of the same resolve and never leaves this module.
+ * Detail: docs/upgrade.md §1.
  */
 import { createHash } from "node:crypto";
 import { UpgradeRefusal } from "./errors";
@@ -22,6 +18,13 @@ import { boundedGet, type BoundedResponse } from "./httpGet";
 import type { ImageArtifact } from "./plan";
 import { fetchToken, parseBearerChallenge, readCredentials } from "./registryAuth";
 
+/*
+ * Every request goes to the plan's registry origin only: redirects are refused rather than followed (a registry
+ * that redirects blobs to a CDN is not supported yet), responses are read up to a size limit, each request has a
+ * time limit. A registry that answers 401 with a Bearer challenge is asked again, once, with a token from the
+ * realm it names (upgrade/registryAuth.ts: https or loopback http only; credentials from the file or variable the
+ * plan names, or none); the token is kept for the next request of the same resolve and never leaves this module.
+ */
 export const REVISION_LABEL = "org.opencontainers.image.revision";
 export const VERSION_LABEL = "org.opencontainers.image.version";
 

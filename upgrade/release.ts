@@ -11,11 +11,7 @@
  * package-lock.json (upgrade/productionTree.ts, upgrade/moduleFiles.ts), so the digest an operator approves covers
  * every line of JavaScript and every native addon the node runs. Without, the host provides them (NODE_PATH).
  *
- * A tarball rather than a folder: one file is one digest, the digest an operator approves in a plan and compares
- * with SHA256SUMS; a folder would need a manifest of digests, which is what SHA256SUMS already is for one file.
- * The tag names the platform, CPU and Node ABI because the node's native addons (better-sqlite3, secp256k1,
- * keccak: in the bundle with `modules`, on the host without) are built for them. A release folder that exists is
- * never written again (immutable), and its files are read-only.
+ * Detail: docs/upgrade.md §1.
  */
 import { chmodSync, existsSync, mkdirSync, readdirSync, readFileSync, statSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
@@ -26,6 +22,13 @@ import { productionPackages, type ProductionTreeOptions } from "./productionTree
 import { formatSums, SUMS_FILE } from "./sums";
 import { writeTarGz, type TarEntry } from "./tar";
 
+/*
+ * A tarball rather than a folder: one file is one digest, the digest an operator approves in a plan and compares
+ * with SHA256SUMS; a folder would need a manifest of digests, which is what SHA256SUMS already is for one file.
+ * The tag names the platform, CPU and Node ABI because the node's native addons (better-sqlite3, secp256k1,
+ * keccak: in the bundle with `modules`, on the host without) are built for them. A release folder that exists is
+ * never written again (immutable), and its files are read-only.
+ */
 /** The entry point every install carries: runs this install's compiled CLI (never the repository's). */
 export const LAUNCHER_FILE = "ats-node.js";
 const LAUNCHER = `#!/usr/bin/env node
