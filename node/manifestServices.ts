@@ -5,6 +5,18 @@
  * nothing it keeps: no faucet nonce is issued (a nonce counts against the client's hourly claims), the faucet's
  * terms are read instead.
  *
+ * Detail: docs/catalog.md "In the local network and the manifest".
+ */
+import { createSocket } from "node:dgram";
+import { connect as connectHttp2 } from "node:http2";
+import WebSocket from "ws";
+import type { Hex } from "viem";
+import { rootCauseMessage } from "../protocol/errors";
+import type { NetworkManifest } from "../wire/manifest";
+import { TIME_HOST_SERVICE } from "../wire/manifest";
+import { decodeNtpReply, encodeNtpRequest } from "./ntp/packet";
+
+/*
  * By name (the catalog's names, docs/protocol.md §9.5; the local network's in docs/local-network.md):
  * - `rpc`: eth_chainId is the manifest's chain id; `time`: the temporal JSON-RPC serves the manifest's chain id and
  *   genesis hash (client/temporal.ts verifyChainIdentity);
@@ -18,15 +30,6 @@
  * - any ws(s):// service: the WebSocket handshake completes; `…-grpc`: an HTTP/2 request gets a grpc-status;
  * - any other http(s):// service: it answers HTTP below 500.
  */
-import { createSocket } from "node:dgram";
-import { connect as connectHttp2 } from "node:http2";
-import WebSocket from "ws";
-import type { Hex } from "viem";
-import { rootCauseMessage } from "../protocol/errors";
-import type { NetworkManifest } from "../wire/manifest";
-import { TIME_HOST_SERVICE } from "../wire/manifest";
-import { decodeNtpReply, encodeNtpRequest } from "./ntp/packet";
-
 /** Each check's deadline, ms. */
 export const SERVICE_CHECK_TIMEOUT_MS = 5_000;
 /** Largest answer body a check reads, bytes (a releases index of 200 releases is well under). */
