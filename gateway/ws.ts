@@ -1,6 +1,6 @@
 /**
  * JSON-RPC over WebSocket on the gateway's port (docs/protocol.md §9.5): the same methods as over HTTP, and
- * subscriptions to the chain's final blocks (./finality.ts: `confirmations` deep in the chain the gateway records):
+ * subscriptions to the chain's final blocks (./finality.ts: `confirmations` deep in the chain the gateway records).
  *
  * Detail: docs/gateway.md "Subscriptions (WebSocket)".
  */
@@ -17,6 +17,8 @@ import type { BlockRecord, TemporalStore } from "./store";
 import { FinalBlockFeed, logMatches, parseEthSubscribe, type LogFilter } from "./subscriptions";
 
 /*
+ * Methods:
+ *
  *   eth_subscribe(["newHeads"])                → a subscription id; then `eth_subscription` notifications
  *                                                 { subscription, result: <block header, as geth sends it> }, one
  *                                                 per final block, in order, from the next final block on

@@ -18,6 +18,8 @@ import { waitForSignal } from "../lib/signals";
 import { loadStartNode, startDevNode, type StartDevNodeParameters, type StartNodeFunction } from "./devNode";
 
 /*
+ * Commands (USAGE below is their short form):
+ *
  *   ats-node keys init <dir> [--force]   create a dev manufacturer CA, a card key + certificate and a node key
  *                                        (node keystore encrypted when ATS_KEYSTORE_PASSWORD is set); prints the
  *                                        public summary only. The folder keeps the CA's certificate (ca.pem, the

@@ -13,7 +13,7 @@
 import { workerData } from "node:worker_threads";
 
 /*
- * So the thread's owner and the thread share one Int32 in a SharedArrayBuffer, passed in the worker's
+ * The gate: the thread's owner and the thread share one Int32 in a SharedArrayBuffer, passed in the worker's
  * `workerData[NATIVE_CALL_GATE_KEY]`: OPEN, IN_CALL, CLOSING or CLOSED. The thread enters every addon call with
  * compareExchange(OPEN → IN_CALL) and leaves with compareExchange(IN_CALL → OPEN), or, when the owner marked the
  * call CLOSING meanwhile, with a store of CLOSED; then it notifies (runGated). The owner, before it terminates the

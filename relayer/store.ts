@@ -10,6 +10,8 @@ import { openDatabase, type SqliteDatabase } from "../lib/sqlite";
 import type { Hex } from "../protocol/types";
 
 /*
+ * Tables:
+ *
  *   items     one row per job: a bridge message to deliver, a scheduled call to execute, a proof to push, a card
  *             to revoke (the guardian). Status
  *             pending → submitted → done, or dead (dead-letter, with the reason), skipped (by an operator),

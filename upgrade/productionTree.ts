@@ -3,6 +3,12 @@
  * package-lock.json and checked against the installed node_modules/. Nothing is resolved or downloaded here: the
  * bundle holds what this checkout installed from its lockfile, or the release is refused with the differences.
  *
+ * Detail: docs/upgrade.md §1; the roots of the tree and how it is followed are listed after the imports.
+ */
+import { existsSync, readFileSync } from "node:fs";
+import { join } from "node:path";
+
+/*
  * The tree is the closure, over the lockfile, of
  * - package.json `dependencies`;
  * - its `optionalDependencies` that are installed (npm skips the ones that do not fit the platform);
@@ -11,12 +17,6 @@
  *   and the repository's tests have them; that is also why `npm ls --omit=dev` does not list them and the
  *   lockfile marks them `dev`, so neither can be asked for the tree;
  *
- * Detail: docs/upgrade.md §2.
- */
-import { existsSync, readFileSync } from "node:fs";
-import { join } from "node:path";
-
-/*
  * following each package's `dependencies`, its installed `optionalDependencies` and its required peers. A
  * package's optional peers are not followed: they are its consumer's choice (viem's optional peer `typescript`
  * is installed here to build, not to run), and this consumer's choices are the roots above. A name resolves as

@@ -18,7 +18,7 @@ import { ValidationError } from "../../protocol/errors";
 import { parseJsonLossless } from "../../protocol/json";
 
 /*
- * And a lone UTF-16 surrogate escape (`"\ud800"`, a high one not followed by a low one, or a low one alone) in any
+ * Refused as well: a lone UTF-16 surrogate escape (`"\ud800"`, a high one not followed by a low one, or a low one alone) in any
  * string, key or value (400, naming the field and the character): the bytes are valid UTF-8, but the parsed string
  * holds a code unit no UTF-8 can encode, so SQLite stored it as U+FFFD (RFC 8259 §8.2: such strings make readers
  * behave unpredictably). The same bytes strict decoding refuses as raw UTF-8 (ED A0 80) are refused as an escape.

@@ -1,6 +1,6 @@
 /**
  * REST transport (fastify). `buildRestApp` builds the app without listening (tests use `app.inject()`);
- * node/server.ts listens. Routes (docs/protocol.md §9.2):
+ * node/server.ts listens.
  *
  * Detail: docs/protocol.md §9.2.
  */
@@ -43,6 +43,8 @@ import {
 
 
 /*
+ * Routes (docs/protocol.md §9.2):
+ *
  *   GET  /time/current        200 ProofJson (the service's pre-serialised body, no per-request work;   [auth]
  *                             served by currentTimeFastPath.ts ahead of fastify, same answers)
  *   POST /time/verify         200 { valid, reason, detail? }; body { nanoMoment, proof,                [auth]
