@@ -126,7 +126,8 @@ for (const chainKind of CHAIN_KINDS) describe(`temporal gateway with ethers v6 a
     control = new ChainControl(chainKind, chain.rpcUrl);
     dir = mkdtempSync(join(tmpdir(), "ats-gateway-clients-"));
     const hash = await wallet().sendTransaction({ data: PING_INIT, chain: null });
-    const receipt = (await call(chain.rpcUrl, "eth_getTransactionReceipt", [hash])).result as { contractAddress: Address };
+    // Polled: anvil's automine answers eth_sendTransaction before the receipt can be read (Hardhat's does not).
+    const receipt = await until(async () => ((await call(chain.rpcUrl, "eth_getTransactionReceipt", [hash])).result as { contractAddress: Address } | null) ?? undefined, "the Ping deployment's receipt");
     ping = receipt.contractAddress;
     expect((await call(chain.rpcUrl, "eth_getCode", [ping, "latest"])).result).to.equal(`0x${PING_RUNTIME}`);
   });
