@@ -287,8 +287,8 @@ async function main(): Promise<void> {
     });
     rows.push([
       `GET /time/current of a mesh node (its rounds at 100/s), ${WRK ? "wrk" : "autocannon"}, 100 connections, ${RUNS} runs`,
-      `${fmtRange(serving.subject)} req/s; bare node:http ${fmtRange(serving.baseline)} req/s; ratio ${fmtRange(serving.ratios, 2)}`,
-      "ratio ≥ 0.8",
+      `${fmtRange(serving.subject)} req/s; bare node:http ${fmtRange(serving.baseline)} req/s; ratio ${fmtRange(serving.ratios, 2)}, median ${fmt(percentile([...serving.ratios].sort((a, b) => a - b), 50), 2)}`,
+      "ratio ≥ 0.8 as the median of the pairs",
     ]);
   } finally {
     await node0?.stop();
