@@ -128,7 +128,13 @@ describe("Signer thread (node/core/signerWorker.ts)", () => {
       const workerBefore = attestor.stats().workerAttestationsTotal;
       await waitFor(() => attestor.stats().workerAttestationsTotal >= workerBefore + 5, 20_000, "five worker ticks");
       if (offersKey) expect(cardSignatures, "card driver calls during worker ticks").to.equal(before);
-      else expect(cardSignatures - before).to.be.at.least(5);
+      else {
+        // Counted from the start, both: a tick whose card signature came before `before` may complete after
+        // `workerBefore` was read, so differences taken at two moments can be one short. Every worker tick completed
+        // needed a card signature first, so the card's count is at least the ticks' (read in that order).
+        const workerTotal = attestor.stats().workerAttestationsTotal;
+        expect(cardSignatures, "card driver calls, at least one per worker tick").to.be.at.least(workerTotal);
+      }
       expect(verifyAt(attestor.current().proof)).to.deep.include({ valid: true });
       attestor.stop();
     }
